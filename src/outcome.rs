@@ -1,0 +1,174 @@
+//! What one scheduled probe produced: its timeline, what the server said, and how it ended.
+//! `exec` fills it, `measure` turns it into numbers, sinks record both.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::protocol::Usage;
+
+/// Why a probe did not succeed. The closed set of `error` label values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorClass {
+    Connect,
+    Tls,
+    TimeoutConnect,
+    TimeoutTtft,
+    TimeoutIdle,
+    TimeoutTotal,
+    Http429,
+    Http4xx,
+    Http5xx,
+    /// An error object inside a 2xx stream.
+    StreamError,
+    /// The stream ended without any generated text.
+    EmptyStream,
+    /// The stream ended without the protocol's end marker (or the body broke off).
+    Truncated,
+    Parse,
+    /// Shutdown came before the probe finished.
+    Cancelled,
+    /// Not sent: the target's in-flight cap was reached (`outcome="dropped"`).
+    InFlightCap,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 15] = [
+        ErrorClass::Connect,
+        ErrorClass::Tls,
+        ErrorClass::TimeoutConnect,
+        ErrorClass::TimeoutTtft,
+        ErrorClass::TimeoutIdle,
+        ErrorClass::TimeoutTotal,
+        ErrorClass::Http429,
+        ErrorClass::Http4xx,
+        ErrorClass::Http5xx,
+        ErrorClass::StreamError,
+        ErrorClass::EmptyStream,
+        ErrorClass::Truncated,
+        ErrorClass::Parse,
+        ErrorClass::Cancelled,
+        ErrorClass::InFlightCap,
+    ];
+
+    /// The `error` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::Tls => "tls",
+            ErrorClass::TimeoutConnect => "timeout_connect",
+            ErrorClass::TimeoutTtft => "timeout_ttft",
+            ErrorClass::TimeoutIdle => "timeout_idle",
+            ErrorClass::TimeoutTotal => "timeout_total",
+            ErrorClass::Http429 => "http_429",
+            ErrorClass::Http4xx => "http_4xx",
+            ErrorClass::Http5xx => "http_5xx",
+            ErrorClass::StreamError => "stream_error",
+            ErrorClass::EmptyStream => "empty_stream",
+            ErrorClass::Truncated => "truncated",
+            ErrorClass::Parse => "parse",
+            ErrorClass::Cancelled => "cancelled",
+            ErrorClass::InFlightCap => "in_flight_cap",
+        }
+    }
+
+    /// The `outcome` label value for a probe that ended with this class.
+    pub fn outcome_label(self) -> &'static str {
+        match self {
+            ErrorClass::InFlightCap => "dropped",
+            _ => "error",
+        }
+    }
+
+    /// The class for an HTTP status that is not a success.
+    pub fn from_status(status: u16) -> ErrorClass {
+        match status {
+            429 => ErrorClass::Http429,
+            500.. => ErrorClass::Http5xx,
+            _ => ErrorClass::Http4xx,
+        }
+    }
+}
+
+/// A classified failure. `detail` is for logs and traces only (bounded, secrets redacted),
+/// never a metric label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(class: ErrorClass, detail: impl Into<String>) -> Self {
+        Failure { class, detail: detail.into() }
+    }
+}
+
+/// One frame that carried generated text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TextFrame {
+    pub at: Instant,
+    pub content_bytes: usize,
+    pub reasoning_bytes: usize,
+}
+
+/// When things happened, on one monotonic clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    /// When the schedule said this probe should go.
+    pub intended: Instant,
+    /// When the request was handed to the HTTP client.
+    pub sent: Instant,
+    /// Response headers received.
+    pub first_byte: Option<Instant>,
+    /// Every text-bearing frame, in arrival order (the first one is the first token).
+    pub text_frames: Vec<TextFrame>,
+    /// End of the stream, or the moment the failure was detected.
+    pub end: Instant,
+}
+
+impl Timeline {
+    pub fn first_token(&self) -> Option<Instant> {
+        self.text_frames.first().map(|f| f.at)
+    }
+
+    /// First frame with answer content (later than `first_token` when reasoning came first).
+    pub fn first_content(&self) -> Option<Instant> {
+        self.text_frames.iter().find(|f| f.content_bytes > 0).map(|f| f.at)
+    }
+
+    pub fn schedule_lag(&self) -> Duration {
+        self.sent.saturating_duration_since(self.intended)
+    }
+}
+
+/// The full record of one scheduled probe.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub target: Arc<str>,
+    pub scenario: Arc<str>,
+    /// Sequence number within (target, scenario), from 0.
+    pub seq: u64,
+    /// UUID sent as `x-request-id`.
+    pub request_id: String,
+    pub model: Arc<str>,
+    pub requested_input_tokens: u32,
+    pub requested_output_tokens: u32,
+    pub timeline: Timeline,
+    pub http_status: Option<u16>,
+    /// Server-reported usage (the last one seen in the stream).
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+    pub response_model: Option<String>,
+    /// `Ok` = success; otherwise the classified failure.
+    pub result: Result<(), Failure>,
+}
+
+impl Outcome {
+    pub fn is_success(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    pub fn error_class(&self) -> Option<ErrorClass> {
+        self.result.as_ref().err().map(|f| f.class)
+    }
+}

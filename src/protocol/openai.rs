@@ -1,0 +1,57 @@
+//! Shared pieces of the two OpenAI-compatible APIs: the end marker, error objects, usage.
+
+use serde::Deserialize;
+
+use super::{ProtocolError, StreamEvent, Usage};
+
+#[derive(Deserialize)]
+pub(super) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+    }
+}
+
+/// Handles what both APIs share before the API-specific chunk shape is read: `[DONE]` and
+/// `{"error": ...}`. Returns `Ok(Some(event))` when the frame was one of those.
+pub(super) fn common(frame: &[u8]) -> Result<Option<StreamEvent>, ProtocolError> {
+    let trimmed = frame.trim_ascii();
+    if trimmed == b"[DONE]" {
+        return Ok(Some(StreamEvent { done: true, ..Default::default() }));
+    }
+    if let Ok(ErrorFrame { error: Some(err) }) = serde_json::from_slice::<ErrorFrame>(trimmed) {
+        return Err(ProtocolError::Stream(error_summary(&err)));
+    }
+    Ok(None)
+}
+
+#[derive(Deserialize)]
+struct ErrorFrame {
+    error: Option<serde_json::Value>,
+}
+
+/// A short description of an error object (`message`, else the raw value), bounded in length.
+pub(crate) fn error_summary(err: &serde_json::Value) -> String {
+    let text = match err.get("message").and_then(|m| m.as_str()) {
+        Some(m) => m.to_string(),
+        None => err.as_str().map(str::to_string).unwrap_or_else(|| err.to_string()),
+    };
+    truncate_chars(&text, 300)
+}
+
+pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+pub(super) fn parse_json<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, ProtocolError> {
+    serde_json::from_slice(frame).map_err(|e| ProtocolError::Parse(e.to_string()))
+}

@@ -1,0 +1,67 @@
+//! OpenAI `/v1/completions` streaming: `choices[].text` carries the generated text.
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::openai::{common, parse_json, WireUsage};
+use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
+use crate::config::Target;
+
+pub struct OpenAiCompletions;
+
+#[derive(Deserialize)]
+struct Chunk {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    text: Option<String>,
+    finish_reason: Option<String>,
+}
+
+impl Protocol for OpenAiCompletions {
+    fn kind(&self) -> ProtocolKind {
+        ProtocolKind::OpenaiCompletions
+    }
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+    fn path(&self) -> &'static str {
+        "/v1/completions"
+    }
+
+    fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
+        let mut body = json!({
+            "model": req.model,
+            "prompt": req.prompt,
+            "max_tokens": req.max_tokens,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if target.ignore_eos && req.ignore_eos {
+            body["ignore_eos"] = json!(true);
+            body["min_tokens"] = json!(req.max_tokens);
+        }
+        body
+    }
+
+    fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
+        state.frames += 1;
+        if let Some(ev) = common(frame)? {
+            return Ok(ev);
+        }
+        let chunk: Chunk = parse_json(frame)?;
+        let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
+        for choice in chunk.choices {
+            ev.content_bytes += choice.text.as_deref().map_or(0, str::len);
+            if choice.finish_reason.is_some() {
+                ev.finish_reason = choice.finish_reason;
+            }
+        }
+        Ok(ev)
+    }
+}
