@@ -1,6 +1,12 @@
-//! llmprobe: a continuous open-arrival SLO prober and benchmark for LLM inference services.
-
+pub mod arrival;
 pub mod config;
-pub mod protocol;
+pub mod exec;
 pub mod measure;
 pub mod outcome;
+pub mod protocol;
+pub mod recorder;
+pub mod scheduler;
+pub mod secret;
+pub mod sink;
+pub mod target;
+pub mod workload;

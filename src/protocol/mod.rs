@@ -10,6 +10,8 @@ mod openai_completions;
 
 use serde::Deserialize;
 
+pub(crate) use openai::{error_summary, truncate_chars};
+
 use crate::config::Target;
 
 /// The API family a target speaks. Chosen in config (`api:`).

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every check of the project. On a fresh Debian machine it first installs what the
+# checks need (promtool, helm, kubernetes-validate); the Rust toolchain must be present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v cargo >/dev/null || { echo "cargo not found: install the Rust toolchain (https://rustup.rs)" >&2; exit 1; }
+scripts/install-test-tools.sh
+export PATH="$PWD/.tools/bin:$PATH"
+
+# Debug info is not needed to run tests and doubles link time on small machines.
+export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+
+echo "== cargo build (binary used by the demo check)"
+cargo build --locked --bin llmprobe
+
+echo "== cargo test"
+cargo test --locked --all-targets
+
+echo "== operations package (alerts, dashboards, chart)"
+scripts/check-ops.sh
+
+echo "== dashboards and alerts read only exported metric names (scraping the running demo)"
+scripts/check-demo-metrics.sh target/debug/llmprobe
+
+echo "all checks passed"

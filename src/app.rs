@@ -1,0 +1,181 @@
+//! Wiring: builds the parts of a run from a validated config, starts them, and shuts them down
+//! gracefully (stop scheduling, let in-flight probes finish within the grace period, cancel the
+//! rest as `cancelled`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::arrival::{stream_seed, Poisson};
+use crate::config::Config;
+use crate::recorder::{self, Accounting};
+use crate::scheduler::{self, RunContext, Stream};
+use crate::server::{self, ServerState};
+use crate::sink::Sink;
+use crate::sink::history::History;
+use crate::sink::prometheus::Metrics;
+use crate::sink::summary::Summary;
+use crate::target::TargetRuntime;
+use crate::workload::Sampler;
+
+/// How often a target's model and engine version are re-read (a change marks a release).
+const DISCOVERY_REFRESH: Duration = Duration::from_secs(60);
+const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
+
+/// Options of a prober run beyond the config file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Print a one-line summary to stdout at this interval (the demo does).
+    pub summary_every: Option<Duration>,
+}
+
+/// What a finished run leaves behind (tests read it).
+pub struct RunReport {
+    pub accounting: Arc<Accounting>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// A running prober: its metrics endpoint address and a way to wait for it.
+pub struct Running {
+    pub metrics_addr: std::net::SocketAddr,
+    pub metrics: Arc<Metrics>,
+    pub accounting: Arc<Accounting>,
+    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Running {
+    /// Waits until the run has shut down (after `shutdown` was cancelled).
+    pub async fn wait(self) -> anyhow::Result<RunReport> {
+        self.handle.await.context("prober task panicked")??;
+        Ok(RunReport { accounting: self.accounting, metrics: self.metrics })
+    }
+}
+
+/// Starts the prober; it runs until `shutdown` is cancelled.
+pub async fn start(config: Config, options: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Running> {
+    let targets = config
+        .targets
+        .iter()
+        .map(|t| TargetRuntime::new(t.clone()).map(Arc::new))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding the metrics address {}", config.listen))?;
+    let metrics_addr = listener.local_addr()?;
+    let metrics = Arc::new(Metrics::new(&config));
+    let history = Arc::new(History::default());
+    let summary = Arc::new(Summary::default());
+    let ready = Arc::new(AtomicBool::new(false));
+
+    let server_state = ServerState { metrics: metrics.clone(), history: history.clone(), ready: ready.clone() };
+    let server_stop = CancellationToken::new();
+    let server_task = tokio::spawn(server::serve(listener, server_state, server_stop.clone()));
+    tracing::info!("serving /metrics on http://{metrics_addr}/metrics");
+
+    let sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), history, summary.clone()];
+    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo.clone());
+    let accounting = recorder.accounting.clone();
+    let ctx = RunContext {
+        recorder,
+        stop: shutdown.clone(),
+        abort: CancellationToken::new(),
+        tracker: TaskTracker::new(),
+        on_in_flight: { let m = metrics.clone(); Arc::new(move |t: &str, n| m.set_in_flight(t, n)) },
+    };
+    let run_seed = config.probe.seed.unwrap_or_else(rand::random);
+    let mut schedules = Vec::new();
+    for target in &targets {
+        schedules.push(tokio::spawn(keep_discovering(target.clone(), metrics.clone(), shutdown.clone())));
+        for scenario in &config.scenarios {
+            let seed = stream_seed(run_seed, &format!("{}/{}", target.name, scenario.name));
+            let stream = Stream {
+                target: target.clone(),
+                scenario: Arc::from(scenario.name.as_str()),
+                arrival: Box::new(Poisson::new(scenario.rate, seed)),
+                sampler: Sampler::new(scenario.clone(), seed.rotate_left(17)),
+                max_in_flight: config.probe.max_in_flight,
+            };
+            schedules.push(tokio::spawn(scheduler::run(stream, ctx.clone())));
+        }
+    }
+    ready.store(true, Ordering::Release);
+    if let Some(every) = options.summary_every {
+        tokio::spawn(print_summaries(summary, every, shutdown.clone()));
+    }
+
+    let grace = config.probe.shutdown_grace;
+    let handle = tokio::spawn(async move {
+        shutdown.cancelled().await;
+        tracing::info!("shutting down: waiting up to {grace:?} for in-flight probes");
+        for s in schedules {
+            let _ = s.await;
+        }
+        ctx.tracker.close();
+        if tokio::time::timeout(grace, ctx.tracker.wait()).await.is_err() {
+            tracing::warn!("grace period over: cancelling {} in-flight probes", ctx.tracker.len());
+            ctx.abort.cancel();
+            ctx.tracker.wait().await;
+        }
+        drop(ctx);
+        recorder_task.await.context("recorder task")?;
+        server_stop.cancel();
+        server_task.await.context("server task")?.context("metrics server")?;
+        Ok(())
+    });
+    Ok(Running { metrics_addr, metrics, accounting, handle })
+}
+
+/// Discovers a target's model and engine, and re-reads them so a release shows up.
+async fn keep_discovering(target: Arc<TargetRuntime>, metrics: Arc<Metrics>, stop: CancellationToken) {
+    let mut last = None;
+    loop {
+        let wait = match target.discover().await {
+            Ok(found) => {
+                if last.as_ref() != Some(&found) {
+                    tracing::info!(target_name = %target.name, model = %found.model, engine = %found.engine, version = %found.engine_version, "target discovered");
+                    metrics.set_target_info(&target.name, &found.model, &found.engine, &found.engine_version);
+                    last = Some(found);
+                }
+                DISCOVERY_REFRESH
+            }
+            Err(failure) => {
+                tracing::warn!(target_name = %target.name, error = failure.class.as_str(), "discovery failed: {}", failure.detail);
+                DISCOVERY_RETRY
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => println!("{}", summary.line()),
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("signal received");
+        token.cancel();
+    });
+}

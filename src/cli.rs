@@ -1,0 +1,58 @@
+//! Command line: `probe`, `check-config`, `mock`, `demo`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::mock::MockArgs;
+
+/// Continuous open-arrival SLO prober for LLM inference services.
+///
+/// Sends low-rate synthetic traffic to OpenAI-compatible endpoints (vLLM, SGLang, llama.cpp, ...)
+/// and exports TTFT, TPOT, ITL, E2E, goodput and classified errors as Prometheus metrics.
+#[derive(Debug, Parser)]
+#[command(name = "llmprobe", version, propagate_version = true)]
+pub struct Cli {
+    /// Log filter (tracing syntax), e.g. `info`, `llmprobe=debug`.
+    #[arg(long, global = true, env = "LLMPROBE_LOG", default_value = "info")]
+    pub log: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Probe the configured targets continuously and serve /metrics.
+    Probe(ProbeArgs),
+    /// Validate a config file: prints every problem as `path: message (file:line)`; exit 2 if invalid.
+    CheckConfig {
+        /// The YAML config file.
+        file: PathBuf,
+    },
+    /// Run the built-in mock engine (a simulated OpenAI-compatible server with vLLM metrics).
+    Mock(MockArgs),
+    /// Run the mock engine and the prober together with the built-in demo config.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The YAML config file.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Send one probe per target and scenario, print each timeline, and exit (1 if any failed).
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Serve the prober's /metrics here instead of the demo config's address.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Seconds between the printed one-line summaries.
+    #[arg(long, default_value_t = 5)]
+    pub summary_every: u64,
+}

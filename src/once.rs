@@ -1,0 +1,83 @@
+//! `probe --once`: one probe per target×scenario, each printed as a timeline.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Slo};
+use crate::exec::{self, Probe};
+use crate::measure::{measure, Sample};
+use crate::outcome::Outcome;
+use crate::target::TargetRuntime;
+use crate::workload::Sampler;
+
+/// Runs the probes one after another and returns the printed report; `Ok(false)` if any failed.
+pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
+    let mut all_ok = true;
+    for target in &config.targets {
+        let target = Arc::new(TargetRuntime::new(target.clone())?);
+        for scenario in &config.scenarios {
+            let draw = Sampler::new(scenario.clone(), config.probe.seed.unwrap_or_else(rand::random)).draw();
+            let probe = Probe { target: target.clone(), scenario: Arc::from(scenario.name.as_str()), seq: 0, draw, intended: Instant::now() };
+            let outcome = exec::execute(probe, &CancellationToken::new()).await;
+            let sample = measure(&outcome, &config.slo);
+            all_ok &= outcome.is_success();
+            render(&outcome, sample.as_ref(), &config.slo, out);
+        }
+    }
+    Ok(all_ok)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Prints the timeline of one outcome, times relative to the intended send time.
+pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String) {
+    let t = &o.timeline;
+    let at = |i: Instant| format!("+{:>10}", ms(i.saturating_duration_since(t.intended)));
+    let _ = writeln!(out, "target={} scenario={} model={} request_id={}", o.target, o.scenario, o.model, o.request_id);
+    let _ = writeln!(out, "  requested      input≈{} tokens, output={} tokens", o.requested_input_tokens, o.requested_output_tokens);
+    let _ = writeln!(out, "  intended       {}", at(t.intended));
+    let _ = writeln!(out, "  sent           {}   schedule lag {}", at(t.sent), ms(t.schedule_lag()));
+    if let Some(fb) = t.first_byte {
+        let _ = writeln!(out, "  first byte     {}   HTTP {}", at(fb), o.http_status.unwrap_or(0));
+    }
+    for (i, f) in t.text_frames.iter().enumerate() {
+        let label = if i == 0 { "first token" } else { "text frame" };
+        let kind = if f.reasoning_bytes > 0 { format!(" reasoning {} B", f.reasoning_bytes) } else { String::new() };
+        let _ = writeln!(out, "  {label:<14} {}   #{:<4} content {} B{kind}", at(f.at), i + 1, f.content_bytes);
+    }
+    let _ = writeln!(out, "  end            {}", at(t.end));
+    match o.usage {
+        Some(u) => { let _ = writeln!(out, "  usage          prompt={} completion={}", u.prompt_tokens, u.completion_tokens); }
+        None => { let _ = writeln!(out, "  usage          (not reported)"); }
+    }
+    if let Some(r) = &o.finish_reason {
+        let _ = writeln!(out, "  finish reason  {r}");
+    }
+    let _ = writeln!(out, "  verdict        {}", verdict(o, sample, slo));
+}
+
+fn verdict(o: &Outcome, sample: Option<&Sample>, slo: &Slo) -> String {
+    let Err(failure) = &o.result else {
+        let Some(s) = sample else { return "success".into() };
+        let check = |name: &str, value: Option<Duration>, limit: Option<Duration>| match (value, limit) {
+            (Some(v), Some(l)) => format!(" {name} {} {} {}", ms(v), if v <= l { "<=" } else { ">" }, ms(l)),
+            (Some(v), None) => format!(" {name} {}", ms(v)),
+            _ => String::new(),
+        };
+        return format!(
+            "success, {} output tokens (from {}), goodput={}:{}{}{}",
+            s.output_tokens,
+            s.token_source.as_str(),
+            if s.goodput { "yes" } else { "no" },
+            check("ttft", Some(s.ttft), slo.ttft),
+            check("tpot", s.tpot, slo.tpot),
+            check("e2e", Some(s.e2e), slo.e2e),
+        );
+    };
+    format!("error {}: {}", failure.class.as_str(), failure.detail)
+}
