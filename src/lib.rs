@@ -4,3 +4,6 @@ pub mod config;
 pub mod protocol;
 pub mod measure;
 pub mod outcome;
+pub mod server;
+pub mod sink;
+pub mod stats;
