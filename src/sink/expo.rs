@@ -28,7 +28,7 @@ fn push_line(out: &mut String, line: &str) {
 
 /// Writes one family's sample lines, series sorted by their label set.
 fn flush_block(block: &mut Vec<&str>, out: &mut String) {
-    let mut series: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut series: Vec<(String, Vec<&str>)> = Vec::new();
     for line in block.drain(..) {
         let key = series_key(line);
         match series.last_mut() {
@@ -37,7 +37,7 @@ fn flush_block(block: &mut Vec<&str>, out: &mut String) {
         }
     }
     // Stable: a series' lines keep their order; equal keys cannot occur within one family.
-    series.sort_by(|a, b| a.0.cmp(b.0));
+    series.sort_by(|a, b| a.0.cmp(&b.0));
     for (_, lines) in series {
         for line in lines {
             push_line(out, line);
@@ -45,21 +45,13 @@ fn flush_block(block: &mut Vec<&str>, out: &mut String) {
     }
 }
 
-/// The label set of a sample line without a trailing `le` label, e.g. `target="a",scenario="b"`.
-fn series_key(line: &str) -> &str {
-    let labels = label_text(line);
-    match labels.rfind("le=\"") {
-        Some(i) if (i == 0 || labels[..i].ends_with(',')) && is_last_label(&labels[i..]) => {
-            labels[..i].trim_end_matches(',')
-        }
-        _ => labels,
-    }
-}
-
-/// Whether `rest` (starting at `le="`) is exactly one quoted label value with nothing after it.
-fn is_last_label(rest: &str) -> bool {
-    let value = &rest[4..];
-    closing_quote(value) == Some(value.len() - 1)
+/// The label set of a sample line without its `le` label, e.g. `target="a",scenario="b"`.
+fn series_key(line: &str) -> String {
+    split_labels(label_text(line))
+        .into_iter()
+        .filter(|pair| !pair.starts_with("le=\""))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The text between `{` and its matching `}` of a sample line, or `""` without labels.
@@ -69,28 +61,31 @@ fn label_text(line: &str) -> &str {
         return "";
     }
     let body = &line[name_end + 1..];
-    let mut in_quote = false;
-    let mut escaped = false;
-    for (i, c) in body.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if in_quote => escaped = true,
-            '"' => in_quote = !in_quote,
-            '}' if !in_quote => return &body[..i],
-            _ => {}
-        }
-    }
-    body
+    let end = top_level(body, '}').unwrap_or(body.len());
+    &body[..end]
 }
 
-/// Byte index of the first unescaped `"` in `s`.
-fn closing_quote(s: &str) -> Option<usize> {
+/// `a="1",b="x,y"` -> `["a=\"1\"", "b=\"x,y\""]`, commas inside quoted values kept.
+fn split_labels(mut labels: &str) -> Vec<&str> {
+    let mut pairs = Vec::new();
+    while !labels.is_empty() {
+        let end = top_level(labels, ',').unwrap_or(labels.len());
+        pairs.push(&labels[..end]);
+        labels = labels.get(end + 1..).unwrap_or("");
+    }
+    pairs
+}
+
+/// Byte index of the first `stop` outside a quoted label value.
+fn top_level(s: &str, stop: char) -> Option<usize> {
+    let mut in_quote = false;
     let mut escaped = false;
     for (i, c) in s.char_indices() {
         match c {
             _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '"' => return Some(i),
+            '\\' if in_quote => escaped = true,
+            '"' => in_quote = !in_quote,
+            _ if c == stop && !in_quote => return Some(i),
             _ => {}
         }
     }
@@ -119,11 +114,21 @@ mod tests {
     }
 
     #[test]
-    fn label_values_with_braces_and_quotes() {
-        assert_eq!(series_key(r#"x{t="a}\"le=\"1",le="2"} 3"#), r#"t="a}\"le=\"1""#);
-        assert_eq!(series_key(r#"x{t="le=\"1\""} 3"#), r#"t="le=\"1\"""#);
+    fn label_values_with_braces_commas_and_quotes() {
+        assert_eq!(series_key(r#"x{t="a},\"le=\"1",le="2"} 3"#), r#"t="a},\"le=\"1""#);
+        assert_eq!(series_key(r#"x{le="+Inf",t="le=\"1\"",s="b"} 3"#), r#"t="le=\"1\"",s="b""#);
+        assert_eq!(series_key(r#"x{handle="h",le="1"} 3"#), r#"handle="h""#);
         assert_eq!(series_key("x 3"), "");
         assert_eq!(series_key("x{le=\"1\"} 3"), "");
+    }
+
+    #[test]
+    fn le_first_buckets_stay_in_order() {
+        let text = "h_sum{t=\"b\"} 1\nh_bucket{le=\"1.0\",t=\"b\"} 1\nh_bucket{le=\"+Inf\",t=\"b\"} 1\n\
+            h_sum{t=\"a\"} 0\nh_bucket{le=\"1.0\",t=\"a\"} 0\nh_bucket{le=\"+Inf\",t=\"a\"} 0\n";
+        let want = "h_sum{t=\"a\"} 0\nh_bucket{le=\"1.0\",t=\"a\"} 0\nh_bucket{le=\"+Inf\",t=\"a\"} 0\n\
+            h_sum{t=\"b\"} 1\nh_bucket{le=\"1.0\",t=\"b\"} 1\nh_bucket{le=\"+Inf\",t=\"b\"} 1\n";
+        assert_eq!(sort_series(text), want);
     }
 
     #[test]
