@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sink::{History, Metrics};
 
-pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const JSON_CONTENT_TYPE: &str = "application/json";
 
@@ -38,7 +39,11 @@ pub fn router(state: ServerState) -> Router {
 }
 
 /// Serves until `shutdown` is cancelled, then lets in-progress requests finish.
-pub async fn serve(listener: TcpListener, state: ServerState, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    state: ServerState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
@@ -57,7 +62,10 @@ async fn metrics(State(state): State<ServerState>, headers: HeaderMap) -> Respon
     let (content_type, body) = if wants_openmetrics(&headers) {
         (OPENMETRICS_CONTENT_TYPE, state.metrics.encode_openmetrics())
     } else {
-        (PROMETHEUS_TEXT_CONTENT_TYPE, state.metrics.encode_prometheus_text())
+        (
+            PROMETHEUS_TEXT_CONTENT_TYPE,
+            state.metrics.encode_prometheus_text(),
+        )
     };
     ([(CONTENT_TYPE, content_type)], body).into_response()
 }

@@ -3,10 +3,10 @@
 
 mod metrics_common;
 
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use std::io::Write;
 
 use llmprobe::sink::prometheus::{BUILD_REVISION, BUILD_VERSION};
 use llmprobe::sink::{Metrics, Sink};
@@ -37,8 +37,12 @@ fn openmetrics_matches_golden() {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &text).unwrap();
     }
-    let want = std::fs::read_to_string(&path).expect("golden file; run with UPDATE_GOLDEN=1 to create");
-    assert!(text == want, "OpenMetrics output differs from {GOLDEN}; rerun with UPDATE_GOLDEN=1 and review.\n{text}");
+    let want =
+        std::fs::read_to_string(&path).expect("golden file; run with UPDATE_GOLDEN=1 to create");
+    assert!(
+        text == want,
+        "OpenMetrics output differs from {GOLDEN}; rerun with UPDATE_GOLDEN=1 and review.\n{text}"
+    );
 }
 
 #[test]
@@ -61,7 +65,11 @@ fn promtool_check(text: &str) -> Option<(bool, String)> {
         .ok()?;
     child.stdin.take()?.write_all(text.as_bytes()).ok()?;
     let out = child.wait_with_output().ok()?;
-    let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let msg = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some((out.status.success(), msg))
 }
 
@@ -84,6 +92,9 @@ fn openmetrics_passes_promtool_except_known_counter_help_false_positive() {
         return;
     };
     // promtool 2.x reports `x_total no help text` for OpenMetrics counters (family `x`).
-    let real: Vec<&str> = msg.lines().filter(|l| !l.trim().is_empty() && !l.ends_with("no help text")).collect();
+    let real: Vec<&str> = msg
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.ends_with("no help text"))
+        .collect();
     assert!(real.is_empty(), "promtool check metrics:\n{msg}");
 }

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, StatusCode, header};
-use llmprobe::server::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve};
+use llmprobe::server::{
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve,
+};
 use llmprobe::sink::{History, Metrics, Sink};
 use metrics_common::{config, golden_outcomes, sample};
 use tokio_util::sync::CancellationToken;
@@ -23,18 +25,33 @@ fn state() -> ServerState {
         metrics.record(&o, s.as_ref());
         history.record(&o, s.as_ref());
     }
-    ServerState { metrics, history, ready: Arc::new(AtomicBool::new(false)) }
+    ServerState {
+        metrics,
+        history,
+        ready: Arc::new(AtomicBool::new(false)),
+    }
 }
 
 /// GET `path` with an optional Accept header; returns status, content type and body.
-async fn get(state: &ServerState, path: &str, accept: Option<&str>) -> (StatusCode, String, String) {
+async fn get(
+    state: &ServerState,
+    path: &str,
+    accept: Option<&str>,
+) -> (StatusCode, String, String) {
     let mut req = Request::get(path);
     if let Some(a) = accept {
         req = req.header(header::ACCEPT, a);
     }
-    let resp = router(state.clone()).oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let resp = router(state.clone())
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
     let status = resp.status();
-    let ct = resp.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    let ct = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
     let body = to_bytes(resp.into_body(), 1 << 24).await.unwrap();
     (status, ct, String::from_utf8(body.to_vec()).unwrap())
 }
@@ -74,7 +91,10 @@ async fn healthz_is_always_ok() {
 #[tokio::test]
 async fn readyz_follows_the_ready_flag() {
     let st = state();
-    assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        get(&st, "/readyz", None).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
     st.ready.store(true, Ordering::Release);
     assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::OK);
 }
@@ -88,7 +108,22 @@ async fn debug_probes_is_json_with_recent_and_failures() {
     assert_eq!(json["recent"].as_array().unwrap().len(), 4);
     let failure = &json["failures"][0];
     assert_eq!(failure["error"], "timeout_ttft");
-    for field in ["target", "scenario", "seq", "request_id", "outcome", "error_detail", "http_status", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "token_source", "schedule_lag_ms", "age_ms"] {
+    for field in [
+        "target",
+        "scenario",
+        "seq",
+        "request_id",
+        "outcome",
+        "error_detail",
+        "http_status",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "output_tokens",
+        "token_source",
+        "schedule_lag_ms",
+        "age_ms",
+    ] {
         assert!(failure.get(field).is_some(), "missing {field}");
     }
 }

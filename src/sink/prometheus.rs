@@ -19,33 +19,108 @@ use crate::config::{Config, Slo};
 use crate::measure::{Sample, TokenSource};
 use crate::outcome::{ErrorClass, Outcome};
 
-// ---- Names (exactly as exported) -------------------------------------------------------------
+// ---- Families: exported names and help texts ----------------------------------------------------
 
-pub const REQUESTS_TOTAL: &str = "llmprobe_requests_total";
-pub const GOODPUT_REQUESTS_TOTAL: &str = "llmprobe_goodput_requests_total";
-pub const SLO_VIOLATIONS_TOTAL: &str = "llmprobe_slo_violations_total";
-pub const TTFT_SECONDS: &str = "llmprobe_ttft_seconds";
-pub const TPOT_SECONDS: &str = "llmprobe_tpot_seconds";
-pub const ITL_SECONDS: &str = "llmprobe_itl_seconds";
-pub const E2E_SECONDS: &str = "llmprobe_e2e_seconds";
-pub const INPUT_TOKENS_TOTAL: &str = "llmprobe_input_tokens_total";
-pub const OUTPUT_TOKENS_TOTAL: &str = "llmprobe_output_tokens_total";
-pub const TOKEN_COUNT_FALLBACK_TOTAL: &str = "llmprobe_token_count_fallback_total";
-pub const SCHEDULE_LAG_SECONDS: &str = "llmprobe_schedule_lag_seconds";
-pub const IN_FLIGHT_REQUESTS: &str = "llmprobe_in_flight_requests";
-pub const TARGET_RATE_PER_SECOND: &str = "llmprobe_target_rate_per_second";
-pub const SLO_THRESHOLD_SECONDS: &str = "llmprobe_slo_threshold_seconds";
-pub const SLO_OBJECTIVE_RATIO: &str = "llmprobe_slo_objective_ratio";
-pub const TARGET_INFO: &str = "llmprobe_target_info";
-pub const BUILD_INFO: &str = "llmprobe_build_info";
-pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "llmprobe_config_last_reload_successful";
+/// One exported family: its name exactly as scraped (counters with `_total`) and its help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilySpec {
+    pub name: &'static str,
+    pub help: &'static str,
+}
 
-/// Every family name this module exports, in exposition order (for dashboard/alert checks).
-pub const ALL_NAMES: [&str; 18] = [
-    REQUESTS_TOTAL, GOODPUT_REQUESTS_TOTAL, SLO_VIOLATIONS_TOTAL, TTFT_SECONDS, TPOT_SECONDS,
-    ITL_SECONDS, E2E_SECONDS, INPUT_TOKENS_TOTAL, OUTPUT_TOKENS_TOTAL, TOKEN_COUNT_FALLBACK_TOTAL,
-    SCHEDULE_LAG_SECONDS, IN_FLIGHT_REQUESTS, TARGET_RATE_PER_SECOND, SLO_THRESHOLD_SECONDS,
-    SLO_OBJECTIVE_RATIO, TARGET_INFO, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESSFUL,
+pub const REQUESTS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_requests_total",
+    help: "Scheduled probes by outcome and error class; every probe lands here once",
+};
+pub const GOODPUT_REQUESTS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_goodput_requests_total",
+    help: "Probes that succeeded and met every configured SLO threshold",
+};
+pub const SLO_VIOLATIONS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_slo_violations_total",
+    help: "Successful probes that missed the given SLO threshold",
+};
+pub const TTFT_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_ttft_seconds",
+    help: "Time from request sent to the first generated text (content or reasoning)",
+};
+pub const TPOT_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_tpot_seconds",
+    help: "Time per output token after the first: (E2E - TTFT) / (output tokens - 1)",
+};
+pub const ITL_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_itl_seconds",
+    help: "Gaps between consecutive text-bearing frames",
+};
+pub const E2E_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_e2e_seconds",
+    help: "Time from request sent to the end of the stream",
+};
+pub const INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_input_tokens_total",
+    help: "Prompt tokens reported by the server's usage",
+};
+pub const OUTPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_output_tokens_total",
+    help: "Output tokens of successful probes (usage, else counted frames)",
+};
+pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_token_count_fallback_total",
+    help: "Successful probes without usage whose tokens were counted from frames",
+};
+pub const SCHEDULE_LAG_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_schedule_lag_seconds",
+    help: "Delay from a probe's scheduled time to its send time (prober health)",
+};
+pub const IN_FLIGHT_REQUESTS: FamilySpec = FamilySpec {
+    name: "llmprobe_in_flight_requests",
+    help: "Probes currently in flight",
+};
+pub const TARGET_RATE_PER_SECOND: FamilySpec = FamilySpec {
+    name: "llmprobe_target_rate_per_second",
+    help: "Configured arrival rate in probes per second",
+};
+pub const SLO_THRESHOLD_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_slo_threshold_seconds",
+    help: "Configured SLO threshold",
+};
+pub const SLO_OBJECTIVE_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_slo_objective_ratio",
+    help: "Configured goodput objective",
+};
+pub const TARGET_INFO: FamilySpec = FamilySpec {
+    name: "llmprobe_target_info",
+    help: "Model and engine discovered on the target; a change marks a release",
+};
+pub const BUILD_INFO: FamilySpec = FamilySpec {
+    name: "llmprobe_build_info",
+    help: "llmprobe build",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
+    name: "llmprobe_config_last_reload_successful",
+    help: "Whether the last configuration (re)load succeeded",
+};
+
+/// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
+pub const ALL_FAMILIES: [FamilySpec; 18] = [
+    REQUESTS_TOTAL,
+    GOODPUT_REQUESTS_TOTAL,
+    SLO_VIOLATIONS_TOTAL,
+    TTFT_SECONDS,
+    TPOT_SECONDS,
+    ITL_SECONDS,
+    E2E_SECONDS,
+    INPUT_TOKENS_TOTAL,
+    OUTPUT_TOKENS_TOTAL,
+    TOKEN_COUNT_FALLBACK_TOTAL,
+    SCHEDULE_LAG_SECONDS,
+    IN_FLIGHT_REQUESTS,
+    TARGET_RATE_PER_SECOND,
+    SLO_THRESHOLD_SECONDS,
+    SLO_OBJECTIVE_RATIO,
+    TARGET_INFO,
+    BUILD_INFO,
+    CONFIG_LAST_RELOAD_SUCCESSFUL,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -63,8 +138,9 @@ pub const E2E_BUCKETS: [f64; 20] = [
     0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
     120.0, 240.0, 480.0,
 ];
-pub const SCHEDULE_LAG_BUCKETS: [f64; 12] =
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
 
 // ---- Build identity ------------------------------------------------------------------------------
 
@@ -119,15 +195,27 @@ struct BuildLabels {
 
 impl TsLabels {
     fn new(target: &str, scenario: &str) -> Self {
-        TsLabels { target: target.to_owned(), scenario: scenario.to_owned() }
+        TsLabels {
+            target: target.to_owned(),
+            scenario: scenario.to_owned(),
+        }
     }
 
     fn request(&self, outcome: &'static str, error: &'static str) -> RequestLabels {
-        RequestLabels { target: self.target.clone(), scenario: self.scenario.clone(), outcome, error }
+        RequestLabels {
+            target: self.target.clone(),
+            scenario: self.scenario.clone(),
+            outcome,
+            error,
+        }
     }
 
     fn slo(&self, slo: &'static str) -> SloLabels {
-        SloLabels { target: self.target.clone(), scenario: self.scenario.clone(), slo }
+        SloLabels {
+            target: self.target.clone(),
+            scenario: self.scenario.clone(),
+            slo,
+        }
     }
 }
 
@@ -189,7 +277,8 @@ fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, second
 
 /// Registers under the exported name: prometheus-client appends `_total` to counters and the unit
 /// suffix itself, so both are stripped here to keep the constants above the single source of truth.
-fn register(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+fn register(registry: &mut Registry, spec: FamilySpec, metric: impl Metric) {
+    let FamilySpec { name, help } = spec;
     if let Some(base) = name.strip_suffix("_seconds") {
         registry.register_with_unit(base, help, Unit::Seconds, metric);
     } else {
@@ -229,7 +318,11 @@ impl Metrics {
         let metrics = Self::register_all();
         metrics.precreate(config);
         metrics.set_config_gauges(config);
-        metrics.build_info.get_or_create(&BuildLabels { version: BUILD_VERSION, revision: BUILD_REVISION }).set(1);
+        let build = BuildLabels {
+            version: BUILD_VERSION,
+            revision: BUILD_REVISION,
+        };
+        metrics.build_info.get_or_create(&build).set(1);
         metrics.reload_ok.set(1);
         metrics
     }
@@ -259,31 +352,33 @@ impl Metrics {
             reload_ok: Gauge::default(),
         };
         let r = &mut registry;
-        register(r, REQUESTS_TOTAL, "Scheduled probes by outcome and error class; every probe lands here once", m.requests.clone());
-        register(r, GOODPUT_REQUESTS_TOTAL, "Probes that succeeded and met every configured SLO threshold", m.goodput.clone());
-        register(r, SLO_VIOLATIONS_TOTAL, "Successful probes that missed the given SLO threshold", m.slo_violations.clone());
-        register(r, TTFT_SECONDS, "Time from request sent to the first generated text (content or reasoning)", m.ttft.clone());
-        register(r, TPOT_SECONDS, "Time per output token after the first: (E2E - TTFT) / (output tokens - 1)", m.tpot.clone());
-        register(r, ITL_SECONDS, "Gaps between consecutive text-bearing frames", m.itl.clone());
-        register(r, E2E_SECONDS, "Time from request sent to the end of the stream", m.e2e.clone());
-        register(r, INPUT_TOKENS_TOTAL, "Prompt tokens reported by the server's usage", m.input_tokens.clone());
-        register(r, OUTPUT_TOKENS_TOTAL, "Output tokens of successful probes (usage, else counted frames)", m.output_tokens.clone());
-        register(r, TOKEN_COUNT_FALLBACK_TOTAL, "Successful probes without usage whose tokens were counted from frames", m.token_fallback.clone());
-        register(r, SCHEDULE_LAG_SECONDS, "Delay from a probe's scheduled time to its send time (prober health)", m.schedule_lag.clone());
-        register(r, IN_FLIGHT_REQUESTS, "Probes currently in flight", m.in_flight.clone());
-        register(r, TARGET_RATE_PER_SECOND, "Configured arrival rate in probes per second", m.target_rate.clone());
-        register(r, SLO_THRESHOLD_SECONDS, "Configured SLO threshold", m.slo_threshold.clone());
-        register(r, SLO_OBJECTIVE_RATIO, "Configured goodput objective", m.slo_objective.clone());
-        register(r, TARGET_INFO, "Model and engine discovered on the target; a change marks a release", m.target_info.clone());
-        register(r, BUILD_INFO, "llmprobe build", m.build_info.clone());
-        register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, "Whether the last configuration (re)load succeeded", m.reload_ok.clone());
+        register(r, REQUESTS_TOTAL, m.requests.clone());
+        register(r, GOODPUT_REQUESTS_TOTAL, m.goodput.clone());
+        register(r, SLO_VIOLATIONS_TOTAL, m.slo_violations.clone());
+        register(r, TTFT_SECONDS, m.ttft.clone());
+        register(r, TPOT_SECONDS, m.tpot.clone());
+        register(r, ITL_SECONDS, m.itl.clone());
+        register(r, E2E_SECONDS, m.e2e.clone());
+        register(r, INPUT_TOKENS_TOTAL, m.input_tokens.clone());
+        register(r, OUTPUT_TOKENS_TOTAL, m.output_tokens.clone());
+        register(r, TOKEN_COUNT_FALLBACK_TOTAL, m.token_fallback.clone());
+        register(r, SCHEDULE_LAG_SECONDS, m.schedule_lag.clone());
+        register(r, IN_FLIGHT_REQUESTS, m.in_flight.clone());
+        register(r, TARGET_RATE_PER_SECOND, m.target_rate.clone());
+        register(r, SLO_THRESHOLD_SECONDS, m.slo_threshold.clone());
+        register(r, SLO_OBJECTIVE_RATIO, m.slo_objective.clone());
+        register(r, TARGET_INFO, m.target_info.clone());
+        register(r, BUILD_INFO, m.build_info.clone());
+        register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, m.reload_ok.clone());
         Metrics { registry, ..m }
     }
 
     /// Creates at zero every series that can occur, so rates and ratios exist before the first event.
     fn precreate(&self, config: &Config) {
         for target in &config.targets {
-            let t = TargetLabels { target: target.name.clone() };
+            let t = TargetLabels {
+                target: target.name.clone(),
+            };
             touch(&self.schedule_lag, &t);
             touch(&self.in_flight, &t);
             for scenario in &config.scenarios {
@@ -301,7 +396,12 @@ impl Metrics {
         for (name, _) in configured_slos(slo) {
             touch(&self.slo_violations, &ts.slo(name));
         }
-        for family in [&self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback] {
+        for family in [
+            &self.goodput,
+            &self.input_tokens,
+            &self.output_tokens,
+            &self.token_fallback,
+        ] {
             touch(family, ts);
         }
         for family in [&self.ttft, &self.tpot, &self.itl, &self.e2e] {
@@ -314,7 +414,9 @@ impl Metrics {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 self.target_rate.get_or_create(&ts).set(scenario.rate);
-                self.slo_objective.get_or_create(&ts).set(config.slo.objective);
+                self.slo_objective
+                    .get_or_create(&ts)
+                    .set(config.slo.objective);
                 for (name, seconds) in configured_slos(&config.slo) {
                     self.slo_threshold.get_or_create(&ts.slo(name)).set(seconds);
                 }
@@ -323,7 +425,11 @@ impl Metrics {
     }
 
     pub fn set_in_flight(&self, target: &str, n: i64) {
-        self.in_flight.get_or_create(&TargetLabels { target: target.to_owned() }).set(n);
+        self.in_flight
+            .get_or_create(&TargetLabels {
+                target: target.to_owned(),
+            })
+            .set(n);
     }
 
     /// Sets `llmprobe_target_info` for a target, removing its previous label set if it differs.
@@ -334,7 +440,10 @@ impl Metrics {
             engine: engine.to_owned(),
             engine_version: engine_version.to_owned(),
         };
-        let mut current = self.target_info_current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self
+            .target_info_current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(old) = current.insert(target.to_owned(), labels.clone()) {
             if old != labels {
                 self.target_info.remove(&old);
@@ -376,7 +485,11 @@ impl Metrics {
         if s.goodput {
             self.goodput.get_or_create(ts).inc();
         }
-        let missed = [("ttft", s.slo_missed.ttft), ("tpot", s.slo_missed.tpot), ("e2e", s.slo_missed.e2e)];
+        let missed = [
+            ("ttft", s.slo_missed.ttft),
+            ("tpot", s.slo_missed.tpot),
+            ("e2e", s.slo_missed.e2e),
+        ];
         for (name, _) in missed.into_iter().filter(|(_, m)| *m) {
             self.slo_violations.get_or_create(&ts.slo(name)).inc();
         }
@@ -398,11 +511,15 @@ impl Sink for Metrics {
         let ts = TsLabels::new(&outcome.target, &outcome.scenario);
         let class = outcome.error_class();
         let (outcome_label, error_label) = outcome_labels(class);
-        self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
+        self.requests
+            .get_or_create(&ts.request(outcome_label, error_label))
+            .inc();
         // A dropped probe was never sent, so it has no send time to lag.
         if class != Some(ErrorClass::InFlightCap) {
             let lag = outcome.timeline.schedule_lag().as_secs_f64();
-            let target = TargetLabels { target: ts.target.clone() };
+            let target = TargetLabels {
+                target: ts.target.clone(),
+            };
             self.schedule_lag.get_or_create(&target).observe(lag);
         }
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
