@@ -243,13 +243,13 @@ type HistogramFamily<L> = Family<L, LatencyHistogram, fn() -> LatencyHistogram>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn ttft_histogram() -> LatencyHistogram {
-    Histogram::new(TTFT_BUCKETS)
+    LatencyHistogram::new(TTFT_BUCKETS)
 }
 fn tpot_histogram() -> LatencyHistogram {
-    Histogram::new(TPOT_BUCKETS)
+    LatencyHistogram::new(TPOT_BUCKETS)
 }
 fn e2e_histogram() -> LatencyHistogram {
-    Histogram::new(E2E_BUCKETS)
+    LatencyHistogram::new(E2E_BUCKETS)
 }
 fn schedule_lag_histogram() -> Histogram {
     Histogram::new(SCHEDULE_LAG_BUCKETS)
