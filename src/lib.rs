@@ -7,6 +7,8 @@ pub mod protocol;
 pub mod recorder;
 pub mod scheduler;
 pub mod secret;
+pub mod server;
 pub mod sink;
+pub mod stats;
 pub mod target;
 pub mod workload;

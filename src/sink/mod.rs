@@ -1,7 +1,21 @@
-//! Sinks: where outcomes go.
+//! Where recorded probes go. One recorder task hands every finished probe to each sink;
+//! sinks keep their own state behind interior mutability so they can be shared with the server.
+
+pub mod history;
+pub mod prometheus;
+pub mod summary;
+
+mod expo;
+
 use crate::measure::Sample;
 use crate::outcome::Outcome;
 
+pub use history::History;
+pub use prometheus::Metrics;
+pub use summary::Summary;
+
+/// A consumer of finished probes.
 pub trait Sink: Send + Sync {
+    /// Records one probe. `sample` is `Some` only for a success that produced a first token.
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>);
 }

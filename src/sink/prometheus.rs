@@ -1,0 +1,529 @@
+//! The metric contract (`METRICS.md`): every exported name, help text, label set and bucket layout
+//! lives here and nowhere else. `Metrics` owns the registry, pre-creates every series whose labels
+//! are known from config, records probes as a `Sink`, and encodes OpenMetrics or Prometheus text.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry, Unit};
+
+use super::Sink;
+use super::expo::sort_series;
+use crate::config::{Config, Slo};
+use crate::measure::{Sample, TokenSource};
+use crate::outcome::{ErrorClass, Outcome};
+
+// ---- Families: exported names and help texts ----------------------------------------------------
+
+/// One exported family: its name exactly as scraped (counters with `_total`) and its help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilySpec {
+    pub name: &'static str,
+    pub help: &'static str,
+}
+
+pub const REQUESTS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_requests_total",
+    help: "Scheduled probes by outcome and error class; every probe lands here once",
+};
+pub const GOODPUT_REQUESTS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_goodput_requests_total",
+    help: "Probes that succeeded and met every configured SLO threshold",
+};
+pub const SLO_VIOLATIONS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_slo_violations_total",
+    help: "Successful probes that missed the given SLO threshold",
+};
+pub const TTFT_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_ttft_seconds",
+    help: "Time from request sent to the first generated text (content or reasoning)",
+};
+pub const TPOT_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_tpot_seconds",
+    help: "Time per output token after the first: (E2E - TTFT) / (output tokens - 1)",
+};
+pub const ITL_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_itl_seconds",
+    help: "Gaps between consecutive text-bearing frames",
+};
+pub const E2E_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_e2e_seconds",
+    help: "Time from request sent to the end of the stream",
+};
+pub const INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_input_tokens_total",
+    help: "Prompt tokens reported by the server's usage",
+};
+pub const OUTPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_output_tokens_total",
+    help: "Output tokens of successful probes (usage, else counted frames)",
+};
+pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_token_count_fallback_total",
+    help: "Successful probes without usage whose tokens were counted from frames",
+};
+pub const SCHEDULE_LAG_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_schedule_lag_seconds",
+    help: "Delay from a probe's scheduled time to its send time (prober health)",
+};
+pub const IN_FLIGHT_REQUESTS: FamilySpec = FamilySpec {
+    name: "llmprobe_in_flight_requests",
+    help: "Probes currently in flight",
+};
+pub const TARGET_RATE_PER_SECOND: FamilySpec = FamilySpec {
+    name: "llmprobe_target_rate_per_second",
+    help: "Configured arrival rate in probes per second",
+};
+pub const SLO_THRESHOLD_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_slo_threshold_seconds",
+    help: "Configured SLO threshold",
+};
+pub const SLO_OBJECTIVE_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_slo_objective_ratio",
+    help: "Configured goodput objective",
+};
+pub const TARGET_INFO: FamilySpec = FamilySpec {
+    name: "llmprobe_target_info",
+    help: "Model and engine discovered on the target; a change marks a release",
+};
+pub const BUILD_INFO: FamilySpec = FamilySpec {
+    name: "llmprobe_build_info",
+    help: "llmprobe build",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
+    name: "llmprobe_config_last_reload_successful",
+    help: "Whether the last configuration (re)load succeeded",
+};
+
+/// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
+pub const ALL_FAMILIES: [FamilySpec; 18] = [
+    REQUESTS_TOTAL,
+    GOODPUT_REQUESTS_TOTAL,
+    SLO_VIOLATIONS_TOTAL,
+    TTFT_SECONDS,
+    TPOT_SECONDS,
+    ITL_SECONDS,
+    E2E_SECONDS,
+    INPUT_TOKENS_TOTAL,
+    OUTPUT_TOKENS_TOTAL,
+    TOKEN_COUNT_FALLBACK_TOTAL,
+    SCHEDULE_LAG_SECONDS,
+    IN_FLIGHT_REQUESTS,
+    TARGET_RATE_PER_SECOND,
+    SLO_THRESHOLD_SECONDS,
+    SLO_OBJECTIVE_RATIO,
+    TARGET_INFO,
+    BUILD_INFO,
+    CONFIG_LAST_RELOAD_SUCCESSFUL,
+];
+
+// ---- Buckets (seconds) -------------------------------------------------------------------------
+
+pub const TTFT_BUCKETS: [f64; 23] = [
+    0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0,
+    5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+];
+/// Shared by TPOT and ITL.
+pub const TPOT_BUCKETS: [f64; 19] = [
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+    0.5, 0.75, 1.0, 2.5,
+];
+pub const E2E_BUCKETS: [f64; 20] = [
+    0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
+    120.0, 240.0, 480.0,
+];
+pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+// ---- Build identity ------------------------------------------------------------------------------
+
+pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// From `LLMPROBE_REVISION` at compile time (CI sets the git commit), else `unknown`.
+pub const BUILD_REVISION: &str = match option_env!("LLMPROBE_REVISION") {
+    Some(r) => r,
+    None => "unknown",
+};
+
+// ---- Label sets ----------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TsLabels {
+    target: String,
+    scenario: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    target: String,
+    scenario: String,
+    outcome: &'static str,
+    error: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SloLabels {
+    target: String,
+    scenario: String,
+    slo: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetInfoLabels {
+    target: String,
+    model: String,
+    engine: String,
+    engine_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    revision: &'static str,
+}
+
+impl TsLabels {
+    fn new(target: &str, scenario: &str) -> Self {
+        TsLabels {
+            target: target.to_owned(),
+            scenario: scenario.to_owned(),
+        }
+    }
+
+    fn request(&self, outcome: &'static str, error: &'static str) -> RequestLabels {
+        RequestLabels {
+            target: self.target.clone(),
+            scenario: self.scenario.clone(),
+            outcome,
+            error,
+        }
+    }
+
+    fn slo(&self, slo: &'static str) -> SloLabels {
+        SloLabels {
+            target: self.target.clone(),
+            scenario: self.scenario.clone(),
+            slo,
+        }
+    }
+}
+
+/// `(outcome, error)` label values of a finished probe.
+fn outcome_labels(class: Option<ErrorClass>) -> (&'static str, &'static str) {
+    match class {
+        None => ("success", "none"),
+        Some(c) => (c.outcome_label(), c.as_str()),
+    }
+}
+
+/// The `slo` label values with their configured thresholds, only those that are set.
+fn configured_slos(slo: &Slo) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+    [("ttft", slo.ttft), ("tpot", slo.tpot), ("e2e", slo.e2e)]
+        .into_iter()
+        .filter_map(|(name, limit)| limit.map(|l| (name, l.as_secs_f64())))
+}
+
+// ---- Families ------------------------------------------------------------------------------------
+
+/// The latency histogram type. Exemplars (`trace_id`/`span_id`) come by switching this alias to
+/// `HistogramWithExemplars<_>` and the body of `observe_latency`; nothing else reads it.
+type LatencyHistogram = Histogram;
+type HistogramFamily<L> = Family<L, LatencyHistogram, fn() -> LatencyHistogram>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+fn ttft_histogram() -> LatencyHistogram {
+    LatencyHistogram::new(TTFT_BUCKETS)
+}
+fn tpot_histogram() -> LatencyHistogram {
+    LatencyHistogram::new(TPOT_BUCKETS)
+}
+fn e2e_histogram() -> LatencyHistogram {
+    LatencyHistogram::new(E2E_BUCKETS)
+}
+fn schedule_lag_histogram() -> Histogram {
+    Histogram::new(SCHEDULE_LAG_BUCKETS)
+}
+
+fn histogram_family<L>(make: fn() -> LatencyHistogram) -> HistogramFamily<L>
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    Family::new_with_constructor(make)
+}
+
+/// Creates a series at its zero value without touching it otherwise.
+fn touch<L, M, C>(family: &Family<L, M, C>, labels: &L)
+where
+    L: Clone + std::hash::Hash + Eq,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    drop(family.get_or_create(labels));
+}
+
+fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, seconds: f64) {
+    family.get_or_create(labels).observe(seconds);
+}
+
+/// Registers under the exported name: prometheus-client appends `_total` to counters and the unit
+/// suffix itself, so both are stripped here to keep the constants above the single source of truth.
+fn register(registry: &mut Registry, spec: FamilySpec, metric: impl Metric) {
+    let FamilySpec { name, help } = spec;
+    if let Some(base) = name.strip_suffix("_seconds") {
+        registry.register_with_unit(base, help, Unit::Seconds, metric);
+    } else {
+        registry.register(name.strip_suffix("_total").unwrap_or(name), help, metric);
+    }
+}
+
+/// Owns the registry and every family of the metric contract.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    goodput: Family<TsLabels, Counter>,
+    slo_violations: Family<SloLabels, Counter>,
+    ttft: HistogramFamily<TsLabels>,
+    tpot: HistogramFamily<TsLabels>,
+    itl: HistogramFamily<TsLabels>,
+    e2e: HistogramFamily<TsLabels>,
+    input_tokens: Family<TsLabels, Counter>,
+    output_tokens: Family<TsLabels, Counter>,
+    token_fallback: Family<TsLabels, Counter>,
+    schedule_lag: Family<TargetLabels, Histogram, fn() -> Histogram>,
+    in_flight: Family<TargetLabels, Gauge>,
+    target_rate: Family<TsLabels, FloatGauge>,
+    slo_threshold: Family<SloLabels, FloatGauge>,
+    slo_objective: Family<TsLabels, FloatGauge>,
+    target_info: Family<TargetInfoLabels, Gauge>,
+    /// The current `target_info` label set per target, so a change replaces the old series.
+    target_info_current: Mutex<HashMap<String, TargetInfoLabels>>,
+    build_info: Family<BuildLabels, Gauge>,
+    reload_ok: Gauge,
+}
+
+impl Metrics {
+    /// Registers every family and pre-creates at zero every series whose labels config determines.
+    pub fn new(config: &Config) -> Self {
+        let metrics = Self::register_all();
+        metrics.precreate(config);
+        metrics.set_config_gauges(config);
+        let build = BuildLabels {
+            version: BUILD_VERSION,
+            revision: BUILD_REVISION,
+        };
+        metrics.build_info.get_or_create(&build).set(1);
+        metrics.reload_ok.set(1);
+        metrics
+    }
+
+    fn register_all() -> Self {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            goodput: Family::default(),
+            slo_violations: Family::default(),
+            ttft: histogram_family(ttft_histogram),
+            tpot: histogram_family(tpot_histogram),
+            itl: histogram_family(tpot_histogram),
+            e2e: histogram_family(e2e_histogram),
+            input_tokens: Family::default(),
+            output_tokens: Family::default(),
+            token_fallback: Family::default(),
+            schedule_lag: Family::new_with_constructor(schedule_lag_histogram),
+            in_flight: Family::default(),
+            target_rate: Family::default(),
+            slo_threshold: Family::default(),
+            slo_objective: Family::default(),
+            target_info: Family::default(),
+            target_info_current: Mutex::new(HashMap::new()),
+            build_info: Family::default(),
+            reload_ok: Gauge::default(),
+        };
+        let r = &mut registry;
+        register(r, REQUESTS_TOTAL, m.requests.clone());
+        register(r, GOODPUT_REQUESTS_TOTAL, m.goodput.clone());
+        register(r, SLO_VIOLATIONS_TOTAL, m.slo_violations.clone());
+        register(r, TTFT_SECONDS, m.ttft.clone());
+        register(r, TPOT_SECONDS, m.tpot.clone());
+        register(r, ITL_SECONDS, m.itl.clone());
+        register(r, E2E_SECONDS, m.e2e.clone());
+        register(r, INPUT_TOKENS_TOTAL, m.input_tokens.clone());
+        register(r, OUTPUT_TOKENS_TOTAL, m.output_tokens.clone());
+        register(r, TOKEN_COUNT_FALLBACK_TOTAL, m.token_fallback.clone());
+        register(r, SCHEDULE_LAG_SECONDS, m.schedule_lag.clone());
+        register(r, IN_FLIGHT_REQUESTS, m.in_flight.clone());
+        register(r, TARGET_RATE_PER_SECOND, m.target_rate.clone());
+        register(r, SLO_THRESHOLD_SECONDS, m.slo_threshold.clone());
+        register(r, SLO_OBJECTIVE_RATIO, m.slo_objective.clone());
+        register(r, TARGET_INFO, m.target_info.clone());
+        register(r, BUILD_INFO, m.build_info.clone());
+        register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, m.reload_ok.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// Creates at zero every series that can occur, so rates and ratios exist before the first event.
+    fn precreate(&self, config: &Config) {
+        for target in &config.targets {
+            let t = TargetLabels {
+                target: target.name.clone(),
+            };
+            touch(&self.schedule_lag, &t);
+            touch(&self.in_flight, &t);
+            for scenario in &config.scenarios {
+                self.precreate_pair(&TsLabels::new(&target.name, &scenario.name), &config.slo);
+            }
+        }
+    }
+
+    fn precreate_pair(&self, ts: &TsLabels, slo: &Slo) {
+        let classes = ErrorClass::ALL.into_iter().map(Some);
+        for class in std::iter::once(None).chain(classes) {
+            let (outcome, error) = outcome_labels(class);
+            touch(&self.requests, &ts.request(outcome, error));
+        }
+        for (name, _) in configured_slos(slo) {
+            touch(&self.slo_violations, &ts.slo(name));
+        }
+        for family in [
+            &self.goodput,
+            &self.input_tokens,
+            &self.output_tokens,
+            &self.token_fallback,
+        ] {
+            touch(family, ts);
+        }
+        for family in [&self.ttft, &self.tpot, &self.itl, &self.e2e] {
+            touch(family, ts);
+        }
+    }
+
+    fn set_config_gauges(&self, config: &Config) {
+        for target in &config.targets {
+            for scenario in &config.scenarios {
+                let ts = TsLabels::new(&target.name, &scenario.name);
+                self.target_rate.get_or_create(&ts).set(scenario.rate);
+                self.slo_objective
+                    .get_or_create(&ts)
+                    .set(config.slo.objective);
+                for (name, seconds) in configured_slos(&config.slo) {
+                    self.slo_threshold.get_or_create(&ts.slo(name)).set(seconds);
+                }
+            }
+        }
+    }
+
+    pub fn set_in_flight(&self, target: &str, n: i64) {
+        self.in_flight
+            .get_or_create(&TargetLabels {
+                target: target.to_owned(),
+            })
+            .set(n);
+    }
+
+    /// Sets `llmprobe_target_info` for a target, removing its previous label set if it differs.
+    pub fn set_target_info(&self, target: &str, model: &str, engine: &str, engine_version: &str) {
+        let labels = TargetInfoLabels {
+            target: target.to_owned(),
+            model: model.to_owned(),
+            engine: engine.to_owned(),
+            engine_version: engine_version.to_owned(),
+        };
+        let mut current = self
+            .target_info_current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = current.insert(target.to_owned(), labels.clone()) {
+            if old != labels {
+                self.target_info.remove(&old);
+            }
+        }
+        self.target_info.get_or_create(&labels).set(1);
+    }
+
+    pub fn set_config_reload_ok(&self, ok: bool) {
+        self.reload_ok.set(i64::from(ok));
+    }
+
+    /// OpenMetrics text 1.0.0, series sorted within each family, ending with `# EOF`.
+    pub fn encode_openmetrics(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = text::encode(&mut out, &self.registry);
+        sort_series(&out)
+    }
+
+    /// Prometheus text format 0.0.4 (no `# EOF`, exemplars or `# UNIT`; counters typed under their
+    /// `_total` name), from the same registry so both formats always carry the same series.
+    pub fn encode_prometheus_text(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_text::encode(&mut out, &self.registry);
+        sort_series(&out)
+    }
+
+    fn record_sample(&self, ts: &TsLabels, s: &Sample) {
+        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64());
+        if let Some(tpot) = s.tpot {
+            observe_latency(&self.tpot, ts, tpot.as_secs_f64());
+        }
+        for gap in &s.itl {
+            observe_latency(&self.itl, ts, gap.as_secs_f64());
+        }
+        observe_latency(&self.e2e, ts, s.e2e.as_secs_f64());
+        self.record_tokens(ts, s);
+        if s.goodput {
+            self.goodput.get_or_create(ts).inc();
+        }
+        let missed = [
+            ("ttft", s.slo_missed.ttft),
+            ("tpot", s.slo_missed.tpot),
+            ("e2e", s.slo_missed.e2e),
+        ];
+        for (name, _) in missed.into_iter().filter(|(_, m)| *m) {
+            self.slo_violations.get_or_create(&ts.slo(name)).inc();
+        }
+    }
+
+    fn record_tokens(&self, ts: &TsLabels, s: &Sample) {
+        self.output_tokens.get_or_create(ts).inc_by(s.output_tokens);
+        if let Some(input) = s.input_tokens {
+            self.input_tokens.get_or_create(ts).inc_by(input);
+        }
+        if s.token_source == TokenSource::Events {
+            self.token_fallback.get_or_create(ts).inc();
+        }
+    }
+}
+
+impl Sink for Metrics {
+    fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
+        let ts = TsLabels::new(&outcome.target, &outcome.scenario);
+        let class = outcome.error_class();
+        let (outcome_label, error_label) = outcome_labels(class);
+        self.requests
+            .get_or_create(&ts.request(outcome_label, error_label))
+            .inc();
+        // A dropped probe was never sent, so it has no send time to lag.
+        if class != Some(ErrorClass::InFlightCap) {
+            let lag = outcome.timeline.schedule_lag().as_secs_f64();
+            let target = TargetLabels {
+                target: ts.target.clone(),
+            };
+            self.schedule_lag.get_or_create(&target).observe(lag);
+        }
+        if let Some(s) = sample.filter(|_| outcome.is_success()) {
+            self.record_sample(&ts, s);
+        }
+    }
+}

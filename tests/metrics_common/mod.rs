@@ -1,0 +1,143 @@
+//! Hand-built configs and outcomes shared by the metrics, summary and server tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llmprobe::config::{Config, LengthSpec, ProbeSettings, Scenario, Slo, Target, Timeouts};
+use llmprobe::measure::{Sample, measure};
+use llmprobe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
+use llmprobe::protocol::{ProtocolKind, Usage};
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub fn slo() -> Slo {
+    Slo {
+        ttft: Some(ms(500)),
+        tpot: Some(ms(50)),
+        e2e: None,
+        objective: 0.99,
+    }
+}
+
+pub fn target(name: &str) -> Target {
+    Target {
+        name: name.to_owned(),
+        base_url: "http://127.0.0.1:8000".to_owned(),
+        api: ProtocolKind::OpenaiChat,
+        model: None,
+        api_key: None,
+        headers: Vec::new(),
+        timeouts: Timeouts {
+            connect: ms(1000),
+            ttft: ms(5000),
+            idle: ms(5000),
+            total: ms(60_000),
+        },
+        ignore_eos: true,
+    }
+}
+
+pub fn scenario(name: &str, rate: f64) -> Scenario {
+    Scenario {
+        name: name.to_owned(),
+        rate,
+        input_tokens: LengthSpec::Fixed(128),
+        output_tokens: LengthSpec::Fixed(4),
+    }
+}
+
+/// One target `local`, one scenario `chat` at 2/s, TTFT 500 ms and TPOT 50 ms thresholds.
+pub fn config() -> Config {
+    Config {
+        listen: "127.0.0.1:9090".parse().unwrap(),
+        probe: ProbeSettings {
+            seed: Some(1),
+            max_in_flight: 8,
+            shutdown_grace: ms(1000),
+        },
+        targets: vec![target("local")],
+        scenarios: vec![scenario("chat", 2.0)],
+        slo: slo(),
+    }
+}
+
+/// A probe intended at `t0`, sent `lag_us` later, with text frames at the given ms after send.
+pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u64) -> Outcome {
+    let sent = t0 + Duration::from_micros(lag_us);
+    let text_frames = frames_ms
+        .iter()
+        .map(|&f| TextFrame {
+            at: sent + ms(f),
+            content_bytes: 4,
+            reasoning_bytes: 0,
+        })
+        .collect();
+    Outcome {
+        target: Arc::from("local"),
+        scenario: Arc::from("chat"),
+        seq,
+        request_id: format!("req-{seq}"),
+        model: Arc::from("m"),
+        requested_input_tokens: 128,
+        requested_output_tokens: 4,
+        timeline: Timeline {
+            intended: t0,
+            sent,
+            first_byte: Some(sent + ms(1)),
+            text_frames,
+            end: sent + ms(end_ms),
+        },
+        http_status: Some(200),
+        usage: None,
+        finish_reason: Some("length".to_owned()),
+        response_model: None,
+        result: Ok(()),
+    }
+}
+
+pub fn with_usage(mut o: Outcome, prompt: u64, completion: u64) -> Outcome {
+    o.usage = Some(Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+    });
+    o
+}
+
+pub fn failed(mut o: Outcome, class: ErrorClass, detail: &str) -> Outcome {
+    o.result = Err(Failure::new(class, detail));
+    o
+}
+
+/// A dropped probe: never sent (`sent == intended`), no status.
+pub fn dropped(t0: Instant, seq: u64) -> Outcome {
+    let mut o = failed(
+        outcome(t0, seq, 0, &[], 0),
+        ErrorClass::InFlightCap,
+        "in-flight cap reached",
+    );
+    o.http_status = None;
+    o.timeline.first_byte = None;
+    o
+}
+
+/// The golden set: success with usage, success counted from frames, a TTFT timeout, a drop.
+pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
+    vec![
+        with_usage(outcome(t0, 0, 2000, &[100, 120, 150], 160), 128, 4),
+        outcome(t0 + ms(500), 1, 500, &[700, 800], 850),
+        failed(
+            outcome(t0 + ms(1000), 2, 1000, &[], 5000),
+            ErrorClass::TimeoutTtft,
+            "no token within 5s",
+        ),
+        dropped(t0 + ms(1500), 3),
+    ]
+}
+
+/// Measures with the test SLO, as the recorder does.
+pub fn sample(o: &Outcome) -> Option<Sample> {
+    measure(o, &slo())
+}
