@@ -30,6 +30,15 @@ pub fn serde_issue(err: serde_path_to_error::Error<serde_norway::Error>) -> Conf
     ConfigIssue { path, line, message }
 }
 
+/// Converts a YAML syntax error (found before any value is read) into an issue for the file.
+pub fn syntax_issue(err: &serde_norway::Error) -> ConfigIssue {
+    ConfigIssue {
+        path: String::new(),
+        line: err.location().map(|l| l.line()),
+        message: format!("invalid YAML: {}", strip_positions(&err.to_string())),
+    }
+}
+
 /// Removes every " at line N column M" (and "at position N") from a parser message: the line
 /// is reported separately, in the `(file:line)` suffix.
 fn strip_positions(message: &str) -> String {

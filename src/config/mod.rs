@@ -13,6 +13,8 @@ mod raw;
 mod validate;
 
 use std::fmt;
+
+use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -44,6 +46,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// Parses and validates configuration text. `file` is only used in messages.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     let fail = |issues| ConfigErrors { file: file.to_owned(), issues };
+    // The YAML library reports a syntax error only after handing out the events before it, so
+    // a broken file could first show up as a confusing "missing field". Check syntax first.
+    if let Err(e) = serde::de::IgnoredAny::deserialize(serde_norway::Deserializer::from_str(text)) {
+        return Err(fail(vec![locate::syntax_issue(&e)]));
+    }
     let de = serde_norway::Deserializer::from_str(text);
     let raw: raw::RawConfig =
         serde_path_to_error::deserialize(de).map_err(|e| fail(vec![locate::serde_issue(e)]))?;
