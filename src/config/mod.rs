@@ -248,3 +248,6 @@ pub struct Slo {
     /// Goodput objective, a ratio in (0, 1), e.g. 0.99.
     pub objective: f64,
 }
+
+#[cfg(test)]
+mod tests;
