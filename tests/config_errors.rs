@@ -18,7 +18,12 @@ fn every_bad_fixture_reports_exactly_the_expected_issues() {
     let bless = std::env::var_os("BLESS").is_some();
     let mut names: Vec<String> = fs::read_dir(root.join(DIR))
         .expect("fixture dir")
-        .map(|e| e.expect("dir entry").file_name().into_string().expect("utf-8 name"))
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .into_string()
+                .expect("utf-8 name")
+        })
         .filter_map(|n| n.strip_suffix(".yaml").map(str::to_owned))
         .collect();
     names.sort();
@@ -29,11 +34,14 @@ fn every_bad_fixture_reports_exactly_the_expected_issues() {
         let file = format!("{DIR}/{name}.yaml");
         let text = fs::read_to_string(root.join(&file)).expect("fixture");
         let actual = match llmprobe::config::parse(&text, &file) {
-            Ok(_) => format!("(loaded without error)\n"),
+            Ok(_) => "(loaded without error)\n".to_owned(),
             Err(e) => format!("{e}\n"),
         };
         for secret in SECRETS {
-            assert!(!actual.contains(secret), "{file}: message leaks a secret:\n{actual}");
+            assert!(
+                !actual.contains(secret),
+                "{file}: message leaks a secret:\n{actual}"
+            );
         }
         let expected_path = root.join(DIR).join(format!("{name}.expected"));
         if bless {
@@ -43,10 +51,17 @@ fn every_bad_fixture_reports_exactly_the_expected_issues() {
         let expected = fs::read_to_string(&expected_path)
             .unwrap_or_else(|_| panic!("{name}.expected is missing (run with BLESS=1)"));
         if actual != expected {
-            failures.push(format!("--- {name}.expected\n{expected}+++ actual\n{actual}"));
+            failures.push(format!(
+                "--- {name}.expected\n{expected}+++ actual\n{actual}"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} fixture(s) differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} fixture(s) differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -55,7 +70,11 @@ fn every_expected_file_has_a_fixture() {
     for entry in fs::read_dir(&root).expect("fixture dir") {
         let path = entry.expect("dir entry").path();
         if path.extension().is_some_and(|e| e == "expected") {
-            assert!(path.with_extension("yaml").exists(), "{} has no .yaml", path.display());
+            assert!(
+                path.with_extension("yaml").exists(),
+                "{} has no .yaml",
+                path.display()
+            );
         }
     }
 }

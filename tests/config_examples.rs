@@ -20,10 +20,18 @@ fn examples() -> Vec<std::path::PathBuf> {
 #[test]
 fn every_example_loads_without_warnings() {
     let files = examples();
-    assert!(files.len() >= 4, "expected the example configs, found {files:?}");
+    assert!(
+        files.len() >= 4,
+        "expected the example configs, found {files:?}"
+    );
     for file in files {
         let config = config::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        assert!(config.warnings.is_empty(), "{}: {:?}", file.display(), config.warnings);
+        assert!(
+            config.warnings.is_empty(),
+            "{}: {:?}",
+            file.display(),
+            config.warnings
+        );
         assert!(!config.targets.is_empty() && !config.scenarios.is_empty());
     }
 }
@@ -61,8 +69,14 @@ fn multi_target_resolves_rates_and_keeps_secret_references() {
     let c = config::load(&dir.join("multi-target.yaml")).unwrap();
     let proxy = &c.targets[1];
     assert_eq!(proxy.base_url, "https://127.0.0.1:8443/llm");
-    assert_eq!(proxy.api_key, Some(SecretRef::File("/run/secrets/llm-proxy-key".into())));
-    assert_eq!(proxy.headers, vec![("X-Team".to_owned(), "search".to_owned())]);
+    assert_eq!(
+        proxy.api_key,
+        Some(SecretRef::File("/run/secrets/llm-proxy-key".into()))
+    );
+    assert_eq!(
+        proxy.headers,
+        vec![("X-Team".to_owned(), "search".to_owned())]
+    );
     let rates: Vec<f64> = c.scenarios.iter().map(|s| s.rate).collect();
     assert_eq!(rates, vec![1.6, 0.4, 0.1]);
     assert_eq!(c.scenarios[2].input_tokens, LengthSpec::Fixed(16000));

@@ -7,11 +7,12 @@ use std::time::Duration;
 /// Parses `<number><unit>` where unit is `us`, `ms`, `s`, `m` or `h`. The number may have a
 /// fractional part (`1.5s`). Surrounding whitespace is ignored.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || {
-        format!("invalid duration \"{text}\": expected a number followed by us, ms, s, m or h")
-    };
+    let invalid =
+        || format!("invalid duration \"{text}\": expected a number followed by us, ms, s, m or h");
     let s = text.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(invalid)?;
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(invalid)?;
     let (number, unit) = s.split_at(split);
     let seconds_per_unit = match unit {
         "us" => 1e-6,
@@ -61,7 +62,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage_with_a_hint() {
-        for bad in ["2x", "2", "", "s", "ms", "1.s", ".5s", "1..2s", "-1s", "1e3s", "inf", "2 s"] {
+        for bad in [
+            "2x", "2", "", "s", "ms", "1.s", ".5s", "1..2s", "-1s", "1e3s", "inf", "2 s",
+        ] {
             let err = parse_duration(bad).unwrap_err();
             assert_eq!(
                 err,

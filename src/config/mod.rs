@@ -45,7 +45,10 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 
 /// Parses and validates configuration text. `file` is only used in messages.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-    let fail = |issues| ConfigErrors { file: file.to_owned(), issues };
+    let fail = |issues| ConfigErrors {
+        file: file.to_owned(),
+        issues,
+    };
     // The YAML library reports a syntax error only after handing out the events before it, so
     // a broken file could first show up as a confusing "missing field". Check syntax first.
     if let Err(e) = serde::de::IgnoredAny::deserialize(serde_norway::Deserializer::from_str(text)) {

@@ -15,7 +15,10 @@ use serde::de::{self, MapAccess, Visitor};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo"
+)]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
     #[serde(default = "default_listen")]
@@ -40,7 +43,10 @@ fn default_listen() -> String {
 
 /// `probe:` section.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace"
+)]
 pub struct RawProbe {
     /// Total requests per second sent to EACH target, split across the scenarios without their
     /// own `rate` in proportion to their `weight`. Default 1.0.
@@ -77,7 +83,10 @@ fn default_shutdown_grace() -> RawDuration {
 
 /// One entry of `targets:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a target mapping with name, base_url, api, ...")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a target mapping with name, base_url, api, ..."
+)]
 pub struct RawTarget {
     /// Unique name, used as the `target` label: letters, digits, `_`, `.`, `-`.
     pub name: String,
@@ -110,7 +119,10 @@ fn default_true() -> bool {
 
 /// `timeouts:` of a target. Every limit must be > 0; `ttft` and `idle` must not exceed `total`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with connect, ttft, idle, total")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with connect, ttft, idle, total"
+)]
 pub struct RawTimeouts {
     /// TCP (and TLS) connect. Default `2s`.
     #[serde(default = "default_connect")]
@@ -152,7 +164,10 @@ fn default_total() -> RawDuration {
 
 /// One entry of `scenarios:`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens"
+)]
 pub struct RawScenario {
     /// Unique name, used as the `scenario` label: letters, digits, `_`, `.`, `-`.
     pub name: String,
@@ -170,7 +185,10 @@ pub struct RawScenario {
 /// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and
 /// is within every threshold that is set.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with ttft, tpot, e2e, objective")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with ttft, tpot, e2e, objective"
+)]
 pub struct RawSlo {
     /// Time to first token.
     pub ttft: Option<RawDuration>,
@@ -185,7 +203,12 @@ pub struct RawSlo {
 
 impl Default for RawSlo {
     fn default() -> Self {
-        RawSlo { ttft: None, tpot: None, e2e: None, objective: default_objective() }
+        RawSlo {
+            ttft: None,
+            tpot: None,
+            e2e: None,
+            objective: default_objective(),
+        }
     }
 }
 
@@ -262,7 +285,10 @@ impl<'de> Visitor<'de> for LengthVisitor {
             max: i64,
         }
         let mm = MinMax::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(RawLength::Range { min: mm.min, max: mm.max })
+        Ok(RawLength::Range {
+            min: mm.min,
+            max: mm.max,
+        })
     }
 }
 

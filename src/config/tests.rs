@@ -35,7 +35,10 @@ fn minimal_file_gets_every_default() {
     let t = &c.targets[0];
     assert_eq!(t.base_url, "http://127.0.0.1:8000");
     assert_eq!(t.api, ProtocolKind::OpenaiCompletions);
-    assert_eq!((t.model.clone(), t.api_key.clone(), t.headers.len()), (None, None, 0));
+    assert_eq!(
+        (t.model.clone(), t.api_key.clone(), t.headers.len()),
+        (None, None, 0)
+    );
     assert!(t.ignore_eos);
     assert_eq!(
         t.timeouts,
@@ -48,8 +51,19 @@ fn minimal_file_gets_every_default() {
     );
     assert_eq!(c.scenarios[0].rate, 1.0);
     assert_eq!(c.scenarios[0].input_tokens, LengthSpec::Fixed(16));
-    assert_eq!(c.scenarios[0].output_tokens, LengthSpec::Range { min: 1, max: 8 });
-    assert_eq!(c.slo, Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 });
+    assert_eq!(
+        c.scenarios[0].output_tokens,
+        LengthSpec::Range { min: 1, max: 8 }
+    );
+    assert_eq!(
+        c.slo,
+        Slo {
+            ttft: None,
+            tpot: None,
+            e2e: None,
+            objective: 0.99
+        }
+    );
 }
 
 #[test]
@@ -92,14 +106,20 @@ scenarios: [{name: z, rate: 0.5, input_tokens: 1, output_tokens: 1}]
     let c = ok(text);
     assert_eq!(c.scenarios[0].rate, 0.5);
     assert_eq!(c.warnings.len(), 1);
-    assert_eq!(c.warnings[0].to_string(), "probe.rate: unused: every scenario sets its own rate (line 1)");
+    assert_eq!(
+        c.warnings[0].to_string(),
+        "probe.rate: unused: every scenario sets its own rate (line 1)"
+    );
 }
 
 #[test]
 fn base_url_keeps_a_path_prefix_and_warns_about_v1() {
     let text = MINIMAL.replace("http://127.0.0.1:8000/", "https://Proxy.example/llm/");
     assert_eq!(ok(&text).targets[0].base_url, "https://proxy.example/llm");
-    let v1 = format!("probe: {{max_in_flight: 500}}\n{}", MINIMAL.replace("8000/", "8000/v1"));
+    let v1 = format!(
+        "probe: {{max_in_flight: 500}}\n{}",
+        MINIMAL.replace("8000/", "8000/v1")
+    );
     let c = ok(&v1);
     assert_eq!(c.targets[0].base_url, "http://127.0.0.1:8000/v1");
     assert_eq!(c.warnings[0].path, "targets[0].base_url");
@@ -114,7 +134,10 @@ fn api_key_is_only_a_reference() {
         "    api: openai-completions\n    api_key_env: LLMPROBE_TEST_UNSET_VARIABLE\n",
     );
     let c = ok(&text);
-    assert_eq!(c.targets[0].api_key, Some(SecretRef::Env("LLMPROBE_TEST_UNSET_VARIABLE".into())));
+    assert_eq!(
+        c.targets[0].api_key,
+        Some(SecretRef::Env("LLMPROBE_TEST_UNSET_VARIABLE".into()))
+    );
 }
 
 #[test]
@@ -126,7 +149,10 @@ fn authorization_header_is_allowed_without_an_api_key() {
     let headers = ok(&text).targets[0].headers.clone();
     assert_eq!(
         headers,
-        vec![("Authorization".into(), "Basic abc".into()), ("X-Num".into(), "5".into())]
+        vec![
+            ("Authorization".into(), "Basic abc".into()),
+            ("X-Num".into(), "5".into())
+        ]
     );
 }
 
@@ -143,7 +169,9 @@ fn serde_errors_carry_path_and_line() {
     let text = MINIMAL.replace("{min: 1, max: 8}", "{min: 1, max: 8, mean: 4}");
     assert_eq!(
         err(&text),
-        vec!["scenarios[0].output_tokens.mean: unknown field `mean`, expected `min` or `max` (test.yaml:8)"]
+        vec![
+            "scenarios[0].output_tokens.mean: unknown field `mean`, expected `min` or `max` (test.yaml:8)"
+        ]
     );
 }
 
@@ -171,11 +199,25 @@ fn an_empty_file_reports_the_missing_sections() {
 
 #[test]
 fn issues_format_with_and_without_a_file() {
-    let issue = ConfigIssue { path: "slo.ttft".into(), line: Some(3), message: "bad".into() };
+    let issue = ConfigIssue {
+        path: "slo.ttft".into(),
+        line: Some(3),
+        message: "bad".into(),
+    };
     assert_eq!(issue.to_string(), "slo.ttft: bad (line 3)");
-    assert_eq!(issue.display_in("f.yaml").to_string(), "slo.ttft: bad (f.yaml:3)");
-    let whole = ConfigIssue { path: String::new(), line: None, message: "cannot read".into() };
-    assert_eq!(whole.display_in("f.yaml").to_string(), "cannot read (f.yaml)");
+    assert_eq!(
+        issue.display_in("f.yaml").to_string(),
+        "slo.ttft: bad (f.yaml:3)"
+    );
+    let whole = ConfigIssue {
+        path: String::new(),
+        line: None,
+        message: "cannot read".into(),
+    };
+    assert_eq!(
+        whole.display_in("f.yaml").to_string(),
+        "cannot read (f.yaml)"
+    );
 }
 
 #[test]

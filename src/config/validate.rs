@@ -13,8 +13,13 @@ use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::duration::{format_duration, parse_duration};
-use super::raw::{RawConfig, RawDuration, RawHeaders, RawLength, RawProbe, RawScenario, RawSlo, RawTarget, RawTimeouts};
-use super::{Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, SecretRef, Slo, Target, Timeouts};
+use super::raw::{
+    RawConfig, RawDuration, RawHeaders, RawLength, RawProbe, RawScenario, RawSlo, RawTarget,
+    RawTimeouts,
+};
+use super::{
+    Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, SecretRef, Slo, Target, Timeouts,
+};
 use crate::protocol::ProtocolKind;
 
 /// Largest accepted token count, input or output.
@@ -29,11 +34,19 @@ pub struct Checker {
 
 impl Checker {
     fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
+        self.errors.push(ConfigIssue {
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        });
     }
 
     fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.warnings.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
+        self.warnings.push(ConfigIssue {
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        });
     }
 
     /// Parses a duration, recording an error (and returning zero) when it is malformed.
@@ -64,7 +77,10 @@ impl Checker {
         if value.is_finite() && value > 0.0 {
             value
         } else {
-            self.error(path, format!("must be a number greater than 0, got {value}"));
+            self.error(
+                path,
+                format!("must be a number greater than 0, got {value}"),
+            );
             1.0
         }
     }
@@ -78,12 +94,22 @@ pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
     let scenarios = scenarios(&raw.scenarios, raw.probe.rate, probe_rate, c);
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
-    Config { listen, probe, targets, scenarios, slo, warnings: Vec::new() }
+    Config {
+        listen,
+        probe,
+        targets,
+        scenarios,
+        slo,
+        warnings: Vec::new(),
+    }
 }
 
 fn listen(text: &str, c: &mut Checker) -> SocketAddr {
     text.parse().unwrap_or_else(|_| {
-        c.error("listen", format!("invalid address \"{text}\": expected IP:port, e.g. 127.0.0.1:9464"));
+        c.error(
+            "listen",
+            format!("invalid address \"{text}\": expected IP:port, e.g. 127.0.0.1:9464"),
+        );
         SocketAddr::from(([127, 0, 0, 1], 9464))
     })
 }
@@ -114,7 +140,12 @@ fn check_name(path: &str, name: &str, c: &mut Checker) {
 }
 
 /// Reports every name that was already used by an earlier entry of `section`.
-fn check_unique<'a>(section: &str, what: &str, names: impl Iterator<Item = &'a str>, c: &mut Checker) {
+fn check_unique<'a>(
+    section: &str,
+    what: &str,
+    names: impl Iterator<Item = &'a str>,
+    c: &mut Checker,
+) {
     let mut seen: Vec<&str> = Vec::new();
     for (i, name) in names.enumerate() {
         if let Some(first) = seen.iter().position(|n| *n == name) {
@@ -132,7 +163,10 @@ fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {
         c.error("targets", "at least one target is required");
     }
     check_unique("targets", "target", raws.iter().map(|t| t.name.as_str()), c);
-    raws.iter().enumerate().map(|(i, t)| target(&format!("targets[{i}]"), t, c)).collect()
+    raws.iter()
+        .enumerate()
+        .map(|(i, t)| target(&format!("targets[{i}]"), t, c))
+        .collect()
 }
 
 fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
@@ -150,7 +184,12 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         base_url,
         api: api(&format!("{path}.api"), &raw.api, c),
         model: raw.model.clone(),
-        headers: headers(&format!("{path}.headers"), &raw.headers, api_key.is_some(), c),
+        headers: headers(
+            &format!("{path}.headers"),
+            &raw.headers,
+            api_key.is_some(),
+            c,
+        ),
         api_key,
         timeouts: timeouts(&format!("{path}.timeouts"), &raw.timeouts, c),
         ignore_eos: raw.ignore_eos,
@@ -161,22 +200,38 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
 /// (e.g. a proxy mount point) is kept; the API path is appended to it per request.
 fn base_url(path: &str, text: &str, c: &mut Checker) -> String {
     // A URL with `user:password@` must not be echoed back.
-    let shown = if text.contains('@') { "(hidden)".to_owned() } else { format!("\"{text}\"") };
+    let shown = if text.contains('@') {
+        "(hidden)".to_owned()
+    } else {
+        format!("\"{text}\"")
+    };
     let url = match Url::parse(text) {
         Ok(url) => url,
         Err(e) => {
-            c.error(path, format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"));
+            c.error(
+                path,
+                format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"),
+            );
             return String::new();
         }
     };
     if !matches!(url.scheme(), "http" | "https") {
-        c.error(path, format!("invalid URL {shown}: scheme must be http or https"));
+        c.error(
+            path,
+            format!("invalid URL {shown}: scheme must be http or https"),
+        );
     } else if url.host_str().is_none_or(str::is_empty) {
         c.error(path, format!("invalid URL {shown}: a host is required"));
     } else if !url.username().is_empty() || url.password().is_some() {
-        c.error(path, "URL must not contain credentials; use api_key_env or api_key_file");
+        c.error(
+            path,
+            "URL must not contain credentials; use api_key_env or api_key_file",
+        );
     } else if url.query().is_some() || url.fragment().is_some() {
-        c.error(path, format!("invalid URL {shown}: must not have a query or fragment"));
+        c.error(
+            path,
+            format!("invalid URL {shown}: must not have a query or fragment"),
+        );
     }
     let clean = url.as_str().trim_end_matches('/').to_owned();
     if clean.ends_with("/v1") {
@@ -189,11 +244,20 @@ fn base_url(path: &str, text: &str, c: &mut Checker) -> String {
 }
 
 fn api(path: &str, text: &str, c: &mut Checker) -> ProtocolKind {
-    ProtocolKind::ALL.into_iter().find(|k| k.as_str() == text).unwrap_or_else(|| {
-        let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
-        c.error(path, format!("unknown api \"{text}\": expected one of {}", valid.join(", ")));
-        ProtocolKind::OpenaiChat
-    })
+    ProtocolKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == text)
+        .unwrap_or_else(|| {
+            let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
+            c.error(
+                path,
+                format!(
+                    "unknown api \"{text}\": expected one of {}",
+                    valid.join(", ")
+                ),
+            );
+            ProtocolKind::OpenaiChat
+        })
 }
 
 /// Keeps only the reference; the secret is read at startup by whoever sends requests.
@@ -208,7 +272,10 @@ fn api_key(path: &str, raw: &RawTarget, c: &mut Checker) -> Option<SecretRef> {
         }
         (Some(var), None) => {
             if var.is_empty() || var.contains(['=', '\0']) {
-                c.error(format!("{path}.api_key_env"), format!("invalid environment variable name \"{var}\""));
+                c.error(
+                    format!("{path}.api_key_env"),
+                    format!("invalid environment variable name \"{var}\""),
+                );
             }
             Some(SecretRef::Env(var.clone()))
         }
@@ -222,7 +289,12 @@ fn api_key(path: &str, raw: &RawTarget, c: &mut Checker) -> Option<SecretRef> {
     }
 }
 
-fn headers(path: &str, raw: &RawHeaders, has_api_key: bool, c: &mut Checker) -> Vec<(String, String)> {
+fn headers(
+    path: &str,
+    raw: &RawHeaders,
+    has_api_key: bool,
+    c: &mut Checker,
+) -> Vec<(String, String)> {
     let mut seen: Vec<String> = Vec::new();
     for (name, value) in &raw.0 {
         let at = format!("{path}.{name}");
@@ -230,7 +302,10 @@ fn headers(path: &str, raw: &RawHeaders, has_api_key: bool, c: &mut Checker) -> 
         if HeaderName::from_bytes(name.as_bytes()).is_err() {
             c.error(&at, format!("invalid header name \"{name}\": must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)"));
         } else if HeaderValue::from_str(value).is_err() {
-            c.error(&at, "invalid header value: only visible ASCII, spaces and tabs are allowed");
+            c.error(
+                &at,
+                "invalid header value: only visible ASCII, spaces and tabs are allowed",
+            );
         }
         if has_api_key && lower == "authorization" {
             c.error(
@@ -239,7 +314,10 @@ fn headers(path: &str, raw: &RawHeaders, has_api_key: bool, c: &mut Checker) -> 
             );
         }
         if seen.contains(&lower) {
-            c.error(&at, format!("header \"{name}\" is set more than once (names are case-insensitive)"));
+            c.error(
+                &at,
+                format!("header \"{name}\" is set more than once (names are case-insensitive)"),
+            );
         }
         seen.push(lower);
     }
@@ -270,12 +348,26 @@ fn timeouts(path: &str, raw: &RawTimeouts, c: &mut Checker) -> Timeouts {
 }
 
 /// Resolves every scenario's rate: its own `rate`, or its weight's share of `probe.rate`.
-fn scenarios(raws: &[RawScenario], explicit_probe_rate: Option<f64>, probe_rate: f64, c: &mut Checker) -> Vec<Scenario> {
+fn scenarios(
+    raws: &[RawScenario],
+    explicit_probe_rate: Option<f64>,
+    probe_rate: f64,
+    c: &mut Checker,
+) -> Vec<Scenario> {
     if raws.is_empty() {
         c.error("scenarios", "at least one scenario is required");
     }
-    check_unique("scenarios", "scenario", raws.iter().map(|s| s.name.as_str()), c);
-    let weights: Vec<Option<f64>> = raws.iter().enumerate().map(|(i, s)| weight(i, s, c)).collect();
+    check_unique(
+        "scenarios",
+        "scenario",
+        raws.iter().map(|s| s.name.as_str()),
+        c,
+    );
+    let weights: Vec<Option<f64>> = raws
+        .iter()
+        .enumerate()
+        .map(|(i, s)| weight(i, s, c))
+        .collect();
     let shared: f64 = weights.iter().flatten().sum();
     if shared == 0.0 && !raws.is_empty() && explicit_probe_rate.is_some() {
         c.warn("probe.rate", "unused: every scenario sets its own rate");
@@ -320,7 +412,10 @@ fn length(path: &str, raw: RawLength, c: &mut Checker) -> LengthSpec {
         if (1..=MAX_TOKENS).contains(&n) {
             n as u32
         } else {
-            c.error(at, format!("token count {n} is out of range: expected 1 to {MAX_TOKENS}"));
+            c.error(
+                at,
+                format!("token count {n} is out of range: expected 1 to {MAX_TOKENS}"),
+            );
             1
         }
     };
@@ -332,7 +427,10 @@ fn length(path: &str, raw: RawLength, c: &mut Checker) -> LengthSpec {
                 max: bounded(format!("{path}.max"), max),
             };
             if min > max {
-                c.error(format!("{path}.min"), format!("min ({min}) must not be greater than max ({max})"));
+                c.error(
+                    format!("{path}.min"),
+                    format!("min ({min}) must not be greater than max ({max})"),
+                );
             }
             spec
         }
@@ -341,7 +439,8 @@ fn length(path: &str, raw: RawLength, c: &mut Checker) -> LengthSpec {
 
 fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
     let mut threshold = |name: &str, d: &Option<RawDuration>| {
-        d.as_ref().map(|d| c.positive_duration(&format!("slo.{name}"), d))
+        d.as_ref()
+            .map(|d| c.positive_duration(&format!("slo.{name}"), d))
     };
     let slo = Slo {
         ttft: threshold("ttft", &raw.ttft),
@@ -352,7 +451,10 @@ fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
     if !(raw.objective > 0.0 && raw.objective < 1.0) {
         c.error(
             "slo.objective",
-            format!("must be between 0 and 1 (exclusive), e.g. 0.99; got {}", raw.objective),
+            format!(
+                "must be between 0 and 1 (exclusive), e.g. 0.99; got {}",
+                raw.objective
+            ),
         );
     }
     slo
@@ -360,7 +462,12 @@ fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
 
 /// Open-loop traffic at `rate` against requests that may each take up to `total` needs about
 /// `rate × total` slots; below that, a slow target makes the prober drop probes.
-fn warn_in_flight_cap(probe: &ProbeSettings, targets: &[Target], scenarios: &[Scenario], c: &mut Checker) {
+fn warn_in_flight_cap(
+    probe: &ProbeSettings,
+    targets: &[Target],
+    scenarios: &[Scenario],
+    c: &mut Checker,
+) {
     let rate: f64 = scenarios.iter().map(|s| s.rate).sum();
     for t in targets {
         let needed = rate * t.timeouts.total.as_secs_f64();
