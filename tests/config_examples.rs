@@ -81,3 +81,19 @@ fn multi_target_resolves_rates_and_keeps_secret_references() {
     assert_eq!(rates, vec![1.6, 0.4, 0.1]);
     assert_eq!(c.scenarios[2].input_tokens, LengthSpec::Fixed(16000));
 }
+
+#[test]
+fn readme_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/README.md"))
+            .expect("config/README.md");
+    let start = readme.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let len = readme[start..].find("```").expect("end of the yaml block");
+    let config = config::parse(&readme[start..start + len], "config/README.md")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.targets[0].api_key,
+        Some(SecretRef::Env("VLLM_API_KEY".into()))
+    );
+    assert_eq!(config.scenarios.len(), 2);
+}
