@@ -14,21 +14,34 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(invalid)?;
     let (number, unit) = s.split_at(split);
-    let seconds_per_unit = match unit {
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
+    let nanos_per_unit: u128 = match unit {
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         _ => return Err(invalid()),
     };
-    // `str::parse::<f64>` also accepts "inf", "1e3" and the like; the digit scan above already
-    // limited `number` to digits and dots, so only plain decimals get here.
-    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+    // Integer arithmetic, not f64: `0.3s` must be exactly 300ms when compared with a latency.
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() || (number.contains('.') && fraction.is_empty()) || fraction.contains('.') {
         return Err(invalid());
     }
-    let value: f64 = number.parse().map_err(|_| invalid())?;
-    Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| invalid())
+    let whole: u128 = whole.parse().map_err(|_| invalid())?;
+    // Digits beyond nanosecond precision of the largest unit cannot matter; ignore them.
+    let fraction = &fraction[..fraction.len().min(15)];
+    let scale = 10u128.pow(fraction.len() as u32);
+    let fraction: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().map_err(|_| invalid())?
+    };
+    let nanos = whole
+        .checked_mul(nanos_per_unit)
+        .and_then(|n| n.checked_add(fraction * nanos_per_unit / scale))
+        .ok_or_else(invalid)?;
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| invalid())?;
+    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
 /// Formats a duration the way it would be written in the file (`500ms`, `2s`, `1.5s`).
@@ -58,6 +71,10 @@ mod tests {
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration(" 0s "), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0.3s"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_duration("0.1ms"), Ok(Duration::from_micros(100)));
+        assert_eq!(parse_duration("2.5h"), Ok(Duration::from_secs(9000)));
+        assert_eq!(parse_duration("1.0000000001s"), Ok(Duration::new(1, 0)));
     }
 
     #[test]

@@ -274,7 +274,8 @@ fn api_key(path: &str, raw: &RawTarget, c: &mut Checker) -> Option<SecretRef> {
             if var.is_empty() || var.contains(['=', '\0']) {
                 c.error(
                     format!("{path}.api_key_env"),
-                    format!("invalid environment variable name \"{var}\""),
+                    // Not echoed: a pasted `NAME=key` would put the key in the message.
+                    "invalid environment variable name: must be non-empty, without '=' or NUL",
                 );
             }
             Some(SecretRef::Env(var.clone()))
@@ -475,13 +476,20 @@ fn warn_in_flight_cap(
             c.warn(
                 "probe.max_in_flight",
                 format!(
-                    "{} is below rate × total timeout for target \"{}\" ({rate}/s × {} = {needed:.0}): \
+                    "{} is below rate × total timeout for target \"{}\" ({}/s × {} = {needed:.0}): \
                      probes will be dropped if responses get that slow",
                     probe.max_in_flight,
                     t.name,
+                    short_number(rate),
                     format_duration(t.timeouts.total),
                 ),
             );
         }
     }
+}
+
+/// `2.1000000000000005` -> `2.1`: at most 3 decimals, no trailing zeros.
+fn short_number(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
