@@ -3,13 +3,14 @@
 //!
 //! The validated types below are the contract the rest of the crate reads.
 //!
-//! Files: `raw.rs` (stage 1, the serde structs and defaults), `validate.rs` (stage 2, every
-//! check), `duration.rs` (`250ms`-style durations), `locate.rs` (path -> line numbers).
+//! Files: `raw.rs` (stage 1: serde structs and defaults), `validate.rs` and `target.rs`
+//! (stage 2: every check), `duration.rs` (`250ms`-style durations), `locate.rs` (path -> line).
 //! The file format is documented in `config/README.md`.
 
 mod duration;
 mod locate;
 mod raw;
+mod target;
 mod validate;
 
 use std::fmt;
