@@ -12,6 +12,7 @@ use super::validate::{Checker, check_name, check_unique};
 use super::{SecretRef, Target, Timeouts};
 use crate::protocol::ProtocolKind;
 
+/// Every target, plus the checks across them (at least one, unique names).
 pub(super) fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {
     if raws.is_empty() {
         c.error("targets", "at least one target is required");
