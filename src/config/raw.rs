@@ -1,0 +1,318 @@
+//! Stage 1: the YAML file as written, deserialized with serde.
+//!
+//! Every struct denies unknown fields so a typo is an error, not a silently ignored key. Values
+//! that need checks beyond their YAML type (durations, URLs, api names, ranges) are kept loosely
+//! typed here and checked in `validate.rs`, so that one file with many mistakes reports them all
+//! at once instead of stopping at the first.
+//!
+//! The `///` comments on these fields are the user documentation of the format (see
+//! `config/README.md`).
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo"
+)]
+pub struct RawConfig {
+    /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Settings shared by every target.
+    #[serde(default)]
+    pub probe: RawProbe,
+    /// The servers to probe; at least one.
+    #[serde(default)]
+    pub targets: Vec<RawTarget>,
+    /// The request shapes sent to every target; at least one.
+    #[serde(default)]
+    pub scenarios: Vec<RawScenario>,
+    /// Latency objectives used for goodput.
+    #[serde(default)]
+    pub slo: RawSlo,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:9464".to_owned()
+}
+
+/// `probe:` section.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace"
+)]
+pub struct RawProbe {
+    /// Total requests per second sent to EACH target, split across the scenarios without their
+    /// own `rate` in proportion to their `weight`. Default 1.0.
+    pub rate: Option<f64>,
+    /// RNG seed for arrivals and workload sampling; omit for a fresh seed on every start.
+    pub seed: Option<u64>,
+    /// In-flight cap per target (>= 1); a probe due while the cap is reached is dropped and
+    /// counted, never delayed. Default 64.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: u64,
+    /// How long in-flight probes may finish after shutdown starts. Default `10s`.
+    #[serde(default = "default_shutdown_grace")]
+    pub shutdown_grace: RawDuration,
+}
+
+impl Default for RawProbe {
+    fn default() -> Self {
+        RawProbe {
+            rate: None,
+            seed: None,
+            max_in_flight: default_max_in_flight(),
+            shutdown_grace: default_shutdown_grace(),
+        }
+    }
+}
+
+fn default_max_in_flight() -> u64 {
+    64
+}
+
+fn default_shutdown_grace() -> RawDuration {
+    RawDuration("10s".to_owned())
+}
+
+/// One entry of `targets:`.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a target mapping with name, base_url, api, ..."
+)]
+pub struct RawTarget {
+    /// Unique name, used as the `target` label: letters, digits, `_`, `.`, `-`.
+    pub name: String,
+    /// `http://` or `https://` URL of the server, without the API path; a path prefix (for a
+    /// proxy) is allowed. A trailing `/` is removed.
+    pub base_url: String,
+    /// API family: `openai-completions` or `openai-chat`.
+    pub api: String,
+    /// Model name sent in requests; omit to use the first model listed by `GET /v1/models`.
+    pub model: Option<String>,
+    /// Name of an environment variable holding the API key (sent as a bearer token).
+    pub api_key_env: Option<String>,
+    /// Path of a file holding the API key. Exclusive with `api_key_env`.
+    pub api_key_file: Option<String>,
+    /// Extra request headers, `Name: value`, sent on every probe.
+    #[serde(default)]
+    pub headers: RawHeaders,
+    /// Ask the server to ignore end-of-sequence so the output length is exactly the requested
+    /// `max_tokens`. Default true.
+    #[serde(default = "default_true")]
+    pub ignore_eos: bool,
+    /// Per-request time limits.
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `timeouts:` of a target. Every limit must be > 0; `ttft` and `idle` must not exceed `total`.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with connect, ttft, idle, total"
+)]
+pub struct RawTimeouts {
+    /// TCP (and TLS) connect. Default `2s`.
+    #[serde(default = "default_connect")]
+    pub connect: RawDuration,
+    /// Request sent -> first generated token. Default `30s`.
+    #[serde(default = "default_ttft")]
+    pub ttft: RawDuration,
+    /// Longest gap between two stream frames after the first token. Default `10s`.
+    #[serde(default = "default_idle")]
+    pub idle: RawDuration,
+    /// Whole request, sent -> end of stream. Default `120s`.
+    #[serde(default = "default_total")]
+    pub total: RawDuration,
+}
+
+impl Default for RawTimeouts {
+    fn default() -> Self {
+        RawTimeouts {
+            connect: default_connect(),
+            ttft: default_ttft(),
+            idle: default_idle(),
+            total: default_total(),
+        }
+    }
+}
+
+fn default_connect() -> RawDuration {
+    RawDuration("2s".to_owned())
+}
+fn default_ttft() -> RawDuration {
+    RawDuration("30s".to_owned())
+}
+fn default_idle() -> RawDuration {
+    RawDuration("10s".to_owned())
+}
+fn default_total() -> RawDuration {
+    RawDuration("120s".to_owned())
+}
+
+/// One entry of `scenarios:`.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens"
+)]
+pub struct RawScenario {
+    /// Unique name, used as the `scenario` label: letters, digits, `_`, `.`, `-`.
+    pub name: String,
+    /// Share of `probe.rate` (> 0). Default 1. Exclusive with `rate`.
+    pub weight: Option<f64>,
+    /// Own rate in requests per second per target (> 0), outside `probe.rate`. Exclusive with
+    /// `weight`.
+    pub rate: Option<f64>,
+    /// Prompt length in tokens: a number, or `{min, max}` for uniform; 1..=1000000.
+    pub input_tokens: RawLength,
+    /// Requested output length in tokens (`max_tokens`): a number, or `{min, max}`.
+    pub output_tokens: RawLength,
+}
+
+/// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and
+/// is within every threshold that is set.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with ttft, tpot, e2e, objective"
+)]
+pub struct RawSlo {
+    /// Time to first token.
+    pub ttft: Option<RawDuration>,
+    /// Time per output token after the first.
+    pub tpot: Option<RawDuration>,
+    /// End-to-end request latency.
+    pub e2e: Option<RawDuration>,
+    /// Target fraction of good requests, in (0, 1). Default 0.99.
+    #[serde(default = "default_objective")]
+    pub objective: f64,
+}
+
+impl Default for RawSlo {
+    fn default() -> Self {
+        RawSlo {
+            ttft: None,
+            tpot: None,
+            e2e: None,
+            objective: default_objective(),
+        }
+    }
+}
+
+fn default_objective() -> f64 {
+    0.99
+}
+
+/// A duration as written (`250ms`, `2s`). Any scalar is accepted here so that `ttft: 30`
+/// reaches validation and gets the duration error message with its unit hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawDuration(pub String);
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = RawDuration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration like 250ms, 2s or 1m")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RawDuration, E> {
+                Ok(RawDuration(s.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawDuration, E> {
+                Ok(RawDuration(n.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawDuration, E> {
+                Ok(RawDuration(n.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<RawDuration, E> {
+                Ok(RawDuration(n.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A token count as written: `128` or `{min: 64, max: 256}`. Bounds are checked in validation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawLength {
+    Fixed(i64),
+    Range { min: i64, max: i64 },
+}
+
+impl<'de> Deserialize<'de> for RawLength {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LengthVisitor)
+    }
+}
+
+struct LengthVisitor;
+
+impl<'de> Visitor<'de> for LengthVisitor {
+    type Value = RawLength;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a token count, or {min: N, max: M}")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawLength, E> {
+        Ok(RawLength::Fixed(i64::try_from(n).unwrap_or(i64::MAX)))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawLength, E> {
+        Ok(RawLength::Fixed(n))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLength, A::Error> {
+        /// The `{min, max}` form, with the same unknown-field strictness as everything else.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct MinMax {
+            min: i64,
+            max: i64,
+        }
+        let mm = MinMax::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(RawLength::Range {
+            min: mm.min,
+            max: mm.max,
+        })
+    }
+}
+
+/// `headers:` as an ordered list of (name, value); order and duplicates are kept so that
+/// validation can report a repeated name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawHeaders(pub Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for RawHeaders {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawHeaders;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of header names to string values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawHeaders, A::Error> {
+                let mut out = Vec::new();
+                while let Some((name, value)) = map.next_entry::<String, String>()? {
+                    out.push((name, value));
+                }
+                Ok(RawHeaders(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}

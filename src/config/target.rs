@@ -1,0 +1,204 @@
+//! Stage 2 for `targets:`: names, URLs, api, key references, headers, timeouts.
+//!
+//! Secrets are never read here, and no message echoes a header value or a URL with
+//! credentials.
+
+use reqwest::Url;
+use reqwest::header::{HeaderName, HeaderValue};
+
+use super::duration::format_duration;
+use super::raw::{RawHeaders, RawTarget, RawTimeouts};
+use super::validate::{Checker, check_name, check_unique};
+use super::{SecretRef, Target, Timeouts};
+use crate::protocol::ProtocolKind;
+
+/// Every target, plus the checks across them (at least one, unique names).
+pub(super) fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {
+    if raws.is_empty() {
+        c.error("targets", "at least one target is required");
+    }
+    check_unique("targets", "target", raws.iter().map(|t| t.name.as_str()), c);
+    raws.iter()
+        .enumerate()
+        .map(|(i, t)| target(&format!("targets[{i}]"), t, c))
+        .collect()
+}
+
+fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
+    check_name(&format!("{path}.name"), &raw.name, c);
+    let api_key = api_key(path, raw, c);
+    if raw.model.as_deref() == Some("") {
+        c.error(
+            format!("{path}.model"),
+            "must not be empty (omit it to use the first model listed by /v1/models)",
+        );
+    }
+    let base_url = base_url(&format!("{path}.base_url"), &raw.base_url, c);
+    Target {
+        name: raw.name.clone(),
+        base_url,
+        api: api(&format!("{path}.api"), &raw.api, c),
+        model: raw.model.clone(),
+        headers: headers(
+            &format!("{path}.headers"),
+            &raw.headers,
+            api_key.is_some(),
+            c,
+        ),
+        api_key,
+        timeouts: timeouts(&format!("{path}.timeouts"), &raw.timeouts, c),
+        ignore_eos: raw.ignore_eos,
+    }
+}
+
+/// Checks an http(s) URL with a host and returns it without a trailing `/`. A path prefix
+/// (e.g. a proxy mount point) is kept; the API path is appended to it per request.
+fn base_url(path: &str, text: &str, c: &mut Checker) -> String {
+    // A URL with `user:password@` must not be echoed back.
+    let shown = if text.contains('@') {
+        "(hidden)".to_owned()
+    } else {
+        format!("\"{text}\"")
+    };
+    let url = match Url::parse(text) {
+        Ok(url) => url,
+        Err(e) => {
+            c.error(
+                path,
+                format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"),
+            );
+            return String::new();
+        }
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        c.error(
+            path,
+            format!("invalid URL {shown}: scheme must be http or https"),
+        );
+    } else if url.host_str().is_none_or(str::is_empty) {
+        c.error(path, format!("invalid URL {shown}: a host is required"));
+    } else if !url.username().is_empty() || url.password().is_some() {
+        c.error(
+            path,
+            "URL must not contain credentials; use api_key_env or api_key_file",
+        );
+    } else if url.query().is_some() || url.fragment().is_some() {
+        c.error(
+            path,
+            format!("invalid URL {shown}: must not have a query or fragment"),
+        );
+    }
+    let clean = url.as_str().trim_end_matches('/').to_owned();
+    if clean.ends_with("/v1") {
+        c.warn(
+            path,
+            "ends with /v1, but the API path (/v1/...) is appended to base_url: requests will go to /v1/v1/...",
+        );
+    }
+    clean
+}
+
+fn api(path: &str, text: &str, c: &mut Checker) -> ProtocolKind {
+    ProtocolKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == text)
+        .unwrap_or_else(|| {
+            let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
+            c.error(
+                path,
+                format!(
+                    "unknown api \"{text}\": expected one of {}",
+                    valid.join(", ")
+                ),
+            );
+            ProtocolKind::OpenaiChat
+        })
+}
+
+/// Keeps only the reference; the secret is read at startup by whoever sends requests.
+fn api_key(path: &str, raw: &RawTarget, c: &mut Checker) -> Option<SecretRef> {
+    match (&raw.api_key_env, &raw.api_key_file) {
+        (Some(_), Some(_)) => {
+            c.error(
+                format!("{path}.api_key_file"),
+                "api_key_env and api_key_file are mutually exclusive: set only one",
+            );
+            None
+        }
+        (Some(var), None) => {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                c.error(
+                    format!("{path}.api_key_env"),
+                    // Not echoed: a pasted `NAME=key` would put the key in the message.
+                    "invalid environment variable name: must be non-empty, without '=' or NUL",
+                );
+            }
+            Some(SecretRef::Env(var.clone()))
+        }
+        (None, Some(file)) => {
+            if file.is_empty() {
+                c.error(format!("{path}.api_key_file"), "must not be empty");
+            }
+            Some(SecretRef::File(file.into()))
+        }
+        (None, None) => None,
+    }
+}
+
+fn headers(
+    path: &str,
+    raw: &RawHeaders,
+    has_api_key: bool,
+    c: &mut Checker,
+) -> Vec<(String, String)> {
+    let mut seen: Vec<String> = Vec::new();
+    for (name, value) in &raw.0 {
+        let at = format!("{path}.{name}");
+        let lower = name.to_ascii_lowercase();
+        if HeaderName::from_bytes(name.as_bytes()).is_err() {
+            c.error(&at, format!("invalid header name \"{name}\": must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)"));
+        } else if HeaderValue::from_str(value).is_err() {
+            c.error(
+                &at,
+                "invalid header value: only visible ASCII, spaces and tabs are allowed",
+            );
+        }
+        if has_api_key && lower == "authorization" {
+            c.error(
+                &at,
+                "Authorization conflicts with api_key_env/api_key_file, which already send `Authorization: Bearer <key>`: remove one",
+            );
+        }
+        if seen.contains(&lower) {
+            c.error(
+                &at,
+                format!("header \"{name}\" is set more than once (names are case-insensitive)"),
+            );
+        }
+        seen.push(lower);
+    }
+    raw.0.clone()
+}
+
+fn timeouts(path: &str, raw: &RawTimeouts, c: &mut Checker) -> Timeouts {
+    let t = Timeouts {
+        connect: c.positive_duration(&format!("{path}.connect"), &raw.connect),
+        ttft: c.positive_duration(&format!("{path}.ttft"), &raw.ttft),
+        idle: c.positive_duration(&format!("{path}.idle"), &raw.idle),
+        total: c.positive_duration(&format!("{path}.total"), &raw.total),
+    };
+    // A zero means that one was already reported as malformed or zero.
+    for (name, d) in [("ttft", t.ttft), ("idle", t.idle)] {
+        if d > t.total && !t.total.is_zero() {
+            c.error(
+                format!("{path}.{name}"),
+                format!(
+                    "{name} timeout ({}) must not exceed the total timeout ({})",
+                    format_duration(d),
+                    format_duration(t.total),
+                ),
+            );
+        }
+    }
+    t
+}

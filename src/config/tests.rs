@@ -1,0 +1,230 @@
+//! Unit tests of the loader as a whole: defaults, rate resolution, warnings, formatting.
+//! Invalid files are covered by the fixture table in `tests/config_errors.rs`.
+
+use std::time::Duration;
+
+use super::*;
+
+const MINIMAL: &str = "\
+targets:
+  - name: a
+    base_url: http://127.0.0.1:8000/
+    api: openai-completions
+scenarios:
+  - name: s
+    input_tokens: 16
+    output_tokens: {min: 1, max: 8}
+";
+
+fn ok(text: &str) -> Config {
+    parse(text, "test.yaml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(text: &str) -> Vec<String> {
+    let e = parse(text, "test.yaml").expect_err("should fail");
+    e.to_string().lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn minimal_file_gets_every_default() {
+    let c = ok(MINIMAL);
+    assert_eq!(c.listen, "127.0.0.1:9464".parse().unwrap());
+    assert_eq!(c.probe.seed, None);
+    assert_eq!(c.probe.max_in_flight, 64);
+    assert_eq!(c.probe.shutdown_grace, Duration::from_secs(10));
+    let t = &c.targets[0];
+    assert_eq!(t.base_url, "http://127.0.0.1:8000");
+    assert_eq!(t.api, ProtocolKind::OpenaiCompletions);
+    assert_eq!(
+        (t.model.clone(), t.api_key.clone(), t.headers.len()),
+        (None, None, 0)
+    );
+    assert!(t.ignore_eos);
+    assert_eq!(
+        t.timeouts,
+        Timeouts {
+            connect: Duration::from_secs(2),
+            ttft: Duration::from_secs(30),
+            idle: Duration::from_secs(10),
+            total: Duration::from_secs(120),
+        }
+    );
+    assert_eq!(c.scenarios[0].rate, 1.0);
+    assert_eq!(c.scenarios[0].input_tokens, LengthSpec::Fixed(16));
+    assert_eq!(
+        c.scenarios[0].output_tokens,
+        LengthSpec::Range { min: 1, max: 8 }
+    );
+    assert_eq!(
+        c.slo,
+        Slo {
+            ttft: None,
+            tpot: None,
+            e2e: None,
+            objective: 0.99
+        }
+    );
+}
+
+#[test]
+fn defaults_warn_that_the_in_flight_cap_may_drop_probes() {
+    // 1 req/s × 120s total timeout needs up to 120 slots; the default cap is 64.
+    let c = ok(MINIMAL);
+    let lines: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "probe.max_in_flight: 64 is below rate × total timeout for target \"a\" \
+             (1/s × 120s = 120): probes will be dropped if responses get that slow"
+        ]
+    );
+    let raised = format!("probe: {{max_in_flight: 120}}\n{MINIMAL}");
+    assert!(ok(&raised).warnings.is_empty());
+}
+
+#[test]
+fn own_rates_are_kept_and_weights_share_probe_rate() {
+    let text = "\
+probe: {rate: 6}
+targets: [{name: a, base_url: 'http://h', api: openai-chat}]
+scenarios:
+  - {name: x, weight: 2, input_tokens: 1, output_tokens: 1}
+  - {name: y, input_tokens: 1, output_tokens: 1}
+  - {name: z, rate: 0.25, input_tokens: 1, output_tokens: 1}
+";
+    let rates: Vec<f64> = ok(text).scenarios.iter().map(|s| s.rate).collect();
+    assert_eq!(rates, vec![4.0, 2.0, 0.25]);
+}
+
+#[test]
+fn unused_probe_rate_is_a_warning() {
+    let text = "\
+probe: {rate: 6, max_in_flight: 1000}
+targets: [{name: a, base_url: 'http://h', api: openai-chat}]
+scenarios: [{name: z, rate: 0.5, input_tokens: 1, output_tokens: 1}]
+";
+    let c = ok(text);
+    assert_eq!(c.scenarios[0].rate, 0.5);
+    assert_eq!(c.warnings.len(), 1);
+    assert_eq!(
+        c.warnings[0].to_string(),
+        "probe.rate: unused: every scenario sets its own rate (line 1)"
+    );
+}
+
+#[test]
+fn base_url_keeps_a_path_prefix_and_warns_about_v1() {
+    let text = MINIMAL.replace("http://127.0.0.1:8000/", "https://Proxy.example/llm/");
+    assert_eq!(ok(&text).targets[0].base_url, "https://proxy.example/llm");
+    let v1 = format!(
+        "probe: {{max_in_flight: 500}}\n{}",
+        MINIMAL.replace("8000/", "8000/v1")
+    );
+    let c = ok(&v1);
+    assert_eq!(c.targets[0].base_url, "http://127.0.0.1:8000/v1");
+    assert_eq!(c.warnings[0].path, "targets[0].base_url");
+    assert_eq!(c.warnings[0].line, Some(4));
+}
+
+#[test]
+fn api_key_is_only_a_reference() {
+    // The variable does not exist: loading must not care, it never reads it.
+    let text = MINIMAL.replace(
+        "    api: openai-completions\n",
+        "    api: openai-completions\n    api_key_env: LLMPROBE_TEST_UNSET_VARIABLE\n",
+    );
+    let c = ok(&text);
+    assert_eq!(
+        c.targets[0].api_key,
+        Some(SecretRef::Env("LLMPROBE_TEST_UNSET_VARIABLE".into()))
+    );
+}
+
+#[test]
+fn authorization_header_is_allowed_without_an_api_key() {
+    let text = MINIMAL.replace(
+        "    api: openai-completions\n",
+        "    api: openai-completions\n    headers: {Authorization: Basic abc, X-Num: 5}\n",
+    );
+    let headers = ok(&text).targets[0].headers.clone();
+    assert_eq!(
+        headers,
+        vec![
+            ("Authorization".into(), "Basic abc".into()),
+            ("X-Num".into(), "5".into())
+        ]
+    );
+}
+
+#[test]
+fn serde_errors_carry_path_and_line() {
+    let text = MINIMAL.replace("input_tokens: 16", "input_tokens: many");
+    assert_eq!(
+        err(&text),
+        vec![
+            "scenarios[0].input_tokens: invalid type: string \"many\", expected a token count, \
+             or {min: N, max: M} (test.yaml:7)"
+        ]
+    );
+    let text = MINIMAL.replace("{min: 1, max: 8}", "{min: 1, max: 8, mean: 4}");
+    assert_eq!(
+        err(&text),
+        vec![
+            "scenarios[0].output_tokens.mean: unknown field `mean`, expected `min` or `max` (test.yaml:8)"
+        ]
+    );
+}
+
+#[test]
+fn a_non_mapping_file_says_what_is_expected() {
+    assert_eq!(
+        err("- 1\n"),
+        vec![
+            "invalid type: sequence, expected a mapping with the sections listen, probe, targets, \
+             scenarios, slo (test.yaml:1)"
+        ]
+    );
+}
+
+#[test]
+fn an_empty_file_reports_the_missing_sections() {
+    assert_eq!(
+        err(""),
+        vec![
+            "targets: at least one target is required (test.yaml)",
+            "scenarios: at least one scenario is required (test.yaml)",
+        ]
+    );
+}
+
+#[test]
+fn issues_format_with_and_without_a_file() {
+    let issue = ConfigIssue {
+        path: "slo.ttft".into(),
+        line: Some(3),
+        message: "bad".into(),
+    };
+    assert_eq!(issue.to_string(), "slo.ttft: bad (line 3)");
+    assert_eq!(
+        issue.display_in("f.yaml").to_string(),
+        "slo.ttft: bad (f.yaml:3)"
+    );
+    let whole = ConfigIssue {
+        path: String::new(),
+        line: None,
+        message: "cannot read".into(),
+    };
+    assert_eq!(
+        whole.display_in("f.yaml").to_string(),
+        "cannot read (f.yaml)"
+    );
+}
+
+#[test]
+fn demo_parses() {
+    let c = demo();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.slo.ttft, Some(Duration::from_millis(500)));
+    assert_eq!(c.slo.tpot, Some(Duration::from_millis(50)));
+    assert_eq!(c.slo.e2e, Some(Duration::from_secs(10)));
+}

@@ -1,0 +1,296 @@
+//! Stage 2: `RawConfig` -> `Config`, collecting every problem instead of stopping at the first.
+//!
+//! Each check records issues by path (`targets[1].timeouts.ttft`) and returns a placeholder on
+//! failure so the remaining checks still run; the result is only used when nothing was
+//! recorded. Lines are filled in afterwards from the paths (see `locate.rs`). Target checks
+//! live in `target.rs`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::duration::{format_duration, parse_duration};
+use super::raw::{RawConfig, RawDuration, RawLength, RawProbe, RawScenario, RawSlo};
+use super::target;
+use super::{Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, Slo, Target};
+
+/// Largest accepted token count, input or output.
+const MAX_TOKENS: i64 = 1_000_000;
+
+/// Issues found so far. Paths only; lines are added by the caller.
+#[derive(Default)]
+pub struct Checker {
+    pub errors: Vec<ConfigIssue>,
+    pub warnings: Vec<ConfigIssue>,
+}
+
+impl Checker {
+    pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigIssue {
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        });
+    }
+
+    pub(super) fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(ConfigIssue {
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        });
+    }
+
+    /// Parses a duration, recording an error (and returning zero) when it is malformed.
+    pub(super) fn duration(&mut self, path: &str, raw: &RawDuration) -> Duration {
+        parse_duration(&raw.0).unwrap_or_else(|e| {
+            self.error(path, e);
+            Duration::ZERO
+        })
+    }
+
+    /// A duration that must be > 0. A malformed one is reported once, as malformed.
+    pub(super) fn positive_duration(&mut self, path: &str, raw: &RawDuration) -> Duration {
+        match parse_duration(&raw.0) {
+            Ok(Duration::ZERO) => {
+                self.error(path, "must be greater than 0");
+                Duration::ZERO
+            }
+            Ok(d) => d,
+            Err(e) => {
+                self.error(path, e);
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// A finite number > 0.
+    pub(super) fn positive(&mut self, path: &str, value: f64) -> f64 {
+        if value.is_finite() && value > 0.0 {
+            value
+        } else {
+            self.error(
+                path,
+                format!("must be a number greater than 0, got {value}"),
+            );
+            1.0
+        }
+    }
+}
+
+/// Validates the whole file. The `Config` is meaningful only when `checker.errors` is empty.
+pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
+    let listen = listen(&raw.listen, c);
+    let (probe, probe_rate) = probe(&raw.probe, c);
+    let targets = target::targets(&raw.targets, c);
+    let scenarios = scenarios(&raw.scenarios, raw.probe.rate, probe_rate, c);
+    let slo = slo(&raw.slo, c);
+    warn_in_flight_cap(&probe, &targets, &scenarios, c);
+    Config {
+        listen,
+        probe,
+        targets,
+        scenarios,
+        slo,
+        warnings: Vec::new(),
+    }
+}
+
+fn listen(text: &str, c: &mut Checker) -> SocketAddr {
+    text.parse().unwrap_or_else(|_| {
+        c.error(
+            "listen",
+            format!("invalid address \"{text}\": expected IP:port, e.g. 127.0.0.1:9464"),
+        );
+        SocketAddr::from(([127, 0, 0, 1], 9464))
+    })
+}
+
+/// Returns the settings and the shared rate (`probe.rate`, default 1.0).
+fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
+    let rate = c.positive("probe.rate", raw.rate.unwrap_or(1.0));
+    if raw.max_in_flight == 0 {
+        c.error("probe.max_in_flight", "must be at least 1");
+    }
+    let settings = ProbeSettings {
+        seed: raw.seed,
+        max_in_flight: usize::try_from(raw.max_in_flight).unwrap_or(usize::MAX),
+        shutdown_grace: c.duration("probe.shutdown_grace", &raw.shutdown_grace),
+    };
+    (settings, rate)
+}
+
+/// Names become metric label values: keep them short-alphabet and unique.
+pub(super) fn check_name(path: &str, name: &str, c: &mut Checker) {
+    let ok = |ch: char| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-');
+    if name.is_empty() || !name.chars().all(ok) {
+        c.error(
+            path,
+            format!("invalid name \"{name}\": use only letters, digits, '_', '.' and '-'"),
+        );
+    }
+}
+
+/// Reports every name that was already used by an earlier entry of `section`.
+pub(super) fn check_unique<'a>(
+    section: &str,
+    what: &str,
+    names: impl Iterator<Item = &'a str>,
+    c: &mut Checker,
+) {
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, name) in names.enumerate() {
+        if let Some(first) = seen.iter().position(|n| *n == name) {
+            c.error(
+                format!("{section}[{i}].name"),
+                format!("duplicate {what} name \"{name}\" (already used by {section}[{first}])"),
+            );
+        }
+        seen.push(name);
+    }
+}
+
+/// Resolves every scenario's rate: its own `rate`, or its weight's share of `probe.rate`.
+fn scenarios(
+    raws: &[RawScenario],
+    explicit_probe_rate: Option<f64>,
+    probe_rate: f64,
+    c: &mut Checker,
+) -> Vec<Scenario> {
+    if raws.is_empty() {
+        c.error("scenarios", "at least one scenario is required");
+    }
+    check_unique(
+        "scenarios",
+        "scenario",
+        raws.iter().map(|s| s.name.as_str()),
+        c,
+    );
+    let weights: Vec<Option<f64>> = raws
+        .iter()
+        .enumerate()
+        .map(|(i, s)| weight(i, s, c))
+        .collect();
+    let shared: f64 = weights.iter().flatten().sum();
+    if shared == 0.0 && !raws.is_empty() && explicit_probe_rate.is_some() {
+        c.warn("probe.rate", "unused: every scenario sets its own rate");
+    }
+    raws.iter()
+        .zip(weights)
+        .enumerate()
+        .map(|(i, (raw, w))| {
+            let path = format!("scenarios[{i}]");
+            check_name(&format!("{path}.name"), &raw.name, c);
+            Scenario {
+                name: raw.name.clone(),
+                rate: match (raw.rate, w) {
+                    (Some(own), _) => c.positive(&format!("{path}.rate"), own),
+                    (None, Some(w)) => probe_rate * w / shared,
+                    (None, None) => probe_rate, // unreachable: no rate means a weight
+                },
+                input_tokens: length(&format!("{path}.input_tokens"), raw.input_tokens, c),
+                output_tokens: length(&format!("{path}.output_tokens"), raw.output_tokens, c),
+            }
+        })
+        .collect()
+}
+
+/// The scenario's weight when it shares `probe.rate`, `None` when it has its own rate.
+fn weight(i: usize, raw: &RawScenario, c: &mut Checker) -> Option<f64> {
+    match (raw.weight, raw.rate) {
+        (Some(_), Some(_)) => {
+            c.error(
+                format!("scenarios[{i}].rate"),
+                "set either weight (a share of probe.rate) or rate (an own rate), not both",
+            );
+            None
+        }
+        (_, Some(_)) => None,
+        (w, None) => Some(c.positive(&format!("scenarios[{i}].weight"), w.unwrap_or(1.0))),
+    }
+}
+
+fn length(path: &str, raw: RawLength, c: &mut Checker) -> LengthSpec {
+    let mut bounded = |at: String, n: i64| -> u32 {
+        if (1..=MAX_TOKENS).contains(&n) {
+            n as u32
+        } else {
+            c.error(
+                at,
+                format!("token count {n} is out of range: expected 1 to {MAX_TOKENS}"),
+            );
+            1
+        }
+    };
+    match raw {
+        RawLength::Fixed(n) => LengthSpec::Fixed(bounded(path.to_owned(), n)),
+        RawLength::Range { min, max } => {
+            let spec = LengthSpec::Range {
+                min: bounded(format!("{path}.min"), min),
+                max: bounded(format!("{path}.max"), max),
+            };
+            if min > max {
+                c.error(
+                    format!("{path}.min"),
+                    format!("min ({min}) must not be greater than max ({max})"),
+                );
+            }
+            spec
+        }
+    }
+}
+
+fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
+    let mut threshold = |name: &str, d: &Option<RawDuration>| {
+        d.as_ref()
+            .map(|d| c.positive_duration(&format!("slo.{name}"), d))
+    };
+    let slo = Slo {
+        ttft: threshold("ttft", &raw.ttft),
+        tpot: threshold("tpot", &raw.tpot),
+        e2e: threshold("e2e", &raw.e2e),
+        objective: raw.objective,
+    };
+    if !(raw.objective > 0.0 && raw.objective < 1.0) {
+        c.error(
+            "slo.objective",
+            format!(
+                "must be between 0 and 1 (exclusive), e.g. 0.99; got {}",
+                raw.objective
+            ),
+        );
+    }
+    slo
+}
+
+/// Open-loop traffic at `rate` against requests that may each take up to `total` needs about
+/// `rate × total` slots; below that, a slow target makes the prober drop probes.
+fn warn_in_flight_cap(
+    probe: &ProbeSettings,
+    targets: &[Target],
+    scenarios: &[Scenario],
+    c: &mut Checker,
+) {
+    let rate: f64 = scenarios.iter().map(|s| s.rate).sum();
+    for t in targets {
+        let needed = rate * t.timeouts.total.as_secs_f64();
+        if (probe.max_in_flight as f64) < needed {
+            c.warn(
+                "probe.max_in_flight",
+                format!(
+                    "{} is below rate × total timeout for target \"{}\" ({}/s × {} = {needed:.0}): \
+                     probes will be dropped if responses get that slow",
+                    probe.max_in_flight,
+                    t.name,
+                    short_number(rate),
+                    format_duration(t.timeouts.total),
+                ),
+            );
+        }
+    }
+}
+
+/// `2.1000000000000005` -> `2.1`: at most 3 decimals, no trailing zeros.
+fn short_number(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
