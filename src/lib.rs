@@ -3,4 +3,5 @@
 pub mod config;
 pub mod protocol;
 pub mod measure;
+pub mod mock;
 pub mod outcome;
