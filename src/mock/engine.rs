@@ -140,6 +140,8 @@ pub struct Engine {
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
     kv: KvPool,
+    /// End of the last step: time never runs backwards even if a caller's clock does.
+    clock_ns: u64,
     pub stats: Stats,
 }
 
@@ -153,6 +155,7 @@ impl Engine {
             waiting: VecDeque::new(),
             running: Vec::new(),
             kv,
+            clock_ns: 0,
             stats: Stats::default(),
         }
     }
@@ -243,6 +246,7 @@ impl Engine {
         if self.running.is_empty() && self.waiting.is_empty() {
             return None;
         }
+        let now_ns = now_ns.max(self.clock_ns);
         let mut budget = self.profile.max_batched_tokens;
         // (index into `running`, tokens): indices stay valid, preemption only pops later ones.
         let mut work: Vec<(usize, u32)> = Vec::new();
@@ -255,6 +259,7 @@ impl Engine {
         let end_ns = now_ns + self.profile.step_ns(prefill, decode);
         let emits = self.apply(&work, end_ns);
         self.stats.busy_ns += end_ns - now_ns;
+        self.clock_ns = end_ns;
         self.stats.steps += 1;
         Some(StepPlan { start_ns: now_ns, end_ns, prefill_tokens: prefill, decode_seqs: decode, emits })
     }
@@ -405,11 +410,11 @@ impl Engine {
         let s = &mut self.running[i];
         let index = s.generated;
         s.generated += 1;
-        let gap = (end_ns - s.last_ns) as f64 / 1e9;
+        let gap = end_ns.saturating_sub(s.last_ns) as f64 / 1e9;
         let scheduled = s.scheduled_ns.unwrap_or(s.arrival_ns);
         if index == 0 {
             self.stats.ttft.observe(gap);
-            self.stats.queue.observe((scheduled - s.arrival_ns) as f64 / 1e9);
+            self.stats.queue.observe(scheduled.saturating_sub(s.arrival_ns) as f64 / 1e9);
         } else {
             self.stats.itl.observe(gap);
         }
@@ -417,7 +422,7 @@ impl Engine {
         self.stats.generation_tokens += 1;
         let finish = (s.generated >= s.target).then_some(s.target_finish);
         if let Some(f) = finish {
-            self.stats.e2e.observe((end_ns - s.arrival_ns) as f64 / 1e9);
+            self.stats.e2e.observe(end_ns.saturating_sub(s.arrival_ns) as f64 / 1e9);
             self.stats.finished[if f == Finish::Stop { 0 } else { 1 }] += 1;
         }
         Emit { id: s.id, index, finish, at_ns: end_ns, arrival_ns: s.arrival_ns, scheduled_ns: scheduled }

@@ -46,10 +46,10 @@ impl End {
     pub fn add(&mut self, e: &Emit, first_at: u64) {
         self.completion_tokens = e.index + 1;
         self.finish = e.finish;
-        self.queue_ns = e.scheduled_ns - e.arrival_ns;
-        self.prompt_ns = first_at - e.scheduled_ns;
-        self.decode_ns = e.at_ns - first_at;
-        self.total_ns = e.at_ns - e.arrival_ns;
+        self.queue_ns = e.scheduled_ns.saturating_sub(e.arrival_ns);
+        self.prompt_ns = first_at.saturating_sub(e.scheduled_ns);
+        self.decode_ns = e.at_ns.saturating_sub(first_at);
+        self.total_ns = e.at_ns.saturating_sub(e.arrival_ns);
     }
 }
 
@@ -163,6 +163,7 @@ impl Wire {
         if let Some(b) = self.drip_next().await {
             return Some(Ok(b));
         }
+        self.stall_before_first().await;
         loop {
             if self.may_release()
                 && let Some(b) = self.pop_frame()
@@ -172,7 +173,6 @@ impl Wire {
             if self.finished {
                 return None;
             }
-            self.stall_before_first().await;
             match self.rx.as_mut()?.recv().await {
                 Some(e) => self.on_emit(e),
                 None => self.finished = true,
