@@ -2,6 +2,7 @@ pub mod arrival;
 pub mod config;
 pub mod exec;
 pub mod measure;
+pub mod mock;
 pub mod outcome;
 pub mod protocol;
 pub mod recorder;

@@ -1,0 +1,401 @@
+//! OpenAI-compatible front-end, byte for byte as vLLM writes it: `/v1/completions`,
+//! `/v1/chat/completions`, `/v1/models`, `/tokenize`, `/detokenize`, `/health`, `/version`.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Response};
+use axum::middleware::{self, Next};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::Value;
+
+use super::engine::SeqSpec;
+use super::faults::Fault;
+use super::tokenizer::{decode_id, encode, encode_chat};
+use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response};
+use super::App;
+
+const FINGERPRINT: &str = "vllm-0.32.0-mock";
+
+pub fn routes(app: Arc<App>) -> Router {
+    let v1 = Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route_layer(middleware::from_fn_with_state(app.clone(), auth));
+    Router::new()
+        .merge(v1)
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/health", get(|| async { "" }))
+        .route("/version", get(|| async { json_response(200, r#"{"version":"0.32.0"}"#.into()) }))
+        .route("/load", get(load))
+        .with_state(app)
+}
+
+async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response<Body> {
+    if let Some(key) = &app.opts.api_key {
+        let ok = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|v| v == key);
+        if !ok {
+            return json_response(401, r#"{"error":"Unauthorized"}"#.into());
+        }
+    }
+    next.run(req).await
+}
+
+/// vLLM's error object.
+pub fn error_body(status: u16, kind: &str, msg: &str, param: Option<&str>) -> String {
+    let param = param.map(js).unwrap_or_else(|| "null".into());
+    format!(r#"{{"error":{{"message":{},"type":"{kind}","param":{param},"code":{status}}}}}"#, js(msg))
+}
+
+fn status_error(status: u16) -> Response<Body> {
+    let (kind, msg) = match status {
+        429 => ("RateLimitError", "Too many requests (mock fault)"),
+        503 => ("ServiceUnavailableError", "Service unavailable (mock fault)"),
+        400 => ("BadRequestError", "Bad request (mock fault)"),
+        _ => ("InternalServerError", "Internal server error (mock fault)"),
+    };
+    let mut r = json_response(status, error_body(status, kind, msg, None));
+    if status == 429 {
+        r.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
+    }
+    r
+}
+
+/// What the two generation endpoints share once the body is read.
+struct Gen {
+    chat: bool,
+    prompt: Vec<u32>,
+    max_tokens: u32,
+    min_tokens: u32,
+    ignore_eos: bool,
+    stream: bool,
+    include_usage: bool,
+    continuous: bool,
+}
+
+fn bad_request(msg: &str, param: &str) -> Response<Body> {
+    json_response(400, error_body(400, "BadRequestError", msg, Some(param)))
+}
+
+fn check_model(app: &App, body: &Value) -> Result<(), Response<Body>> {
+    match body.get("model").and_then(Value::as_str) {
+        Some(m) if m != app.opts.model => {
+            let msg = format!("The model `{m}` does not exist. Valid aliases: {}.", app.opts.model);
+            Err(json_response(404, error_body(404, "NotFoundError", &msg, Some("model"))))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Prompt tokens of a completions `prompt` (string, list of strings, or token ids).
+fn prompt_tokens(v: Option<&Value>) -> Vec<u32> {
+    match v {
+        Some(Value::String(s)) => encode(s),
+        Some(Value::Array(a)) => a
+            .iter()
+            .flat_map(|x| match x {
+                Value::String(s) => encode(s),
+                Value::Number(n) => vec![n.as_u64().unwrap_or(0) as u32],
+                _ => Vec::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Text of one chat message `content` (string or list of text parts).
+fn content_text(v: &Value) -> String {
+    match v.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+fn chat_tokens(body: &Value) -> Vec<u32> {
+    let msgs: Vec<String> = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(content_text).collect())
+        .unwrap_or_default();
+    encode_chat(msgs.iter().map(String::as_str))
+}
+
+fn parse_gen(app: &App, body: &Value, chat: bool) -> Result<Gen, Response<Body>> {
+    check_model(app, body)?;
+    let prompt = if chat { chat_tokens(body) } else { prompt_tokens(body.get("prompt")) };
+    let max_len = app.opts.profile.max_model_len;
+    let p = prompt.len() as u32;
+    let num = |k: &str| body.get(k).and_then(Value::as_u64);
+    let default_max = if chat { max_len.saturating_sub(p) } else { 16 };
+    let max_tokens = num("max_tokens").or(num("max_completion_tokens")).unwrap_or(default_max.into());
+    if max_tokens > u64::from(max_len) {
+        let msg = format!(
+            "max_tokens={max_tokens} cannot be greater than max_model_len={max_len}. Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})"
+        );
+        return Err(bad_request(&msg, "max_tokens"));
+    }
+    let max_tokens = max_tokens as u32;
+    if p + max_tokens > max_len {
+        let msg = format!(
+            "This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({p} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
+            p + max_tokens
+        );
+        return Err(bad_request(&msg, "max_tokens"));
+    }
+    let opts = body.get("stream_options");
+    let flag = |v: Option<&Value>, k: &str| v.and_then(|o| o.get(k)).and_then(Value::as_bool).unwrap_or(false);
+    Ok(Gen {
+        chat,
+        prompt,
+        max_tokens,
+        min_tokens: num("min_tokens").unwrap_or(0).min(u64::from(max_tokens)) as u32,
+        ignore_eos: flag(Some(body), "ignore_eos"),
+        stream: flag(Some(body), "stream"),
+        include_usage: flag(opts, "include_usage"),
+        continuous: flag(opts, "continuous_usage_stats"),
+    })
+}
+
+async fn completions(State(app): State<Arc<App>>, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
+    generate(app, h, body, false).await
+}
+
+async fn chat(State(app): State<Arc<App>>, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
+    generate(app, h, body, true).await
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, Response<Body>> {
+    serde_json::from_slice(body).map_err(|e| bad_request(&format!("Invalid JSON body: {e}"), "body"))
+}
+
+async fn generate(app: Arc<App>, h: HeaderMap, body: axum::body::Bytes, chat: bool) -> Response<Body> {
+    let started = std::time::Instant::now();
+    let g = match parse_body(&body).and_then(|b| parse_gen(&app, &b, chat)) {
+        Ok(g) => g,
+        Err(r) => return r,
+    };
+    let fault = app.fault(&h);
+    if let Some(r) = pre_engine_fault(fault, status_error) {
+        return r;
+    }
+    let spec = SeqSpec { prompt: g.prompt.clone(), max_tokens: g.max_tokens, min_tokens: g.min_tokens, ignore_eos: g.ignore_eos };
+    let mut ticket = app.driver.submit(&spec);
+    let seed = app.text_seed(ticket.id);
+    if fault == Some(Fault::CloseBeforeResponse) {
+        ticket.rx.recv().await; // wait as long as a real first token would take
+        return drop_connection();
+    }
+    let render = OpenAi::new(&app, ticket.id, &g);
+    let prompt_tokens = g.prompt.len() as u32;
+    if !g.stream {
+        return whole(render, collect(ticket.rx, seed, prompt_tokens).await, fault, &app, &h).await;
+    }
+    let setup = WireSetup {
+        render: Box::new(render),
+        rx: ticket.rx,
+        fault,
+        params: app.params(&h),
+        seed,
+        started,
+        timestamps: app.timestamps(&h),
+        prompt_tokens,
+    };
+    Wire::new(setup).into_response()
+}
+
+/// Faults answered before the engine sees the request.
+pub fn pre_engine_fault(fault: Option<Fault>, status: fn(u16) -> Response<Body>) -> Option<Response<Body>> {
+    let f = fault?;
+    if f == Fault::Refuse {
+        return Some(drop_connection());
+    }
+    f.status().map(status)
+}
+
+/// Non-streaming body, with the faults that make sense for one JSON document.
+async fn whole(r: OpenAi, end: End, fault: Option<Fault>, app: &App, h: &HeaderMap) -> Response<Body> {
+    let body = r.whole(&end);
+    finish_whole(body, fault, &app.params(h)).await
+}
+
+/// Applies whole-body faults (stall, corruption, content type, drip) to a JSON body.
+pub async fn finish_whole(body: String, fault: Option<Fault>, p: &super::FaultParams) -> Response<Body> {
+    use super::faults::{corrupt_json, inject_bad_utf8};
+    let bytes = match fault {
+        Some(Fault::MalformedJson) => corrupt_json(body.as_bytes()),
+        Some(Fault::InvalidUtf8) => inject_bad_utf8(body.replacen("\"text\":\"", "\"text\":\"@@MOCK_BAD_UTF8@@", 1).replacen("\"content\":\"", "\"content\":\"@@MOCK_BAD_UTF8@@", 1).as_bytes()),
+        _ => body.into_bytes(),
+    };
+    if matches!(fault, Some(Fault::StallTtft | Fault::StallMidStream)) {
+        tokio::time::sleep(p.stall).await;
+    }
+    let mut resp = json_response(200, String::new());
+    *resp.body_mut() = Body::from(bytes);
+    if fault == Some(Fault::WrongContentType) {
+        resp.headers_mut().insert("content-type", axum::http::HeaderValue::from_static("text/html; charset=utf-8"));
+    }
+    resp
+}
+
+/// vLLM's chunk writer for both endpoints.
+struct OpenAi {
+    chat: bool,
+    head: String,
+    include_usage: bool,
+    continuous: bool,
+    prompt_tokens: u32,
+}
+
+impl OpenAi {
+    fn new(app: &App, id: u64, g: &Gen) -> OpenAi {
+        let (prefix, object) = if g.chat { ("chatcmpl", "chat.completion.chunk") } else { ("cmpl", "text_completion") };
+        let rid = format!("{prefix}-{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0xabc));
+        let created = super::unix_now();
+        let head = format!(r#"{{"id":"{rid}","object":"{object}","created":{created},"model":{}"#, js(&app.opts.model));
+        OpenAi { chat: g.chat, head, include_usage: g.include_usage, continuous: g.continuous, prompt_tokens: g.prompt.len() as u32 }
+    }
+
+    fn usage(&self, completion: u32) -> String {
+        let p = self.prompt_tokens;
+        format!(r#""usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{completion}}}"#, p + completion)
+    }
+
+    fn cont_usage(&self, completion: u32) -> String {
+        if self.continuous { format!(",{}", self.usage(completion)) } else { String::new() }
+    }
+
+    fn whole(&self, e: &End) -> String {
+        let fin = e.finish.map(|f| js(f.as_str())).unwrap_or_else(|| "null".into());
+        let head = self.head.replace("chat.completion.chunk", "chat.completion");
+        let usage = format!(
+            r#""usage":{{"prompt_tokens":{},"total_tokens":{},"completion_tokens":{},"prompt_tokens_details":null,"completion_tokens_details":null}}"#,
+            e.prompt_tokens, e.prompt_tokens + e.completion_tokens, e.completion_tokens
+        );
+        if self.chat {
+            format!(
+                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":{},"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}},"logprobs":null,"finish_reason":{fin},"stop_reason":null,"token_ids":null}}],"service_tier":null,"system_fingerprint":"{FINGERPRINT}",{usage},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null}}"#,
+                js(&e.text)
+            )
+        } else {
+            format!(
+                r#"{head},"choices":[{{"index":0,"text":{},"logprobs":null,"finish_reason":{fin},"stop_reason":null,"token_ids":null,"prompt_logprobs":null,"prompt_token_ids":null}}],"service_tier":null,"system_fingerprint":"{FINGERPRINT}",{usage},"kv_transfer_params":null}}"#,
+                js(&e.text)
+            )
+        }
+    }
+}
+
+impl Render for OpenAi {
+    fn content_type(&self) -> &'static str {
+        "text/event-stream; charset=utf-8"
+    }
+
+    fn start(&mut self) -> Option<String> {
+        self.chat.then(|| {
+            format!(
+                "data: {},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}],\"prompt_token_ids\":null,\"prompt_text\":null{}}}\n\n",
+                self.head,
+                self.cont_usage(0)
+            )
+        })
+    }
+
+    fn token(&mut self, t: &Tok<'_>) -> String {
+        let (fin, stop) = match t.finish {
+            Some(f) => (js(f.as_str()), ",\"stop_reason\":null"),
+            None => ("null".into(), if self.chat { "" } else { ",\"stop_reason\":null" }),
+        };
+        let usage = self.cont_usage(t.completion_tokens);
+        if self.chat {
+            format!(
+                "data: {},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{}}},\"logprobs\":null,\"finish_reason\":{fin}{stop},\"token_ids\":null}}]{usage}}}\n\n",
+                self.head,
+                js(t.text)
+            )
+        } else {
+            format!(
+                "data: {},\"choices\":[{{\"index\":0,\"text\":{},\"logprobs\":null,\"finish_reason\":{fin}{stop},\"prompt_token_ids\":null,\"token_ids\":null}}]{usage}}}\n\n",
+                self.head,
+                js(t.text)
+            )
+        }
+    }
+
+    fn end(&mut self, e: &End) -> Vec<String> {
+        if !self.include_usage && !self.continuous {
+            return Vec::new();
+        }
+        vec![format!(
+            "data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n",
+            self.head,
+            self.usage(e.completion_tokens)
+        )]
+    }
+
+    fn done(&self) -> Option<String> {
+        Some("data: [DONE]\n\n".into())
+    }
+
+    fn error(&self, msg: &str) -> String {
+        format!("data: {}\n\n", error_body(500, "InternalServerError", msg, None))
+    }
+}
+
+async fn models(State(app): State<Arc<App>>) -> Response<Body> {
+    let m = js(&app.opts.model);
+    let c = app.created_unix;
+    let root = js(&format!("models/{}", app.opts.model));
+    let len = app.opts.profile.max_model_len;
+    json_response(200, format!(
+        r#"{{"object":"list","data":[{{"id":{m},"object":"model","created":{c},"owned_by":"vllm","root":{root},"parent":null,"max_model_len":{len},"permission":[{{"id":"modelperm-mock","object":"model_permission","created":{c},"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}}]}}]}}"#
+    ))
+}
+
+async fn tokenize(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response<Body> {
+    let v = match parse_body(&body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if let Err(r) = check_model(&app, &v) {
+        return r;
+    }
+    let toks = if v.get("messages").is_some() { chat_tokens(&v) } else { prompt_tokens(v.get("prompt")) };
+    let list = toks.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    json_response(200, format!(
+        r#"{{"count":{},"max_model_len":{},"tokens":[{list}],"token_strs":null}}"#,
+        toks.len(),
+        app.opts.profile.max_model_len
+    ))
+}
+
+async fn detokenize(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response<Body> {
+    let v = match parse_body(&body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if let Err(r) = check_model(&app, &v) {
+        return r;
+    }
+    let ids = v.get("tokens").and_then(Value::as_array).cloned().unwrap_or_default();
+    let text: String = ids.iter().filter_map(Value::as_u64).map(|i| decode_id(i as u32)).collect();
+    json_response(200, format!(r#"{{"prompt":{}}}"#, js(text.trim_start())))
+}
+
+async fn load(State(app): State<Arc<App>>) -> Response<Body> {
+    let n = app.driver.with_engine(|e| e.num_running() + e.num_waiting());
+    json_response(200, format!(r#"{{"server_load":{n}}}"#))
+}

@@ -1,0 +1,343 @@
+//! The streaming pipeline shared by every front-end: engine tokens in, framed bytes out, with
+//! the stream faults applied on the way.
+//!
+//! A front-end supplies a `Render` (how its frames look); `Wire` pulls tokens from the request's
+//! channel, groups them into frames and yields bytes. Per token that is one channel receive and
+//! one small write: no timers, no tasks.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, Response, StatusCode, header};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::engine::{Emit, Finish};
+use super::faults::{BAD_UTF8_MARK, Fault, FaultParams, corrupt_json, inject_bad_utf8};
+use super::tokenizer::gen_token;
+
+/// One frame's worth of generated tokens.
+pub struct Tok<'a> {
+    pub text: &'a str,
+    /// Id of the last token in the frame.
+    pub id: u32,
+    /// Index of the last token in the frame.
+    pub index: u32,
+    /// Tokens generated so far, this frame included.
+    pub completion_tokens: u32,
+    pub finish: Option<Finish>,
+}
+
+/// Totals and engine-clock durations at the end of a request.
+#[derive(Clone, Debug, Default)]
+pub struct End {
+    pub finish: Option<Finish>,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub text: String,
+    pub queue_ns: u64,
+    pub prompt_ns: u64,
+    pub decode_ns: u64,
+    pub total_ns: u64,
+}
+
+impl End {
+    /// Accounts one emitted token.
+    pub fn add(&mut self, e: &Emit, first_at: u64) {
+        self.completion_tokens = e.index + 1;
+        self.finish = e.finish;
+        self.queue_ns = e.scheduled_ns.saturating_sub(e.arrival_ns);
+        self.prompt_ns = first_at.saturating_sub(e.scheduled_ns);
+        self.decode_ns = e.at_ns.saturating_sub(first_at);
+        self.total_ns = e.at_ns.saturating_sub(e.arrival_ns);
+    }
+}
+
+/// How one API family writes its frames. Each returned frame includes its framing bytes.
+pub trait Render: Send + 'static {
+    fn content_type(&self) -> &'static str;
+    /// Frame sent before any token (the chat role-only chunk).
+    fn start(&mut self) -> Option<String> {
+        None
+    }
+    fn token(&mut self, t: &Tok<'_>) -> String;
+    /// Frames after the last token (usage chunk, final object with timings).
+    fn end(&mut self, e: &End) -> Vec<String>;
+    /// The terminator (`data: [DONE]`), if the family has one.
+    fn done(&self) -> Option<String>;
+    /// An error frame inside a 200 stream.
+    fn error(&self, msg: &str) -> String;
+}
+
+/// Per-request stream state.
+pub struct Wire {
+    render: Box<dyn Render>,
+    rx: Option<UnboundedReceiver<Emit>>,
+    fault: Option<Fault>,
+    params: FaultParams,
+    seed: u64,
+    /// Request arrival, for `mock_emitted_ns`.
+    started: Instant,
+    timestamps: bool,
+    pending: VecDeque<Bytes>,
+    group: String,
+    end: End,
+    first_at: Option<u64>,
+    frames_out: u32,
+    tokens_framed: u32,
+    finished: bool,
+    stalled: bool,
+    drip: Option<Bytes>,
+}
+
+pub struct WireSetup {
+    pub render: Box<dyn Render>,
+    pub rx: UnboundedReceiver<Emit>,
+    pub fault: Option<Fault>,
+    pub params: FaultParams,
+    pub seed: u64,
+    pub started: Instant,
+    pub timestamps: bool,
+    pub prompt_tokens: u32,
+}
+
+impl Wire {
+    pub fn new(s: WireSetup) -> Wire {
+        let mut w = Wire {
+            render: s.render,
+            rx: Some(s.rx),
+            fault: s.fault,
+            params: s.params,
+            seed: s.seed,
+            started: s.started,
+            timestamps: s.timestamps,
+            pending: VecDeque::new(),
+            group: String::new(),
+            end: End { prompt_tokens: s.prompt_tokens, ..End::default() },
+            first_at: None,
+            frames_out: 0,
+            tokens_framed: 0,
+            finished: false,
+            stalled: false,
+            drip: None,
+        };
+        if w.fault == Some(Fault::EmptyStream) {
+            w.rx = None;
+            w.finish_with_done();
+        } else if let Some(f) = w.render.start() {
+            w.push(f);
+        }
+        w
+    }
+
+    /// Streaming response with this wire as body.
+    pub fn into_response(self) -> Response<Body> {
+        let ct = if self.fault == Some(Fault::WrongContentType) {
+            "text/html; charset=utf-8"
+        } else {
+            self.render.content_type()
+        };
+        let stream = futures_util::stream::unfold(self, |mut w| async move {
+            w.next().await.map(|item| (item, w))
+        });
+        let mut resp = Response::new(Body::from_stream(stream));
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        resp
+    }
+
+    fn push(&mut self, frame: String) {
+        self.pending.push_back(Bytes::from(frame));
+    }
+
+    fn finish_with_done(&mut self) {
+        if self.fault != Some(Fault::NoDone)
+            && let Some(d) = self.render.done()
+        {
+            self.push(d);
+        }
+        self.finished = true;
+        self.rx = None; // dropping the receiver aborts an unfinished request in the engine
+    }
+
+    async fn next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        if let Some(b) = self.drip_next().await {
+            return Some(Ok(b));
+        }
+        self.stall_before_first().await;
+        loop {
+            if self.may_release()
+                && let Some(b) = self.pop_frame()
+            {
+                return self.release(b).await;
+            }
+            if self.finished {
+                return None;
+            }
+            match self.rx.as_mut()?.recv().await {
+                Some(e) => self.on_emit(e),
+                None => self.finished = true,
+            }
+        }
+    }
+
+    fn may_release(&self) -> bool {
+        self.fault != Some(Fault::Buffered) || self.finished
+    }
+
+    /// Next frame; a buffered stream releases everything in one write.
+    fn pop_frame(&mut self) -> Option<Bytes> {
+        if self.fault == Some(Fault::Buffered) && self.pending.len() > 1 {
+            let all: Vec<u8> = self.pending.drain(..).flat_map(|b| b.to_vec()).collect();
+            return Some(Bytes::from(all));
+        }
+        self.pending.pop_front()
+    }
+
+    async fn stall_before_first(&mut self) {
+        if self.fault == Some(Fault::StallTtft) && !self.stalled {
+            self.stalled = true;
+            tokio::time::sleep(self.params.stall).await;
+        }
+    }
+
+    async fn release(&mut self, b: Bytes) -> Option<Result<Bytes, std::io::Error>> {
+        self.frames_out += 1;
+        let after = self.params.after;
+        match self.fault {
+            Some(Fault::ResetMidStream) if self.frames_out > after => {
+                return Some(Err(std::io::Error::other("mock fault: reset_mid_stream")));
+            }
+            Some(Fault::StallMidStream) if self.frames_out == after + 1 => {
+                tokio::time::sleep(self.params.stall).await;
+            }
+            Some(Fault::SlowDrip) if b.len() > 1 => {
+                self.drip = Some(b.slice(1..));
+                return Some(Ok(b.slice(..1)));
+            }
+            _ => {}
+        }
+        Some(Ok(self.stamp(b)))
+    }
+
+    async fn drip_next(&mut self) -> Option<Bytes> {
+        let rest = self.drip.take()?;
+        tokio::time::sleep(self.params.drip).await;
+        if rest.len() > 1 {
+            self.drip = Some(rest.slice(1..));
+        }
+        Some(rest.slice(..1))
+    }
+
+    /// Adds `"mock_emitted_ns"` (since request arrival) into the frame's last JSON object.
+    fn stamp(&self, b: Bytes) -> Bytes {
+        if !self.timestamps {
+            return b;
+        }
+        let Some(i) = b.iter().rposition(|c| *c == b'}') else { return b };
+        let ns = self.started.elapsed().as_nanos();
+        let field = format!(",\"mock_emitted_ns\":{ns}");
+        Bytes::from([&b[..i], field.as_bytes(), &b[i..]].concat())
+    }
+
+    fn on_emit(&mut self, e: Emit) {
+        let first_at = *self.first_at.get_or_insert(e.at_ns);
+        self.end.add(&e, first_at);
+        let (id, word) = gen_token(self.seed, e.index);
+        self.group.push(' ');
+        self.group.push_str(word);
+        self.end.text.push(' ');
+        self.end.text.push_str(word);
+        let in_group = e.index + 1 - self.tokens_framed;
+        let group_full = self.fault != Some(Fault::MultiTokenFrames)
+            || in_group >= self.params.tokens_per_frame;
+        if e.finish.is_some() || group_full || self.fault == Some(Fault::TruncateAfterOne) {
+            self.frame_tokens(id, &e);
+        }
+    }
+
+    fn frame_tokens(&mut self, id: u32, e: &Emit) {
+        let truncate = self.fault == Some(Fault::TruncateAfterOne);
+        let finish = if truncate { None } else { e.finish };
+        let mut text = std::mem::take(&mut self.group);
+        let n = self.frames_out + self.pending.len() as u32;
+        let special = self.fault_frame_here(n);
+        match special {
+            Some(Fault::OversizedFrame) => text.push_str(&"x".repeat(self.params.frame_bytes)),
+            Some(Fault::InvalidUtf8) => text.push_str(BAD_UTF8_MARK),
+            _ => {}
+        }
+        let tok = Tok { text: &text, id, index: e.index, completion_tokens: e.index + 1, finish };
+        let mut frame = self.render.token(&tok).into_bytes();
+        match special {
+            Some(Fault::InvalidUtf8) => frame = inject_bad_utf8(&frame),
+            Some(Fault::MalformedJson) => frame = corrupt_json(&frame),
+            _ => {}
+        }
+        self.pending.push_back(Bytes::from(frame));
+        self.tokens_framed = e.index + 1;
+        if self.fault == Some(Fault::ErrorInStream) && e.index + 1 >= self.params.after {
+            let err = self.render.error("mock fault: error_in_stream");
+            self.push(err);
+            return self.finish_with_done();
+        }
+        if truncate {
+            return self.finish_with_done();
+        }
+        if e.finish.is_some() {
+            for f in self.render.end(&self.end) {
+                self.push(f);
+            }
+            self.finish_with_done();
+        }
+    }
+
+    /// The one-frame faults fire on the frame numbered `params.after` (0-based, all frames).
+    fn fault_frame_here(&self, n: u32) -> Option<Fault> {
+        match self.fault {
+            Some(f @ (Fault::OversizedFrame | Fault::InvalidUtf8 | Fault::MalformedJson))
+                if n == self.params.after =>
+            {
+                Some(f)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Collects a whole request (non-streaming endpoints).
+pub async fn collect(mut rx: UnboundedReceiver<Emit>, seed: u64, prompt_tokens: u32) -> End {
+    let mut end = End { prompt_tokens, ..End::default() };
+    let mut first_at = None;
+    while let Some(e) = rx.recv().await {
+        let first = *first_at.get_or_insert(e.at_ns);
+        end.add(&e, first);
+        end.text.push(' ');
+        end.text.push_str(gen_token(seed, e.index).1);
+        if e.finish.is_some() {
+            break;
+        }
+    }
+    end
+}
+
+/// A response whose body fails before its first byte: hyper drops the connection without
+/// writing the status line.
+pub fn drop_connection() -> Response<Body> {
+    let stream = futures_util::stream::once(async {
+        Err::<Bytes, _>(std::io::Error::other("mock fault: connection dropped"))
+    });
+    Response::new(Body::from_stream(stream))
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: u16, body: String) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// JSON string literal of `s`.
+pub fn js(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}

@@ -1,0 +1,175 @@
+//! Every fault kind produces its documented wire behaviour (triggered by `x-mock-fault`).
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use llmprobe::mock::{MockOptions, serve};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+async fn start() -> (String, CancellationToken) {
+    let mut o = MockOptions::default();
+    o.profile.step_base_us = 10_000.0;
+    o.profile.decode_us_per_seq = 10.0;
+    o.profile.prefill_us_per_token = 1.0;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, o, stop.clone()));
+    (base, stop)
+}
+
+/// Body chunks with arrival times (from send), or the error that ended the body.
+struct Got {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    chunks: Vec<(Duration, Vec<u8>)>,
+    error: bool,
+}
+
+impl Got {
+    fn body(&self) -> Vec<u8> {
+        self.chunks.iter().flat_map(|c| c.1.clone()).collect()
+    }
+    fn text(&self) -> String {
+        String::from_utf8(self.body()).unwrap()
+    }
+    fn events(&self) -> Vec<String> {
+        self.text().split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap().to_string()).collect()
+    }
+}
+
+async fn chat(base: &str, fault: &str, extra: &[(&str, &str)], max_tokens: u32) -> Result<Got, reqwest::Error> {
+    let body = serde_json::json!({"messages":[{"role":"user","content":"hi"}],"max_tokens":max_tokens,
+        "ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}});
+    let mut rb = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .header("x-mock-fault", fault)
+        .body(body.to_string());
+    for (k, v) in extra {
+        rb = rb.header(*k, *v);
+    }
+    let t0 = Instant::now();
+    let r = rb.send().await?;
+    let (status, headers) = (r.status().as_u16(), r.headers().clone());
+    let mut s = r.bytes_stream();
+    let (mut chunks, mut error) = (Vec::new(), false);
+    while let Some(c) = s.next().await {
+        match c {
+            Ok(b) => chunks.push((t0.elapsed(), b.to_vec())),
+            Err(_) => {
+                error = true;
+                break;
+            }
+        }
+    }
+    Ok(Got { status, headers, chunks, error })
+}
+
+#[tokio::test]
+async fn connection_faults() {
+    let (b, stop) = start().await;
+    assert!(chat(&b, "refuse", &[], 4).await.is_err());
+    assert!(chat(&b, "close_before_response", &[], 4).await.is_err());
+    let g = chat(&b, "reset_mid_stream", &[("x-mock-fault-after", "3")], 20).await.unwrap();
+    assert_eq!(g.status, 200);
+    assert!(g.error, "body aborted");
+    assert!(!g.body().is_empty());
+    assert!(!String::from_utf8_lossy(&g.body()).contains("[DONE]"));
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn status_faults() {
+    let (b, stop) = start().await;
+    let g = chat(&b, "http_429", &[], 4).await.unwrap();
+    assert_eq!(g.status, 429);
+    assert_eq!(g.headers["retry-after"], "1");
+    for (f, s) in [("http_500", 500), ("http_503", 503), ("http_400", 400)] {
+        let g = chat(&b, f, &[], 4).await.unwrap();
+        assert_eq!(g.status, s);
+        let v: Value = serde_json::from_slice(&g.body()).unwrap();
+        assert_eq!(v["error"]["code"], s);
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn stall_faults() {
+    let (b, stop) = start().await;
+    let g = chat(&b, "stall_ttft", &[("x-mock-stall-ms", "400")], 3).await.unwrap();
+    assert!(g.chunks[0].0 >= Duration::from_millis(400), "{:?}", g.chunks[0].0);
+    let g = chat(&b, "stall_mid_stream", &[("x-mock-stall-ms", "400"), ("x-mock-fault-after", "2")], 6).await.unwrap();
+    assert!(g.chunks[0].0 < Duration::from_millis(300));
+    assert!(g.chunks.last().unwrap().0 >= Duration::from_millis(400));
+    assert!(g.text().ends_with("data: [DONE]\n\n"));
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn slow_drip_and_buffered() {
+    let (b, stop) = start().await;
+    let g = chat(&b, "slow_drip", &[("x-mock-drip-ms", "1")], 1).await.unwrap();
+    assert!(g.chunks.len() > 100, "byte by byte: {} chunks", g.chunks.len());
+    assert!(g.text().ends_with("data: [DONE]\n\n"));
+    let g = chat(&b, "buffered", &[], 10).await.unwrap();
+    assert!(String::from_utf8_lossy(&g.chunks[0].1).contains("[DONE]"), "one burst at the end");
+    assert!(g.chunks[0].0 >= Duration::from_millis(100));
+    assert_eq!(g.events().len(), 1 + 10 + 1 + 1);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn stream_content_faults() {
+    let (b, stop) = start().await;
+    let ev = chat(&b, "error_in_stream", &[("x-mock-fault-after", "2")], 10).await.unwrap().events();
+    let err: Value = serde_json::from_str(&ev[ev.len() - 2]).unwrap();
+    assert!(err["error"]["message"].is_string());
+    assert_eq!(ev.last().unwrap(), "[DONE]");
+    assert_eq!(chat(&b, "empty_stream", &[], 5).await.unwrap().text(), "data: [DONE]\n\n");
+    let ev = chat(&b, "no_done", &[], 3).await.unwrap().events();
+    assert!(ev.last().unwrap().contains("\"usage\""));
+    assert!(!ev.iter().any(|e| e == "[DONE]"));
+    let ev = chat(&b, "malformed_json", &[("x-mock-fault-after", "2")], 4).await.unwrap().events();
+    assert_eq!(ev.iter().filter(|e| *e != "[DONE]" && serde_json::from_str::<Value>(e).is_err()).count(), 1);
+    let g = chat(&b, "invalid_utf8", &[], 4).await.unwrap();
+    assert!(std::str::from_utf8(&g.body()).is_err());
+    let ev = chat(&b, "oversized_frame", &[], 4).await.unwrap().events();
+    assert!(ev.iter().any(|e| e.len() > 1 << 20));
+    let g = chat(&b, "wrong_content_type", &[], 2).await.unwrap();
+    assert!(g.headers["content-type"].to_str().unwrap().starts_with("text/html"));
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn token_grouping_faults() {
+    let (b, stop) = start().await;
+    let ev = chat(&b, "multi_token_frames", &[], 8).await.unwrap().events();
+    assert_eq!(ev.len(), 1 + 2 + 1 + 1, "role, two 4-token frames, usage, done");
+    let v: Value = serde_json::from_str(&ev[1]).unwrap();
+    assert_eq!(v["choices"][0]["delta"]["content"].as_str().unwrap().split_whitespace().count(), 4);
+    let u: Value = serde_json::from_str(&ev[3]).unwrap();
+    assert_eq!(u["usage"]["completion_tokens"], 8);
+    let ev = chat(&b, "truncate_after_one", &[], 8).await.unwrap().events();
+    assert_eq!(ev.len(), 3, "role, one token, [DONE]");
+    let v: Value = serde_json::from_str(&ev[1]).unwrap();
+    assert!(v["choices"][0]["finish_reason"].is_null());
+    assert_eq!(ev[2], "[DONE]");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn timestamps_are_opt_in_and_increase() {
+    let (b, stop) = start().await;
+    let ev = chat(&b, "none", &[("x-mock-timestamps", "1")], 4).await.unwrap().events();
+    let ts: Vec<u64> = ev[..ev.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(e).unwrap()["mock_emitted_ns"].as_u64().unwrap())
+        .collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]));
+    assert!(ts[2] - ts[1] >= 9_000_000, "one 10 ms step apart");
+    let ev = chat(&b, "none", &[], 2).await.unwrap().events();
+    assert!(!ev[1].contains("mock_emitted_ns"));
+    stop.cancel();
+}
