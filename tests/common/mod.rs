@@ -1,0 +1,39 @@
+//! Helpers shared by the prober's integration tests: a mock engine on 127.0.0.1:0, configs
+//! pointed at it, and a reader for exposition text.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+
+use llmprobe::config::{self, Config};
+use llmprobe::mock::{self, MockOptions};
+use tokio_util::sync::CancellationToken;
+
+/// Starts the mock engine on a free loopback port; it stops when the token is cancelled.
+pub async fn start_mock(opts: MockOptions) -> (SocketAddr, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    tokio::spawn(mock::serve(listener, opts, stop.clone()));
+    (addr, stop)
+}
+
+/// A one-target config aimed at `base_url`, with `extra_target` YAML lines added to the target
+/// and `probe` settings replaced.
+pub fn config(base_url: &str, api: &str, probe: &str, extra_target: &str, output_tokens: u32) -> Config {
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nprobe: {probe}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: {api}\n{extra_target}\nscenarios:\n  - name: s\n    input_tokens: 64\n    output_tokens: {output_tokens}\nslo: {{ttft: 2s, tpot: 200ms, e2e: 20s, objective: 0.99}}\n"
+    );
+    config::parse(&yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+/// Sum of every sample of `name` whose label text contains all of `labels`.
+pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            (n == name && labels.iter().all(|want| rest.contains(want))).then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}

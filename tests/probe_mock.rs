@@ -1,0 +1,151 @@
+//! The prober end to end over real loopback HTTP against the built-in mock engine: metrics move,
+//! tokens equal the server's usage, every fault maps to its class, a dead target is counted,
+//! and every scheduled probe is accounted for.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{config, metric, start_mock};
+use llmprobe::app::{self, RunOptions};
+use llmprobe::exec::{execute, Probe};
+use llmprobe::measure::{measure, TokenSource};
+use llmprobe::mock::MockOptions;
+use llmprobe::outcome::{ErrorClass, Outcome};
+use llmprobe::target::TargetRuntime;
+use llmprobe::workload::Draw;
+use tokio_util::sync::CancellationToken;
+
+async fn run_for(cfg: llmprobe::config::Config, secs: f64) -> (String, llmprobe::app::RunReport) {
+    let stop = CancellationToken::new();
+    let running = app::start(cfg, RunOptions::default(), stop.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.cancel();
+    let report = running.wait().await.unwrap();
+    (report.metrics.encode_openmetrics(), report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn success_path_counts_tokens_from_usage_and_agrees_with_the_engine() {
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let base = format!("http://{addr}");
+    let cfg = config(&base, "openai-chat", "{rate: 20, seed: 1, shutdown_grace: 10s}", "    model: mock-llama", 24);
+    let (text, report) = run_for(cfg, 2.0).await;
+
+    let ok = metric(&text, "llmprobe_requests_total", &["outcome=\"success\""]);
+    assert!(ok >= 15.0, "successes {ok}\n{text}");
+    assert_eq!(metric(&text, "llmprobe_requests_total", &["outcome=\"error\""]), 0.0);
+    assert_eq!(metric(&text, "llmprobe_ttft_seconds_count", &[]), ok);
+    assert_eq!(metric(&text, "llmprobe_goodput_requests_total", &[]), ok);
+    assert_eq!(metric(&text, "llmprobe_output_tokens_total", &[]), ok * 24.0, "ignore_eos: every probe gets exactly 24 tokens");
+    assert_eq!(metric(&text, "llmprobe_token_count_fallback_total", &[]), 0.0);
+    assert_eq!(metric(&text, "llmprobe_itl_seconds_count", &[]), ok * 23.0);
+    assert_eq!(metric(&text, "llmprobe_schedule_lag_seconds_count", &[]), ok);
+    assert_eq!(report.accounting.scheduled(), ok as u64);
+
+    // The engine's own counter agrees with what the prober read from usage.
+    let engine = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
+    assert_eq!(metric(&engine, "vllm:generation_tokens_total", &[]), ok * 24.0);
+    assert!(text.contains("llmprobe_target_info{target=\"t\",model=\"mock-llama\",engine=\"vllm\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_is_discovered_when_omitted() {
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let cfg = config(&format!("http://{addr}"), "openai-completions", "{rate: 10, seed: 2}", "", 8);
+    let (text, _) = run_for(cfg, 1.0).await;
+    assert!(metric(&text, "llmprobe_requests_total", &["outcome=\"success\""]) >= 3.0, "{text}");
+}
+
+/// One probe through the executor with `x-mock-fault: <fault>` and small timeouts.
+async fn probe_with_fault(addr: std::net::SocketAddr, fault: &str) -> Outcome {
+    let extra = format!(
+        "    model: mock-llama\n    headers: {{x-mock-fault: {fault}, x-mock-stall-ms: \"3000\", x-mock-drip-ms: \"1\"}}\n    timeouts: {{connect: 1s, ttft: 700ms, idle: 700ms, total: 10s}}"
+    );
+    let cfg = config(&format!("http://{addr}"), "openai-chat", "{rate: 1}", &extra, 12);
+    let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
+    let draw = Draw { input_tokens: 32, output_tokens: 12, prompt: "a b c d".into() };
+    execute(Probe { target, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() }, &CancellationToken::new()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fault_kind_maps_to_its_class() {
+    use ErrorClass::*;
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let table = [
+        ("refuse", Some(Connect)),
+        ("close_before_response", Some(Connect)),
+        ("reset_mid_stream", Some(Truncated)),
+        ("stall_ttft", Some(TimeoutTtft)),
+        ("stall_mid_stream", Some(TimeoutIdle)),
+        ("http_429", Some(Http429)),
+        ("http_500", Some(Http5xx)),
+        ("http_503", Some(Http5xx)),
+        ("http_400", Some(Http4xx)),
+        ("error_in_stream", Some(StreamError)),
+        ("empty_stream", Some(EmptyStream)),
+        ("no_done", Some(Truncated)),
+        ("malformed_json", Some(Parse)),
+        ("invalid_utf8", Some(Parse)),
+        ("oversized_frame", Some(Parse)),
+        ("wrong_content_type", Some(Parse)),
+        ("truncate_after_one", Some(Truncated)),
+        // Bytes trickling in do not extend the TTFT deadline: ~400 bytes at >= 1 ms each
+        // cannot reach the first token within 700 ms.
+        ("slow_drip", Some(TimeoutTtft)),
+        ("buffered", None),
+        ("multi_token_frames", None),
+    ];
+    let mut wrong = Vec::new();
+    for (fault, expected) in table {
+        let outcome = probe_with_fault(addr, fault).await;
+        if outcome.error_class() != expected {
+            wrong.push(format!("{fault}: expected {expected:?}, got {:?}", outcome.result));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_token_frames_keep_tpot_per_token() {
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let outcome = probe_with_fault(addr, "multi_token_frames").await;
+    let slo = llmprobe::config::Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 };
+    let sample = measure(&outcome, &slo).unwrap();
+    assert_eq!((sample.output_tokens, sample.token_source), (12, TokenSource::Usage));
+    assert!(outcome.timeline.text_frames.len() < 12, "frames carry several tokens");
+    assert_eq!(sample.itl.len(), outcome.timeline.text_frames.len() - 1);
+    let per_token = (sample.e2e - sample.ttft) / 11;
+    assert_eq!(sample.tpot, Some(per_token));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_target_is_counted_as_connect_errors_while_metrics_stay_up() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let cfg = config(&format!("http://{dead}"), "openai-chat", "{rate: 20, seed: 3}", "", 8);
+    let stop = CancellationToken::new();
+    let running = app::start(cfg, RunOptions::default(), stop.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let scraped = reqwest::get(format!("http://{}/metrics", running.metrics_addr)).await.unwrap().text().await.unwrap();
+    assert!(metric(&scraped, "llmprobe_requests_total", &["error=\"connect\""]) >= 10.0, "{scraped}");
+    stop.cancel();
+    let report = running.wait().await.unwrap();
+    let text = report.metrics.encode_openmetrics();
+    assert_eq!(metric(&text, "llmprobe_requests_total", &[]), report.accounting.scheduled() as f64);
+    assert_eq!(metric(&text, "llmprobe_requests_total", &["outcome=\"success\""]), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounting_holds_with_drops_and_cancellations() {
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let extra = "    model: mock-llama\n    headers: {x-mock-fault: stall_ttft, x-mock-stall-ms: \"20000\"}\n    timeouts: {connect: 1s, ttft: 10s, idle: 10s, total: 20s}";
+    let cfg = config(&format!("http://{addr}"), "openai-chat", "{rate: 40, seed: 4, max_in_flight: 5, shutdown_grace: 200ms}", extra, 8);
+    let (text, report) = run_for(cfg, 1.0).await;
+    let scheduled = report.accounting.scheduled() as f64;
+    assert!(scheduled >= 20.0);
+    assert_eq!(metric(&text, "llmprobe_requests_total", &[]), scheduled, "{text}");
+    assert_eq!(metric(&text, "llmprobe_requests_total", &["outcome=\"error\"", "error=\"cancelled\""]), 5.0);
+    assert_eq!(metric(&text, "llmprobe_requests_total", &["outcome=\"dropped\"", "error=\"in_flight_cap\""]), scheduled - 5.0);
+    assert_eq!(report.accounting.recorded(), report.accounting.scheduled());
+}
