@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Checks the operations package: alert rules and their unit tests, the Helm chart in both modes,
+# the chart's copies of rules and dashboards, the dashboards' structure and PromQL, and metric names.
+#   scripts/check-ops.sh [METRICS_FILE]
+# METRICS_FILE is llmprobe's /metrics text (default: tests/fixtures/ops/llmprobe-metrics-sample.txt).
+# Tools: promtool, helm v4, kubernetes-validate (scripts/install-test-tools.sh installs them).
+# Exits non-zero if any check fails; every check runs and reports.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$ROOT/.tools/bin:$PATH"
+METRICS_FILE="${1:-tests/fixtures/ops/llmprobe-metrics-sample.txt}"
+CHART=helm/llmprobe
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+failed=()
+passed=()
+run() {  # run NAME CMD...: run a check, keep its output on failure
+  local name="$1"; shift
+  if "$@" >"$WORK/out" 2>&1; then
+    passed+=("$name")
+    printf 'ok    %s\n' "$name"
+  else
+    failed+=("$name")
+    printf 'FAIL  %s\n' "$name"
+    sed 's/^/      /' "$WORK/out"
+  fi
+}
+
+missing=0
+for tool in promtool helm kubernetes-validate python3; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "missing tool: $tool (run scripts/install-test-tools.sh)" >&2
+    missing=1
+  fi
+done
+[ "$missing" -eq 0 ] || exit 2
+if ! helm version --short | grep -q '^v4\.'; then
+  echo "helm v4 required, found $(helm version --short) (run scripts/install-test-tools.sh)" >&2
+  exit 2
+fi
+
+echo "== alert rules"
+rule_files=(alerts/*.yml)
+run "promtool check rules ${rule_files[*]}" promtool check rules "${rule_files[@]}"
+test_files=(alerts/tests/*.yml)
+run "promtool test rules ${test_files[*]}" promtool test rules "${test_files[@]}"
+
+# Every alert: severity, summary, description, runbook_url pointing at an existing RUNBOOK.md section,
+# and at least one unit test where it fires and one where it must not.
+check_alert_meta() {
+  python3 - "${rule_files[@]}" <<'PY'
+import glob, re, sys
+alerts = {}
+for path in sys.argv[1:]:
+    text = open(path).read()
+    for block in re.split(r"\n(?=\s*- (?:alert|record):)", text):
+        m = re.match(r"\s*- alert:\s*(\S+)", block)
+        if m:
+            alerts[m.group(1)] = block
+runbook = open("alerts/RUNBOOK.md").read()
+anchors = {re.sub(r"[^a-z0-9_ -]", "", h.strip().lower()).replace(" ", "-")
+           for h in re.findall(r"^#+\s+(.*)$", runbook, re.M)}
+fires, quiet = {}, {}
+for t in sorted(glob.glob("alerts/tests/*.yml")):
+    text = open(t).read()
+    for m in re.finditer(r"alertname:\s*(\S+)\s*\n\s*exp_alerts:(\s*\[\])?", text):
+        (quiet if m.group(2) else fires).setdefault(m.group(1), []).append(t)
+problems = []
+for name, block in sorted(alerts.items()):
+    sev = re.search(r"\n\s*severity:\s*(\S+)", block)
+    if not sev or sev.group(1) not in ("page", "ticket", "info"):
+        problems.append(f"{name}: severity label missing or not page/ticket/info")
+    for key in ("summary", "description", "runbook_url"):
+        if not re.search(rf"\n\s*{key}:", block):
+            problems.append(f"{name}: annotation {key} missing")
+    rb = re.search(r"runbook_url:\s*(\S+)", block)
+    if rb:
+        url = rb.group(1)
+        if "alerts/RUNBOOK.md#" not in url or url.split("#", 1)[1] not in anchors:
+            problems.append(f"{name}: runbook_url {url} has no matching section in alerts/RUNBOOK.md")
+    if name not in fires:
+        problems.append(f"{name}: no unit test where it fires")
+    if name not in quiet:
+        problems.append(f"{name}: no unit test where it must not fire")
+for p in problems:
+    print(p)
+print(f"{len(alerts)} alerts checked")
+sys.exit(1 if problems else 0)
+PY
+}
+run "every alert: severity, summary, description, runbook section, firing and quiet tests" check_alert_meta
+
+echo "== chart copies"
+check_copies() {
+  local rc=0
+  if ! cmp alerts/llmprobe-rules.yml "$CHART/files/llmprobe-rules.yml"; then
+    echo "$CHART/files/llmprobe-rules.yml differs from alerts/llmprobe-rules.yml (cp alerts/llmprobe-rules.yml $CHART/files/)"; rc=1
+  fi
+  for f in grafana/*.json; do
+    if ! cmp "$f" "$CHART/files/dashboards/$(basename "$f")"; then
+      echo "$CHART/files/dashboards/$(basename "$f") differs from $f (cp grafana/*.json $CHART/files/dashboards/)"; rc=1
+    fi
+  done
+  for f in "$CHART"/files/dashboards/*.json; do
+    [ -e "grafana/$(basename "$f")" ] || { echo "$f has no original in grafana/"; rc=1; }
+  done
+  return $rc
+}
+run "chart files/ are identical to alerts/llmprobe-rules.yml and grafana/*.json" check_copies
+
+echo "== helm chart"
+DEPLOY_ARGS=(-f "$CHART/ci/deployment-values.yaml")
+SIDECAR_ARGS=(-f "$CHART/ci/sidecar-values.yaml")
+run "helm lint --strict (deployment mode, defaults)" helm lint --strict "$CHART"
+run "helm lint --strict (deployment mode, all options)" helm lint --strict "$CHART" "${DEPLOY_ARGS[@]}"
+run "helm lint --strict (sidecar mode, example)" helm lint --strict "$CHART" "${SIDECAR_ARGS[@]}"
+run "helm lint --strict (sidecar mode, no example)" helm lint --strict "$CHART" --set mode=sidecar --set podMonitor.enabled=true
+
+validate_mode() {  # validate_mode OUTFILE HELM_ARGS...
+  local out="$1"; shift
+  helm template llmprobe "$CHART" --namespace llm "$@" >"$out" || return 1
+  kubernetes-validate --strict --quiet - <"$out"
+}
+run "helm template (deployment, defaults) | kubernetes-validate --strict" validate_mode "$WORK/deploy-default.yaml"
+run "helm template (deployment, all options) | kubernetes-validate --strict" validate_mode "$WORK/deploy.yaml" "${DEPLOY_ARGS[@]}"
+run "helm template (sidecar) | kubernetes-validate --strict" validate_mode "$WORK/sidecar.yaml" "${SIDECAR_ARGS[@]}"
+
+check_rendered() {
+  local rc=0
+  # the two modes render the expected kinds
+  for kind in Deployment Service ConfigMap ServiceMonitor PrometheusRule NetworkPolicy; do
+    grep -q "^kind: $kind\$" "$WORK/deploy.yaml" || { echo "deployment mode: no $kind"; rc=1; }
+  done
+  for kind in Deployment Service ConfigMap PodMonitor PrometheusRule; do
+    grep -q "^kind: $kind\$" "$WORK/sidecar.yaml" || { echo "sidecar mode: no $kind"; rc=1; }
+  done
+  grep -q '^kind: ServiceMonitor$' "$WORK/sidecar.yaml" && { echo "sidecar mode renders a ServiceMonitor"; rc=1; }
+  grep -q 'checksum/llmprobe-config:' "$WORK/deploy.yaml" || { echo "no config checksum annotation (deployment)"; rc=1; }
+  grep -q 'checksum/llmprobe-config:' "$WORK/sidecar.yaml" || { echo "no config checksum annotation (sidecar)"; rc=1; }
+  grep -q 'helm.sh/hook: test' "$WORK/deploy.yaml" || { echo "no helm test hook"; rc=1; }
+  grep -q 'api_key_file: /var/run/secrets/llmprobe/api-key' "$WORK/deploy.yaml" || { echo "api_key_file not injected"; rc=1; }
+  local n_json n_cm
+  n_json=$(ls grafana/*.json | wc -l)
+  n_cm=$(grep -c '^    grafana_dashboard: "1"$' "$WORK/deploy.yaml")
+  [ "$n_json" -eq "$n_cm" ] || { echo "dashboards: $n_json JSON files but $n_cm labelled ConfigMaps"; rc=1; }
+  # the rules inside the rendered PrometheusRule are valid and complete
+  helm template llmprobe "$CHART" "${DEPLOY_ARGS[@]}" --show-only templates/prometheusrule.yaml \
+    | awk 'f{sub(/^  /,""); print} /^spec:$/{f=1}' >"$WORK/rendered-rules.yml"
+  local want got
+  want=$(promtool check rules alerts/llmprobe-rules.yml 2>&1 | sed -n 's/.*SUCCESS: \([0-9]*\) rules found.*/\1/p')
+  got=$(promtool check rules "$WORK/rendered-rules.yml" 2>&1 | sed -n 's/.*SUCCESS: \([0-9]*\) rules found.*/\1/p')
+  if [ -z "$got" ] || [ "$got" != "$want" ]; then
+    echo "PrometheusRule spec: promtool found '${got:-error}' rules, alerts/llmprobe-rules.yml has $want"
+    promtool check rules "$WORK/rendered-rules.yml"
+    rc=1
+  fi
+  return $rc
+}
+run "rendered objects: kinds per mode, config checksum, test hook, api key file, dashboards, PrometheusRule rules" check_rendered
+
+echo "== dashboards"
+check_dashboards() {
+  python3 - "$WORK/dashboard-exprs.yml" grafana/*.json <<'PY'
+import json, re, sys
+out, paths = sys.argv[1], sys.argv[2:]
+SUBST = {"__rate_interval": "5m", "__interval": "1m", "__range": "1h", "__range_s": "3600", "__range_ms": "3600000",
+         "__interval_ms": "60000", "target": "vllm", "scenario": "chat-short", "namespace": "default",
+         "pod": "vllm-0", "datasource": "prometheus"}
+def subst(expr):
+    def one(m):
+        name = m.group(1) or m.group(2) or m.group(3)
+        name = name.split(":")[0]
+        return SUBST.get(name, "x")
+    return re.sub(r"\$\{([A-Za-z0-9_:]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\[\[([A-Za-z0-9_:]+)\]\]", one, expr)
+def panels(ps):
+    for p in ps:
+        yield p
+        yield from panels(p.get("panels", []))
+problems, exprs, uids = [], [], set()
+for path in paths:
+    try:
+        d = json.load(open(path))
+    except Exception as e:
+        problems.append(f"{path}: not JSON: {e}"); continue
+    for key in ("uid", "title", "schemaVersion"):
+        if not d.get(key):
+            problems.append(f"{path}: missing {key}")
+    if d.get("uid") in uids:
+        problems.append(f"{path}: duplicate uid {d.get('uid')}")
+    uids.add(d.get("uid"))
+    if len(d.get("uid", "")) > 40:
+        problems.append(f"{path}: uid longer than 40 characters")
+    if not isinstance(d.get("schemaVersion"), int) or d["schemaVersion"] < 36:
+        problems.append(f"{path}: schemaVersion {d.get('schemaVersion')} is older than the current model")
+    variables = {v.get("name"): v for v in d.get("templating", {}).get("list", [])}
+    ds = variables.get("datasource")
+    if not ds or ds.get("type") != "datasource" or ds.get("query") != "prometheus":
+        problems.append(f"{path}: no Prometheus datasource variable named 'datasource'")
+    for name in ("target",):
+        v = variables.get(name)
+        if not v or v.get("type") != "query":
+            problems.append(f"{path}: no query variable '{name}'")
+    for name, v in variables.items():
+        if v.get("type") == "query":
+            q = v.get("query"); q = q.get("query") if isinstance(q, dict) else q
+            if not str(q).startswith("label_values("):
+                problems.append(f"{path}: variable {name} does not use label_values()")
+            exprs.append((f"{path} variable {name}", q))
+    ids = []
+    for p in panels(d.get("panels", [])):
+        ids.append(p.get("id"))
+        if p.get("type") == "row":
+            continue
+        if p.get("datasource", {}).get("uid") != "${datasource}":
+            problems.append(f"{path}: panel {p.get('id')} '{p.get('title')}' does not use ${{datasource}}")
+        unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
+        if p.get("type") in ("timeseries", "stat", "gauge") and not unit:
+            problems.append(f"{path}: panel {p.get('id')} '{p.get('title')}' has no unit")
+        if p.get("type") == "heatmap" and not p.get("options", {}).get("yAxis", {}).get("unit"):
+            problems.append(f"{path}: heatmap {p.get('id')} has no y-axis unit")
+        for t in p.get("targets", []):
+            if t.get("datasource", {}).get("uid") != "${datasource}":
+                problems.append(f"{path}: panel {p.get('id')} target {t.get('refId')} does not use ${{datasource}}")
+            if not t.get("expr"):
+                problems.append(f"{path}: panel {p.get('id')} target {t.get('refId')} has no expr"); continue
+            if "_seconds_bucket" in t["expr"] and not t.get("exemplar"):
+                problems.append(f"{path}: panel {p.get('id')} latency query {t.get('refId')} without exemplars")
+            exprs.append((f"{path} panel {p.get('id')} {t.get('refId')}", t["expr"]))
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup or None in ids:
+        problems.append(f"{path}: panel ids not unique/set: {dup}")
+    for a in d.get("annotations", {}).get("list", []):
+        if a.get("expr"):
+            exprs.append((f"{path} annotation {a.get('name')}", a["expr"]))
+with open(out, "w") as f:
+    f.write("groups:\n  - name: dashboard-expressions\n    rules:\n")
+    for i, (where, e) in enumerate(exprs):
+        m = re.fullmatch(r"\s*label_values\((.*),\s*[A-Za-z_][A-Za-z0-9_]*\s*\)\s*", e, re.S)
+        if m:
+            e = m.group(1)
+        f.write(f"      # {where}\n      - record: dashboard_expr_{i}\n        expr: |\n")
+        for line in subst(e).splitlines():
+            f.write(f"          {line}\n")
+for p in problems:
+    print(p)
+print(f"{len(paths)} dashboards, {len(exprs)} expressions extracted")
+sys.exit(1 if problems else 0)
+PY
+}
+run "dashboards: uid, title, schemaVersion, unique panel ids, datasource variable, units, exemplars" check_dashboards
+if [ -s "$WORK/dashboard-exprs.yml" ]; then
+  run "dashboard PromQL (Grafana variables substituted) | promtool check rules" promtool check rules "$WORK/dashboard-exprs.yml"
+else
+  failed+=("dashboard PromQL extraction"); echo "FAIL  dashboard PromQL extraction produced nothing"
+fi
+
+echo "== metric names"
+run "metric names in dashboards and alerts exist in $METRICS_FILE or alerts/known-external-metrics.txt" \
+  python3 scripts/check-metric-names.py "$METRICS_FILE"
+
+echo
+echo "${#passed[@]} checks passed, ${#failed[@]} failed"
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf '  failed: %s\n' "${failed[@]}"
+  exit 1
+fi

