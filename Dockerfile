@@ -39,4 +39,4 @@ WORKDIR /home/nonroot
 EXPOSE 9464
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["llmprobe"]
-CMD ["demo"]
+CMD ["demo", "--listen", "0.0.0.0:9464"]
