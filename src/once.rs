@@ -18,6 +18,10 @@ pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
     let mut all_ok = true;
     for target in &config.targets {
         let target = Arc::new(TargetRuntime::new(target.clone())?);
+        // Discover the model first so the timeline shows the probe, not the discovery.
+        if let Err(failure) = target.model().await {
+            let _ = writeln!(out, "target={}: model discovery failed: {} ({})", target.name, failure.class.as_str(), failure.detail);
+        }
         for scenario in &config.scenarios {
             let draw = Sampler::new(scenario.clone(), config.probe.seed.unwrap_or_else(rand::random)).draw();
             let probe = Probe { target: target.clone(), scenario: Arc::from(scenario.name.as_str()), seq: 0, draw, intended: Instant::now() };
