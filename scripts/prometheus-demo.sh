@@ -111,6 +111,10 @@ scrape_configs:
   - job_name: llmprobe
     static_configs:
       - targets: ['127.0.0.1:$demo_port', '127.0.0.1:$probe_port']
+  # the mock engines export vLLM's metric names: the engine dashboard's vLLM panels read them
+  - job_name: vllm
+    static_configs:
+      - targets: ['127.0.0.1:18000', '127.0.0.1:$mock_port']
 EOF
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
@@ -296,6 +300,33 @@ for r in rules:
     print(f"  {r['name']:<36} {r['state']:<9} {who}")
 print("  (every window holds only this run's data, so 1h/6h/1d/3d rates equal the 5m one and the")
 print("   burn-rate alerts, which have no `for:`, fire as soon as both of their windows exceed the rate)")
+
+# Every dashboard query (Grafana variables set to "All") must return data, except the GPU panels
+# (no dcgm-exporter here) and the release annotation (no release happens during the run).
+import glob
+def grafana_subst(expr):
+    fixed = {"__rate_interval": "1m", "__interval": "15s", "__range": "1m", "__range_s": "60"}
+    def one(m):
+        name = (m.group(1) or m.group(2) or m.group(3)).split(":")[0]
+        return fixed.get(name, ".*")
+    return re.sub(r"\$\{([A-Za-z0-9_:]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\[\[([A-Za-z0-9_:]+)\]\]", one, expr)
+def panels(ps):
+    for p in ps:
+        yield p
+        yield from panels(p.get("panels", []))
+checked, skipped = 0, 0
+for path in sorted(glob.glob("grafana/*.json")):
+    d = json.load(open(path))
+    for p in panels(d.get("panels", [])):
+        for t in p.get("targets", []):
+            expr = t.get("expr", "")
+            if not expr or "DCGM_" in expr:
+                skipped += 1
+                continue
+            checked += 1
+            if not get("query", query=grafana_subst(expr), time=f"{AT:.3f}")["result"]:
+                problems.append(f"{path}: panel '{p.get('title')}' {t.get('refId')} returns no data: {expr}")
+print(f"dashboards: {checked} panel queries run against this Prometheus, {skipped} GPU queries skipped")
 
 print()
 if problems:
