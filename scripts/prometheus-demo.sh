@@ -4,7 +4,9 @@
 #   healthy: `llmprobe demo` (built-in mock engine, no faults, target "mock", 4 probes/s)
 #   faulty:  `llmprobe mock --fault http_500=0.2` probed by `llmprobe probe` at 10 probes/s
 #            (target "mock-faulty"), so the error ratio and the burn rates must move.
-# One Prometheus (scrape and rule evaluation every 1 s, storage in a temp dir) scrapes both probers.
+# One Prometheus (scrape and rule evaluation every 1 s, storage in a temp dir) scrapes both probers
+# and the two mock engines (vLLM /metrics and the fake dcgm-exporter page), and runs every dashboard
+# panel query.
 # After the wait it prints, per target and scenario, the recording rules, the TTFT p95 from
 # llmprobe_ttft_seconds_bucket, the error ratio computed from the prober's own counters, and the
 # alerts' states. Exits non-zero when a recording rule has no data, a rule evaluates with an error, or
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
     --wait) wait_s=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -115,6 +117,11 @@ scrape_configs:
   - job_name: vllm
     static_configs:
       - targets: ['127.0.0.1:18000', '127.0.0.1:$mock_port']
+  # and a dcgm-exporter page for the GPU panels
+  - job_name: dcgm
+    metrics_path: /dcgm/metrics
+    static_configs:
+      - targets: ['127.0.0.1:18000', '127.0.0.1:$mock_port']
 EOF
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
@@ -181,7 +188,9 @@ def counters(text):
             k["miss " + l["slo"]] += float(value)
         elif name == "llmprobe_requests_total" and l["outcome"] != "dropped" and l["error"] != "cancelled":
             k["valid"] += float(value)
-            k["failed"] += float(value) if l["outcome"] == "error" else 0.0
+            if l["outcome"] == "error":
+                k["failed"] += float(value)
+                k["class " + l["error"]] = k.get("class " + l["error"], 0.0) + float(value)
             k["http_5xx"] += float(value) if l["error"] == "http_5xx" else 0.0
     return c
 
@@ -218,7 +227,7 @@ series = sorted(query("llmprobe_slo_objective_ratio"))
 if not series:
     problems.append("no llmprobe_slo_objective_ratio series: Prometheus scraped nothing")
 
-header = ["target", "scenario"] + [c for c, _ in COLS] + ["probes", "own err", "failed", "5xx", "SLO misses"]
+header = ["target", "scenario"] + [c for c, _ in COLS] + ["probes", "own err", "failed", "by class", "SLO misses"]
 rows = []
 for key in series:
     row = [key[0], key[1]]
@@ -230,7 +239,8 @@ for key in series:
     o = own.get(key)
     if o and o["valid"] > 0:
         misses = " ".join(f"{k[5:]}:{o[k]:.0f}" for k in ("miss ttft", "miss tpot", "miss e2e") if o[k]) or "-"
-        row += [f"{o['valid']:.0f}", f"{1 - o['good'] / o['valid']:.4f}", f"{o['failed']:.0f}", f"{o['http_5xx']:.0f}", misses]
+        classes = " ".join(f"{k[6:]}:{v:.0f}" for k, v in sorted(o.items()) if k.startswith("class ") and v) or "-"
+        row += [f"{o['valid']:.0f}", f"{1 - o['good'] / o['valid']:.4f}", f"{o['failed']:.0f}", classes, misses]
     else:
         row += ["0", "-", "-", "-", "-"]
         problems.append(f"{key}: the prober counted no probes in the window")
@@ -266,8 +276,9 @@ for key in series:
     if o and o["valid"] >= 20 and abs(err - (1 - o["good"] / o["valid"])) > 0.03 + 2 / o["valid"]:
         problems.append(f"{where}: error ratio 5m {err:.4f} is far from the prober's own {1 - o['good'] / o['valid']:.4f}")
 
-# The faulty target must show its injected 20% of HTTP 500s. The healthy one fails no probe (it may
-# miss latency SLOs: those are the engine's speed, not a fault).
+# The faulty target must show its injected 20% of HTTP 500s. The healthy one fails no probe except by
+# timeout: on a loaded machine the mock's paced tokens can run past the demo's 15 s total timeout for
+# a long generation. Latency SLO misses are the engine's speed, not failures.
 faulty = [k for k in series if k[0] == "mock-faulty"]
 healthy = [k for k in series if k[0] == "mock"]
 if not faulty or not healthy:
@@ -283,8 +294,9 @@ for k in faulty:
     if b is not None and b < 10:
         problems.append(f"{k}: burn rate 5m {b:.2f} does not show the 20% fault (20x expected)")
 for k in healthy:
-    if k in own and own[k]["failed"]:
-        problems.append(f"{k}: {own[k]['failed']:.0f} probes failed against the fault-free demo mock")
+    bad = {c[6:]: v for c, v in own.get(k, {}).items() if c.startswith("class ") and v and not c.startswith("class timeout_")}
+    if bad:
+        problems.append(f"{k}: probes to the fault-free demo mock failed: {bad}")
 
 print()
 print("alert rules (state at the end of the run):")
@@ -301,8 +313,8 @@ for r in rules:
 print("  (every window holds only this run's data, so 1h/6h/1d/3d rates equal the 5m one and the")
 print("   burn-rate alerts, which have no `for:`, fire as soon as both of their windows exceed the rate)")
 
-# Every dashboard query (Grafana variables set to "All") must return data, except the GPU panels
-# (no dcgm-exporter here) and the release annotation (no release happens during the run).
+# Every dashboard panel query (Grafana variables set to "All") must return data. The release
+# annotation is left out: no release happens during the run.
 import glob
 def grafana_subst(expr):
     fixed = {"__rate_interval": "1m", "__interval": "15s", "__range": "1m", "__range_s": "60"}
@@ -314,19 +326,18 @@ def panels(ps):
     for p in ps:
         yield p
         yield from panels(p.get("panels", []))
-checked, skipped = 0, 0
+checked = 0
 for path in sorted(glob.glob("grafana/*.json")):
     d = json.load(open(path))
     for p in panels(d.get("panels", [])):
         for t in p.get("targets", []):
             expr = t.get("expr", "")
-            if not expr or "DCGM_" in expr:
-                skipped += 1
+            if not expr:
                 continue
             checked += 1
             if not get("query", query=grafana_subst(expr), time=f"{AT:.3f}")["result"]:
                 problems.append(f"{path}: panel '{p.get('title')}' {t.get('refId')} returns no data: {expr}")
-print(f"dashboards: {checked} panel queries run against this Prometheus, {skipped} GPU queries skipped")
+print(f"dashboards: {checked} panel queries run against this Prometheus")
 
 print()
 if problems:
