@@ -99,7 +99,6 @@ impl TargetRuntime {
     }
 
     async fn discover_ollama(&self) -> Result<Discovery, Failure> {
-        let version: Version = self.get_json("/api/version").await?;
         let model = match &self.config.model {
             Some(m) => m.clone(),
             None => {
@@ -107,22 +106,36 @@ impl TargetRuntime {
                 tags.models.into_iter().next().map(|m| m.name).ok_or_else(|| Failure::new(ErrorClass::Parse, "/api/tags listed no model"))?
             }
         };
-        Ok(Discovery { model, engine: "ollama".into(), engine_version: version.version })
+        let engine_version = self.get_json::<Version>("/api/version").await.map(|v| v.version).unwrap_or_default();
+        Ok(Discovery { model, engine: "ollama".into(), engine_version })
     }
 
+    /// `/props` names the model file and the build; without it a configured model still works.
     async fn discover_llamacpp(&self) -> Result<Discovery, Failure> {
-        let props: serde_json::Value = self.get_json("/props").await?;
-        let from_props = props.get("model_alias").or(props.get("model_path")).and_then(|v| v.as_str()).map(model_name);
-        let model = self.config.model.clone().or(from_props).unwrap_or_else(|| "default".into());
-        let engine_version = props.get("build_info").and_then(|v| v.as_str()).unwrap_or("").to_string();
+        let props = self.info_json("/props").await?;
+        let text = |k: &str| props.get(k).and_then(|v| v.as_str());
+        let found = text("model_alias").or(text("model_path")).map(model_name);
+        let model = self.config.model.clone().or(found).unwrap_or_else(|| "unknown".into());
+        let engine_version = text("build_info").unwrap_or("").to_string();
         Ok(Discovery { model, engine: "llamacpp".into(), engine_version })
     }
 
+    /// `/info` names the model and the TGI version.
     async fn discover_tgi(&self) -> Result<Discovery, Failure> {
-        let info: serde_json::Value = self.get_json("/info").await?;
+        let info = self.info_json("/info").await?;
         let text = |k: &str| info.get(k).and_then(|v| v.as_str()).map(str::to_string);
-        let model = self.config.model.clone().or(text("model_id")).unwrap_or_else(|| "tgi".into());
+        let model = self.config.model.clone().or(text("model_id")).unwrap_or_else(|| "unknown".into());
         Ok(Discovery { model, engine: "tgi".into(), engine_version: text("version").unwrap_or_default() })
+    }
+
+    /// An info endpoint of an API whose requests need no model name: a configured model, or an
+    /// endpoint the server does not serve (4xx), leaves the details unknown instead of failing.
+    async fn info_json(&self, path: &str) -> Result<serde_json::Value, Failure> {
+        match self.get_json(path).await {
+            Ok(v) => Ok(v),
+            Err(e) if self.config.model.is_some() || e.class == ErrorClass::Http4xx => Ok(serde_json::Value::Null),
+            Err(e) => Err(e),
+        }
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<T, Failure> {

@@ -60,12 +60,12 @@ impl Protocol for LlamaCpp {
 
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
         state.frames += 1;
-        read_chunk(frame)
+        read_chunk(frame, Some(state))
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
         // `stream: false` answers with the final object, holding all the text.
-        read_chunk(body)
+        read_chunk(body, None)
     }
 }
 
@@ -80,15 +80,20 @@ fn finish_reason(stop_type: Option<&str>) -> Option<String> {
     }
 }
 
-fn read_chunk(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
+fn read_chunk(frame: &[u8], state: Option<&mut StreamState>) -> Result<StreamEvent, ProtocolError> {
     let c: Chunk = parse_json(frame)?;
     if let Some(err) = &c.error {
         return Err(ProtocolError::Stream(error_summary(err)));
     }
     let content_bytes = c.content.as_deref().map_or(0, str::len);
     let mut ev = StreamEvent { content_bytes, model: c.model, done: c.stop, ..Default::default() };
+    // Tokens in this chunk: the step of the running `tokens_predicted`, else the token ids.
+    let stepped = match (state, c.tokens_predicted) {
+        (Some(st), Some(p)) if !c.stop => Some(st.advance(p, true)),
+        _ => None,
+    };
     if content_bytes > 0 {
-        ev.tokens = c.tokens.as_ref().map(|t| t.len() as u64).filter(|n| *n > 0);
+        ev.tokens = stepped.or_else(|| c.tokens.as_ref().map(|t| t.len() as u64)).filter(|n| *n > 0);
     }
     if c.stop {
         ev.finish_reason = finish_reason(c.stop_type.as_deref());
@@ -119,6 +124,10 @@ mod tests {
     fn token_chunks_and_the_final_object() {
         let ev = parse(r#"{"index":0,"content":" over","tokens":[927],"stop":false,"id_slot":0}"#).unwrap();
         assert_eq!((ev.content_bytes, ev.tokens, ev.done), (5, Some(1), false));
+        let mut st = StreamState::default();
+        let steps = [r#"{"content":" a b c d","tokens":[1],"stop":false,"tokens_predicted":4}"#, r#"{"content":" e","tokens":[2],"stop":false,"tokens_predicted":5}"#];
+        let n: Vec<_> = steps.iter().map(|f| LlamaCpp.parse(f.as_bytes(), &mut st).unwrap().tokens).collect();
+        assert_eq!(n, [Some(4), Some(1)], "tokens_predicted steps tell the tokens per chunk");
         let ev = parse(r#"{"content":" a b","tokens":[],"stop":false}"#).unwrap();
         assert_eq!(ev.tokens, None, "an empty token list says nothing");
         let last = r#"{"content":"","stop":true,"model":"m","stop_type":"limit","tokens_predicted":16,"tokens_evaluated":6,"timings":{"prompt_n":6,"prompt_ms":12.5,"predicted_n":16,"predicted_ms":250.0,"predicted_per_second":64.0}}"#;

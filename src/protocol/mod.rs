@@ -177,6 +177,23 @@ impl StreamEvent {
 #[derive(Debug, Default)]
 pub struct StreamState {
     pub frames: u64,
+    /// The last cumulative token position seen (TGI `index`, llama.cpp `tokens_predicted`), to
+    /// tell how many tokens a frame carried.
+    pub last_position: Option<u64>,
+}
+
+impl StreamState {
+    /// Tokens since the last position: `position` counts from 1 (`tokens_predicted`) when
+    /// `from_one`, else from 0 (an index).
+    pub fn advance(&mut self, position: u64, from_one: bool) -> u64 {
+        let base = if from_one { 0 } else { 1 };
+        let n = match self.last_position {
+            Some(last) => position.saturating_sub(last),
+            None => position + base,
+        };
+        self.last_position = Some(position);
+        n
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -16,6 +16,8 @@ pub struct Tgi;
 
 #[derive(Deserialize)]
 struct Event {
+    /// Position of this event's token; a jump means the event carried several tokens.
+    index: Option<u64>,
     token: Option<Token>,
     generated_text: Option<String>,
     details: Option<Details>,
@@ -66,8 +68,9 @@ impl Protocol for Tgi {
             if !token.special {
                 out.content_bytes = token.text.as_deref().map_or(0, str::len);
             }
+            let n = ev.index.map_or(1, |i| state.advance(i, false));
             if out.content_bytes > 0 {
-                out.tokens = Some(1);
+                out.tokens = Some(n.max(1));
             }
         }
         // The last event carries the whole text and, when asked for, the details.
@@ -121,8 +124,12 @@ mod tests {
 
     #[test]
     fn tokens_special_tokens_and_the_last_event() {
-        let ev = parse(r#"{"index":1,"token":{"id":5,"text":" rabbit","logprob":-0.6,"special":false},"generated_text":null,"details":null}"#).unwrap();
+        let ev = parse(r#"{"index":0,"token":{"id":5,"text":" rabbit","logprob":-0.6,"special":false},"generated_text":null,"details":null}"#).unwrap();
         assert_eq!((ev.content_bytes, ev.tokens, ev.done), (7, Some(1), false));
+        let mut state = StreamState::default();
+        let jump = [r#"{"index":3,"token":{"id":5,"text":" a b c d","special":false}}"#, r#"{"index":5,"token":{"id":5,"text":" e f","special":false}}"#];
+        let n: Vec<_> = jump.iter().map(|f| Tgi.parse(f.as_bytes(), &mut state).unwrap().tokens).collect();
+        assert_eq!(n, [Some(4), Some(2)], "an index jump is several tokens in one event");
         let ev = parse(r#"{"index":2,"token":{"id":2,"text":"</s>","logprob":0.0,"special":true},"generated_text":null,"details":null}"#).unwrap();
         assert!(!ev.has_text(), "a special token is not text");
         let last = r#"{"index":3,"token":{"id":2,"text":"</s>","special":true},"generated_text":"a rabbit","details":{"finish_reason":"eos_token","generated_tokens":3,"seed":null,"input_length":4}}"#;
