@@ -71,6 +71,17 @@ impl ProtocolKind {
         }
     }
 
+    /// The `llmprobe_server_time_seconds` phases this API reports (TGI's only where its server
+    /// sends the timing headers).
+    pub fn server_phases(self) -> &'static [&'static str] {
+        match self {
+            ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => &["prefill", "decode", "total", "load"],
+            ProtocolKind::Llamacpp => &["prefill", "decode", "total"],
+            ProtocolKind::Tgi => &["queue", "total"],
+            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => &[],
+        }
+    }
+
     /// The engine family this API implies, when only one engine speaks it.
     pub fn implied_engine(self) -> Option<&'static str> {
         match self {

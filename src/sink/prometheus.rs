@@ -445,7 +445,11 @@ impl Metrics {
             touch(&self.schedule_lag, &t);
             touch(&self.in_flight, &t);
             for scenario in &config.scenarios {
-                self.precreate_pair(&TsLabels::new(&target.name, &scenario.name), &config.slo);
+                let ts = TsLabels::new(&target.name, &scenario.name);
+                self.precreate_pair(&ts, &config.slo);
+                for phase in target.api.server_phases() {
+                    touch(&self.server_time, &ts.phase(phase));
+                }
             }
         }
     }
@@ -473,7 +477,6 @@ impl Metrics {
             touch(family, ts);
         }
         touch(&self.tokens_per_frame, ts);
-        // Server phases appear when a server reports them: which ones depends on the API.
     }
 
     fn set_config_gauges(&self, config: &Config) {
@@ -581,6 +584,7 @@ impl Metrics {
     }
 
     fn record_server_time(&self, ts: &TsLabels, outcome: &Outcome) {
+        // Pre-created only for the phases the target's API reports (`ProtocolKind::server_phases`).
         for (phase, d) in outcome.server_timing.phases() {
             self.server_time.get_or_create(&ts.phase(phase)).observe(d.as_secs_f64());
         }
