@@ -143,7 +143,6 @@ pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
             "no token within 5s",
         ),
         dropped(t0 + ms(1500), 3),
-        with_server_report(outcome(t0 + ms(2000), 4, 300, &[50, 60, 70, 80], 90)),
     ]
 }
 
