@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod arrival;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod exec;
@@ -71,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Demo(args) => demo(args).await,
+            Command::Bench(args) => bench::cmd::bench(args).await,
         }
     })
 }

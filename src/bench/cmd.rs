@@ -1,0 +1,116 @@
+//! The bench-mode commands behind the CLI: `bench`, `report`, `compare`, `capacity`.
+//! Each returns the process exit code; the clap argument structs live here too.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::{Plan, RunOptions};
+use crate::config;
+
+/// `llmprobe bench` flags.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The YAML config file with a `bench:` section.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Result directory (created; must not already hold results).
+    #[arg(long, short, required_unless_present = "dry_run")]
+    pub output: Option<PathBuf>,
+    /// The target to measure when the config lists several.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Sample RSS and CPU of this process (the server, on this machine) from /proc.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Interval of the side samples, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub sample_interval_ms: u64,
+    /// Print the planned runs (the matrix, or the one sweep) with their config hashes; send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// No progress line on the terminal.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Loads a config for a bench command; `Err(code)` after printing the problems.
+pub fn load_plan(path: &std::path::Path) -> Result<Plan, ExitCode> {
+    let file = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("cannot read config file: {e} ({file})");
+            return Err(ExitCode::from(crate::EXIT_CONFIG));
+        }
+    };
+    let cfg = match config::parse(&text, &file) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return Err(ExitCode::from(crate::EXIT_CONFIG));
+        }
+    };
+    for w in &cfg.warnings {
+        eprintln!("warning: {}", w.display_in(&file));
+    }
+    Plan::new(cfg, &file, &text).map_err(|e| {
+        eprintln!("{e:#}");
+        ExitCode::from(crate::EXIT_CONFIG)
+    })
+}
+
+/// `llmprobe bench`.
+pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let plan = match load_plan(&args.config) {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };
+    let opts = RunOptions {
+        output: output.clone(),
+        target: args.target.clone(),
+        server_pid: args.server_pid,
+        sample_every: Duration::from_millis(args.sample_interval_ms.max(10)),
+        quiet: args.quiet,
+    };
+    let mock = match &plan.bench.mock {
+        Some(profile) => Some(start_mock(&plan, args.target.as_deref(), profile).await?),
+        None => None,
+    };
+    let result = super::run(&plan, &opts).await;
+    if let Some((stop, task)) = mock {
+        stop.cancel();
+        let _ = task.await;
+    }
+    let summary = result?;
+    print!("{}", super::progress::table(&summary));
+    println!("results in {}", output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+type MockTask = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// Starts the built-in mock engine on the target's address (`bench.mock: true`).
+async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow::Result<(CancellationToken, MockTask)> {
+    let t = plan.target(target)?;
+    let addr = plain_http_addr(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the mock engine to {addr}"))?;
+    let mut opts = crate::mock::MockOptions { profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?, ..Default::default() };
+    if let Some(model) = &t.model {
+        opts.model = model.clone();
+    }
+    eprintln!("bench: mock engine ({profile}) on http://{addr}");
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(crate::mock::serve(listener, opts, stop.clone()));
+    Ok((stop, task))
+}
+
+fn plain_http_addr(base_url: &str) -> Option<SocketAddr> {
+    base_url.strip_prefix("http://")?.trim_end_matches('/').parse().ok()
+}
