@@ -38,6 +38,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Benchmark one target: a concurrency or rate sweep with warm-up and repeats (`bench:` config).
     Bench(crate::bench::cmd::BenchArgs),
+    /// Write report.md and report.html (inline SVG plots) for result directories; merges several.
+    Report(crate::bench::cmd::ReportArgs),
 }
 
 #[derive(Debug, Args)]

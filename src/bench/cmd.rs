@@ -114,3 +114,32 @@ async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow:
 fn plain_http_addr(base_url: &str) -> Option<SocketAddr> {
     base_url.strip_prefix("http://")?.trim_end_matches('/').parse().ok()
 }
+
+/// `llmprobe report` flags.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result directories; several are merged (their request records pooled exactly).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the report (default: the result directory). Required when merging: the
+    /// merged records.jsonl and summary.json are written there too.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+/// `llmprobe report`.
+pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let rs = super::report::load(&args.dirs)?;
+    let out = match (&args.output, args.dirs.len()) {
+        (Some(o), _) => o.clone(),
+        (None, 1) => args.dirs[0].clone(),
+        (None, _) => anyhow::bail!("merging {} result directories needs --output DIR for the merged results", args.dirs.len()),
+    };
+    if args.dirs.len() > 1 {
+        super::report::write_merged(&rs, &out)?;
+    }
+    let (md, html) = super::report::write(&rs, &out)?;
+    print!("{}", super::progress::table(&rs.summary));
+    println!("wrote {} and {}", md.display(), html.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -11,9 +11,11 @@ pub mod knee;
 pub mod manifest;
 pub mod progress;
 pub mod records;
+pub mod report;
 pub mod sha256;
 pub mod side;
 pub mod summary;
+pub mod svg;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};
@@ -103,6 +105,8 @@ pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> 
     manifest.ended_unix_s = Some(end);
     manifest.ended_at = Some(manifest::rfc3339(end));
     manifest::write(dir, &manifest)?;
+    let rs = report::load(std::slice::from_ref(dir))?;
+    report::write(&rs, dir)?;
     Ok(summary)
 }
 
