@@ -40,6 +40,8 @@ pub enum Command {
     Bench(crate::bench::cmd::BenchArgs),
     /// Write report.md and report.html (inline SVG plots) for result directories; merges several.
     Report(crate::bench::cmd::ReportArgs),
+    /// Release gate: compare two results; exit 1 if goodput, throughput or latency regressed.
+    Compare(crate::bench::cmd::CompareArgs),
 }
 
 #[derive(Debug, Args)]

@@ -74,6 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Demo(args) => demo(args).await,
             Command::Bench(args) => bench::cmd::bench(args).await,
             Command::Report(args) => bench::cmd::report(args),
+            Command::Compare(args) => bench::cmd::compare(args),
         }
     })
 }

@@ -143,3 +143,61 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     println!("wrote {} and {}", md.display(), html.display());
     Ok(ExitCode::SUCCESS)
 }
+
+/// `llmprobe compare` flags.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline result directory.
+    pub base: PathBuf,
+    /// New result directory.
+    pub new: PathBuf,
+    /// Largest allowed increase of a latency percentile, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_latency_increase_pct: f64,
+    /// Largest allowed drop of the goodput ratio, absolute (0.02 = 2 percentage points).
+    #[arg(long, default_value_t = 0.02)]
+    pub max_goodput_drop: f64,
+    /// Largest allowed drop of output token throughput, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_throughput_drop_pct: f64,
+    /// Latency figures checked (ttft|tpot|itl|e2e with _p50/_p95/_p99...), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "ttft_p95,ttft_p99,tpot_p95,tpot_p99,e2e_p95")]
+    pub latency: Vec<String>,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Bootstrap seed (fixed so the verdict is reproducible).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// `llmprobe compare`: exit 0 when nothing regressed, 1 on a regression, 2 on unusable input.
+pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let load = |d: &PathBuf| super::report::load(std::slice::from_ref(d));
+    let (base, new) = match (load(&args.base), load(&args.new)) {
+        (Ok(b), Ok(n)) => (b, n),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e:#}");
+            return Ok(ExitCode::from(crate::EXIT_CONFIG));
+        }
+    };
+    if base.summary.mode != new.summary.mode {
+        eprintln!("error: cannot compare a {} sweep with a {} sweep", base.summary.mode, new.summary.mode);
+        return Ok(ExitCode::from(crate::EXIT_CONFIG));
+    }
+    let t = super::compare::Thresholds {
+        latency_increase: args.max_latency_increase_pct / 100.0,
+        goodput_drop: args.max_goodput_drop,
+        throughput_drop: args.max_throughput_drop_pct / 100.0,
+        latency: args.latency,
+        resamples: args.resamples,
+        seed: args.seed,
+    };
+    let c = super::compare::compare(&base, &new, &t);
+    print!("{}", super::compare::table(&c, &t));
+    if c.rows.is_empty() {
+        eprintln!("error: no load point in common");
+        return Ok(ExitCode::from(crate::EXIT_CONFIG));
+    }
+    Ok(if c.regressed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

@@ -7,6 +7,7 @@
 //! samples (`process.jsonl`), and `report.md` / `report.html`.
 
 pub mod cmd;
+pub mod compare;
 pub mod knee;
 pub mod manifest;
 pub mod progress;
