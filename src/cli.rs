@@ -42,6 +42,8 @@ pub enum Command {
     Report(crate::bench::cmd::ReportArgs),
     /// Release gate: compare two results; exit 1 if goodput, throughput or latency regressed.
     Compare(crate::bench::cmd::CompareArgs),
+    /// Capacity planner: memory- and compute-bound concurrency, demand vs supply, cost per 1M good tokens.
+    Capacity(crate::bench::cmd::CapacityArgs),
 }
 
 #[derive(Debug, Args)]

@@ -75,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Bench(args) => bench::cmd::bench(args).await,
             Command::Report(args) => bench::cmd::report(args),
             Command::Compare(args) => bench::cmd::compare(args),
+            Command::Capacity(args) => bench::cmd::capacity(args),
         }
     })
 }

@@ -201,3 +201,71 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(if c.regressed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
+
+/// `llmprobe capacity` flags (each overrides the same key of `--spec`).
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// YAML file with the inputs (keys as the flags, with `_`: params_billion, layers, ...).
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// A bench result directory: its candidate knee supplies the measured throughput, goodput
+    /// ratio and (concurrency sweeps) a concurrency limit.
+    #[arg(long)]
+    pub from_bench: Option<PathBuf>,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub inputs: super::capacity::Spec,
+}
+
+/// `llmprobe capacity`: exit 2 on missing or invalid inputs.
+pub fn capacity(args: CapacityArgs) -> anyhow::Result<ExitCode> {
+    let base = match &args.spec {
+        Some(path) => match read_spec(path) {
+            Ok(s) => s,
+            Err(msg) => {
+                eprintln!("{msg}");
+                return Ok(ExitCode::from(crate::EXIT_CONFIG));
+            }
+        },
+        None => super::capacity::Spec::default(),
+    };
+    let spec = args.inputs.over(base);
+    let measured = match &args.from_bench {
+        Some(dir) => {
+            let rs = super::report::load(std::slice::from_ref(dir))?;
+            Some(super::capacity::measured_from(&rs.summary, &dir.display().to_string())?)
+        }
+        None => None,
+    };
+    match super::capacity::plan(&spec, measured) {
+        Ok(plan) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                print!("{}", super::capacity::text(&plan));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
+            }
+            Ok(ExitCode::from(crate::EXIT_CONFIG))
+        }
+    }
+}
+
+/// Reads a capacity spec; an error names the key and line.
+fn read_spec(path: &std::path::Path) -> Result<super::capacity::Spec, String> {
+    let file = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let de = serde_norway::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let line = inner.location().map_or(String::new(), |l| format!(":{}", l.line()));
+        format!("{at}: {inner} ({file}{line})")
+    })
+}

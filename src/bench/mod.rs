@@ -6,6 +6,7 @@
 //! A result directory holds `manifest.json`, `records.jsonl`, `summary.json`, optional side
 //! samples (`process.jsonl`), and `report.md` / `report.html`.
 
+pub mod capacity;
 pub mod cmd;
 pub mod compare;
 pub mod knee;
