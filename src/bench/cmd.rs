@@ -71,6 +71,11 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
+    let runs = super::matrix::expand(&plan);
+    if args.dry_run {
+        print!("{}", super::matrix::listing(&runs));
+        return Ok(ExitCode::SUCCESS);
+    }
     let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };
     let opts = RunOptions {
         output: output.clone(),
@@ -83,15 +88,31 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(profile) => Some(start_mock(&plan, args.target.as_deref(), profile).await?),
         None => None,
     };
-    let result = super::run(&plan, &opts).await;
+    let result = run_all(&runs, plan.bench.matrix.is_some(), &opts).await;
     if let Some((stop, task)) = mock {
         stop.cancel();
         let _ = task.await;
     }
-    let summary = result?;
-    print!("{}", super::progress::table(&summary));
+    result?;
     println!("results in {}", output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the sweep, or each matrix run into its own subdirectory (with `matrix.json` listing them).
+async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions) -> anyhow::Result<()> {
+    if matrix {
+        std::fs::create_dir_all(&opts.output)?;
+        super::write_json(&opts.output.join("matrix.json"), &runs)?;
+    }
+    for r in runs {
+        let opts = if matrix { RunOptions { output: opts.output.join(&r.name), ..opts.clone() } } else { opts.clone() };
+        if matrix {
+            eprintln!("bench: run {} -> {}", r.name, opts.output.display());
+        }
+        let summary = super::run(&r.plan, &opts).await?;
+        print!("{}", super::progress::table(&summary));
+    }
+    Ok(())
 }
 
 type MockTask = tokio::task::JoinHandle<std::io::Result<()>>;

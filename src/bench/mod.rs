@@ -11,6 +11,7 @@ pub mod cmd;
 pub mod compare;
 pub mod knee;
 pub mod manifest;
+pub mod matrix;
 pub mod progress;
 pub mod records;
 pub mod report;
