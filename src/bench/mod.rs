@@ -101,16 +101,17 @@ pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> 
     for t in side_tasks {
         t.await.context("side sampler")??;
     }
-    let all = all?;
-    let summary = summarize(&all, &[run_id], plan.bench.mode, plan.config.slo.objective);
-    write_json(&dir.join(summary::SUMMARY_FILE), &summary)?;
+    all?;
     let end = epoch.unix_s + epoch.rel(std::time::Instant::now());
     manifest.ended_unix_s = Some(end);
     manifest.ended_at = Some(manifest::rfc3339(end));
     manifest::write(dir, &manifest)?;
+    // Summarise what was written, so the summary equals what any later reader of the records
+    // computes (JSON number text is the evidence, not the in-memory floats).
     let rs = report::load(std::slice::from_ref(dir))?;
+    write_json(&dir.join(summary::SUMMARY_FILE), &rs.summary)?;
     report::write(&rs, dir)?;
-    Ok(summary)
+    Ok(rs.summary)
 }
 
 /// Summary of records from one run or several merged runs.
@@ -127,10 +128,9 @@ pub fn summarize(all: &[Record], run_ids: &[String], mode: BenchMode, objective:
 }
 
 /// Every point: warm-up, then the repeats; records appended to the file as each ends.
-async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, quiet: bool) -> anyhow::Result<Vec<Record>> {
+async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, quiet: bool) -> anyhow::Result<()> {
     let b = &plan.bench;
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
-    let mut all = Vec::new();
     for (point, &load) in b.points.iter().enumerate() {
         let phases = (b.warmup_requests > 0).then_some(None).into_iter().chain((0..b.repeats).map(Some));
         for repeat in phases {
@@ -153,10 +153,9 @@ async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64
                 let refs: Vec<&Record> = recs.iter().collect();
                 progress.repeat_done(&summary::summarize(&refs, point, load, repeat, b.mode == BenchMode::Rate));
             }
-            all.extend(recs);
         }
     }
-    Ok(all)
+    Ok(())
 }
 
 fn load_of(b: &Bench, load: f64) -> Load {
