@@ -137,16 +137,17 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
 /// Validates `bench:`; `None` when the section is absent.
 pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
     let raw = raw?;
-    let mode = match raw.mode.as_str() {
-        "concurrency" => BenchMode::Concurrency,
-        "rate" => BenchMode::Rate,
+    let (mode, known) = match raw.mode.as_str() {
+        "concurrency" => (BenchMode::Concurrency, true),
+        "rate" => (BenchMode::Rate, true),
         other => {
             c.error("bench.mode", format!("unknown mode \"{other}\": expected concurrency or rate"));
-            BenchMode::Concurrency
+            (BenchMode::Concurrency, false)
         }
     };
-    let points = load_list(mode, "bench", &raw.concurrency, &raw.rates, true, c);
-    if mode == BenchMode::Concurrency {
+    // With an unknown mode, checks that depend on it would only add noise.
+    let points = if known { load_list(mode, "bench", &raw.concurrency, &raw.rates, true, c) } else { Vec::new() };
+    if known && mode == BenchMode::Concurrency {
         if raw.max_concurrency.is_some() {
             c.error("bench.max_concurrency", "only for mode rate (in mode concurrency the load is the worker count)");
         }
@@ -194,7 +195,7 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
         }
     }
     let mock = mock_profile(raw, c);
-    let matrix = raw.matrix.as_ref().map(|m| matrix(mode, m, c));
+    let matrix = raw.matrix.as_ref().filter(|_| known).map(|m| matrix(mode, m, c));
     Some(Bench {
         mode,
         points,
