@@ -17,7 +17,7 @@ use serde::de::{self, MapAccess, Visitor};
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo"
+    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, bench"
 )]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
@@ -35,6 +35,8 @@ pub struct RawConfig {
     /// Latency objectives used for goodput.
     #[serde(default)]
     pub slo: RawSlo,
+    /// Benchmark mode (`llmprobe bench`); ignored by the prober.
+    pub bench: Option<super::bench::RawBench>,
 }
 
 fn default_listen() -> String {

@@ -85,12 +85,14 @@ pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
     let scenarios = scenarios(&raw.scenarios, raw.probe.rate, probe_rate, c);
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
+    let bench = super::bench::bench(raw.bench.as_ref(), c);
     Config {
         listen,
         probe,
         targets,
         scenarios,
         slo,
+        bench,
         warnings: Vec::new(),
     }
 }

@@ -65,6 +65,7 @@ pub fn config() -> Config {
         targets: vec![target("local")],
         scenarios: vec![scenario("chat", 2.0)],
         slo: slo(),
+        bench: None,
         warnings: vec![],
     }
 }
