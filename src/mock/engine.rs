@@ -70,6 +70,8 @@ pub struct StepPlan {
     /// Requests admitted from the waiting queue this step, with the prompt tokens the prefix
     /// cache supplied.
     pub admitted: Vec<(SeqId, u32)>,
+    /// Every request computed in this step with its token count (prefill chunk or 1).
+    pub scheduled: Vec<(SeqId, u32)>,
     /// Running requests preempted this step (back at the head of the waiting queue).
     pub preempted: Vec<SeqId>,
 }
@@ -283,6 +285,7 @@ impl Engine {
         let end_ns = now_ns + self.profile.step_ns(prefill, decode);
         let scheduled: u32 = work.iter().map(|w| w.1).sum();
         self.stats.iteration_tokens.observe(f64::from(scheduled));
+        plan.scheduled = work.iter().map(|&(i, n)| (self.running[i].id, n)).collect();
         plan.emits = self.apply(&work, end_ns);
         self.stats.busy_ns += end_ns - now_ns;
         self.clock_ns = end_ns;
