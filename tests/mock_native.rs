@@ -124,8 +124,8 @@ async fn metrics_have_vllm_names_and_labels() {
     }
     assert!(page.contains(r#"vllm:request_success_total{engine="0",finished_reason="length",model_name="mock-llama"} 1.0"#));
     assert!(page.contains(r#"vllm:generation_tokens_total{engine="0",model_name="mock-llama"} 3.0"#));
-    assert!(page.contains(r#"vllm:time_to_first_token_seconds_bucket{engine="0",model_name="mock-llama",le="0.001"}"#));
-    assert!(page.contains(r#"vllm:inter_token_latency_seconds_bucket{engine="0",model_name="mock-llama",le="+Inf"} 2.0"#));
+    assert!(page.contains(r#"vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="mock-llama"}"#));
+    assert!(page.contains(r#"vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="mock-llama"} 2.0"#));
     assert!(page.contains("# TYPE vllm:time_to_first_token_seconds histogram"));
     let dcgm = get(&b, "/dcgm/metrics").await;
     for f in ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",

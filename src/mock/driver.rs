@@ -2,7 +2,8 @@
 //!
 //! The loop plans a step, sleeps until its absolute end time, then hands each emitted token to
 //! its request's channel. Idle, it waits on a `Notify`. A closed channel means the client left:
-//! the request is aborted and its KV blocks freed.
+//! before each step such requests are aborted (queued ones before any prefill) and their KV
+//! blocks freed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,18 @@ pub struct Ticket {
     pub rx: mpsc::UnboundedReceiver<Emit>,
     /// Tokens this request will generate.
     pub target: u32,
+}
+
+impl Inner {
+    /// Aborts requests whose client went away (their receiver is gone), so a request whose
+    /// client disconnected while queued is dropped before its prefill, as vLLM aborts it.
+    fn reap_departed(&mut self) {
+        let gone: Vec<SeqId> = self.subs.iter().filter(|(_, tx)| tx.is_closed()).map(|(id, _)| *id).collect();
+        for id in gone {
+            self.subs.remove(&id);
+            self.engine.abort(id);
+        }
+    }
 }
 
 impl Driver {
@@ -72,7 +85,11 @@ impl Driver {
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         loop {
             let notified = self.notify.notified();
-            let plan = self.lock().engine.step(self.now_ns());
+            let plan = {
+                let mut g = self.lock();
+                g.reap_departed();
+                g.engine.step(self.now_ns())
+            };
             let Some(plan) = plan else {
                 tokio::select! {
                     _ = notified => continue,

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use super::hist::{Histogram, ITL_BUCKETS, REQUEST_BUCKETS, TTFT_BUCKETS};
+use super::hist::{Histogram, ITERATION_BUCKETS, ITL_BUCKETS, REQUEST_BUCKETS, TTFT_BUCKETS, one_two_five};
 use super::kv::KvPool;
 use super::profile::Profile;
 use super::tokenizer::{fnv1a, unit};
@@ -67,6 +67,13 @@ pub struct StepPlan {
     pub prefill_tokens: u32,
     pub decode_seqs: u32,
     pub emits: Vec<Emit>,
+    /// Requests admitted from the waiting queue this step, with the prompt tokens the prefix
+    /// cache supplied.
+    pub admitted: Vec<(SeqId, u32)>,
+    /// Every request computed in this step with its token count (prefill chunk or 1).
+    pub scheduled: Vec<(SeqId, u32)>,
+    /// Running requests preempted this step (back at the head of the waiting queue).
+    pub preempted: Vec<SeqId>,
 }
 
 /// Counters and histograms the `/metrics` page exposes.
@@ -82,13 +89,21 @@ pub struct Stats {
     pub itl: Histogram,
     pub e2e: Histogram,
     pub queue: Histogram,
+    pub prefill: Histogram,
+    pub decode: Histogram,
+    pub inference: Histogram,
+    pub tpot: Histogram,
+    pub request_prompt: Histogram,
+    pub request_generation: Histogram,
+    pub iteration_tokens: Histogram,
     /// Busy nanoseconds (sum of step durations), for the fake GPU utilisation.
     pub busy_ns: u64,
     pub steps: u64,
 }
 
-impl Default for Stats {
-    fn default() -> Self {
+impl Stats {
+    fn new(max_model_len: u32) -> Self {
+        let lengths = one_two_five(max_model_len);
         Stats {
             prompt_tokens: 0,
             generation_tokens: 0,
@@ -100,6 +115,13 @@ impl Default for Stats {
             itl: Histogram::new(ITL_BUCKETS),
             e2e: Histogram::new(REQUEST_BUCKETS),
             queue: Histogram::new(REQUEST_BUCKETS),
+            prefill: Histogram::new(REQUEST_BUCKETS),
+            decode: Histogram::new(REQUEST_BUCKETS),
+            inference: Histogram::new(REQUEST_BUCKETS),
+            tpot: Histogram::new(ITL_BUCKETS),
+            request_prompt: Histogram::new(&lengths),
+            request_generation: Histogram::new(&lengths),
+            iteration_tokens: Histogram::new(ITERATION_BUCKETS),
             busy_ns: 0,
             steps: 0,
         }
@@ -119,6 +141,7 @@ struct Seq {
     blocks: Vec<u32>,
     arrival_ns: u64,
     scheduled_ns: Option<u64>,
+    first_ns: Option<u64>,
     last_ns: u64,
 }
 
@@ -148,6 +171,7 @@ pub struct Engine {
 impl Engine {
     pub fn new(profile: Profile, seed: u64) -> Self {
         let kv = KvPool::new(profile.kv_blocks);
+        let stats = Stats::new(profile.max_model_len);
         Engine {
             profile,
             seed,
@@ -156,7 +180,7 @@ impl Engine {
             running: Vec::new(),
             kv,
             clock_ns: 0,
-            stats: Stats::default(),
+            stats,
         }
     }
 
@@ -192,6 +216,7 @@ impl Engine {
             blocks: Vec::new(),
             arrival_ns: now_ns,
             scheduled_ns: None,
+            first_ns: None,
             last_ns: now_ns,
         };
         self.waiting.push_back(seq);
@@ -250,25 +275,32 @@ impl Engine {
         let mut budget = self.profile.max_batched_tokens;
         // (index into `running`, tokens): indices stay valid, preemption only pops later ones.
         let mut work: Vec<(usize, u32)> = Vec::new();
-        self.schedule_running(&mut budget, &mut work);
-        self.admit_waiting(&mut budget, &mut work, now_ns);
+        let mut plan = StepPlan { start_ns: now_ns, ..StepPlan::default() };
+        self.schedule_running(&mut budget, &mut work, &mut plan.preempted);
+        self.admit_waiting(&mut budget, &mut work, now_ns, &mut plan.admitted);
         if work.is_empty() {
             return None; // nothing fits (e.g. one prompt larger than the whole cache)
         }
         let (prefill, decode) = self.step_cost(&work);
         let end_ns = now_ns + self.profile.step_ns(prefill, decode);
-        let emits = self.apply(&work, end_ns);
+        let scheduled: u32 = work.iter().map(|w| w.1).sum();
+        self.stats.iteration_tokens.observe(f64::from(scheduled));
+        plan.scheduled = work.iter().map(|&(i, n)| (self.running[i].id, n)).collect();
+        plan.emits = self.apply(&work, end_ns);
         self.stats.busy_ns += end_ns - now_ns;
         self.clock_ns = end_ns;
         self.stats.steps += 1;
-        Some(StepPlan { start_ns: now_ns, end_ns, prefill_tokens: prefill, decode_seqs: decode, emits })
+        plan.end_ns = end_ns;
+        plan.prefill_tokens = prefill;
+        plan.decode_seqs = decode;
+        Some(plan)
     }
 
-    fn schedule_running(&mut self, budget: &mut u32, work: &mut Vec<(usize, u32)>) {
+    fn schedule_running(&mut self, budget: &mut u32, work: &mut Vec<(usize, u32)>, preempted: &mut Vec<SeqId>) {
         let mut i = 0;
         while i < self.running.len() && *budget > 0 {
             let n = self.running[i].pending().min(*budget);
-            if !self.ensure_blocks(i, n) {
+            if !self.ensure_blocks(i, n, preempted) {
                 break; // `i` itself was preempted; everything after it too
             }
             *budget -= n;
@@ -278,7 +310,7 @@ impl Engine {
     }
 
     /// Gets blocks for `n` more tokens of running[i], preempting the newest sequences as needed.
-    fn ensure_blocks(&mut self, i: usize, n: u32) -> bool {
+    fn ensure_blocks(&mut self, i: usize, n: u32, preempted: &mut Vec<SeqId>) -> bool {
         loop {
             let need = self.blocks_needed(&self.running[i], n);
             if need <= self.kv.free_count() {
@@ -290,6 +322,7 @@ impl Engine {
             }
             let victim = self.running.pop().expect("running is non-empty");
             let is_self = self.running.len() == i;
+            preempted.push(victim.id);
             self.preempt(victim);
             if is_self {
                 return false;
@@ -316,7 +349,7 @@ impl Engine {
         }
     }
 
-    fn admit_waiting(&mut self, budget: &mut u32, work: &mut Vec<(usize, u32)>, now_ns: u64) {
+    fn admit_waiting(&mut self, budget: &mut u32, work: &mut Vec<(usize, u32)>, now_ns: u64, admitted: &mut Vec<(SeqId, u32)>) {
         while *budget > 0 && (self.running.len() as u32) < self.profile.max_num_seqs {
             let Some(mut seq) = self.waiting.pop_front() else { break };
             let hits = self.take_prefix(&mut seq);
@@ -334,6 +367,7 @@ impl Engine {
             }
             self.stats.prefix_queries += u64::from(seq.prompt_len);
             self.stats.prefix_hits += u64::from(hits);
+            admitted.push((seq.id, hits));
             seq.scheduled_ns.get_or_insert(now_ns);
             *budget -= n;
             work.push((self.running.len(), n));
@@ -413,6 +447,7 @@ impl Engine {
         let gap = end_ns.saturating_sub(s.last_ns) as f64 / 1e9;
         let scheduled = s.scheduled_ns.unwrap_or(s.arrival_ns);
         if index == 0 {
+            s.first_ns = Some(end_ns);
             self.stats.ttft.observe(gap);
             self.stats.queue.observe(scheduled.saturating_sub(s.arrival_ns) as f64 / 1e9);
         } else {
@@ -422,9 +457,51 @@ impl Engine {
         self.stats.generation_tokens += 1;
         let finish = (s.generated >= s.target).then_some(s.target_finish);
         if let Some(f) = finish {
-            self.stats.e2e.observe(end_ns.saturating_sub(s.arrival_ns) as f64 / 1e9);
-            self.stats.finished[if f == Finish::Stop { 0 } else { 1 }] += 1;
+            let st = &mut self.stats;
+            let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
+            let first = s.first_ns.unwrap_or(end_ns);
+            st.e2e.observe(secs(s.arrival_ns, end_ns));
+            st.prefill.observe(secs(scheduled, first));
+            st.decode.observe(secs(first, end_ns));
+            st.inference.observe(secs(scheduled, end_ns));
+            if s.generated > 1 {
+                st.tpot.observe(secs(first, end_ns) / f64::from(s.generated - 1));
+            }
+            st.request_prompt.observe(f64::from(s.prompt_len));
+            st.request_generation.observe(f64::from(s.generated));
+            st.finished[if f == Finish::Stop { 0 } else { 1 }] += 1;
         }
         Emit { id: s.id, index, finish, at_ns: end_ns, arrival_ns: s.arrival_ns, scheduled_ns: scheduled }
+    }
+
+    /// Checks the scheduler's bookkeeping: KV use within capacity and equal to the blocks the
+    /// running requests hold, every computed token backed by a block, waiting requests holding
+    /// nothing, the batch within `max_num_seqs`, prefix hits within queries. For tests.
+    pub fn audit(&self) -> Result<(), String> {
+        let mut holders: std::collections::HashMap<u32, u32> = Default::default();
+        for s in &self.running {
+            if s.blocks.len() < s.computed.div_ceil(self.profile.block_size) as usize {
+                return Err(format!("request {} computed {} tokens with {} blocks", s.id, s.computed, s.blocks.len()));
+            }
+            for b in &s.blocks {
+                *holders.entry(*b).or_default() += 1;
+            }
+        }
+        if let Some(s) = self.waiting.iter().find(|s| !s.blocks.is_empty() || s.computed > 0) {
+            return Err(format!("waiting request {} holds {} blocks", s.id, s.blocks.len()));
+        }
+        if self.kv.used() > self.kv.total() || holders.len() != self.kv.used() {
+            return Err(format!("kv used {} of {}, held {}", self.kv.used(), self.kv.total(), holders.len()));
+        }
+        if let Some((b, n)) = holders.iter().find(|(b, n)| self.kv.refs(**b) != **n) {
+            return Err(format!("block {b} has {} refs but {n} holders", self.kv.refs(*b)));
+        }
+        if self.running.len() > self.profile.max_num_seqs as usize {
+            return Err(format!("{} running > max_num_seqs", self.running.len()));
+        }
+        if self.stats.prefix_hits > self.stats.prefix_queries {
+            return Err("prefix hits exceed queries".into());
+        }
+        Ok(())
     }
 }

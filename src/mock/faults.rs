@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use axum::http::HeaderMap;
+use tokio_util::sync::CancellationToken;
 
 /// Every misbehaviour the mock can put on the wire. Names are the `x-mock-fault` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +98,9 @@ pub struct FaultParams {
     pub frame_bytes: usize,
     /// Tokens per frame for `multi_token_frames`.
     pub tokens_per_frame: u32,
+    /// Cancelled when the server shuts down: a stall or drip in progress ends there, so a
+    /// graceful shutdown never waits out a fault.
+    pub stop: CancellationToken,
 }
 
 impl Default for FaultParams {
@@ -107,11 +111,20 @@ impl Default for FaultParams {
             drip: Duration::from_millis(2),
             frame_bytes: 1 << 20,
             tokens_per_frame: 4,
+            stop: CancellationToken::new(),
         }
     }
 }
 
 impl FaultParams {
+    /// Sleeps for `d`; `false` if the server began shutting down first.
+    pub async fn pause(&self, d: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => true,
+            _ = self.stop.cancelled() => false,
+        }
+    }
+
     /// Defaults overridden by `x-mock-*` request headers.
     pub fn from_headers(base: &FaultParams, h: &HeaderMap) -> FaultParams {
         let num = |name: &str| -> Option<u64> { h.get(name)?.to_str().ok()?.trim().parse().ok() };

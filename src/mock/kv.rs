@@ -72,6 +72,11 @@ impl KvPool {
         Some(b)
     }
 
+    /// Holders of block `b`.
+    pub fn refs(&self, b: u32) -> u32 {
+        self.refcnt[b as usize]
+    }
+
     /// Whether a block with hash `h` is cached (without taking it).
     #[cfg(test)]
     pub fn is_cached(&self, h: u64) -> bool {

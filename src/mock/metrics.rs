@@ -54,6 +54,11 @@ pub fn render_vllm(e: &Engine, l: &str) -> String {
     let mut o = String::with_capacity(16 * 1024);
     gauge(&mut o, "vllm:num_requests_running", "Number of requests in model execution batches.", l, e.num_running() as f64);
     gauge(&mut o, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", l, e.num_waiting() as f64);
+    head(&mut o, "vllm:num_requests_waiting_by_reason", "gauge", "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.");
+    // The simulator has no LoRA or KV transfer: every waiting request waits for capacity.
+    for (reason, n) in [("capacity", e.num_waiting()), ("deferred", 0)] {
+        let _ = writeln!(o, "vllm:num_requests_waiting_by_reason{{{l},reason=\"{reason}\"}} {:?}", n as f64);
+    }
     gauge(&mut o, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", l, e.kv_usage());
     counter(&mut o, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", l, s.prefix_queries);
     counter(&mut o, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", l, s.prefix_hits);
@@ -65,18 +70,36 @@ pub fn render_vllm(e: &Engine, l: &str) -> String {
         let _ = writeln!(o, "vllm:request_success_total{{engine=\"0\",finished_reason=\"{reason}\",{}}} {}.0", model_label(l), s.finished[i]);
     }
     let hists = [
+        ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", &s.request_prompt),
+        ("vllm:request_generation_tokens", "Number of generation tokens processed.", &s.request_generation),
+        ("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", &s.iteration_tokens),
         ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &s.ttft),
         ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &s.itl),
+        ("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", &s.tpot),
         ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &s.e2e),
         ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", &s.queue),
+        ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", &s.inference),
+        ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", &s.prefill),
+        ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", &s.decode),
     ];
     for (name, help, h) in hists {
         head(&mut o, name, "histogram", help);
         h.write(&mut o, name, l);
     }
-    let p = e.profile();
-    let _ = write!(o, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{}\",engine=\"0\",num_gpu_blocks=\"{}\"}} 1.0\n", p.block_size, p.kv_blocks);
+    cache_config_info(&mut o, e.profile());
     o
+}
+
+/// The cache configuration as labels (sorted, Python-printed values), a subset of vLLM's.
+fn cache_config_info(o: &mut String, p: &super::Profile) {
+    head(o, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    let tokens = u64::from(p.kv_blocks) * u64::from(p.block_size);
+    let concurrency = tokens as f64 / f64::from(p.max_model_len.max(1));
+    let _ = writeln!(
+        o,
+        "vllm:cache_config_info{{block_size=\"{}\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\",kv_cache_max_concurrency=\"{concurrency:?}\",kv_cache_size_tokens=\"{tokens}\",num_cpu_blocks=\"None\",num_gpu_blocks=\"{}\",num_gpu_blocks_override=\"None\",prefix_caching_hash_algo=\"fnv1a\",sliding_window=\"None\"}} 1.0",
+        p.block_size, p.kv_blocks
+    );
 }
 
 fn model_label(l: &str) -> &str {

@@ -133,6 +133,8 @@ pub(crate) struct App {
     pub driver: Arc<Driver>,
     draws: AtomicU64,
     pub created_unix: u64,
+    /// Cancelled at shutdown.
+    stop: CancellationToken,
 }
 
 impl App {
@@ -144,7 +146,9 @@ impl App {
     }
 
     pub fn params(&self, h: &HeaderMap) -> FaultParams {
-        FaultParams::from_headers(&self.opts.fault_params, h)
+        let mut p = FaultParams::from_headers(&self.opts.fault_params, h);
+        p.stop = self.stop.clone();
+        p
     }
 
     pub fn timestamps(&self, h: &HeaderMap) -> bool {
@@ -171,8 +175,8 @@ pub fn router(opts: MockOptions) -> Router {
 
 fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
     let driver = Driver::new(Engine::new(opts.profile.clone(), opts.seed));
-    tokio::spawn(driver.clone().run(stop));
-    let app = Arc::new(App { opts, driver, draws: AtomicU64::new(0), created_unix: unix_now() });
+    tokio::spawn(driver.clone().run(stop.clone()));
+    let app = Arc::new(App { opts, driver, draws: AtomicU64::new(0), created_unix: unix_now(), stop });
     openai::routes(app.clone())
         .merge(native::routes(app.clone()))
         .merge(metrics::routes(app))

@@ -241,8 +241,8 @@ pub async fn finish_whole(body: String, fault: Option<Fault>, p: &super::FaultPa
         Some(Fault::InvalidUtf8) => inject_bad_utf8(body.replacen("\"text\":\"", "\"text\":\"@@MOCK_BAD_UTF8@@", 1).replacen("\"content\":\"", "\"content\":\"@@MOCK_BAD_UTF8@@", 1).as_bytes()),
         _ => body.into_bytes(),
     };
-    if matches!(fault, Some(Fault::StallTtft | Fault::StallMidStream)) {
-        tokio::time::sleep(p.stall).await;
+    if matches!(fault, Some(Fault::StallTtft | Fault::StallMidStream)) && !p.pause(p.stall).await {
+        return super::wire::drop_connection();
     }
     let mut resp = json_response(200, String::new());
     *resp.body_mut() = Body::from(bytes);

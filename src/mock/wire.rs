@@ -161,9 +161,11 @@ impl Wire {
 
     async fn next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
         if let Some(b) = self.drip_next().await {
-            return Some(Ok(b));
+            return Some(b);
         }
-        self.stall_before_first().await;
+        if !self.stall_before_first().await {
+            return Some(Err(std::io::Error::other("mock: shutting down")));
+        }
         loop {
             if self.may_release()
                 && let Some(b) = self.pop_frame()
@@ -193,11 +195,13 @@ impl Wire {
         self.pending.pop_front()
     }
 
-    async fn stall_before_first(&mut self) {
+    /// `false` when shutdown cut the stall short.
+    async fn stall_before_first(&mut self) -> bool {
         if self.fault == Some(Fault::StallTtft) && !self.stalled {
             self.stalled = true;
-            tokio::time::sleep(self.params.stall).await;
+            return self.params.pause(self.params.stall).await;
         }
+        true
     }
 
     async fn release(&mut self, b: Bytes) -> Option<Result<Bytes, std::io::Error>> {
@@ -208,7 +212,9 @@ impl Wire {
                 return Some(Err(std::io::Error::other("mock fault: reset_mid_stream")));
             }
             Some(Fault::StallMidStream) if self.frames_out == after + 1 => {
-                tokio::time::sleep(self.params.stall).await;
+                if !self.params.pause(self.params.stall).await {
+                    return Some(Err(std::io::Error::other("mock: shutting down")));
+                }
             }
             Some(Fault::SlowDrip) if b.len() > 1 => {
                 self.drip = Some(b.slice(1..));
@@ -219,13 +225,15 @@ impl Wire {
         Some(Ok(self.stamp(b)))
     }
 
-    async fn drip_next(&mut self) -> Option<Bytes> {
+    async fn drip_next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
         let rest = self.drip.take()?;
-        tokio::time::sleep(self.params.drip).await;
+        if !self.params.pause(self.params.drip).await {
+            return Some(Err(std::io::Error::other("mock: shutting down")));
+        }
         if rest.len() > 1 {
             self.drip = Some(rest.slice(1..));
         }
-        Some(rest.slice(..1))
+        Some(Ok(rest.slice(..1)))
     }
 
     /// Adds `"mock_emitted_ns"` (since request arrival) into the frame's last JSON object.
