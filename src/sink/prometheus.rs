@@ -96,13 +96,21 @@ pub const BUILD_INFO: FamilySpec = FamilySpec {
     name: "llmprobe_build_info",
     help: "llmprobe build",
 };
+pub const PROMPT_TOKEN_ERROR_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_prompt_token_error_ratio",
+    help: "Signed relative error of server-counted prompt tokens vs requested, (usage - requested) / requested",
+};
+pub const WORKLOAD_INFO: FamilySpec = FamilySpec {
+    name: "llmprobe_workload_info",
+    help: "SHA-256 of the whole workload spec and of each scenario's",
+};
 pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
     name: "llmprobe_config_last_reload_successful",
     help: "Whether the last configuration (re)load succeeded",
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 18] = [
+pub const ALL_FAMILIES: [FamilySpec; 20] = [
     REQUESTS_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
@@ -121,6 +129,8 @@ pub const ALL_FAMILIES: [FamilySpec; 18] = [
     TARGET_INFO,
     BUILD_INFO,
     CONFIG_LAST_RELOAD_SUCCESSFUL,
+    PROMPT_TOKEN_ERROR_RATIO,
+    WORKLOAD_INFO,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -140,6 +150,11 @@ pub const E2E_BUCKETS: [f64; 20] = [
 ];
 pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// Signed ratio buckets, symmetric around 0: ±0.5%, ±1%, ±2% (the accuracy target), ±5%, ±10%, ±25%.
+pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [
+    -0.25, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
 ];
 
 // ---- Build identity ------------------------------------------------------------------------------
@@ -185,6 +200,13 @@ struct TargetInfoLabels {
     model: String,
     engine: String,
     engine_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkloadLabels {
+    scenario: String,
+    sha256: String,
+    scenario_sha256: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -254,6 +276,9 @@ fn e2e_histogram() -> LatencyHistogram {
 fn schedule_lag_histogram() -> Histogram {
     Histogram::new(SCHEDULE_LAG_BUCKETS)
 }
+fn prompt_error_histogram() -> Histogram {
+    Histogram::new(PROMPT_TOKEN_ERROR_BUCKETS)
+}
 
 fn histogram_family<L>(make: fn() -> LatencyHistogram) -> HistogramFamily<L>
 where
@@ -310,6 +335,8 @@ pub struct Metrics {
     target_info_current: Mutex<HashMap<String, TargetInfoLabels>>,
     build_info: Family<BuildLabels, Gauge>,
     reload_ok: Gauge,
+    prompt_error: Family<TsLabels, Histogram, fn() -> Histogram>,
+    workload_info: Family<WorkloadLabels, Gauge>,
 }
 
 impl Metrics {
@@ -350,6 +377,8 @@ impl Metrics {
             target_info_current: Mutex::new(HashMap::new()),
             build_info: Family::default(),
             reload_ok: Gauge::default(),
+            prompt_error: Family::new_with_constructor(prompt_error_histogram),
+            workload_info: Family::default(),
         };
         let r = &mut registry;
         register(r, REQUESTS_TOTAL, m.requests.clone());
@@ -370,6 +399,8 @@ impl Metrics {
         register(r, TARGET_INFO, m.target_info.clone());
         register(r, BUILD_INFO, m.build_info.clone());
         register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, m.reload_ok.clone());
+        register(r, PROMPT_TOKEN_ERROR_RATIO, m.prompt_error.clone());
+        register(r, WORKLOAD_INFO, m.workload_info.clone());
         Metrics { registry, ..m }
     }
 
@@ -382,7 +413,12 @@ impl Metrics {
             touch(&self.schedule_lag, &t);
             touch(&self.in_flight, &t);
             for scenario in &config.scenarios {
-                self.precreate_pair(&TsLabels::new(&target.name, &scenario.name), &config.slo);
+                let ts = TsLabels::new(&target.name, &scenario.name);
+                self.precreate_pair(&ts, &config.slo);
+                // Replayed prompts have no requested length, so no error to measure.
+                if scenario.dataset.is_none() {
+                    touch(&self.prompt_error, &ts);
+                }
             }
         }
     }
@@ -410,6 +446,11 @@ impl Metrics {
     }
 
     fn set_config_gauges(&self, config: &Config) {
+        let workload = crate::workload::fingerprint(config);
+        for (scenario, scenario_sha256) in workload.scenarios {
+            let labels = WorkloadLabels { scenario, sha256: workload.total.clone(), scenario_sha256 };
+            self.workload_info.get_or_create(&labels).set(1);
+        }
         for target in &config.targets {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
@@ -524,6 +565,11 @@ impl Sink for Metrics {
         }
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
             self.record_sample(&ts, s);
+        }
+        if let (Some(usage), true) = (outcome.usage, outcome.requested_input_tokens > 0 && outcome.is_success()) {
+            let requested = f64::from(outcome.requested_input_tokens);
+            let error = (usage.prompt_tokens as f64 - requested) / requested;
+            self.prompt_error.get_or_create(&ts).observe(error);
         }
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! Files: `dist.rs` (length sampling), `prompt.rs` (prompt text), `calibrate.rs` (words per
 //! token per target), `dataset.rs` (JSONL / ShareGPT replay), `fingerprint.rs` (workload
-//! SHA-256), `preview.rs` (`llmprobe workload preview`).
+//! SHA-256), `preview.rs` (`llmprobe workload preview`), `accuracy.rs` (`llmprobe workload
+//! accuracy`: prompt-length figures against a live server).
 
+pub mod accuracy;
 pub mod calibrate;
 mod dataset;
 mod dist;
