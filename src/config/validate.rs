@@ -222,7 +222,10 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
     let prefix = raw.prefix.as_ref().map(|p| workload::prefix(&format!("{path}.prefix"), p, c));
     if let (Some(p), Some(min)) = (prefix, input_tokens.min_value()) {
         if p.tokens >= min && p.share > 0.0 {
-            c.error(format!("{path}.prefix.tokens"), format!("prefix ({}) must be shorter than the shortest input ({min})", p.tokens));
+            c.warn(
+                format!("{path}.prefix.tokens"),
+                format!("prefix ({}) is not shorter than the shortest input ({min}): shorter draws get a cut prefix", p.tokens),
+            );
         }
     }
     if let Some(salt) = &raw.cache_salt {

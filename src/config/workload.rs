@@ -286,7 +286,7 @@ pub fn dataset(path: &str, raw: &RawDataset, base_dir: &Path, c: &mut Checker) -
         Some("sharegpt") => DatasetFormat::ShareGpt,
         Some(other) => {
             c.error(format!("{path}.format"), format!("unknown dataset format \"{other}\": expected jsonl or sharegpt"));
-            return None;
+            DatasetFormat::Jsonl
         }
     };
     let order = match raw.order.as_deref() {
@@ -294,7 +294,7 @@ pub fn dataset(path: &str, raw: &RawDataset, base_dir: &Path, c: &mut Checker) -
         Some("sequential") => DatasetOrder::Sequential,
         Some(other) => {
             c.error(format!("{path}.order"), format!("unknown order \"{other}\": expected random or sequential"));
-            return None;
+            DatasetOrder::Random
         }
     };
     let file = base_dir.join(&raw.path);

@@ -98,7 +98,11 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<DatasetEntry>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = i + 1;
-        let parsed: JsonlLine = serde_json::from_str(line).map_err(|e| format!("line {at}: {e}"))?;
+        let parsed: JsonlLine = serde_json::from_str(line).map_err(|e| {
+            let msg = e.to_string();
+            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_owned();
+            format!("line {at}, column {}: {msg}", e.column())
+        })?;
         let output = match parsed.output_tokens.or(parsed.max_tokens) {
             Some(n) if (1..=1_000_000).contains(&n) => Some(n as u32),
             Some(n) => return Err(format!("line {at}: output_tokens {n} is out of range: expected 1 to 1000000")),
