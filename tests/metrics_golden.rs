@@ -10,13 +10,16 @@ use std::time::Instant;
 
 use llmprobe::sink::prometheus::{BUILD_REVISION, BUILD_VERSION};
 use llmprobe::sink::{Metrics, Sink};
-use metrics_common::{config, golden_outcomes, sample};
+use metrics_common::{config, golden_outcomes, ms, outcome, sample, with_server_report};
 
 const GOLDEN: &str = "tests/fixtures/golden/metrics.openmetrics.txt";
 
 fn recorded_metrics() -> Metrics {
     let metrics = Metrics::new(&config());
-    for o in golden_outcomes(Instant::now()) {
+    let t0 = Instant::now();
+    // Plus an Ollama-style success: API counter, server phase times, several tokens per frame.
+    let server_reported = with_server_report(outcome(t0 + ms(2000), 4, 300, &[50, 60, 70, 80], 90));
+    for o in golden_outcomes(t0).into_iter().chain([server_reported]) {
         metrics.record(&o, sample(&o).as_ref());
     }
     metrics.set_in_flight("local", 1);
