@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::arrival::{stream_seed, Poisson};
+use crate::arrival::{self, stream_seed};
 use crate::config::Config;
 use crate::recorder::{self, Accounting};
 use crate::scheduler::{self, RunContext, Stream};
@@ -21,7 +21,7 @@ use crate::sink::history::History;
 use crate::sink::prometheus::Metrics;
 use crate::sink::summary::Summary;
 use crate::target::TargetRuntime;
-use crate::workload::Sampler;
+use crate::workload::{calibrate, fingerprint, Calibration, Sampler};
 
 /// How often a target's model and engine version are re-read (a change marks a release).
 const DISCOVERY_REFRESH: Duration = Duration::from_secs(60);
@@ -86,17 +86,25 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
         on_in_flight: { let m = metrics.clone(); Arc::new(move |t: &str, n| m.set_in_flight(t, n)) },
     };
     let run_seed = config.probe.seed.unwrap_or_else(rand::random);
+    let run_id = new_run_id();
+    let workload = fingerprint(&config);
+    tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
     let mut schedules = Vec::new();
     for target in &targets {
         schedules.push(tokio::spawn(keep_discovering(target.clone(), metrics.clone(), shutdown.clone())));
+        // One calibration per target, shared by its scenarios, fitted off the probes' clock.
+        let calibration = Arc::new(Calibration::new(target.config.api));
+        schedules.push(tokio::spawn(calibrate::run(target.clone(), calibration.clone(), shutdown.clone())));
         for scenario in &config.scenarios {
             let seed = stream_seed(run_seed, &format!("{}/{}", target.name, scenario.name));
             let stream = Stream {
                 target: target.clone(),
                 scenario: Arc::from(scenario.name.as_str()),
-                arrival: Box::new(Poisson::new(scenario.rate, seed)),
-                sampler: Sampler::new(scenario.clone(), seed.rotate_left(17)),
+                arrival: arrival::build(&scenario.arrival, scenario.rate, seed),
+                sampler: Sampler::new(scenario.clone(), seed.rotate_left(17), calibration.clone()),
                 max_in_flight: config.probe.max_in_flight,
+                calibration: calibration.clone(),
+                id_prefix: format!("{run_id}-{}-{}", target.name, scenario.name),
             };
             schedules.push(tokio::spawn(scheduler::run(stream, ctx.clone())));
         }
@@ -126,6 +134,11 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
         Ok(())
     });
     Ok(Running { metrics_addr, metrics, accounting, handle })
+}
+
+/// A short run id for readable probe ids: 8 hex digits, new on every start.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
 }
 
 /// Discovers a target's model and engine, and re-reads them so a release shows up.

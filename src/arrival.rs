@@ -1,12 +1,19 @@
 //! Arrival processes: the gaps between intended send times of an open-loop schedule.
 //!
 //! Gaps are drawn online, one at a time, from a seeded RNG: an unbounded run never uses a
-//! precomputed schedule rescaled to a total (which would not be Poisson).
+//! precomputed schedule rescaled to a total (which would not be Poisson). Kinds: Poisson,
+//! gamma (renewal process with shape = burstiness, CV² = 1/shape) and constant; any of them can
+//! be modulated by a sinusoidal rate (`Modulated`, exact time-rescaling of the unit-rate
+//! process through the integrated rate).
 
+use std::f64::consts::TAU;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use rand_distr::Distribution;
+
+use crate::config::{ArrivalKind, ArrivalSpec, Diurnal};
 
 pub trait Arrival: Send {
     /// Time from the previous intended send to the next one.
@@ -49,6 +56,103 @@ impl Constant {
 impl Arrival for Constant {
     fn next_gap(&mut self) -> Duration {
         self.gap
+    }
+}
+
+/// Gamma-distributed gaps with shape `burstiness` and mean `1 / rate`: burstiness 1 is Poisson,
+/// below 1 clumps arrivals, above 1 spaces them more evenly (CV² = 1 / burstiness).
+pub struct Gamma {
+    dist: rand_distr::Gamma<f64>,
+    rng: StdRng,
+}
+
+impl Gamma {
+    pub fn new(rate_per_second: f64, burstiness: f64, seed: u64) -> Self {
+        assert!(rate_per_second > 0.0 && burstiness > 0.0, "rate and burstiness must be positive");
+        let dist = rand_distr::Gamma::new(burstiness, 1.0 / (burstiness * rate_per_second)).expect("valid gamma");
+        Gamma { dist, rng: StdRng::seed_from_u64(seed) }
+    }
+}
+
+impl Arrival for Gamma {
+    fn next_gap(&mut self) -> Duration {
+        Duration::from_secs_f64(self.dist.sample(&mut self.rng))
+    }
+}
+
+/// A process of mean rate `rate` whose instantaneous rate follows
+/// `rate × (1 + a·cos(2π (t − peak_at) / period))`. The unit-rate base process runs in
+/// "operational time" Λ; each arrival's wall time t solves Λ(t) = Λ_n (time-rescaling theorem:
+/// exact for Poisson, and the standard modulated renewal process for the others).
+pub struct Modulated {
+    base: Box<dyn Arrival>,
+    rate: f64,
+    amplitude: f64,
+    omega: f64,
+    phase: f64,
+    /// Current wall time (s) and its operational time.
+    t: f64,
+    lambda: f64,
+}
+
+impl Modulated {
+    /// `base` must have rate 1.
+    pub fn new(base: Box<dyn Arrival>, rate: f64, d: Diurnal) -> Self {
+        let omega = TAU / d.period.as_secs_f64();
+        Modulated { base, rate, amplitude: d.amplitude, omega, phase: -omega * d.peak_at.as_secs_f64(), t: 0.0, lambda: 0.0 }
+    }
+
+    /// The rate at wall time `t` seconds from the start.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        self.rate * (1.0 + self.amplitude * (self.omega * t + self.phase).cos())
+    }
+
+    /// Λ(t) = rate × (t + a/ω · (sin(ωt + φ) − sin φ)).
+    fn integrated(&self, t: f64) -> f64 {
+        let a = self.amplitude / self.omega;
+        self.rate * (t + a * ((self.omega * t + self.phase).sin() - self.phase.sin()))
+    }
+
+    /// Solves Λ(t) = target for t ≥ self.t (Λ is increasing: amplitude < 1). Newton steps kept
+    /// inside a bracket, so it always converges.
+    fn solve(&self, target: f64) -> f64 {
+        let (mut lo, mut hi) = (self.t, self.t + (target - self.lambda) / (self.rate * (1.0 - self.amplitude)));
+        let mut t = self.t + (target - self.lambda) / self.rate;
+        for _ in 0..100 {
+            let f = self.integrated(t) - target;
+            if f.abs() < 1e-12 * target.max(1.0) {
+                break;
+            }
+            if f > 0.0 { hi = t } else { lo = t }
+            let next = t - f / self.rate_at(t).max(1e-300);
+            t = if next > lo && next < hi { next } else { 0.5 * (lo + hi) };
+        }
+        t
+    }
+}
+
+impl Arrival for Modulated {
+    fn next_gap(&mut self) -> Duration {
+        let target = self.lambda + self.base.next_gap().as_secs_f64();
+        let t = self.solve(target);
+        let gap = (t - self.t).max(0.0);
+        self.t = t;
+        self.lambda = target;
+        Duration::from_secs_f64(gap)
+    }
+}
+
+/// The arrival process of a spec at mean `rate`, seeded.
+pub fn build(spec: &ArrivalSpec, rate: f64, seed: u64) -> Box<dyn Arrival> {
+    let base_rate = if spec.diurnal.is_some() { 1.0 } else { rate };
+    let base: Box<dyn Arrival> = match spec.kind {
+        ArrivalKind::Poisson => Box::new(Poisson::new(base_rate, seed)),
+        ArrivalKind::Gamma { burstiness } => Box::new(Gamma::new(base_rate, burstiness, seed)),
+        ArrivalKind::Constant => Box::new(Constant::new(base_rate)),
+    };
+    match spec.diurnal {
+        Some(d) => Box::new(Modulated::new(base, rate, d)),
+        None => base,
     }
 }
 

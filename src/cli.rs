@@ -1,4 +1,4 @@
-//! Command line: `probe`, `check-config`, `mock`, `demo`, and the bench-mode commands
+//! Command line: `probe`, `check-config`, `workload`, `mock`, `demo`, and the bench-mode commands
 //! (`bench`, `report`, `compare`, `capacity`; their flags live in `bench::cmd`).
 
 use std::net::SocketAddr;
@@ -32,6 +32,9 @@ pub enum Command {
         /// The YAML config file.
         file: PathBuf,
     },
+    /// Inspect the traffic a config sends.
+    #[command(subcommand)]
+    Workload(WorkloadCommand),
     /// Run the built-in mock engine (a simulated OpenAI-compatible server with vLLM metrics).
     Mock(MockArgs),
     /// Run the mock engine and the prober together with the built-in demo config.
@@ -64,4 +67,46 @@ pub struct DemoArgs {
     /// Seconds between the printed one-line summaries.
     #[arg(long, default_value_t = 5)]
     pub summary_every: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkloadCommand {
+    /// Print what a config will send: scenarios, rates, length distributions (sampled means,
+    /// p50/p90/p99, histograms) and the tokens/s the probe adds to each target.
+    Preview {
+        /// The YAML config file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Send synthetic prompts of given lengths to one server and print how close its prompt
+    /// token count (usage) came to each, and whether output length equalled max_tokens.
+    Accuracy(AccuracyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AccuracyArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8000.
+    #[arg(long)]
+    pub base_url: String,
+    /// API family: openai-completions or openai-chat.
+    #[arg(long, default_value = "openai-completions")]
+    pub api: String,
+    /// Model name; discovered from /v1/models when omitted.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requested prompt lengths in tokens, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "128,512,2000")]
+    pub lengths: Vec<u32>,
+    /// Requested output tokens (max_tokens, with ignore_eos).
+    #[arg(long, default_value_t = 8)]
+    pub output: u32,
+    /// Probes per length.
+    #[arg(long, default_value_t = 6)]
+    pub probes: usize,
+    /// Leading probes per length not held to the tolerance.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Skip /tokenize and learn from usage only (as for a server without it).
+    #[arg(long)]
+    pub no_tokenize: bool,
 }

@@ -59,6 +59,9 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         scenario: probe.scenario.clone(),
         seq: probe.seq,
         request_id: uuid::Uuid::new_v4().to_string(),
+        probe_id: probe.draw.probe_id.clone(),
+        dataset_index: probe.draw.dataset_index,
+        prompt_sha256: probe.draw.prompt_sha256.clone(),
         model: Arc::from(probe.target.config.model.as_deref().unwrap_or("")),
         requested_input_tokens: probe.draw.input_tokens,
         requested_output_tokens: probe.draw.output_tokens,
@@ -85,7 +88,12 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         max_tokens: probe.draw.output_tokens,
         ignore_eos: true,
     };
-    let body = serde_json::to_vec(&protocol.body(&target.config, &spec)).expect("JSON body");
+    let mut body = protocol.body(&target.config, &spec);
+    if let Some(salt) = &probe.draw.cache_salt {
+        // vLLM's prefix-cache isolation field; only sent when a scenario configures it.
+        body["cache_salt"] = serde_json::json!(salt);
+    }
+    let body = serde_json::to_vec(&body).expect("JSON body");
     let accept = if !stream {
         "application/json"
     } else if protocol.framing() == Framing::Sse {

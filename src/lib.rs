@@ -63,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 probe_until_signal(cfg, app::RunOptions::default()).await
             }
+            Command::Workload(cmd) => workload_command(cmd).await,
             Command::Mock(args) => {
                 let shutdown = CancellationToken::new();
                 app::cancel_on_signals(shutdown.clone());
@@ -78,6 +79,35 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Capacity(args) => bench::cmd::capacity(args),
         }
     })
+}
+
+async fn workload_command(cmd: cli::WorkloadCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        cli::WorkloadCommand::Preview { config: file } => match config::load(&file) {
+            Ok(cfg) => {
+                print!("{}", workload::preview::render(&cfg));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(errors) => Ok(config_failed(&errors)),
+        },
+        cli::WorkloadCommand::Accuracy(args) => {
+            let yaml = format!(
+                "targets: [{{name: accuracy, base_url: {:?}, api: {:?}{}}}]\nscenarios: [{{name: accuracy, input_tokens: 1, output_tokens: 1}}]\n",
+                args.base_url,
+                args.api,
+                args.model.as_ref().map(|m| format!(", model: {m:?}")).unwrap_or_default(),
+            );
+            let cfg = match config::parse(&yaml, "command line") {
+                Ok(cfg) => cfg,
+                Err(errors) => return Ok(config_failed(&errors)),
+            };
+            let target = cfg.targets[0].clone();
+            let report = workload::accuracy::check(target, &args.lengths, args.output, args.probes, args.warmup, !args.no_tokenize).await?;
+            print!("{}", workload::accuracy::render(&report));
+            let ok = report.rows.iter().all(|r| r.within_tolerance(report.warmup) && r.failures.is_empty());
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
 }
 
 fn config_failed(errors: &config::ConfigErrors) -> ExitCode {

@@ -11,19 +11,32 @@ use crate::exec::{self, Probe};
 use crate::measure::{measure, Sample};
 use crate::outcome::Outcome;
 use crate::target::TargetRuntime;
-use crate::workload::Sampler;
+use crate::workload::calibrate::calibrate_with_tokenize;
+use crate::workload::{Calibration, Sampler};
 
 /// Runs the probes one after another and returns the printed report; `Ok(false)` if any failed.
 pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
     let mut all_ok = true;
+    let run_id = crate::app::new_run_id();
     for target in &config.targets {
         let target = Arc::new(TargetRuntime::new(target.clone())?);
         // Discover the model first so the timeline shows the probe, not the discovery.
         if let Err(failure) = target.model().await {
             let _ = writeln!(out, "target={}: model discovery failed: {} ({})", target.name, failure.class.as_str(), failure.detail);
         }
+        // Calibrate prompt length before timing anything (no effect on the timelines).
+        let calibration = Arc::new(Calibration::new(target.config.api));
+        let fit = match calibrate_with_tokenize(&target, &calibration).await {
+            Ok(fit) => fit,
+            Err(e) => {
+                let _ = writeln!(out, "target={}: no /tokenize calibration ({e}); using the prior", target.name);
+                calibration.fit()
+            }
+        };
+        let _ = writeln!(out, "target={} prompt calibration: {:.2} tokens/word + {:.1} ({})", target.name, fit.per_word, fit.overhead, fit.source.as_str());
         for scenario in &config.scenarios {
-            let draw = Sampler::new(scenario.clone(), config.probe.seed.unwrap_or_else(rand::random)).draw();
+            let mut draw = Sampler::new(scenario.clone(), config.probe.seed.unwrap_or_else(rand::random), calibration.clone()).draw();
+            draw.probe_id = format!("{run_id}-{}-{}-0", target.name, scenario.name);
             let probe = Probe { target: target.clone(), scenario: Arc::from(scenario.name.as_str()), seq: 0, draw, intended: Instant::now() };
             let outcome = exec::execute(probe, &CancellationToken::new()).await;
             let sample = measure(&outcome, &config.slo);
@@ -42,8 +55,12 @@ fn ms(d: Duration) -> String {
 pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String) {
     let t = &o.timeline;
     let at = |i: Instant| format!("+{:>10}", ms(i.saturating_duration_since(t.intended)));
-    let _ = writeln!(out, "target={} scenario={} model={} request_id={}", o.target, o.scenario, o.model, o.request_id);
-    let _ = writeln!(out, "  requested      input≈{} tokens, output={} tokens", o.requested_input_tokens, o.requested_output_tokens);
+    let _ = writeln!(out, "target={} scenario={} model={} id={} request_id={}", o.target, o.scenario, o.model, o.probe_id, o.request_id);
+    match o.dataset_index {
+        Some(i) => { let _ = writeln!(out, "  requested      dataset prompt #{i}, output={} tokens", o.requested_output_tokens); }
+        None => { let _ = writeln!(out, "  requested      input≈{} tokens, output={} tokens", o.requested_input_tokens, o.requested_output_tokens); }
+    }
+    let _ = writeln!(out, "  prompt sha256  {}", o.prompt_sha256);
     let _ = writeln!(out, "  intended       {}", at(t.intended));
     let _ = writeln!(out, "  sent           {}   schedule lag {}", at(t.sent), ms(t.schedule_lag()));
     if let Some(fb) = t.first_byte {

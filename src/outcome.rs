@@ -153,7 +153,14 @@ pub struct Outcome {
     pub seq: u64,
     /// UUID sent as `x-request-id`.
     pub request_id: String,
+    /// Readable id `{run}-{target}-{scenario}-{n}` (records, spans, `/debug/probes`).
+    pub probe_id: String,
+    /// Index of a replayed dataset prompt.
+    pub dataset_index: Option<u64>,
+    /// SHA-256 (hex) of the prompt as sent.
+    pub prompt_sha256: String,
     pub model: Arc<str>,
+    /// Requested prompt tokens; 0 for a replayed prompt.
     pub requested_input_tokens: u32,
     pub requested_output_tokens: u32,
     pub timeline: Timeline,

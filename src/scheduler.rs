@@ -13,7 +13,7 @@ use crate::arrival::Arrival;
 use crate::exec::{self, Probe};
 use crate::recorder::RecorderHandle;
 use crate::target::TargetRuntime;
-use crate::workload::Sampler;
+use crate::workload::{Calibration, Sampler};
 
 /// Tokio timers tick in whole milliseconds; the last stretch before a deadline is spent
 /// yielding so the send happens within microseconds of its intended time.
@@ -29,6 +29,10 @@ pub struct Stream {
     pub arrival: Box<dyn Arrival>,
     pub sampler: Sampler,
     pub max_in_flight: usize,
+    /// The target's prompt-length calibration; learns from each probe's usage.
+    pub calibration: Arc<Calibration>,
+    /// `{run}-{target}-{scenario}`: probe ids are this plus `-{seq}`.
+    pub id_prefix: String,
 }
 
 /// Shared by all schedules of a run.
@@ -49,18 +53,19 @@ pub async fn run(mut stream: Stream, ctx: RunContext) {
     for seq in 0.. {
         intended += stream.arrival.next_gap();
         // Draw the next probe before sleeping so its cost never shows up as schedule lag.
-        let draw = stream.sampler.draw();
+        let mut draw = stream.sampler.draw();
+        draw.probe_id = format!("{}-{seq}", stream.id_prefix);
         tokio::select! {
             _ = sleep_until_precise(intended) => {}
             _ = ctx.stop.cancelled() => return,
         }
         ctx.recorder.scheduled();
         let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
-        dispatch(probe, stream.max_in_flight, &ctx).await;
+        dispatch(probe, stream.max_in_flight, stream.calibration.clone(), &ctx).await;
     }
 }
 
-async fn dispatch(probe: Probe, max_in_flight: usize, ctx: &RunContext) {
+async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibration>, ctx: &RunContext) {
     let target = probe.target.clone();
     let in_flight = target.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
     if in_flight > max_in_flight {
@@ -70,8 +75,12 @@ async fn dispatch(probe: Probe, max_in_flight: usize, ctx: &RunContext) {
     }
     (ctx.on_in_flight)(&target.name, in_flight as i64);
     let ctx = ctx.clone();
+    let words = probe.draw.words;
     ctx.tracker.clone().spawn(async move {
         let outcome = exec::execute(probe, &ctx.abort).await;
+        if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
+            calibration.observe(words, usage.prompt_tokens);
+        }
         let now = target.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
         (ctx.on_in_flight)(&target.name, now as i64);
         ctx.recorder.record(outcome).await;

@@ -114,7 +114,7 @@ fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
 
 async fn probe(target: Target) -> Outcome {
     let runtime = Arc::new(TargetRuntime::new(target).unwrap());
-    let draw = Draw { input_tokens: 16, output_tokens: 16, prompt: "hello there".into() };
+    let draw = Draw { input_tokens: 16, output_tokens: 16, prompt: "hello there".into(), ..Draw::default() };
     let probe = Probe { target: runtime, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() };
     execute(probe, &CancellationToken::new()).await
 }

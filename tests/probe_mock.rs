@@ -65,7 +65,7 @@ async fn probe_with_fault(addr: std::net::SocketAddr, fault: &str) -> Outcome {
     );
     let cfg = config(&format!("http://{addr}"), "openai-chat", "{rate: 1}", &extra, 12);
     let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
-    let draw = Draw { input_tokens: 32, output_tokens: 12, prompt: "a b c d".into() };
+    let draw = Draw { input_tokens: 32, output_tokens: 12, prompt: "a b c d".into(), ..Draw::default() };
     execute(Probe { target, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() }, &CancellationToken::new()).await
 }
 

@@ -32,7 +32,7 @@ async fn probe(addr: std::net::SocketAddr, api: &str, headers: &str, extra: &str
     );
     let cfg = config(&format!("http://{addr}"), api, "{rate: 1}", &yaml, 12);
     let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
-    let draw = Draw { input_tokens: 32, output_tokens: 12, prompt: "why is the sky blue".into() };
+    let draw = Draw { input_tokens: 32, output_tokens: 12, prompt: "why is the sky blue".into(), ..Draw::default() };
     execute(Probe { target, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() }, &CancellationToken::new()).await
 }
 

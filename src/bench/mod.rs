@@ -29,6 +29,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::arrival::stream_seed;
+use crate::workload::{calibrate, Calibration};
 use crate::config::{Bench, BenchMode, Config, Target};
 use crate::target::TargetRuntime;
 use manifest::{Manifest, SideSampleFile, SloManifest, TargetManifest};
@@ -131,6 +132,11 @@ pub fn summarize(all: &[Record], run_ids: &[String], mode: BenchMode, objective:
 async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, quiet: bool) -> anyhow::Result<()> {
     let b = &plan.bench;
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
+    // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
+    let calibration = Arc::new(Calibration::new(target.config.api));
+    if let Err(e) = calibrate::calibrate_with_tokenize(target, &calibration).await {
+        tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
+    }
     for (point, &load) in b.points.iter().enumerate() {
         let phases = (b.warmup_requests > 0).then_some(None).into_iter().chain((0..b.repeats).map(Some));
         for repeat in phases {
@@ -140,7 +146,7 @@ async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64
                 Some(_) => Stop { requests: b.requests, duration: b.duration, timeout: b.point_timeout },
             };
             let tag = format!("point{point}/{}", repeat.map_or("warmup".into(), |r| format!("repeat{r}")));
-            let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &tag));
+            let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &tag), &calibration);
             let driven = sweep::drive(target.clone(), mix, load_of(b, load), stop).await;
             if driven.stopped_by == sweep::StoppedBy::Timeout {
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);

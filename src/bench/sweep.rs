@@ -13,12 +13,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::arrival::{Arrival, Constant, Poisson};
-use crate::config::{ArrivalKind, Scenario};
+use crate::config::{BenchArrival, Scenario};
 use crate::exec::{self, Probe};
 use crate::outcome::Outcome;
 use crate::scheduler::sleep_until_precise;
 use crate::target::TargetRuntime;
-use crate::workload::{Draw, Sampler};
+use crate::workload::{Calibration, Draw, Sampler};
 
 /// The scenario mix: each request picks a scenario in proportion to its configured rate
 /// (weight share), then draws its lengths and prompt from that scenario's sampler.
@@ -29,13 +29,13 @@ pub struct Mix {
 }
 
 impl Mix {
-    pub fn new(scenarios: &[Scenario], seed: u64) -> Self {
+    pub fn new(scenarios: &[Scenario], seed: u64, calibration: &Arc<Calibration>) -> Self {
         let mut total = 0.0;
         let cumulative = scenarios.iter().map(|s| { total += s.rate; total }).collect();
         let entries = scenarios
             .iter()
             .enumerate()
-            .map(|(i, s)| (Arc::from(s.name.as_str()), Sampler::new(s.clone(), seed.wrapping_add(i as u64 + 1).rotate_left(17))))
+            .map(|(i, s)| (Arc::from(s.name.as_str()), Sampler::new(s.clone(), seed.wrapping_add(i as u64 + 1).rotate_left(17), calibration.clone())))
             .collect();
         Mix { entries, cumulative, rng: StdRng::seed_from_u64(seed) }
     }
@@ -53,7 +53,7 @@ impl Mix {
 #[derive(Debug, Clone, Copy)]
 pub enum Load {
     Closed { workers: usize },
-    Open { rate: f64, max_in_flight: usize, arrival: ArrivalKind },
+    Open { rate: f64, max_in_flight: usize, arrival: BenchArrival },
 }
 
 /// When a repeat (or warm-up) ends.
@@ -126,8 +126,8 @@ pub async fn drive(target: Arc<TargetRuntime>, mix: Mix, load: Load, stop: Stop)
         Load::Closed { workers } => closed(shared.clone(), workers).await,
         Load::Open { rate, max_in_flight, arrival } => {
             let gaps: Box<dyn Arrival> = match arrival {
-                ArrivalKind::Poisson => Box::new(Poisson::new(rate, seed_of(&shared))),
-                ArrivalKind::Constant => Box::new(Constant::new(rate)),
+                BenchArrival::Poisson => Box::new(Poisson::new(rate, seed_of(&shared))),
+                BenchArrival::Constant => Box::new(Constant::new(rate)),
             };
             open(shared.clone(), gaps, max_in_flight, start).await
         }

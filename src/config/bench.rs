@@ -98,7 +98,7 @@ impl BenchMode {
 
 /// Gaps between arrivals in rate mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArrivalKind {
+pub enum BenchArrival {
     Poisson,
     Constant,
 }
@@ -111,7 +111,7 @@ pub struct Bench {
     pub points: Vec<f64>,
     /// Rate mode in-flight cap.
     pub max_concurrency: usize,
-    pub arrival: ArrivalKind,
+    pub arrival: BenchArrival,
     pub warmup_requests: u64,
     pub repeats: u32,
     pub requests: Option<u64>,
@@ -164,11 +164,11 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
         }
     };
     let arrival = match raw.arrival.as_deref() {
-        None | Some("poisson") => ArrivalKind::Poisson,
-        Some("constant") => ArrivalKind::Constant,
+        None | Some("poisson") => BenchArrival::Poisson,
+        Some("constant") => BenchArrival::Constant,
         Some(other) => {
             c.error("bench.arrival", format!("unknown arrival \"{other}\": expected poisson or constant"));
-            ArrivalKind::Poisson
+            BenchArrival::Poisson
         }
     };
     let warmup_requests = non_negative("bench.warmup_requests", raw.warmup_requests, c);

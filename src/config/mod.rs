@@ -11,10 +11,13 @@ mod bench;
 mod duration;
 mod locate;
 mod raw;
+mod raw_workload;
 mod target;
 mod validate;
+mod workload;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -22,9 +25,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::protocol::ProtocolKind;
+use crate::workload::Dataset;
 
-pub use bench::{ArrivalKind, Bench, BenchMode, Matrix};
-pub use duration::parse_duration;
+pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
+pub use duration::{format_duration, parse_duration};
 
 /// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
 pub const DEMO_YAML: &str = include_str!("../../config/demo.yaml");
@@ -61,7 +65,8 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     let raw: raw::RawConfig =
         serde_path_to_error::deserialize(de).map_err(|e| fail(vec![locate::serde_issue(e)]))?;
     let mut checker = validate::Checker::default();
-    let mut config = validate::validate(&raw, &mut checker);
+    let base_dir = Path::new(file).parent().unwrap_or(Path::new(""));
+    let mut config = validate::validate(&raw, base_dir, &mut checker);
     let with_lines = |mut issues: Vec<ConfigIssue>| {
         for issue in &mut issues {
             issue.line = locate::line_of(text, &issue.path);
@@ -268,19 +273,89 @@ pub struct Timeouts {
 pub struct Scenario {
     /// Unique, `[a-zA-Z0-9_.-]+`; the `scenario` label.
     pub name: String,
-    /// Resolved arrival rate per target, requests per second (> 0).
+    /// Resolved mean arrival rate per target, requests per second (> 0).
     pub rate: f64,
-    /// Prompt length in tokens.
+    /// Prompt length in tokens (unused when `dataset` is set: its prompts are sent as they are).
     pub input_tokens: LengthSpec,
-    /// Requested output length (`max_tokens`).
+    /// Requested output length (`max_tokens`); for a dataset, used by entries without their own.
     pub output_tokens: LengthSpec,
+    /// How send times are drawn.
+    pub arrival: ArrivalSpec,
+    /// Shared prompt prefix; `None` = every prompt starts with a unique nonce.
+    pub prefix: Option<PrefixSpec>,
+    /// Replayed prompts instead of synthetic ones.
+    pub dataset: Option<Arc<Dataset>>,
+    /// vLLM `cache_salt` body field (prefix-cache isolation per trust group).
+    pub cache_salt: Option<String>,
 }
 
-/// A token count: fixed, or uniform in an inclusive range; always within 1..=1_000_000.
-#[derive(Debug, Clone, Copy, PartialEq)]
+impl Scenario {
+    /// A synthetic-prompt scenario with Poisson arrivals and no prefix sharing.
+    pub fn synthetic(name: &str, rate: f64, input_tokens: LengthSpec, output_tokens: LengthSpec) -> Self {
+        Scenario {
+            name: name.to_owned(),
+            rate,
+            input_tokens,
+            output_tokens,
+            arrival: ArrivalSpec::default(),
+            prefix: None,
+            dataset: None,
+            cache_salt: None,
+        }
+    }
+}
+
+/// A token-count distribution; every draw is clamped to `min..=max` (1..=1_000_000).
+#[derive(Debug, Clone, PartialEq)]
 pub enum LengthSpec {
     Fixed(u32),
-    Range { min: u32, max: u32 },
+    /// Uniform on the inclusive range.
+    Uniform { min: u32, max: u32 },
+    /// Normal, truncated to `min..=max` (redrawn, not piled up on the bounds).
+    Normal { mean: f64, stddev: f64, min: u32, max: u32 },
+    /// e^N(mu, sigma²), truncated to `min..=max`.
+    LogNormal { mu: f64, sigma: f64, min: u32, max: u32 },
+    /// Observed values with weights (> 0).
+    Empirical { bins: Vec<(u32, f64)> },
+    /// One component per draw, picked by weight (> 0), then clamped to `min..=max`.
+    Mixture { components: Vec<(f64, LengthSpec)>, min: u32, max: u32 },
+}
+
+/// How a scenario's send times are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ArrivalSpec {
+    pub kind: ArrivalKind,
+    pub diurnal: Option<Diurnal>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum ArrivalKind {
+    #[default]
+    Poisson,
+    /// Gamma-distributed gaps with shape `burstiness` (CV² = 1 / burstiness; 1 = Poisson).
+    Gamma { burstiness: f64 },
+    /// Evenly spaced.
+    Constant,
+}
+
+/// Sinusoidal rate modulation: rate × (1 + amplitude × cos(2π (t − peak_at) / period)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Diurnal {
+    pub period: Duration,
+    /// In [0, 1).
+    pub amplitude: f64,
+    pub peak_at: Duration,
+}
+
+/// A shared prompt prefix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixSpec {
+    /// Prefix length in tokens (part of the input length).
+    pub tokens: u32,
+    /// Fraction of requests with a shared prefix, in [0, 1].
+    pub share: f64,
+    /// Number of different prefixes (>= 1).
+    pub distinct: u32,
 }
 
 /// Latency objectives; a request is "good" when it succeeded and meets every set threshold.

@@ -13,6 +13,8 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
+pub use super::raw_workload::{RawArrival, RawDataset, RawLength, RawPrefix};
+
 /// The whole file.
 #[derive(Debug, Deserialize)]
 #[serde(
@@ -47,7 +49,7 @@ fn default_listen() -> String {
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace"
+    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, arrival"
 )]
 pub struct RawProbe {
     /// Total requests per second sent to EACH target, split across the scenarios without their
@@ -62,6 +64,8 @@ pub struct RawProbe {
     /// How long in-flight probes may finish after shutdown starts. Default `10s`.
     #[serde(default = "default_shutdown_grace")]
     pub shutdown_grace: RawDuration,
+    /// Arrival process of every scenario without its own `arrival`. Default Poisson.
+    pub arrival: Option<RawArrival>,
 }
 
 impl Default for RawProbe {
@@ -71,6 +75,7 @@ impl Default for RawProbe {
             seed: None,
             max_in_flight: default_max_in_flight(),
             shutdown_grace: default_shutdown_grace(),
+            arrival: None,
         }
     }
 }
@@ -209,7 +214,7 @@ fn default_total() -> RawDuration {
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens"
+    expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens, ..."
 )]
 pub struct RawScenario {
     /// Unique name, used as the `scenario` label: letters, digits, `_`, `.`, `-`.
@@ -219,10 +224,21 @@ pub struct RawScenario {
     /// Own rate in requests per second per target (> 0), outside `probe.rate`. Exclusive with
     /// `weight`.
     pub rate: Option<f64>,
-    /// Prompt length in tokens: a number, or `{min, max}` for uniform; 1..=1000000.
-    pub input_tokens: RawLength,
-    /// Requested output length in tokens (`max_tokens`): a number, or `{min, max}`.
-    pub output_tokens: RawLength,
+    /// Prompt length in tokens: a number, `{min, max}` for uniform, or a distribution;
+    /// 1..=1000000. Required unless `dataset` is set.
+    pub input_tokens: Option<RawLength>,
+    /// Requested output length in tokens (`max_tokens`), same forms. Required unless every
+    /// dataset entry carries its own.
+    pub output_tokens: Option<RawLength>,
+    /// Arrival process for this scenario, replacing `probe.arrival`.
+    pub arrival: Option<RawArrival>,
+    /// Shared prompt prefix (off by default: every prompt starts with a unique nonce).
+    pub prefix: Option<RawPrefix>,
+    /// Replay prompts from a file instead of synthesizing them.
+    pub dataset: Option<RawDataset>,
+    /// vLLM `cache_salt` sent in the body: requests with different salts never share cached
+    /// prefixes (one salt per trust group).
+    pub cache_salt: Option<String>,
 }
 
 /// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and
@@ -286,52 +302,6 @@ impl<'de> Deserialize<'de> for RawDuration {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// A token count as written: `128` or `{min: 64, max: 256}`. Bounds are checked in validation.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RawLength {
-    Fixed(i64),
-    Range { min: i64, max: i64 },
-}
-
-impl<'de> Deserialize<'de> for RawLength {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(LengthVisitor)
-    }
-}
-
-struct LengthVisitor;
-
-impl<'de> Visitor<'de> for LengthVisitor {
-    type Value = RawLength;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a token count, or {min: N, max: M}")
-    }
-
-    fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawLength, E> {
-        Ok(RawLength::Fixed(i64::try_from(n).unwrap_or(i64::MAX)))
-    }
-
-    fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawLength, E> {
-        Ok(RawLength::Fixed(n))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLength, A::Error> {
-        /// The `{min, max}` form, with the same unknown-field strictness as everything else.
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct MinMax {
-            min: i64,
-            max: i64,
-        }
-        let mm = MinMax::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(RawLength::Range {
-            min: mm.min,
-            max: mm.max,
-        })
     }
 }
 

@@ -53,7 +53,7 @@ fn minimal_file_gets_every_default() {
     assert_eq!(c.scenarios[0].input_tokens, LengthSpec::Fixed(16));
     assert_eq!(
         c.scenarios[0].output_tokens,
-        LengthSpec::Range { min: 1, max: 8 }
+        LengthSpec::Uniform { min: 1, max: 8 }
     );
     assert_eq!(
         c.slo,
@@ -163,15 +163,16 @@ fn serde_errors_carry_path_and_line() {
         err(&text),
         vec![
             "scenarios[0].input_tokens: invalid type: string \"many\", expected a token count, \
-             or {min: N, max: M} (test.yaml:7)"
+             {min: N, max: M}, or a distribution {kind: ..., ...} (test.yaml:7)"
         ]
     );
-    let text = MINIMAL.replace("{min: 1, max: 8}", "{min: 1, max: 8, mean: 4}");
-    assert_eq!(
-        err(&text),
-        vec![
-            "scenarios[0].output_tokens.mean: unknown field `mean`, expected `min` or `max` (test.yaml:8)"
-        ]
+    let text = MINIMAL.replace("{min: 1, max: 8}", "{min: 1, max: 8, average: 4}");
+    let lines = err(&text);
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].starts_with("scenarios[0].output_tokens.average: unknown field `average`, expected one of `kind`")
+            && lines[0].ends_with("(test.yaml:8)"),
+        "{lines:?}"
     );
 }
 
@@ -226,5 +227,5 @@ fn demo_parses() {
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     assert_eq!(c.slo.ttft, Some(Duration::from_millis(500)));
     assert_eq!(c.slo.tpot, Some(Duration::from_millis(50)));
-    assert_eq!(c.slo.e2e, Some(Duration::from_secs(10)));
+    assert_eq!(c.slo.e2e, Some(Duration::from_secs(15)));
 }

@@ -6,15 +6,13 @@
 //! live in `target.rs`.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use super::duration::{format_duration, parse_duration};
-use super::raw::{RawConfig, RawDuration, RawLength, RawProbe, RawScenario, RawSlo};
-use super::target;
-use super::{Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, Slo, Target};
-
-/// Largest accepted token count, input or output.
-const MAX_TOKENS: i64 = 1_000_000;
+use super::raw::{RawConfig, RawDuration, RawProbe, RawScenario, RawSlo};
+use super::{target, workload};
+use super::{ArrivalSpec, Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, Slo, Target};
 
 /// Issues found so far. Paths only; lines are added by the caller.
 #[derive(Default)]
@@ -78,11 +76,14 @@ impl Checker {
 }
 
 /// Validates the whole file. The `Config` is meaningful only when `checker.errors` is empty.
-pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
+/// Relative dataset paths are resolved against `base_dir` (the config file's folder).
+pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let listen = listen(&raw.listen, c);
     let (probe, probe_rate) = probe(&raw.probe, c);
     let targets = target::targets(&raw.targets, c);
-    let scenarios = scenarios(&raw.scenarios, raw.probe.rate, probe_rate, c);
+    let arrival = workload::arrival("probe.arrival", raw.probe.arrival.as_ref(), c);
+    let shared = Shared { explicit_probe_rate: raw.probe.rate, probe_rate, arrival, base_dir };
+    let scenarios = scenarios(&raw.scenarios, &shared, c);
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
     let bench = super::bench::bench(raw.bench.as_ref(), c);
@@ -151,13 +152,16 @@ pub(super) fn check_unique<'a>(
     }
 }
 
-/// Resolves every scenario's rate: its own `rate`, or its weight's share of `probe.rate`.
-fn scenarios(
-    raws: &[RawScenario],
+/// What every scenario inherits from `probe:`.
+struct Shared<'a> {
     explicit_probe_rate: Option<f64>,
     probe_rate: f64,
-    c: &mut Checker,
-) -> Vec<Scenario> {
+    arrival: ArrivalSpec,
+    base_dir: &'a Path,
+}
+
+/// Resolves every scenario's rate: its own `rate`, or its weight's share of `probe.rate`.
+fn scenarios(raws: &[RawScenario], shared: &Shared, c: &mut Checker) -> Vec<Scenario> {
     if raws.is_empty() {
         c.error("scenarios", "at least one scenario is required");
     }
@@ -172,8 +176,8 @@ fn scenarios(
         .enumerate()
         .map(|(i, s)| weight(i, s, c))
         .collect();
-    let shared: f64 = weights.iter().flatten().sum();
-    if shared == 0.0 && !raws.is_empty() && explicit_probe_rate.is_some() {
+    let total_weight: f64 = weights.iter().flatten().sum();
+    if total_weight == 0.0 && !raws.is_empty() && shared.explicit_probe_rate.is_some() {
         c.warn("probe.rate", "unused: every scenario sets its own rate");
     }
     raws.iter()
@@ -182,18 +186,68 @@ fn scenarios(
         .map(|(i, (raw, w))| {
             let path = format!("scenarios[{i}]");
             check_name(&format!("{path}.name"), &raw.name, c);
-            Scenario {
-                name: raw.name.clone(),
-                rate: match (raw.rate, w) {
-                    (Some(own), _) => c.positive(&format!("{path}.rate"), own),
-                    (None, Some(w)) => probe_rate * w / shared,
-                    (None, None) => probe_rate, // unreachable: no rate means a weight
-                },
-                input_tokens: length(&format!("{path}.input_tokens"), raw.input_tokens, c),
-                output_tokens: length(&format!("{path}.output_tokens"), raw.output_tokens, c),
-            }
+            let rate = match (raw.rate, w) {
+                (Some(own), _) => c.positive(&format!("{path}.rate"), own),
+                (None, Some(w)) => shared.probe_rate * w / total_weight,
+                (None, None) => shared.probe_rate, // unreachable: no rate means a weight
+            };
+            scenario(&path, raw, rate, shared, c)
         })
         .collect()
+}
+
+/// One scenario's lengths, arrival, prefix and dataset.
+fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut Checker) -> Scenario {
+    let dataset = raw
+        .dataset
+        .as_ref()
+        .and_then(|d| workload::dataset(&format!("{path}.dataset"), d, shared.base_dir, c));
+    let mut length = |field: &str, value: &Option<super::raw::RawLength>, required: bool| match value {
+        Some(v) => workload::length(&format!("{path}.{field}"), v, c),
+        None => {
+            if required {
+                c.error(path, format!("missing field `{field}`"));
+            }
+            LengthSpec::Fixed(0) // unused: the dataset provides it
+        }
+    };
+    let has_dataset = raw.dataset.is_some();
+    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset);
+    let needs_output = dataset.as_ref().is_none_or(|d| d.entries_without_output() > 0);
+    let output_tokens = length("output_tokens", &raw.output_tokens, needs_output && !(has_dataset && dataset.is_none()));
+    if has_dataset && raw.input_tokens.is_some() {
+        c.error(format!("{path}.input_tokens"), "input_tokens does not apply with a dataset (its prompts are sent as they are)");
+    }
+    if has_dataset && raw.prefix.is_some() {
+        c.error(format!("{path}.prefix"), "prefix does not apply with a dataset");
+    }
+    let prefix = raw.prefix.as_ref().map(|p| workload::prefix(&format!("{path}.prefix"), p, c));
+    if let (Some(p), Some(min)) = (prefix, input_tokens.min_value()) {
+        if p.tokens >= min && p.share > 0.0 {
+            c.warn(
+                format!("{path}.prefix.tokens"),
+                format!("prefix ({}) is not shorter than the shortest input ({min}): shorter draws get a cut prefix", p.tokens),
+            );
+        }
+    }
+    if let Some(salt) = &raw.cache_salt {
+        if salt.is_empty() || salt.len() > 256 {
+            c.error(format!("{path}.cache_salt"), "must be 1 to 256 characters");
+        }
+    }
+    Scenario {
+        name: raw.name.clone(),
+        rate,
+        input_tokens,
+        output_tokens,
+        arrival: match &raw.arrival {
+            Some(a) => workload::arrival(&format!("{path}.arrival"), Some(a), c),
+            None => shared.arrival,
+        },
+        prefix,
+        dataset,
+        cache_salt: raw.cache_salt.clone(),
+    }
 }
 
 /// The scenario's weight when it shares `probe.rate`, `None` when it has its own rate.
@@ -208,36 +262,6 @@ fn weight(i: usize, raw: &RawScenario, c: &mut Checker) -> Option<f64> {
         }
         (_, Some(_)) => None,
         (w, None) => Some(c.positive(&format!("scenarios[{i}].weight"), w.unwrap_or(1.0))),
-    }
-}
-
-fn length(path: &str, raw: RawLength, c: &mut Checker) -> LengthSpec {
-    let mut bounded = |at: String, n: i64| -> u32 {
-        if (1..=MAX_TOKENS).contains(&n) {
-            n as u32
-        } else {
-            c.error(
-                at,
-                format!("token count {n} is out of range: expected 1 to {MAX_TOKENS}"),
-            );
-            1
-        }
-    };
-    match raw {
-        RawLength::Fixed(n) => LengthSpec::Fixed(bounded(path.to_owned(), n)),
-        RawLength::Range { min, max } => {
-            let spec = LengthSpec::Range {
-                min: bounded(format!("{path}.min"), min),
-                max: bounded(format!("{path}.max"), max),
-            };
-            if min > max {
-                c.error(
-                    format!("{path}.min"),
-                    format!("min ({min}) must not be greater than max ({max})"),
-                );
-            }
-            spec
-        }
     }
 }
 

@@ -24,6 +24,15 @@ pub struct ProbeView {
     pub scenario: String,
     pub seq: u64,
     pub request_id: String,
+    /// Readable id `{run}-{target}-{scenario}-{n}`.
+    pub probe_id: String,
+    /// Requested prompt tokens (0 for a replayed prompt) and what the server counted.
+    pub requested_input_tokens: u32,
+    pub prompt_tokens: Option<u64>,
+    /// Index of a replayed dataset prompt.
+    pub dataset_index: Option<u64>,
+    /// SHA-256 of the prompt as sent.
+    pub prompt_sha256: String,
     /// `success`, `error` or `dropped`.
     pub outcome: &'static str,
     /// The error class, `null` on success.
@@ -153,6 +162,11 @@ fn view(outcome: &Outcome, sample: Option<&Sample>) -> ProbeView {
         scenario: outcome.scenario.to_string(),
         seq: outcome.seq,
         request_id: outcome.request_id.clone(),
+        probe_id: outcome.probe_id.clone(),
+        requested_input_tokens: outcome.requested_input_tokens,
+        prompt_tokens: outcome.usage.map(|u| u.prompt_tokens),
+        dataset_index: outcome.dataset_index,
+        prompt_sha256: outcome.prompt_sha256.clone(),
         outcome: class.map_or("success", ErrorClass::outcome_label),
         error: class.map(ErrorClass::as_str),
         error_detail: outcome

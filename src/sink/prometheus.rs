@@ -116,13 +116,21 @@ pub const BUILD_INFO: FamilySpec = FamilySpec {
     name: "llmprobe_build_info",
     help: "llmprobe build",
 };
+pub const PROMPT_TOKEN_ERROR_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_prompt_token_error_ratio",
+    help: "Signed relative error of server-counted prompt tokens vs requested, (usage - requested) / requested",
+};
+pub const WORKLOAD_INFO: FamilySpec = FamilySpec {
+    name: "llmprobe_workload_info",
+    help: "SHA-256 of the whole workload spec and of each scenario's",
+};
 pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
     name: "llmprobe_config_last_reload_successful",
     help: "Whether the last configuration (re)load succeeded",
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 23] = [
+pub const ALL_FAMILIES: [FamilySpec; 25] = [
     REQUESTS_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
@@ -146,6 +154,8 @@ pub const ALL_FAMILIES: [FamilySpec; 23] = [
     TARGET_INFO,
     BUILD_INFO,
     CONFIG_LAST_RELOAD_SUCCESSFUL,
+    PROMPT_TOKEN_ERROR_RATIO,
+    WORKLOAD_INFO,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -170,6 +180,11 @@ pub const TOKENS_PER_FRAME_BUCKETS: [f64; 10] = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8
 pub const SERVER_PHASES: [&str; 5] = ["queue", "prefill", "decode", "total", "load"];
 pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// Signed ratio buckets, symmetric around 0: ±0.5%, ±1%, ±2% (the accuracy target), ±5%, ±10%, ±25%.
+pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [
+    -0.25, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
 ];
 
 // ---- Build identity ------------------------------------------------------------------------------
@@ -222,6 +237,13 @@ struct TargetInfoLabels {
     model: String,
     engine: String,
     engine_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkloadLabels {
+    scenario: String,
+    sha256: String,
+    scenario_sha256: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -302,6 +324,9 @@ fn tokens_per_frame_histogram() -> Histogram {
 fn schedule_lag_histogram() -> Histogram {
     Histogram::new(SCHEDULE_LAG_BUCKETS)
 }
+fn prompt_error_histogram() -> Histogram {
+    Histogram::new(PROMPT_TOKEN_ERROR_BUCKETS)
+}
 
 fn histogram_family<L>(make: fn() -> LatencyHistogram) -> HistogramFamily<L>
 where
@@ -363,6 +388,8 @@ pub struct Metrics {
     target_info_current: Mutex<HashMap<String, TargetInfoLabels>>,
     build_info: Family<BuildLabels, Gauge>,
     reload_ok: Gauge,
+    prompt_error: Family<TsLabels, Histogram, fn() -> Histogram>,
+    workload_info: Family<WorkloadLabels, Gauge>,
 }
 
 impl Metrics {
@@ -408,6 +435,8 @@ impl Metrics {
             target_info_current: Mutex::new(HashMap::new()),
             build_info: Family::default(),
             reload_ok: Gauge::default(),
+            prompt_error: Family::new_with_constructor(prompt_error_histogram),
+            workload_info: Family::default(),
         };
         let r = &mut registry;
         register(r, REQUESTS_TOTAL, m.requests.clone());
@@ -433,6 +462,8 @@ impl Metrics {
         register(r, TARGET_INFO, m.target_info.clone());
         register(r, BUILD_INFO, m.build_info.clone());
         register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, m.reload_ok.clone());
+        register(r, PROMPT_TOKEN_ERROR_RATIO, m.prompt_error.clone());
+        register(r, WORKLOAD_INFO, m.workload_info.clone());
         Metrics { registry, ..m }
     }
 
@@ -447,6 +478,10 @@ impl Metrics {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 self.precreate_pair(&ts, &config.slo);
+                // Replayed prompts have no requested length, so no error to measure.
+                if scenario.dataset.is_none() {
+                    touch(&self.prompt_error, &ts);
+                }
                 for phase in target.api.server_phases() {
                     touch(&self.server_time, &ts.phase(phase));
                 }
@@ -480,6 +515,11 @@ impl Metrics {
     }
 
     fn set_config_gauges(&self, config: &Config) {
+        let workload = crate::workload::fingerprint(config);
+        for (scenario, scenario_sha256) in workload.scenarios {
+            let labels = WorkloadLabels { scenario, sha256: workload.total.clone(), scenario_sha256 };
+            self.workload_info.get_or_create(&labels).set(1);
+        }
         for target in &config.targets {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
@@ -620,6 +660,11 @@ impl Sink for Metrics {
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
             self.record_sample(&ts, s);
             self.record_server_time(&ts, outcome);
+        }
+        if let (Some(usage), true) = (outcome.usage, outcome.requested_input_tokens > 0 && outcome.is_success()) {
+            let requested = f64::from(outcome.requested_input_tokens);
+            let error = (usage.prompt_tokens as f64 - requested) / requested;
+            self.prompt_error.get_or_create(&ts).observe(error);
         }
     }
 }

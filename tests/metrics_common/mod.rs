@@ -45,12 +45,7 @@ pub fn target(name: &str) -> Target {
 }
 
 pub fn scenario(name: &str, rate: f64) -> Scenario {
-    Scenario {
-        name: name.to_owned(),
-        rate,
-        input_tokens: LengthSpec::Fixed(128),
-        output_tokens: LengthSpec::Fixed(4),
-    }
+    Scenario::synthetic(name, rate, LengthSpec::Fixed(128), LengthSpec::Fixed(4))
 }
 
 /// One target `local`, one scenario `chat` at 2/s, TTFT 500 ms and TPOT 50 ms thresholds.
@@ -87,6 +82,9 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         scenario: Arc::from("chat"),
         seq,
         request_id: format!("req-{seq}"),
+        probe_id: format!("run-local-chat-{seq}"),
+        dataset_index: None,
+        prompt_sha256: String::new(),
         model: Arc::from("m"),
         requested_input_tokens: 128,
         requested_output_tokens: 4,

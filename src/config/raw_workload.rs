@@ -1,0 +1,150 @@
+//! Stage 1 for the workload parts of a scenario: length distributions, arrival processes, shared
+//! prefixes and dataset replay, as written in YAML. Checked in `workload.rs`.
+//!
+//! The `///` comments are the user documentation of the format (see `config/README.md`).
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use super::raw::RawDuration;
+
+/// A token count as written: `128`, `{min: 64, max: 256}` (uniform), or a distribution
+/// `{kind: ..., ...}`. Which fields a kind needs is checked in validation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawLength {
+    Fixed(i64),
+    Dist(Box<RawDist>),
+}
+
+/// `{kind: fixed|uniform|normal|lognormal|empirical|mixture, ...}`; `kind` may be omitted for
+/// `{min, max}` (uniform).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a length distribution mapping with kind, ...")]
+pub struct RawDist {
+    /// `fixed`, `uniform`, `normal`, `lognormal`, `empirical` or `mixture`. Default `uniform`.
+    pub kind: Option<String>,
+    /// `fixed`: the count.
+    pub value: Option<i64>,
+    /// Lower clamp (every kind); the lower bound of `uniform`. Default 1.
+    pub min: Option<i64>,
+    /// Upper clamp (every kind); the upper bound of `uniform`. Default 1000000.
+    pub max: Option<i64>,
+    /// `normal`: mean.
+    pub mean: Option<f64>,
+    /// `normal`: standard deviation (>= 0).
+    pub stddev: Option<f64>,
+    /// `lognormal`: median (= e^mu).
+    pub median: Option<f64>,
+    /// `lognormal`: 90th percentile (> median); exclusive with `p99` and `sigma`.
+    pub p90: Option<f64>,
+    /// `lognormal`: 99th percentile (> median); exclusive with `p90` and `sigma`.
+    pub p99: Option<f64>,
+    /// `lognormal`: mu of the underlying normal; exclusive with `median`.
+    pub mu: Option<f64>,
+    /// `lognormal`: sigma of the underlying normal (> 0).
+    pub sigma: Option<f64>,
+    /// `empirical`: observed counts, each equally likely.
+    pub values: Option<Vec<i64>>,
+    /// `empirical`: `[{value, weight}]` pairs; exclusive with `values`.
+    pub histogram: Option<Vec<RawBin>>,
+    /// `mixture`: the components, each a distribution with a `weight`.
+    pub components: Option<Vec<RawDist>>,
+    /// Weight of a `mixture` component (> 0); only inside `components`.
+    pub weight: Option<f64>,
+}
+
+/// One bin of an empirical histogram.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with value and weight")]
+pub struct RawBin {
+    pub value: i64,
+    pub weight: f64,
+}
+
+impl<'de> Deserialize<'de> for RawLength {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LengthVisitor)
+    }
+}
+
+struct LengthVisitor;
+
+impl<'de> Visitor<'de> for LengthVisitor {
+    type Value = RawLength;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a token count, {min: N, max: M}, or a distribution {kind: ..., ...}")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawLength, E> {
+        Ok(RawLength::Fixed(i64::try_from(n).unwrap_or(i64::MAX)))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawLength, E> {
+        Ok(RawLength::Fixed(n))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLength, A::Error> {
+        let dist = RawDist::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(RawLength::Dist(Box::new(dist)))
+    }
+}
+
+/// `probe.arrival` or `scenarios[].arrival`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with kind, burstiness, diurnal")]
+pub struct RawArrival {
+    /// `poisson` (default), `gamma` or `constant`.
+    #[serde(default = "default_arrival_kind")]
+    pub kind: String,
+    /// `gamma` only: the shape; 1 = Poisson, < 1 burstier, > 1 more regular (CV² = 1/burstiness).
+    pub burstiness: Option<f64>,
+    /// Optional sinusoidal modulation of the rate.
+    pub diurnal: Option<RawDiurnal>,
+}
+
+fn default_arrival_kind() -> String {
+    "poisson".to_owned()
+}
+
+/// `arrival.diurnal`: rate(t) = rate × (1 + amplitude × cos(2π (t − peak_at) / period)).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with period, amplitude, peak_at")]
+pub struct RawDiurnal {
+    /// Length of one cycle, e.g. `24h`.
+    pub period: RawDuration,
+    /// Relative swing in [0, 1): 0.5 means the rate runs between 50% and 150% of its mean.
+    pub amplitude: f64,
+    /// Offset from the start of the run to the first peak. Default `0s` (start at the peak).
+    pub peak_at: Option<RawDuration>,
+}
+
+/// `scenarios[].prefix`: a shared prompt prefix to measure prefix-cache behaviour.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with tokens, share, distinct")]
+pub struct RawPrefix {
+    /// Length of the shared prefix in tokens (>= 1), part of `input_tokens`.
+    pub tokens: i64,
+    /// Fraction of requests that start with a shared prefix, in [0, 1]. Default 1.
+    pub share: Option<f64>,
+    /// How many different prefixes are used (each request picks one uniformly). Default 1.
+    pub distinct: Option<i64>,
+}
+
+/// `scenarios[].dataset`: replay prompts from a file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with path, format, order, nonce")]
+pub struct RawDataset {
+    /// File path, relative to the config file.
+    pub path: String,
+    /// `jsonl` (one `{"prompt", "output_tokens"|"max_tokens"}` per line) or `sharegpt`.
+    /// Default: `sharegpt` for `.json` files, else `jsonl`.
+    pub format: Option<String>,
+    /// `random` (default: sampled with replacement) or `sequential` (in file order, wrapping).
+    pub order: Option<String>,
+    /// Start each prompt with a unique nonce (default true) so replays do not hit the prefix
+    /// cache by accident.
+    pub nonce: Option<bool>,
+}

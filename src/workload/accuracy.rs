@@ -1,0 +1,103 @@
+//! `llmprobe workload accuracy`: sends synthetic prompts of given token lengths to one server
+//! and reports how close the server's prompt count (`usage.prompt_tokens`) came to each request,
+//! before and after calibration, and whether output length equalled `max_tokens`.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::{RngExt, SeedableRng};
+use tokio_util::sync::CancellationToken;
+
+use super::calibrate::calibrate_with_tokenize;
+use super::{Calibration, Draw, synthesize};
+use crate::config::Target;
+use crate::exec::{self, Probe};
+use crate::target::TargetRuntime;
+
+/// Figures for one requested length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub requested: u32,
+    /// Server prompt counts, in send order (the first `warmup` are before warm-up ends).
+    pub prompt_tokens: Vec<u64>,
+    pub output_requested: u32,
+    pub output_tokens: Vec<u64>,
+    pub failures: Vec<String>,
+}
+
+impl Row {
+    /// Largest |usage − requested| after the warm-up probes.
+    pub fn max_abs_error(&self, warmup: usize) -> Option<u64> {
+        self.prompt_tokens.iter().skip(warmup).map(|&p| p.abs_diff(self.requested as u64)).max()
+    }
+
+    /// Within ±2% or ±2 tokens, whichever is larger, after warm-up.
+    pub fn within_tolerance(&self, warmup: usize) -> bool {
+        let allowed = (self.requested as f64 * 0.02).max(2.0);
+        self.prompt_tokens.len() > warmup && self.max_abs_error(warmup).is_some_and(|e| e as f64 <= allowed)
+    }
+}
+
+/// What the check found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub calibration: String,
+    pub rows: Vec<Row>,
+    pub warmup: usize,
+}
+
+/// Runs the check: `probes` per length, the first `warmup` of each counting as warm-up. With
+/// `use_tokenize` false, only usage learning is used (as for a server without `/tokenize`).
+pub async fn check(target: Target, lengths: &[u32], output: u32, probes: usize, warmup: usize, use_tokenize: bool) -> anyhow::Result<Report> {
+    let target = Arc::new(TargetRuntime::new(target)?);
+    let cal = Calibration::new(target.config.api);
+    let calibration = if use_tokenize {
+        match calibrate_with_tokenize(&target, &cal).await {
+            Ok(f) => format!("/tokenize: {:.3} tokens/word + {:.1}", f.per_word, f.overhead),
+            Err(e) => format!("no /tokenize ({e}): learning from usage"),
+        }
+    } else {
+        "usage only".to_owned()
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut rows = Vec::new();
+    for &requested in lengths {
+        let mut row = Row { requested, prompt_tokens: vec![], output_requested: output, output_tokens: vec![], failures: vec![] };
+        for seq in 0..probes as u64 {
+            let words = cal.fit().words_for(requested).max(super::NONCE_WORDS);
+            let prompt = synthesize(words, rng.random(), None);
+            let draw = Draw { input_tokens: requested, output_tokens: output, prompt, words, ..Draw::default() };
+            let probe = Probe { target: target.clone(), scenario: Arc::from("accuracy"), seq, draw, intended: Instant::now() };
+            let outcome = exec::execute(probe, &CancellationToken::new()).await;
+            match (&outcome.result, outcome.usage) {
+                (Ok(()), Some(u)) => {
+                    cal.observe(words, u.prompt_tokens);
+                    row.prompt_tokens.push(u.prompt_tokens);
+                    row.output_tokens.push(u.completion_tokens);
+                }
+                (Ok(()), None) => row.failures.push("no usage in the stream".into()),
+                (Err(f), _) => row.failures.push(format!("{}: {}", f.class.as_str(), f.detail)),
+            }
+        }
+        rows.push(row);
+    }
+    Ok(Report { calibration, rows, warmup })
+}
+
+/// A table of the figures.
+pub fn render(report: &Report) -> String {
+    let mut out = format!("calibration: {}\n", report.calibration);
+    let _ = writeln!(out, "| requested | server prompt tokens (first {} = warm-up) | max error after warm-up | output requested | output tokens | ok |", report.warmup);
+    let _ = writeln!(out, "|---:|---|---:|---:|---|---|");
+    for r in &report.rows {
+        let err = r.max_abs_error(report.warmup).map_or("-".into(), |e| format!("{e} ({:.2}%)", 100.0 * e as f64 / r.requested as f64));
+        let outputs_ok = r.output_tokens.iter().all(|&o| o == r.output_requested as u64);
+        let ok = r.within_tolerance(report.warmup) && outputs_ok && r.failures.is_empty();
+        let _ = writeln!(out, "| {} | {:?} | {err} | {} | {:?} | {} |", r.requested, r.prompt_tokens, r.output_requested, r.output_tokens, if ok { "yes" } else { "NO" });
+        for f in &r.failures {
+            let _ = writeln!(out, "  failure: {f}");
+        }
+    }
+    out
+}

@@ -1,0 +1,294 @@
+//! Prompt-length calibration per target: how many words of `prompt.rs` text make N tokens on the
+//! server's own tokenizer (chat template included), with no local model files.
+//!
+//! The server's count is modelled as `tokens = overhead + per_word × words`. Two sources fit it:
+//! - `/tokenize` (vLLM, SGLang, llama.cpp, the mock): a few prompts of known word counts are
+//!   tokenized before probing starts, with `messages` on chat APIs so the template is counted;
+//! - `usage.prompt_tokens` of earlier probes: a least-squares line, shrunk towards the current
+//!   per-word figure while the observed word counts are too alike to tell slope from overhead.
+//!
+//! After a `/tokenize` fit, usage only corrects the overhead (e.g. a server whose `/tokenize`
+//! leaves out BOS). Probes before any fit use the prior (1 token per word plus BOS and, on chat,
+//! a small template). Calibration runs off the probes' clock: in a background task, or before
+//! `--once` sends.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::prompt::synthesize;
+use crate::protocol::ProtocolKind;
+use crate::target::TargetRuntime;
+
+/// Word counts tokenized to fit the line (span the usual prompt sizes).
+const TOKENIZE_WORDS: [u32; 3] = [32, 256, 1024];
+/// Shrinkage of the usage fit's slope towards its prior, in words² (small: data wins fast once
+/// word counts differ by more than a few dozen).
+const SLOPE_PRIOR_WEIGHT: f64 = 400.0;
+/// Per observation, older usage counts weigh this much less (adapts to a changed model).
+const FORGET: f64 = 0.995;
+/// Weight of a new usage residual on the overhead correction after a `/tokenize` fit.
+const RESIDUAL_GAIN: f64 = 0.3;
+
+/// Where the current line comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FitSource {
+    Prior,
+    Tokenize,
+    Usage,
+}
+
+impl FitSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FitSource::Prior => "prior",
+            FitSource::Tokenize => "tokenize",
+            FitSource::Usage => "usage",
+        }
+    }
+}
+
+/// The fitted line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    pub overhead: f64,
+    pub per_word: f64,
+    pub source: FitSource,
+}
+
+impl Fit {
+    /// Words for a prompt of `tokens` tokens (at least 1).
+    pub fn words_for(&self, tokens: u32) -> u32 {
+        (((tokens as f64 - self.overhead) / self.per_word).round()).max(1.0) as u32
+    }
+
+    /// Words for `tokens` tokens of text inside a prompt (no overhead), e.g. a shared prefix.
+    pub fn words_for_text(&self, tokens: u32) -> u32 {
+        ((tokens as f64 / self.per_word).round()).max(1.0) as u32
+    }
+
+    pub fn tokens_for(&self, words: u32) -> f64 {
+        self.overhead + self.per_word * words as f64
+    }
+}
+
+/// Weighted sums for a least-squares line through (words, tokens).
+#[derive(Debug, Default, Clone, Copy)]
+struct Sums {
+    n: f64,
+    w: f64,
+    y: f64,
+    ww: f64,
+    wy: f64,
+}
+
+#[derive(Debug)]
+struct State {
+    fit: Fit,
+    sums: Sums,
+    observed: u64,
+}
+
+/// One target's calibration, shared by its scenarios.
+#[derive(Debug)]
+pub struct Calibration {
+    state: Mutex<State>,
+}
+
+impl Calibration {
+    /// Starts from the prior for the API (BOS, plus a template on chat).
+    pub fn new(api: ProtocolKind) -> Self {
+        let overhead = if api == ProtocolKind::OpenaiChat { 8.0 } else { 1.0 };
+        let fit = Fit { overhead, per_word: 1.0, source: FitSource::Prior };
+        Calibration { state: Mutex::new(State { fit, sums: Sums::default(), observed: 0 }) }
+    }
+
+    pub fn fit(&self) -> Fit {
+        self.lock().fit
+    }
+
+    /// Prompt-token counts learnt from so far.
+    pub fn observed(&self) -> u64 {
+        self.lock().observed
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the line from tokenized (words, tokens) points.
+    pub fn set_tokenized(&self, points: &[(u32, u32)]) {
+        let mut sums = Sums::default();
+        for &(w, y) in points {
+            sums.add(w as f64, y as f64, 1.0);
+        }
+        let (overhead, per_word) = sums.line(1.0, 0.0);
+        self.lock().fit = Fit { overhead, per_word, source: FitSource::Tokenize };
+    }
+
+    /// Learns from a probe of `words` words that the server counted as `prompt_tokens`.
+    pub fn observe(&self, words: u32, prompt_tokens: u64) {
+        if words == 0 || prompt_tokens == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        s.observed += 1;
+        let (w, y) = (words as f64, prompt_tokens as f64);
+        if s.fit.source == FitSource::Tokenize {
+            let residual = y - s.fit.tokens_for(words);
+            s.fit.overhead += RESIDUAL_GAIN * residual;
+            return;
+        }
+        s.sums.scale(FORGET);
+        s.sums.add(w, y, 1.0);
+        let (overhead, per_word) = s.sums.line(s.fit.per_word, SLOPE_PRIOR_WEIGHT);
+        s.fit = Fit { overhead, per_word, source: FitSource::Usage };
+    }
+}
+
+impl Sums {
+    fn add(&mut self, w: f64, y: f64, weight: f64) {
+        self.n += weight;
+        self.w += weight * w;
+        self.y += weight * y;
+        self.ww += weight * w * w;
+        self.wy += weight * w * y;
+    }
+
+    fn scale(&mut self, k: f64) {
+        for v in [&mut self.n, &mut self.w, &mut self.y, &mut self.ww, &mut self.wy] {
+            *v *= k;
+        }
+    }
+
+    /// (intercept, slope), the slope shrunk towards `prior` with weight `lambda`.
+    fn line(&self, prior: f64, lambda: f64) -> (f64, f64) {
+        let (mw, my) = (self.w / self.n, self.y / self.n);
+        let sxx = (self.ww - self.n * mw * mw).max(0.0);
+        let sxy = self.wy - self.n * mw * my;
+        let slope = if sxx + lambda > 0.0 { (sxy + lambda * prior) / (sxx + lambda) } else { prior };
+        let slope = if slope.is_finite() && slope > 0.05 { slope } else { prior };
+        (my - slope * mw, slope)
+    }
+}
+
+/// Fits `cal` from the target's `/tokenize`. Tries the vLLM/SGLang body (`prompt` or
+/// `messages`), then llama.cpp's (`content`). The error says why it could not.
+pub async fn calibrate_with_tokenize(target: &TargetRuntime, cal: &Calibration) -> Result<Fit, String> {
+    let model = target.model().await.map_err(|f| format!("model discovery: {}", f.detail))?;
+    let chat = target.config.api == ProtocolKind::OpenaiChat;
+    let mut points = Vec::new();
+    for (i, words) in TOKENIZE_WORDS.into_iter().enumerate() {
+        let text = synthesize(words, 0x5eed_0000 + i as u64, None);
+        let tokens = tokenize(target, &model, chat, &text).await?;
+        points.push((words, tokens));
+    }
+    cal.set_tokenized(&points);
+    Ok(cal.fit())
+}
+
+async fn tokenize(target: &TargetRuntime, model: &str, chat: bool, text: &str) -> Result<u32, String> {
+    let vllm = if chat {
+        json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
+    } else {
+        json!({"model": model, "prompt": text})
+    };
+    match post_count(target, &vllm).await {
+        Ok(n) => Ok(n),
+        Err(first) => post_count(target, &json!({"content": text, "add_special": true}))
+            .await
+            .map_err(|_| first),
+    }
+}
+
+async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<u32, String> {
+    let timeout = target.config.timeouts.connect + Duration::from_secs(10);
+    let send = target
+        .request(reqwest::Method::POST, "/tokenize")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(body).expect("JSON body"))
+        .send();
+    let resp = tokio::time::timeout(timeout, send)
+        .await
+        .map_err(|_| "POST /tokenize timed out".to_owned())?
+        .map_err(|e| target.redact(&crate::target::error_chain(&e)))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("POST /tokenize: HTTP {status}"));
+    }
+    let bytes = tokio::time::timeout(timeout, resp.bytes())
+        .await
+        .map_err(|_| "POST /tokenize body timed out".to_owned())?
+        .map_err(|e| format!("POST /tokenize: {e}"))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("POST /tokenize: {e}"))?;
+    let count = value
+        .get("count")
+        .and_then(serde_json::Value::as_u64)
+        .or_else(|| value.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64));
+    count.map(|n| n as u32).ok_or_else(|| "POST /tokenize: no count or tokens in the answer".to_owned())
+}
+
+/// Background calibration of one target: retries `/tokenize` until it answers or is clearly
+/// absent (HTTP 404/405/400 etc.: usage learning takes over), stopping with `stop`.
+pub async fn run(target: Arc<TargetRuntime>, cal: Arc<Calibration>, stop: tokio_util::sync::CancellationToken) {
+    for attempt in 0..5u32 {
+        let result = tokio::select! {
+            r = calibrate_with_tokenize(&target, &cal) => r,
+            _ = stop.cancelled() => return,
+        };
+        match result {
+            Ok(fit) => {
+                tracing::info!(target_name = %target.name, overhead = fit.overhead, per_word = fit.per_word, "prompt length calibrated with /tokenize");
+                return;
+            }
+            Err(e) if e.contains("HTTP 4") => {
+                tracing::info!(target_name = %target.name, "no usable /tokenize ({e}): learning prompt length from usage");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(target_name = %target.name, attempt, "calibration failed: {e}");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(5 << attempt.min(3))) => {}
+                    _ = stop.cancelled() => return,
+                }
+            }
+        }
+    }
+    tracing::info!(target_name = %target.name, "giving up on /tokenize: learning prompt length from usage");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_fit_recovers_a_line() {
+        let cal = Calibration::new(ProtocolKind::OpenaiCompletions);
+        for w in [50u32, 400, 120, 900, 60, 300] {
+            cal.observe(w, (3.0 + 1.25 * w as f64).round() as u64);
+        }
+        let f = cal.fit();
+        assert!((f.per_word - 1.25).abs() < 0.01, "{f:?}");
+        assert!((f.tokens_for(f.words_for(512)) - 512.0).abs() <= 1.5);
+    }
+
+    #[test]
+    fn one_length_is_exact_at_that_length() {
+        let cal = Calibration::new(ProtocolKind::OpenaiChat);
+        cal.observe(100, 140);
+        let f = cal.fit();
+        assert!((f.tokens_for(100) - 140.0).abs() < 1e-9, "{f:?}");
+    }
+
+    #[test]
+    fn tokenize_fit_then_usage_corrects_overhead() {
+        let cal = Calibration::new(ProtocolKind::OpenaiCompletions);
+        cal.set_tokenized(&[(32, 33), (256, 257), (1024, 1025)]);
+        assert_eq!(cal.fit().words_for(128), 127);
+        for _ in 0..20 {
+            cal.observe(127, 129); // the server adds one more token than /tokenize said
+        }
+        assert!((cal.fit().overhead - 2.0).abs() < 0.01);
+    }
+}
