@@ -68,6 +68,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         finish_reason: None,
         response_model: None,
         result: Ok(()),
+        trace: crate::trace::TraceIds::new_if_enabled(),
     }
 }
 
@@ -88,6 +89,10 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         .header("accept", "text/event-stream")
         .header("x-request-id", &out.request_id)
         .body(body);
+    let request = match out.trace {
+        Some(ids) => request.header("traceparent", ids.traceparent()),
+        None => request,
+    };
 
     let timeouts = target.config.timeouts;
     out.timeline.sent = Instant::now();

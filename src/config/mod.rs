@@ -4,13 +4,14 @@
 //! The validated types below are the contract the rest of the crate reads.
 //!
 //! Files: `raw.rs` (stage 1: serde structs and defaults), `validate.rs` and `target.rs`
-//! (stage 2: every check), `duration.rs` (`250ms`-style durations), `locate.rs` (path -> line).
+//! (stage 2: every check), `telemetry.rs` (the `tracing:` and `sources:` sections), `duration.rs` (`250ms`-style durations), `locate.rs` (path -> line).
 //! The file format is documented in `config/README.md`.
 
 mod duration;
 mod locate;
 mod raw;
 mod target;
+mod telemetry;
 mod validate;
 
 use std::fmt;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use crate::protocol::ProtocolKind;
 
 pub use duration::parse_duration;
+pub use telemetry::{OtlpProtocol, Tracing};
 
 /// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
 pub const DEMO_YAML: &str = include_str!("../../config/demo.yaml");
@@ -162,6 +164,10 @@ pub struct Config {
     pub targets: Vec<Target>,
     pub scenarios: Vec<Scenario>,
     pub slo: Slo,
+    /// OTLP trace export (`tracing:`); `OTEL_*` variables fill what is not set.
+    pub tracing: Tracing,
+    /// Engine and GPU telemetry sources (`sources:`).
+    pub sources: Vec<crate::source::SourceSpec>,
     /// Non-fatal findings (e.g. an in-flight cap that may drop probes), in file order.
     pub warnings: Vec<ConfigIssue>,
 }

@@ -17,7 +17,7 @@ use serde::de::{self, MapAccess, Visitor};
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo"
+    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources"
 )]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
@@ -35,6 +35,12 @@ pub struct RawConfig {
     /// Latency objectives used for goodput.
     #[serde(default)]
     pub slo: RawSlo,
+    /// OTLP trace export and exemplars (`config/README.md` "tracing").
+    #[serde(default)]
+    pub tracing: super::telemetry::RawTracing,
+    /// Engine and GPU telemetry scraped alongside the probes (`config/README.md` "sources").
+    #[serde(default)]
+    pub sources: Vec<super::telemetry::RawSource>,
 }
 
 fn default_listen() -> String {

@@ -85,12 +85,16 @@ pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
     let scenarios = scenarios(&raw.scenarios, raw.probe.rate, probe_rate, c);
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
+    let tracing = super::telemetry::tracing(&raw.tracing, c);
+    let sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
     Config {
         listen,
         probe,
         targets,
         scenarios,
         slo,
+        tracing,
+        sources,
         warnings: Vec::new(),
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -100,9 +101,21 @@ pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
     name: "llmprobe_config_last_reload_successful",
     help: "Whether the last configuration (re)load succeeded",
 };
+pub const TARGET_INFO_CHANGE_TIMESTAMP_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_target_info_change_timestamp_seconds",
+    help: "Unix time the target's model or engine version last changed (a release marker)",
+};
+pub const SOURCE_UP: FamilySpec = FamilySpec {
+    name: "llmprobe_source_up",
+    help: "Whether the last scrape of a telemetry source succeeded",
+};
+pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_source_scrape_duration_seconds",
+    help: "Duration of the last scrape of a telemetry source",
+};
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 18] = [
+pub const ALL_FAMILIES: [FamilySpec; 21] = [
     REQUESTS_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
@@ -121,6 +134,9 @@ pub const ALL_FAMILIES: [FamilySpec; 18] = [
     TARGET_INFO,
     BUILD_INFO,
     CONFIG_LAST_RELOAD_SUCCESSFUL,
+    TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
+    SOURCE_UP,
+    SOURCE_SCRAPE_DURATION_SECONDS,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -188,6 +204,37 @@ struct TargetInfoLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+
+/// Exemplar labels linking a latency observation to its trace.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceExemplar {
+    trace_id: String,
+    span_id: String,
+}
+
+/// OpenMetrics caps an exemplar's label names and values at 128 UTF-8 characters in all.
+pub const EXEMPLAR_MAX_CHARS: usize = 128;
+
+impl TraceExemplar {
+    /// Builds the exemplar, cutting values so names plus values stay within the limit (W3C ids
+    /// use 63 characters, so this only bites for foreign id formats).
+    pub fn new(trace_id: &str, span_id: &str) -> TraceExemplar {
+        let names = "trace_id".len() + "span_id".len();
+        let budget = EXEMPLAR_MAX_CHARS - names;
+        let trace_id: String = trace_id.chars().take(budget).collect();
+        let span_id: String = span_id.chars().take(budget - trace_id.chars().count()).collect();
+        TraceExemplar { trace_id, span_id }
+    }
+
+    pub fn chars(&self) -> usize {
+        "trace_id".len() + "span_id".len() + self.trace_id.chars().count() + self.span_id.chars().count()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     revision: &'static str,
@@ -236,20 +283,19 @@ fn configured_slos(slo: &Slo) -> impl Iterator<Item = (&'static str, f64)> + '_ 
 
 // ---- Families ------------------------------------------------------------------------------------
 
-/// The latency histogram type. Exemplars (`trace_id`/`span_id`) come by switching this alias to
-/// `HistogramWithExemplars<_>` and the body of `observe_latency`; nothing else reads it.
-type LatencyHistogram = Histogram;
+/// The latency histogram type: observations of traced probes carry a `trace_id`/`span_id` exemplar.
+type LatencyHistogram = HistogramWithExemplars<TraceExemplar>;
 type HistogramFamily<L> = Family<L, LatencyHistogram, fn() -> LatencyHistogram>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn ttft_histogram() -> LatencyHistogram {
-    LatencyHistogram::new(TTFT_BUCKETS)
+    LatencyHistogram::new(TTFT_BUCKETS.into_iter())
 }
 fn tpot_histogram() -> LatencyHistogram {
-    LatencyHistogram::new(TPOT_BUCKETS)
+    LatencyHistogram::new(TPOT_BUCKETS.into_iter())
 }
 fn e2e_histogram() -> LatencyHistogram {
-    LatencyHistogram::new(E2E_BUCKETS)
+    LatencyHistogram::new(E2E_BUCKETS.into_iter())
 }
 fn schedule_lag_histogram() -> Histogram {
     Histogram::new(SCHEDULE_LAG_BUCKETS)
@@ -271,8 +317,9 @@ where
     drop(family.get_or_create(labels));
 }
 
-fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, seconds: f64) {
-    family.get_or_create(labels).observe(seconds);
+fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, seconds: f64, exemplar: Option<&TraceExemplar>) {
+    let at = exemplar.map(|_| std::time::SystemTime::now());
+    family.get_or_create(labels).observe(seconds, exemplar.cloned(), at);
 }
 
 /// Registers under the exported name: prometheus-client appends `_total` to counters and the unit
@@ -310,12 +357,21 @@ pub struct Metrics {
     target_info_current: Mutex<HashMap<String, TargetInfoLabels>>,
     build_info: Family<BuildLabels, Gauge>,
     reload_ok: Gauge,
+    target_info_change: Family<TargetLabels, FloatGauge>,
+    source_up: Family<SourceLabels, Gauge>,
+    source_scrape_duration: Family<SourceLabels, FloatGauge>,
+    /// Whether traced probes leave exemplars (`tracing.exemplars`).
+    exemplars: bool,
 }
 
 impl Metrics {
     /// Registers every family and pre-creates at zero every series whose labels config determines.
     pub fn new(config: &Config) -> Self {
-        let metrics = Self::register_all();
+        let mut metrics = Self::register_all();
+        metrics.exemplars = config.tracing.exemplars;
+        for source in &config.sources {
+            touch(&metrics.source_up, &SourceLabels { source: source.name.clone() });
+        }
         metrics.precreate(config);
         metrics.set_config_gauges(config);
         let build = BuildLabels {
@@ -350,6 +406,10 @@ impl Metrics {
             target_info_current: Mutex::new(HashMap::new()),
             build_info: Family::default(),
             reload_ok: Gauge::default(),
+            target_info_change: Family::default(),
+            source_up: Family::default(),
+            source_scrape_duration: Family::default(),
+            exemplars: true,
         };
         let r = &mut registry;
         register(r, REQUESTS_TOTAL, m.requests.clone());
@@ -370,6 +430,9 @@ impl Metrics {
         register(r, TARGET_INFO, m.target_info.clone());
         register(r, BUILD_INFO, m.build_info.clone());
         register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, m.reload_ok.clone());
+        register(r, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS, m.target_info_change.clone());
+        register(r, SOURCE_UP, m.source_up.clone());
+        register(r, SOURCE_SCRAPE_DURATION_SECONDS, m.source_scrape_duration.clone());
         Metrics { registry, ..m }
     }
 
@@ -452,6 +515,19 @@ impl Metrics {
         self.target_info.get_or_create(&labels).set(1);
     }
 
+    /// Marks a release: the target's model or engine version changed at `unix_seconds`.
+    pub fn set_target_info_change(&self, target: &str, unix_seconds: f64) {
+        self.target_info_change.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
+    }
+
+    pub fn set_source_up(&self, source: &str, up: bool) {
+        self.source_up.get_or_create(&SourceLabels { source: source.to_owned() }).set(i64::from(up));
+    }
+
+    pub fn set_source_scrape_duration(&self, source: &str, seconds: f64) {
+        self.source_scrape_duration.get_or_create(&SourceLabels { source: source.to_owned() }).set(seconds);
+    }
+
     pub fn set_config_reload_ok(&self, ok: bool) {
         self.reload_ok.set(i64::from(ok));
     }
@@ -472,15 +548,15 @@ impl Metrics {
         sort_series(&out)
     }
 
-    fn record_sample(&self, ts: &TsLabels, s: &Sample) {
-        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64());
+    fn record_sample(&self, ts: &TsLabels, s: &Sample, ex: Option<&TraceExemplar>) {
+        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64(), ex);
         if let Some(tpot) = s.tpot {
-            observe_latency(&self.tpot, ts, tpot.as_secs_f64());
+            observe_latency(&self.tpot, ts, tpot.as_secs_f64(), ex);
         }
         for gap in &s.itl {
-            observe_latency(&self.itl, ts, gap.as_secs_f64());
+            observe_latency(&self.itl, ts, gap.as_secs_f64(), ex);
         }
-        observe_latency(&self.e2e, ts, s.e2e.as_secs_f64());
+        observe_latency(&self.e2e, ts, s.e2e.as_secs_f64(), ex);
         self.record_tokens(ts, s);
         if s.goodput {
             self.goodput.get_or_create(ts).inc();
@@ -523,7 +599,28 @@ impl Sink for Metrics {
             self.schedule_lag.get_or_create(&target).observe(lag);
         }
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
-            self.record_sample(&ts, s);
+            // Only a sampled trace is exported, so only it is worth linking to.
+            let exemplar = outcome
+                .trace
+                .filter(|ids| self.exemplars && ids.sampled)
+                .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
+            self.record_sample(&ts, s, exemplar.as_ref());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exemplar_labels_fit_the_openmetrics_limit() {
+        let w3c = TraceExemplar::new(&"a".repeat(32), &"b".repeat(16));
+        assert_eq!(w3c.chars(), 63);
+        assert_eq!(w3c.trace_id.len(), 32);
+        let long = TraceExemplar::new(&"x".repeat(200), &"y".repeat(50));
+        assert_eq!(long.chars(), EXEMPLAR_MAX_CHARS);
+        let mixed = TraceExemplar::new(&"é".repeat(100), "s");
+        assert!(mixed.chars() <= EXEMPLAR_MAX_CHARS);
     }
 }
