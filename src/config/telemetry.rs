@@ -55,9 +55,8 @@ pub struct RawSource {
     /// Time between scrapes. Default `5s`.
     #[serde(default = "default_interval")]
     pub interval: RawDuration,
-    /// Scrape time limit, at most `interval`. Default `2s`.
-    #[serde(default = "default_timeout")]
-    pub timeout: RawDuration,
+    /// Scrape time limit, at most `interval`. Default `2s`, or `interval` when shorter.
+    pub timeout: Option<RawDuration>,
     /// GPU selection for `dcgm` and `nvml`; empty selects every GPU on the page or machine.
     #[serde(default)]
     pub filters: RawFilters,
@@ -67,9 +66,8 @@ fn default_interval() -> RawDuration {
     RawDuration("5s".to_owned())
 }
 
-fn default_timeout() -> RawDuration {
-    RawDuration("2s".to_owned())
-}
+/// Default scrape timeout (capped at the interval).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `filters:` of a source. A GPU is selected when it matches every list that is set.
 #[derive(Debug, Default, Deserialize)]
@@ -156,7 +154,7 @@ pub(super) fn tracing(raw: &RawTracing, c: &mut Checker) -> Tracing {
 
 pub(super) fn sources(raw: &[RawSource], targets: &[RawTarget], c: &mut Checker) -> Vec<SourceSpec> {
     let specs: Vec<SourceSpec> = raw.iter().enumerate().map(|(i, s)| source(&format!("sources[{i}]"), s, targets, c)).collect();
-    check_unique("sources", "source name", specs.iter().map(|s| s.name.as_str()), c);
+    check_unique("sources", "source", specs.iter().map(|s| s.name.as_str()), c);
     specs
 }
 
@@ -181,12 +179,15 @@ fn source(path: &str, raw: &RawSource, targets: &[RawTarget], c: &mut Checker) -
     }
     check_url(path, raw, &kind, c);
     let name = raw.name.clone().unwrap_or_else(|| match &raw.target {
-        Some(t) => format!("{}-{t}", kind.as_str()),
-        None => kind.as_str().to_owned(),
+        Some(t) => format!("{}-{t}", raw.kind),
+        None => raw.kind.clone(),
     });
     check_name(&format!("{path}.name"), &name, c);
     let interval = c.positive_duration(&format!("{path}.interval"), &raw.interval);
-    let timeout = c.positive_duration(&format!("{path}.timeout"), &raw.timeout);
+    let timeout = match &raw.timeout {
+        Some(t) => c.positive_duration(&format!("{path}.timeout"), t),
+        None => DEFAULT_TIMEOUT.min(interval),
+    };
     if timeout > interval && interval > Duration::ZERO {
         c.error(format!("{path}.timeout"), "must not exceed interval");
     }

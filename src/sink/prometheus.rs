@@ -317,9 +317,10 @@ where
     drop(family.get_or_create(labels));
 }
 
+/// Exemplars go without a timestamp (optional in OpenMetrics; Prometheus uses the scrape time),
+/// which keeps the exposition deterministic.
 fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, seconds: f64, exemplar: Option<&TraceExemplar>) {
-    let at = exemplar.map(|_| std::time::SystemTime::now());
-    family.get_or_create(labels).observe(seconds, exemplar.cloned(), at);
+    family.get_or_create(labels).observe(seconds, exemplar.cloned(), None);
 }
 
 /// Registers under the exported name: prometheus-client appends `_total` to counters and the unit
