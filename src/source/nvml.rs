@@ -1,6 +1,7 @@
 //! GPU readings straight from the NVIDIA driver through NVML (nvml-wrapper). The library is
-//! loaded at run time: on a machine without the driver the source logs one clear line, stays
-//! down (`llmprobe_source_up{source="nvml"} 0`) and retries quietly; nothing panics.
+//! loaded at run time: on a machine without the driver the source stays down
+//! (`llmprobe_source_up{source="nvml"} 0`, one log line from the scrape loop) and retries
+//! quietly; nothing panics.
 
 use std::sync::Arc;
 
@@ -12,15 +13,14 @@ use super::{GpuFilter, Reading, Source};
 pub struct NvmlSource {
     nvml: Option<Arc<Nvml>>,
     filter: GpuFilter,
-    warned: bool,
 }
 
 impl NvmlSource {
     pub fn new(filter: GpuFilter) -> Self {
-        NvmlSource { nvml: None, filter, warned: false }
+        NvmlSource { nvml: None, filter }
     }
 
-    /// Loads NVML once; a failure is logged on the first try only.
+    /// Loads NVML once it can (the scrape loop logs the first failure).
     async fn handle(&mut self) -> Result<Arc<Nvml>, String> {
         if let Some(n) = &self.nvml {
             return Ok(n.clone());
@@ -32,14 +32,7 @@ impl NvmlSource {
                 self.nvml = Some(n.clone());
                 Ok(n)
             }
-            Err(e) => {
-                let msg = format!("NVML unavailable (no NVIDIA driver or libnvidia-ml.so.1 on this machine?): {e}");
-                if !self.warned {
-                    tracing::warn!("{msg}; the nvml source stays down");
-                    self.warned = true;
-                }
-                Err(msg)
-            }
+            Err(e) => Err(format!("NVML unavailable (no NVIDIA driver or libnvidia-ml.so.1 on this machine?): {e}")),
         }
     }
 }
