@@ -49,11 +49,9 @@ def wait_ready(port, path="/metrics"):
     raise SystemExit(f"nothing listening on {port}")
 
 
-def run_prober(mock_port, rate, output_tokens, seconds, warmup=2.0):
-    """Runs the prober at `rate`; returns (cpu s, requests, lag bucket deltas, errors) after warm-up."""
-    port = free_port()
+def write_config(port, mock_port, rate, output_tokens):
     cfg = f"""listen: 127.0.0.1:{port}
-probe: {{rate: {rate}, seed: 7, max_in_flight: 100000, shutdown_grace: 1s}}
+probe: {{rate: {rate}, seed: 7, max_in_flight: 100000, shutdown_grace: 60s}}
 targets:
   - name: mock
     base_url: http://127.0.0.1:{mock_port}
@@ -63,22 +61,46 @@ targets:
 scenarios:
   - {{name: s, input_tokens: 64, output_tokens: {output_tokens}}}
 """
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(cfg)
-    proc = subprocess.Popen([BIN, "--log", "error", "probe", "--config", f.name], stdout=subprocess.DEVNULL)
+    f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    f.write(cfg); f.close()
+    return f.name
+
+
+def cpu_per_request(mock_port, rate, output_tokens, seconds):
+    """Whole-process CPU (user+sys, from wait4) of a prober that schedules for `seconds`, then
+    stops scheduling and lets every probe finish; divided by the probes it recorded."""
+    port = free_port()
+    path = write_config(port, mock_port, rate, output_tokens)
+    proc = subprocess.Popen([BIN, "--log", "info", "probe", "--config", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_ready(port)
+    time.sleep(seconds)
+    final = scrape(port)
+    proc.send_signal(15)
+    _, _, usage = os.wait4(proc.pid, 0)
+    log = proc.stderr.read()
+    os.unlink(path)
+    m = re.search(r"stopped scheduled=(\d+) recorded=(\d+)", log)
+    recorded = int(m.group(2)) if m else 0
+    errors = total(final, "llmprobe_requests_total", 'outcome="error"')
+    return usage.ru_utime + usage.ru_stime, recorded, errors
+
+
+def lag_at_rate(mock_port, rate, output_tokens, seconds, warmup=2.0):
+    """Schedule-lag bucket counts (deltas after warm-up) and errors at `rate`."""
+    port = free_port()
+    path = write_config(port, mock_port, rate, output_tokens)
+    proc = subprocess.Popen([BIN, "--log", "error", "probe", "--config", path], stdout=subprocess.DEVNULL)
     try:
         wait_ready(port)
         time.sleep(warmup)
-        t0, c0 = scrape(port), cpu_seconds(proc.pid)
+        t0 = scrape(port)
         time.sleep(seconds)
-        t1, c1 = scrape(port), cpu_seconds(proc.pid)
+        t1 = scrape(port)
     finally:
-        proc.terminate(); proc.wait(); os.unlink(f.name)
-    done = total(t1, "llmprobe_requests_total") - total(t0, "llmprobe_requests_total")
+        proc.terminate(); proc.wait(); os.unlink(path)
     errors = total(t1, "llmprobe_requests_total", 'outcome="error"') - total(t0, "llmprobe_requests_total", 'outcome="error"')
     b0, b1 = lag_buckets(t0), lag_buckets(t1)
-    lag = {le: b1[le] - b0.get(le, 0) for le in b1}
-    return c1 - c0, done, lag, errors
+    return {le: b1[le] - b0.get(le, 0) for le in b1}, errors
 
 
 def main():
@@ -87,18 +109,18 @@ def main():
     try:
         wait_ready(mock_port, "/health")
         repeats, seconds = (1, 6) if QUICK else (3, 20)
-        print(f"# prober CPU per 1,000 streamed requests (256 output tokens, rate 50/s, {seconds}s, {repeats} runs)")
+        print(f"# prober CPU per 1,000 streamed requests (256 output tokens, rate 50/s for {seconds}s then drained, {repeats} runs; includes start-up)")
         per_k = []
         for _ in range(repeats):
-            cpu, done, _, errors = run_prober(mock_port, 50, 256, seconds)
+            cpu, done, errors = cpu_per_request(mock_port, 50, 256, seconds)
             per_k.append(cpu / max(done, 1) * 1000)
-            print(f"  run: {done:.0f} requests, {errors:.0f} errors, {cpu:.2f} s CPU -> {per_k[-1]:.3f} s per 1,000")
+            print(f"  run: {done} requests, {errors:.0f} errors, {cpu:.2f} s CPU -> {per_k[-1]:.3f} s per 1,000")
         print(f"cpu_seconds_per_1000_requests_median {statistics.median(per_k):.3f}")
 
         print("# highest Poisson rate with schedule lag p99 <= 1 ms (32 output tokens, 10 s per rate)")
         best = 0
         for rate in ([100, 400, 1600] if QUICK else [50, 100, 200, 400, 800, 1200, 1600, 2400, 3200]):
-            _, done, lag, errors = run_prober(mock_port, rate, 32, 10)
+            lag, errors = lag_at_rate(mock_port, rate, 32, 10)
             n = lag.get("+Inf", 0)
             within = lag.get("0.001", 0) / n if n else 0
             ok = n > 0 and within >= 0.99

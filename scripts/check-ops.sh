@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the operations package: alert rules and their unit tests, the Helm chart in both modes,
-# the chart's copies of rules and dashboards, the dashboards' structure and PromQL, and metric names.
+# Checks the operations package: alert rules and their unit tests, the Helm chart in both modes and its
+# values schema (broken values files must be rejected), the chart's copies of rules and dashboards, the
+# dashboards' structure and PromQL, and metric names.
 #   scripts/check-ops.sh [METRICS_FILE]
 # METRICS_FILE is llmprobe's /metrics text (default: tests/fixtures/ops/llmprobe-metrics-sample.txt).
 # Tools: promtool, helm v4, kubernetes-validate (scripts/install-test-tools.sh installs them).
@@ -160,6 +161,33 @@ check_rendered() {
   return $rc
 }
 run "rendered objects: kinds per mode, config checksum, test hook, api key file, dashboards, PrometheusRule rules" check_rendered
+
+# Each file in BAD_VALUES breaks one value and names, in a `# expect:` line, the schema error it must
+# cause. Both `helm lint --strict` and `helm template` must fail, and with that error, not another one.
+BAD_VALUES=tests/fixtures/ops/helm-bad-values
+check_bad_values() {
+  local rc=0 n=0 f expect out
+  for f in "$BAD_VALUES"/*.yaml; do
+    [ -e "$f" ] || continue
+    n=$((n + 1))
+    expect=$(sed -n 's/^# expect: //p' "$f")
+    if [ -z "$expect" ]; then echo "$f: no '# expect:' line"; rc=1; continue; fi
+    if out=$(helm template llmprobe "$CHART" -f "$f" 2>&1); then
+      echo "$f: helm template accepted it"; rc=1
+    elif ! grep -qF "values don't meet the specifications of the schema" <<<"$out" || ! grep -qF -- "$expect" <<<"$out"; then
+      echo "$f: helm template failed without the schema error \"$expect\":"; sed 's/^/  /' <<<"$out"; rc=1
+    fi
+    if out=$(helm lint --strict "$CHART" -f "$f" 2>&1); then
+      echo "$f: helm lint --strict accepted it"; rc=1
+    elif ! grep -qF -- "$expect" <<<"$out"; then
+      echo "$f: helm lint --strict failed without \"$expect\":"; sed 's/^/  /' <<<"$out"; rc=1
+    fi
+  done
+  [ "$n" -ge 4 ] || { echo "only $n bad values files in $BAD_VALUES"; rc=1; }
+  echo "$n bad values files checked"
+  return $rc
+}
+run "schema rejects each broken values file in $BAD_VALUES (helm lint and helm template)" check_bad_values
 
 echo "== dashboards"
 check_dashboards() {

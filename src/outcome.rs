@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::protocol::Usage;
+use crate::protocol::{ServerTiming, Usage};
 use crate::trace::TraceIds;
 
 /// Why a probe did not succeed. The closed set of `error` label values.
@@ -110,6 +110,9 @@ pub struct TextFrame {
     pub at: Instant,
     pub content_bytes: usize,
     pub reasoning_bytes: usize,
+    /// Tokens in this frame when the API says so per frame (llama.cpp `tokens`, TGI events,
+    /// vLLM `continuous_usage_stats`); `None` when unknown.
+    pub tokens: Option<u64>,
 }
 
 /// When things happened, on one monotonic clock.
@@ -158,6 +161,14 @@ pub struct Outcome {
     pub http_status: Option<u16>,
     /// Server-reported usage (the last one seen in the stream).
     pub usage: Option<Usage>,
+    /// The API's own token counters when it has no OpenAI usage (Ollama `eval_count`, TGI
+    /// `details.generated_tokens`, llama.cpp `timings.predicted_n`).
+    pub api_counter: Option<Usage>,
+    /// Server-reported time per phase (body fields or response headers), where the API gives it.
+    pub server_timing: ServerTiming,
+    /// Whether the request streamed. A non-streaming probe has one "frame" (the whole body) at
+    /// its end: only E2E is meaningful.
+    pub streamed: bool,
     pub finish_reason: Option<String>,
     pub response_model: Option<String>,
     /// `Ok` = success; otherwise the classified failure.

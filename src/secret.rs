@@ -1,7 +1,12 @@
 //! API keys: read from an env var or a file, held in a wrapper that never prints itself, and
 //! scrubbed from any text (error bodies, error chains) before that text is logged or exported.
+//! A key file is re-read when its modification time changes (checked at most every
+//! `RECHECK`), so a rotated secret (e.g. a Kubernetes Secret volume) is picked up without a restart.
 
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::SecretRef;
 
@@ -55,9 +60,102 @@ pub fn resolve(reference: &SecretRef) -> Result<Secret, SecretError> {
     Ok(Secret(value))
 }
 
+/// How often a key file's modification time is looked at.
+pub const RECHECK: Duration = Duration::from_secs(5);
+
+/// A resolved API key that follows its file when the file changes.
+pub struct KeySource {
+    file: Option<PathBuf>,
+    state: Mutex<KeyState>,
+    recheck: Duration,
+}
+
+struct KeyState {
+    current: Secret,
+    /// The value before the last rotation, still scrubbed from text.
+    previous: Option<Secret>,
+    mtime: Option<SystemTime>,
+    checked: Instant,
+}
+
+impl KeySource {
+    /// Resolves the reference now; errors name the reference, never the value.
+    pub fn new(reference: &SecretRef) -> Result<Self, SecretError> {
+        Self::with_recheck(reference, RECHECK)
+    }
+
+    pub fn with_recheck(reference: &SecretRef, recheck: Duration) -> Result<Self, SecretError> {
+        let current = resolve(reference)?;
+        let file = match reference {
+            SecretRef::File(path) => Some(path.clone()),
+            SecretRef::Env(_) => None,
+        };
+        let mtime = file.as_ref().and_then(|p| modified(p));
+        let state = KeyState { current, previous: None, mtime, checked: Instant::now() };
+        Ok(KeySource { file, state: Mutex::new(state), recheck })
+    }
+
+    /// The key to send now. A file whose mtime changed is re-read; a failed or empty re-read
+    /// keeps the previous value (logged without the value).
+    pub fn current(&self) -> Secret {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(path) = &self.file {
+            if st.checked.elapsed() >= self.recheck {
+                st.checked = Instant::now();
+                let mtime = modified(path);
+                if mtime != st.mtime {
+                    st.mtime = mtime;
+                    match resolve(&SecretRef::File(path.clone())) {
+                        Ok(fresh) if fresh != st.current => {
+                            tracing::info!(file = %path.display(), "api key file changed: using the new key");
+                            st.previous = Some(std::mem::replace(&mut st.current, fresh));
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!("api key file re-read failed, keeping the previous key: {e}"),
+                    }
+                }
+            }
+        }
+        st.current.clone()
+    }
+
+    /// Scrubs the current and the previous key from `text`.
+    pub fn redact(&self, text: &str) -> String {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let text = st.current.redact(text);
+        match &st.previous {
+            Some(p) => p.redact(&text),
+            None => text,
+        }
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotated_file_is_reread_and_both_values_are_redacted() {
+        let path = std::env::temp_dir().join(format!("llmprobe-rotate-{}", std::process::id()));
+        std::fs::write(&path, "sk-old\n").unwrap();
+        let source = KeySource::with_recheck(&SecretRef::File(path.clone()), Duration::ZERO).unwrap();
+        assert_eq!(source.current().expose(), "sk-old");
+        std::fs::write(&path, "sk-new\n").unwrap();
+        // Force a different mtime even on coarse-grained file systems.
+        let later = SystemTime::now() + Duration::from_secs(2);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(later).unwrap();
+        assert_eq!(source.current().expose(), "sk-new");
+        assert_eq!(source.redact("a sk-old b sk-new"), "a *** b ***");
+        // An emptied file keeps the last good key.
+        std::fs::write(&path, "").unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(later + Duration::from_secs(2)).unwrap();
+        assert_eq!(source.current().expose(), "sk-new");
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn never_printed_and_redacted() {

@@ -1,4 +1,6 @@
-//! A target at run time: its HTTP client, resolved API key, and discovered model/engine.
+//! A target at run time: its HTTP client (TLS, HTTP version, proxies from the standard
+//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` variables), its API key, and the model and engine
+//! discovered from the endpoints its API family serves.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, RwLock};
@@ -9,7 +11,9 @@ use serde::Deserialize;
 
 use crate::config::Target;
 use crate::outcome::{ErrorClass, Failure};
-use crate::secret::{self, Secret};
+use crate::config::HttpVersion;
+use crate::protocol::ProtocolKind;
+use crate::secret::KeySource;
 
 /// What `/v1/models` and `/version` told us about a target.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +27,7 @@ pub struct TargetRuntime {
     pub config: Target,
     pub name: Arc<str>,
     client: reqwest::Client,
-    api_key: Option<Secret>,
+    api_key: Option<KeySource>,
     model: RwLock<Option<Arc<str>>>,
     /// Probes of this target currently running (the in-flight cap reads it).
     pub in_flight: AtomicUsize,
@@ -33,16 +37,10 @@ impl TargetRuntime {
     /// Builds the client and resolves the API key. Errors name the key's source, never its value.
     pub fn new(config: Target) -> anyhow::Result<Self> {
         let api_key = match &config.api_key {
-            Some(r) => Some(secret::resolve(r).with_context(|| format!("target {}", config.name))?),
+            Some(r) => Some(KeySource::new(r).with_context(|| format!("target {}", config.name))?),
             None => None,
         };
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.timeouts.connect)
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("building HTTP client")?;
+        let client = build_client(&config).with_context(|| format!("target {}: building HTTP client", config.name))?;
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
         Ok(TargetRuntime { name: Arc::from(config.name.as_str()), config, client, api_key, model, in_flight: AtomicUsize::new(0) })
     }
@@ -59,7 +57,7 @@ impl TargetRuntime {
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let mut req = self.client.request(method, format!("{}{}", self.config.base_url, path));
         if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key.expose());
+            req = req.bearer_auth(key.current().expose());
         }
         for (name, value) in &self.config.headers {
             req = req.header(name, value);
@@ -76,8 +74,19 @@ impl TargetRuntime {
         Ok(self.model.write().expect("model lock").get_or_insert_with(|| Arc::from(found.model)).clone())
     }
 
-    /// Asks `/v1/models` (first model) and `/version` (engine version, when served).
+    /// Asks the endpoints the target's API family serves for its model, engine and version:
+    /// OpenAI `/v1/models` + `/version`, Ollama `/api/tags` + `/api/version`, llama.cpp `/props`,
+    /// TGI `/info`. A configured model wins over a discovered one.
     pub async fn discover(&self) -> Result<Discovery, Failure> {
+        match self.config.api {
+            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => self.discover_openai().await,
+            ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => self.discover_ollama().await,
+            ProtocolKind::Llamacpp => self.discover_llamacpp().await,
+            ProtocolKind::Tgi => self.discover_tgi().await,
+        }
+    }
+
+    async fn discover_openai(&self) -> Result<Discovery, Failure> {
         let models: ModelList = self.get_json("/v1/models").await?;
         let first = models.data.into_iter().next().ok_or_else(|| Failure::new(ErrorClass::Parse, "/v1/models listed no model"))?;
         let model = self.config.model.clone().unwrap_or(first.id);
@@ -85,8 +94,48 @@ impl TargetRuntime {
             Ok(v) => v.version,
             Err(_) => String::new(),
         };
-        let engine = first.owned_by.filter(|o| !o.is_empty()).unwrap_or_else(|| "unknown".into());
+        let engine = engine_from_owner(first.owned_by.as_deref());
         Ok(Discovery { model, engine, engine_version })
+    }
+
+    async fn discover_ollama(&self) -> Result<Discovery, Failure> {
+        let model = match &self.config.model {
+            Some(m) => m.clone(),
+            None => {
+                let tags: OllamaTags = self.get_json("/api/tags").await?;
+                tags.models.into_iter().next().map(|m| m.name).ok_or_else(|| Failure::new(ErrorClass::Parse, "/api/tags listed no model"))?
+            }
+        };
+        let engine_version = self.get_json::<Version>("/api/version").await.map(|v| v.version).unwrap_or_default();
+        Ok(Discovery { model, engine: "ollama".into(), engine_version })
+    }
+
+    /// `/props` names the model file and the build; without it a configured model still works.
+    async fn discover_llamacpp(&self) -> Result<Discovery, Failure> {
+        let props = self.info_json("/props").await?;
+        let text = |k: &str| props.get(k).and_then(|v| v.as_str());
+        let found = text("model_alias").or(text("model_path")).map(model_name);
+        let model = self.config.model.clone().or(found).unwrap_or_else(|| "unknown".into());
+        let engine_version = text("build_info").unwrap_or("").to_string();
+        Ok(Discovery { model, engine: "llamacpp".into(), engine_version })
+    }
+
+    /// `/info` names the model and the TGI version.
+    async fn discover_tgi(&self) -> Result<Discovery, Failure> {
+        let info = self.info_json("/info").await?;
+        let text = |k: &str| info.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let model = self.config.model.clone().or(text("model_id")).unwrap_or_else(|| "unknown".into());
+        Ok(Discovery { model, engine: "tgi".into(), engine_version: text("version").unwrap_or_default() })
+    }
+
+    /// An info endpoint of an API whose requests need no model name: a configured model, or an
+    /// endpoint the server does not serve (4xx), leaves the details unknown instead of failing.
+    async fn info_json(&self, path: &str) -> Result<serde_json::Value, Failure> {
+        match self.get_json(path).await {
+            Ok(v) => Ok(v),
+            Err(e) if self.config.model.is_some() || e.class == ErrorClass::Http4xx => Ok(serde_json::Value::Null),
+            Err(e) => Err(e),
+        }
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<T, Failure> {
@@ -121,6 +170,60 @@ struct ModelEntry {
 #[derive(Deserialize)]
 struct Version {
     version: String,
+}
+
+#[derive(Deserialize)]
+struct OllamaTags {
+    models: Vec<OllamaModel>,
+}
+
+#[derive(Deserialize)]
+struct OllamaModel {
+    name: String,
+}
+
+/// The engine behind an OpenAI-compatible server, from `/v1/models` `owned_by`.
+pub fn engine_from_owner(owner: Option<&str>) -> String {
+    let owner = owner.unwrap_or("").to_ascii_lowercase();
+    let known = [("vllm", "vllm"), ("sglang", "sglang"), ("llamacpp", "llamacpp"), ("llama.cpp", "llamacpp"), ("ollama", "ollama"), ("tgi", "tgi"), ("text-generation", "tgi")];
+    known.iter().find(|(k, _)| owner.contains(k)).map(|(_, e)| (*e).to_string()).unwrap_or_else(|| "unknown".into())
+}
+
+/// A model file path as a model name (`/models/llama-3-8b.gguf` -> `llama-3-8b.gguf`).
+fn model_name(path: &str) -> String {
+    path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
+}
+
+/// The HTTP client for one target: timeouts, TLS material, HTTP version.
+fn build_client(config: &Target) -> anyhow::Result<reqwest::Client> {
+    let mut b = reqwest::Client::builder()
+        .connect_timeout(config.timeouts.connect)
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")));
+    b = match config.http_version {
+        HttpVersion::Auto => b,
+        HttpVersion::Http1 => b.http1_only(),
+        HttpVersion::Http2PriorKnowledge => b.http2_prior_knowledge(),
+    };
+    let tls = &config.tls;
+    if let Some(ca) = &tls.ca_file {
+        let pem = std::fs::read(ca).with_context(|| format!("reading tls.ca_file {}", ca.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| format!("tls.ca_file {} is not PEM certificates", ca.display()))?;
+        b = b.tls_certs_merge(certs);
+    }
+    if let Some((cert, key)) = &tls.client_identity {
+        let mut pem = std::fs::read(cert).with_context(|| format!("reading tls.client_cert_file {}", cert.display()))?;
+        pem.push(b'\n');
+        pem.extend(std::fs::read(key).with_context(|| format!("reading tls.client_key_file {}", key.display()))?);
+        let identity = reqwest::Identity::from_pem(&pem).context("tls.client_cert_file/client_key_file: not a PEM certificate and private key")?;
+        b = b.identity(identity);
+    }
+    if tls.insecure_skip_verify {
+        tracing::warn!(target_name = %config.name, "tls.insecure_skip_verify: server certificates are NOT verified");
+        b = b.tls_danger_accept_invalid_certs(true);
+    }
+    Ok(b.build()?)
 }
 
 /// The error and all its sources, joined, for logs.

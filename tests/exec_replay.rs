@@ -105,6 +105,10 @@ fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
             total: Duration::from_secs(5),
         },
         ignore_eos: true,
+        stream: true,
+        max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
+        http_version: llmprobe::config::HttpVersion::Auto,
+        tls: llmprobe::config::TlsSettings::default(),
     }
 }
 

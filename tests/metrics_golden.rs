@@ -10,13 +10,16 @@ use std::time::Instant;
 
 use llmprobe::sink::prometheus::{BUILD_REVISION, BUILD_VERSION};
 use llmprobe::sink::{Metrics, Sink};
-use metrics_common::{config, golden_outcomes, sample};
+use metrics_common::{config, golden_outcomes, ms, outcome, sample, with_server_report};
 
 const GOLDEN: &str = "tests/fixtures/golden/metrics.openmetrics.txt";
 
 fn recorded_metrics() -> Metrics {
     let metrics = Metrics::new(&config());
-    for (i, mut o) in golden_outcomes(Instant::now()).into_iter().enumerate() {
+    let t0 = Instant::now();
+    // Plus an Ollama-style success: API counter, server phase times, several tokens per frame.
+    let server_reported = with_server_report(outcome(t0 + ms(2000), 4, 300, &[50, 60, 70, 80], 90));
+    for (i, mut o) in golden_outcomes(t0).into_iter().chain([server_reported]).enumerate() {
         if i == 0 {
             // A traced probe: its latency observations carry trace_id/span_id exemplars.
             o.trace = Some(llmprobe::trace::TraceIds { trace_id: [0x4b; 16], span_id: [0x1f; 8], sampled: true });

@@ -202,6 +202,45 @@ pub struct Target {
     pub timeouts: Timeouts,
     /// Send `ignore_eos: true` so output length equals `max_tokens` (vLLM, SGLang accept it).
     pub ignore_eos: bool,
+    /// Streaming request (default). `false`: one JSON answer, E2E only (no TTFT/TPOT/ITL).
+    pub stream: bool,
+    /// Largest accepted response body per request, bytes.
+    pub max_response_bytes: usize,
+    pub http_version: HttpVersion,
+    pub tls: TlsSettings,
+}
+
+/// Default `max_response_bytes`: a runaway stream must not eat memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// Which HTTP version the client speaks to a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/1.1, or HTTP/2 when TLS ALPN negotiates it.
+    #[default]
+    Auto,
+    Http1,
+    /// HTTP/2 from the first byte (h2c on `http://`).
+    Http2PriorKnowledge,
+}
+
+impl HttpVersion {
+    pub const ALL: [(HttpVersion, &'static str); 3] = [
+        (HttpVersion::Auto, "auto"),
+        (HttpVersion::Http1, "http1"),
+        (HttpVersion::Http2PriorKnowledge, "http2-prior-knowledge"),
+    ];
+}
+
+/// TLS material for a target; files are read when the client is built.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TlsSettings {
+    /// Extra trusted CA certificates (PEM), on top of the system roots.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS; both or neither.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// Accept any server certificate (tests only; warned about at load and start).
+    pub insecure_skip_verify: bool,
 }
 
 /// Where an API key comes from. The key itself is never stored in the config.

@@ -99,7 +99,8 @@ pub struct RawTarget {
     /// `http://` or `https://` URL of the server, without the API path; a path prefix (for a
     /// proxy) is allowed. A trailing `/` is removed.
     pub base_url: String,
-    /// API family: `openai-completions` or `openai-chat`.
+    /// API family: `openai-completions`, `openai-chat`, `ollama-generate`, `ollama-chat`,
+    /// `llamacpp` (native `/completion`) or `tgi` (native `/generate_stream`).
     pub api: String,
     /// Model name sent in requests; omit to use the first model listed by `GET /v1/models`.
     pub model: Option<String>,
@@ -117,10 +118,50 @@ pub struct RawTarget {
     /// Per-request time limits.
     #[serde(default)]
     pub timeouts: RawTimeouts,
+    /// Stream the answer (default true). `false` sends a non-streaming request and measures E2E
+    /// only: TTFT, TPOT and ITL are not observed for such a target.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Largest response body accepted per request, in bytes (>= 1024). Default 67108864 (64 MiB).
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
+    /// HTTP version: `auto` (HTTP/1.1, or HTTP/2 when TLS ALPN offers it), `http1`, or
+    /// `http2-prior-knowledge` (HTTP/2 without negotiation, e.g. h2c). Default `auto`.
+    #[serde(default = "default_http_version")]
+    pub http_version: String,
+    /// TLS settings for an `https://` target.
+    #[serde(default)]
+    pub tls: RawTls,
 }
 
 fn default_true() -> bool {
     true
+}
+
+fn default_max_response_bytes() -> u64 {
+    64 << 20
+}
+
+fn default_http_version() -> String {
+    "auto".to_owned()
+}
+
+/// `tls:` of a target. Server certificates are checked against the system roots plus `ca_file`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with ca_file, client_cert_file, client_key_file, insecure_skip_verify"
+)]
+pub struct RawTls {
+    /// PEM file of extra CA certificates to trust (added to the system roots).
+    pub ca_file: Option<String>,
+    /// PEM client certificate (chain) for mutual TLS; needs `client_key_file`.
+    pub client_cert_file: Option<String>,
+    /// PEM private key of `client_cert_file`.
+    pub client_key_file: Option<String>,
+    /// Accept any server certificate. For tests only: logged as a warning at every start.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
 }
 
 /// `timeouts:` of a target. Every limit must be > 0; `ttft` and `idle` must not exceed `total`.

@@ -7,9 +7,9 @@ use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::duration::format_duration;
-use super::raw::{RawHeaders, RawTarget, RawTimeouts};
+use super::raw::{RawHeaders, RawTarget, RawTimeouts, RawTls};
 use super::validate::{Checker, check_name, check_unique};
-use super::{SecretRef, Target, Timeouts};
+use super::{HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
 use crate::protocol::ProtocolKind;
 
 /// Every target, plus the checks across them (at least one, unique names).
@@ -48,7 +48,67 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         api_key,
         timeouts: timeouts(&format!("{path}.timeouts"), &raw.timeouts, c),
         ignore_eos: raw.ignore_eos,
+        stream: raw.stream,
+        max_response_bytes: max_response_bytes(&format!("{path}.max_response_bytes"), raw.max_response_bytes, c),
+        http_version: http_version(&format!("{path}.http_version"), &raw.http_version, c),
+        tls: tls(&format!("{path}.tls"), &raw.tls, base_url_is_https(&raw.base_url), c),
     }
+}
+
+fn base_url_is_https(text: &str) -> bool {
+    text.trim_start().to_ascii_lowercase().starts_with("https://")
+}
+
+fn max_response_bytes(path: &str, value: u64, c: &mut Checker) -> usize {
+    const MIN: u64 = 1024;
+    const MAX: u64 = 4 << 30;
+    if !(MIN..=MAX).contains(&value) {
+        c.error(path, format!("must be between {MIN} and {MAX} bytes, got {value}"));
+    }
+    usize::try_from(value.clamp(MIN, MAX)).unwrap_or(usize::MAX)
+}
+
+fn http_version(path: &str, text: &str, c: &mut Checker) -> HttpVersion {
+    HttpVersion::ALL.iter().find(|(_, name)| *name == text).map(|(v, _)| *v).unwrap_or_else(|| {
+        let valid: Vec<&str> = HttpVersion::ALL.iter().map(|(_, n)| *n).collect();
+        c.error(path, format!("unknown http_version \"{text}\": expected one of {}", valid.join(", ")));
+        HttpVersion::Auto
+    })
+}
+
+fn tls(path: &str, raw: &RawTls, https: bool, c: &mut Checker) -> TlsSettings {
+    let file = |name: &str, value: &Option<String>, c: &mut Checker| {
+        if value.as_deref() == Some("") {
+            c.error(format!("{path}.{name}"), "must not be empty");
+        }
+        value.as_ref().map(Into::into)
+    };
+    let ca_file = file("ca_file", &raw.ca_file, c);
+    let cert = file("client_cert_file", &raw.client_cert_file, c);
+    let key = file("client_key_file", &raw.client_key_file, c);
+    let client_identity = match (cert, key) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (Some(_), None) => {
+            c.error(format!("{path}.client_cert_file"), "client_cert_file needs client_key_file too");
+            None
+        }
+        (None, Some(_)) => {
+            c.error(format!("{path}.client_key_file"), "client_key_file needs client_cert_file too");
+            None
+        }
+        (None, None) => None,
+    };
+    if raw.insecure_skip_verify {
+        c.warn(
+            format!("{path}.insecure_skip_verify"),
+            "server certificates are NOT verified for this target: anyone on the path can read the traffic and the API key",
+        );
+    }
+    let set = ca_file.is_some() || client_identity.is_some() || raw.insecure_skip_verify;
+    if set && !https {
+        c.warn(path, "tls settings have no effect: base_url is not https://");
+    }
+    TlsSettings { ca_file, client_identity, insecure_skip_verify: raw.insecure_skip_verify }
 }
 
 /// Checks an http(s) URL with a host and returns it without a trailing `/`. A path prefix

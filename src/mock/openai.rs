@@ -199,7 +199,8 @@ async fn generate(app: Arc<App>, h: HeaderMap, body: axum::body::Bytes, chat: bo
         ticket.rx.recv().await; // wait as long as a real first token would take
         return drop_connection();
     }
-    let render = OpenAi::new(&app, ticket.id, &g);
+    let mut render = OpenAi::new(&app, ticket.id, &g);
+    render.reasoning_tokens = if chat { reasoning_tokens(&h) } else { 0 };
     let prompt_tokens = g.prompt.len() as u32;
     if !g.stream {
         return whole(render, collect(ticket.rx, seed, prompt_tokens).await, fault, &app, &h).await;
@@ -251,6 +252,11 @@ pub async fn finish_whole(body: String, fault: Option<Fault>, p: &super::FaultPa
     resp
 }
 
+/// `x-mock-reasoning-tokens: N`: the first N generated chat tokens are reasoning.
+fn reasoning_tokens(h: &HeaderMap) -> u32 {
+    h.get("x-mock-reasoning-tokens").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
 /// vLLM's chunk writer for both endpoints.
 struct OpenAi {
     chat: bool,
@@ -258,6 +264,9 @@ struct OpenAi {
     include_usage: bool,
     continuous: bool,
     prompt_tokens: u32,
+    /// Chat only: tokens up to this count go out as `delta.reasoning_content` (a reasoning
+    /// parser's output), the rest as `delta.content`.
+    reasoning_tokens: u32,
 }
 
 impl OpenAi {
@@ -266,7 +275,7 @@ impl OpenAi {
         let rid = format!("{prefix}-{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0xabc));
         let created = super::unix_now();
         let head = format!(r#"{{"id":"{rid}","object":"{object}","created":{created},"model":{}"#, js(&app.opts.model));
-        OpenAi { chat: g.chat, head, include_usage: g.include_usage, continuous: g.continuous, prompt_tokens: g.prompt.len() as u32 }
+        OpenAi { chat: g.chat, head, include_usage: g.include_usage, continuous: g.continuous, prompt_tokens: g.prompt.len() as u32, reasoning_tokens: 0 }
     }
 
     fn usage(&self, completion: u32) -> String {
@@ -321,8 +330,9 @@ impl Render for OpenAi {
         };
         let usage = self.cont_usage(t.completion_tokens);
         if self.chat {
+            let field = if t.completion_tokens <= self.reasoning_tokens { "reasoning_content" } else { "content" };
             format!(
-                "data: {},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{}}},\"logprobs\":null,\"finish_reason\":{fin}{stop},\"token_ids\":null}}]{usage}}}\n\n",
+                "data: {},\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":{}}},\"logprobs\":null,\"finish_reason\":{fin}{stop},\"token_ids\":null}}]{usage}}}\n\n",
                 self.head,
                 js(t.text)
             )

@@ -47,7 +47,8 @@ impl FrameDecoder {
 
 /// Server-Sent Events (WHATWG rules): lines end in `\n`, `\r\n` or `\r`; `data:` with or without
 /// one space; several `data` lines join with `\n`; `:` comments and other fields are ignored; a
-/// blank line dispatches the event.
+/// blank line dispatches the event. One extension: an `error:` line (llama.cpp's way to fail a
+/// stream) becomes the frame `{"error": <value>}` so the parser sees the error object.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     line: Vec<u8>,
@@ -97,7 +98,9 @@ impl SseDecoder {
             }
             None => (&line[..], &[][..]),
         };
-        if field == b"data" {
+        if field == b"error" {
+            out.push(error_frame(value));
+        } else if field == b"data" {
             if self.has_data {
                 self.data.push(b'\n');
             }
@@ -113,6 +116,16 @@ impl SseDecoder {
             out.push(std::mem::take(&mut self.data));
         }
     }
+}
+
+/// `{"error": value}`, with the value kept as JSON when it is JSON and quoted otherwise.
+fn error_frame(value: &[u8]) -> Vec<u8> {
+    let inner = if serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok() {
+        value.to_vec()
+    } else {
+        serde_json::to_vec(&String::from_utf8_lossy(value)).unwrap_or_default()
+    };
+    [&b"{\"error\":"[..], &inner, b"}"].concat()
 }
 
 /// Newline-delimited JSON: one frame per non-blank line; a trailing `\r` is dropped.
@@ -184,6 +197,17 @@ mod tests {
         assert_eq!(whole.len(), 2);
         for i in 0..=body.len() {
             assert_eq!(decode_in_pieces(Framing::Sse, body, &[i]), whole, "split at {i}");
+        }
+    }
+
+    #[test]
+    fn sse_error_field_becomes_an_error_frame() {
+        let body = b"data: {\"a\":1}\n\nerror: {\"code\":500,\"message\":\"x\"}\n\nerror: plain text\n\n";
+        let frames = decode_in_pieces(Framing::Sse, body, &[]);
+        assert_eq!(frames[1], b"{\"error\":{\"code\":500,\"message\":\"x\"}}".to_vec());
+        assert_eq!(frames[2], b"{\"error\":\"plain text\"}".to_vec());
+        for i in 0..=body.len() {
+            assert_eq!(decode_in_pieces(Framing::Sse, body, &[i]), frames);
         }
     }
 

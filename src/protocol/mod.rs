@@ -4,9 +4,14 @@
 //! per-request `StreamState`, and says what the frame carried. The executor owns clocks and I/O.
 
 pub mod framing;
+mod llamacpp;
+mod ollama;
 mod openai;
 mod openai_chat;
 mod openai_completions;
+mod tgi;
+
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -22,15 +27,35 @@ pub enum ProtocolKind {
     OpenaiCompletions,
     /// `POST /v1/chat/completions` with `messages`.
     OpenaiChat,
+    /// Ollama `POST /api/generate` (NDJSON).
+    OllamaGenerate,
+    /// Ollama `POST /api/chat` (NDJSON).
+    OllamaChat,
+    /// llama.cpp server's native `POST /completion` (SSE with `timings`).
+    Llamacpp,
+    /// Hugging Face TGI `POST /generate_stream` (SSE, `data:` without a space).
+    Tgi,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 2] = [ProtocolKind::OpenaiCompletions, ProtocolKind::OpenaiChat];
+    pub const ALL: [ProtocolKind; 6] = [
+        ProtocolKind::OpenaiCompletions,
+        ProtocolKind::OpenaiChat,
+        ProtocolKind::OllamaGenerate,
+        ProtocolKind::OllamaChat,
+        ProtocolKind::Llamacpp,
+        ProtocolKind::Tgi,
+    ];
 
+    /// The config name (`api:`).
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolKind::OpenaiCompletions => "openai-completions",
             ProtocolKind::OpenaiChat => "openai-chat",
+            ProtocolKind::OllamaGenerate => "ollama-generate",
+            ProtocolKind::OllamaChat => "ollama-chat",
+            ProtocolKind::Llamacpp => "llamacpp",
+            ProtocolKind::Tgi => "tgi",
         }
     }
 
@@ -39,6 +64,31 @@ impl ProtocolKind {
         match self {
             ProtocolKind::OpenaiCompletions => &openai_completions::OpenAiCompletions,
             ProtocolKind::OpenaiChat => &openai_chat::OpenAiChat,
+            ProtocolKind::OllamaGenerate => &ollama::Ollama { chat: false },
+            ProtocolKind::OllamaChat => &ollama::Ollama { chat: true },
+            ProtocolKind::Llamacpp => &llamacpp::LlamaCpp,
+            ProtocolKind::Tgi => &tgi::Tgi,
+        }
+    }
+
+    /// The `llmprobe_server_time_seconds` phases this API reports (TGI's only where its server
+    /// sends the timing headers).
+    pub fn server_phases(self) -> &'static [&'static str] {
+        match self {
+            ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => &["prefill", "decode", "total", "load"],
+            ProtocolKind::Llamacpp => &["prefill", "decode", "total"],
+            ProtocolKind::Tgi => &["queue", "total"],
+            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => &[],
+        }
+    }
+
+    /// The engine family this API implies, when only one engine speaks it.
+    pub fn implied_engine(self) -> Option<&'static str> {
+        match self {
+            ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => Some("ollama"),
+            ProtocolKind::Llamacpp => Some("llamacpp"),
+            ProtocolKind::Tgi => Some("tgi"),
+            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => None,
         }
     }
 }
@@ -66,6 +116,43 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+/// Time the server says it spent on one request, by phase (absent when the API does not tell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerTiming {
+    /// Waiting before work started (TGI `x-queue-time`; Ollama's `load_duration` is `load`).
+    pub queue: Option<Duration>,
+    /// Prompt processing (Ollama `prompt_eval_duration`, llama.cpp `timings.prompt_ms`).
+    pub prefill: Option<Duration>,
+    /// Token generation (Ollama `eval_duration`, llama.cpp `timings.predicted_ms`).
+    pub decode: Option<Duration>,
+    /// Whole request on the server (Ollama `total_duration`, TGI `x-inference-time` + queue).
+    pub total: Option<Duration>,
+    /// Model load (Ollama `load_duration`; large on a cold start).
+    pub load: Option<Duration>,
+}
+
+impl ServerTiming {
+    /// `(phase label, value)` for every phase that is known.
+    pub fn phases(&self) -> impl Iterator<Item = (&'static str, Duration)> + '_ {
+        [("queue", self.queue), ("prefill", self.prefill), ("decode", self.decode), ("total", self.total), ("load", self.load)]
+            .into_iter()
+            .filter_map(|(name, d)| d.map(|d| (name, d)))
+    }
+
+    /// Fills phases this one lacks from `other`.
+    pub fn merge(&mut self, other: ServerTiming) {
+        self.queue = self.queue.or(other.queue);
+        self.prefill = self.prefill.or(other.prefill);
+        self.decode = self.decode.or(other.decode);
+        self.total = self.total.or(other.total);
+        self.load = self.load.or(other.load);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.phases().next().is_none()
+    }
+}
+
 /// What one frame carried. A frame may carry text, a finish reason and usage at once.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StreamEvent {
@@ -77,8 +164,17 @@ pub struct StreamEvent {
     pub usage: Option<Usage>,
     /// The model that answered, when the frame names it.
     pub model: Option<String>,
-    /// The protocol's end-of-stream marker (e.g. `data: [DONE]`).
+    /// The protocol's end-of-stream marker (`data: [DONE]`, Ollama `done: true`, llama.cpp
+    /// `stop: true`, TGI `details` present).
     pub done: bool,
+    /// Tokens this frame carries when the API says so per frame (llama.cpp `tokens`, a TGI event
+    /// is one token). vLLM's `continuous_usage_stats` is handled by the executor from `usage`.
+    pub tokens: Option<u64>,
+    /// The API's own counters when they are not OpenAI usage (Ollama `eval_count`, TGI
+    /// `details.generated_tokens`, llama.cpp `timings.predicted_n`).
+    pub counter: Option<Usage>,
+    /// Server-reported timings carried in the body.
+    pub server_timing: ServerTiming,
 }
 
 impl StreamEvent {
@@ -92,6 +188,23 @@ impl StreamEvent {
 #[derive(Debug, Default)]
 pub struct StreamState {
     pub frames: u64,
+    /// The last cumulative token position seen (TGI `index`, llama.cpp `tokens_predicted`), to
+    /// tell how many tokens a frame carried.
+    pub last_position: Option<u64>,
+}
+
+impl StreamState {
+    /// Tokens since the last position: `position` counts from 1 (`tokens_predicted`) when
+    /// `from_one`, else from 0 (an index).
+    pub fn advance(&mut self, position: u64, from_one: bool) -> u64 {
+        let base = if from_one { 0 } else { 1 };
+        let n = match self.last_position {
+            Some(last) => position.saturating_sub(last),
+            None => position + base,
+        };
+        self.last_position = Some(position);
+        n
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -107,9 +220,32 @@ pub enum ProtocolError {
 pub trait Protocol: Send + Sync {
     fn kind(&self) -> ProtocolKind;
     fn framing(&self) -> Framing;
-    /// URL path appended to the target's base URL.
-    fn path(&self) -> &'static str;
-    /// JSON request body for a streaming request.
+    /// URL path appended to the target's base URL (`stream` = the target's `stream` setting).
+    fn path(&self, stream: bool) -> &'static str;
+    /// JSON request body; streaming unless `target.stream` is false.
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value;
+    /// Reads one stream frame.
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError>;
+    /// Reads a whole non-streaming response body as one event (`done` set when it is complete).
+    fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError>;
+    /// Whether the end marker alone is not enough: OpenAI's `[DONE]` must follow a finish reason
+    /// (llama-cpp-python sends a bare `[DONE]` when it cuts a stream short). The other APIs' end
+    /// markers carry the completion themselves.
+    fn end_needs_finish_reason(&self) -> bool {
+        false
+    }
+    /// Reads server timings from response headers (TGI); most APIs send none.
+    fn header_timing(&self, _headers: &reqwest::header::HeaderMap) -> ServerTiming {
+        ServerTiming::default()
+    }
+}
+
+/// Nanoseconds (Ollama) as a duration.
+pub(crate) fn from_ns(ns: Option<u64>) -> Option<Duration> {
+    ns.map(Duration::from_nanos)
+}
+
+/// Milliseconds (llama.cpp, TGI headers) as a duration; negative or non-finite is ignored.
+pub(crate) fn from_ms(ms: Option<f64>) -> Option<Duration> {
+    ms.filter(|m| m.is_finite() && *m >= 0.0).map(|m| Duration::from_secs_f64(m / 1000.0))
 }

@@ -52,6 +52,21 @@ pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
     }
 }
 
+/// The request body fields both APIs share: length, streaming with usage, exact length.
+pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::Target, req: &super::RequestSpec) {
+    use serde_json::json;
+    body["model"] = json!(req.model);
+    body["max_tokens"] = json!(req.max_tokens);
+    body["stream"] = json!(target.stream);
+    if target.stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    if target.ignore_eos && req.ignore_eos {
+        body["ignore_eos"] = json!(true);
+        body["min_tokens"] = json!(req.max_tokens);
+    }
+}
+
 pub(super) fn parse_json<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, ProtocolError> {
     serde_json::from_slice(frame).map_err(|e| ProtocolError::Parse(e.to_string()))
 }

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{common, parse_json, WireUsage};
+use super::openai::{common, finish_body, parse_json, WireUsage};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
@@ -20,6 +20,8 @@ struct Chunk {
 
 #[derive(Deserialize)]
 struct Choice {
+    /// Streaming chunks carry `delta`, a whole response `message` (same fields).
+    #[serde(alias = "message")]
     delta: Option<Delta>,
     finish_reason: Option<String>,
 }
@@ -29,8 +31,8 @@ struct Delta {
     content: Option<String>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
-    #[serde(default)]
-    tool_calls: Vec<ToolCallDelta>,
+    /// TGI's chat route sends `"tool_calls": null`.
+    tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 #[derive(Deserialize)]
@@ -55,22 +57,18 @@ impl Protocol for OpenAiChat {
     fn framing(&self) -> Framing {
         Framing::Sse
     }
-    fn path(&self) -> &'static str {
+    fn path(&self, _stream: bool) -> &'static str {
         "/v1/chat/completions"
+    }
+    fn end_needs_finish_reason(&self) -> bool {
+        true
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
         let mut body = json!({
-            "model": req.model,
             "messages": [{"role": "user", "content": req.prompt}],
-            "max_tokens": req.max_tokens,
-            "stream": true,
-            "stream_options": {"include_usage": true},
         });
-        if target.ignore_eos && req.ignore_eos {
-            body["ignore_eos"] = json!(true);
-            body["min_tokens"] = json!(req.max_tokens);
-        }
+        finish_body(&mut body, target, req);
         body
     }
 
@@ -79,21 +77,32 @@ impl Protocol for OpenAiChat {
         if let Some(ev) = common(frame)? {
             return Ok(ev);
         }
-        let chunk: Chunk = parse_json(frame)?;
-        let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
-        for choice in chunk.choices {
-            let delta = choice.delta.unwrap_or_default();
-            ev.content_bytes += len(&delta.content);
-            ev.reasoning_bytes += len(&delta.reasoning_content) + len(&delta.reasoning);
-            for call in delta.tool_calls.into_iter().filter_map(|c| c.function) {
-                ev.content_bytes += len(&call.name) + len(&call.arguments);
-            }
-            if choice.finish_reason.is_some() {
-                ev.finish_reason = choice.finish_reason;
-            }
-        }
-        Ok(ev)
+        read_chunk(frame)
     }
+
+    fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
+        if let Some(ev) = common(body)? {
+            return Ok(ev);
+        }
+        Ok(StreamEvent { done: true, ..read_chunk(body)? })
+    }
+}
+
+fn read_chunk(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
+    let chunk: Chunk = parse_json(frame)?;
+    let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
+    for choice in chunk.choices {
+        let delta = choice.delta.unwrap_or_default();
+        ev.content_bytes += len(&delta.content);
+        ev.reasoning_bytes += len(&delta.reasoning_content) + len(&delta.reasoning);
+        for call in delta.tool_calls.into_iter().flatten().filter_map(|c| c.function) {
+            ev.content_bytes += len(&call.name) + len(&call.arguments);
+        }
+        if choice.finish_reason.is_some() {
+            ev.finish_reason = choice.finish_reason;
+        }
+    }
+    Ok(ev)
 }
 
 #[cfg(test)]
@@ -118,6 +127,21 @@ mod tests {
         assert_eq!(ev.reasoning_bytes, 2);
         let ev = parse(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\""}}]}}]}"#).unwrap();
         assert_eq!(ev.content_bytes, 4);
+    }
+
+    #[test]
+    fn null_tool_calls_as_tgi_sends_them() {
+        let ev = parse(r#"{"choices":[{"delta":{"content":"Deep","role":"assistant","tool_calls":null},"finish_reason":null,"index":0}],"usage":null}"#).unwrap();
+        assert_eq!(ev.content_bytes, 4);
+    }
+
+    #[test]
+    fn whole_response_reads_message_and_usage() {
+        let body = r#"{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi there","reasoning_content":"x"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let ev = OpenAiChat.parse_whole(body.as_bytes()).unwrap();
+        assert_eq!((ev.content_bytes, ev.reasoning_bytes, ev.done), (8, 1, true));
+        assert_eq!(ev.finish_reason.as_deref(), Some("length"));
+        assert_eq!(ev.usage.map(|u| u.completion_tokens), Some(2));
     }
 
     #[test]

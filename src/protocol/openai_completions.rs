@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{common, parse_json, WireUsage};
+use super::openai::{common, finish_body, parse_json, WireUsage};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
@@ -30,22 +30,18 @@ impl Protocol for OpenAiCompletions {
     fn framing(&self) -> Framing {
         Framing::Sse
     }
-    fn path(&self) -> &'static str {
+    fn path(&self, _stream: bool) -> &'static str {
         "/v1/completions"
+    }
+    fn end_needs_finish_reason(&self) -> bool {
+        true
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
         let mut body = json!({
-            "model": req.model,
             "prompt": req.prompt,
-            "max_tokens": req.max_tokens,
-            "stream": true,
-            "stream_options": {"include_usage": true},
         });
-        if target.ignore_eos && req.ignore_eos {
-            body["ignore_eos"] = json!(true);
-            body["min_tokens"] = json!(req.max_tokens);
-        }
+        finish_body(&mut body, target, req);
         body
     }
 
@@ -54,14 +50,26 @@ impl Protocol for OpenAiCompletions {
         if let Some(ev) = common(frame)? {
             return Ok(ev);
         }
-        let chunk: Chunk = parse_json(frame)?;
-        let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
-        for choice in chunk.choices {
-            ev.content_bytes += choice.text.as_deref().map_or(0, str::len);
-            if choice.finish_reason.is_some() {
-                ev.finish_reason = choice.finish_reason;
-            }
-        }
-        Ok(ev)
+        read_chunk(frame)
     }
+
+    fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
+        if let Some(ev) = common(body)? {
+            return Ok(ev);
+        }
+        // A whole response has the same shape as a chunk, with all the text.
+        Ok(StreamEvent { done: true, ..read_chunk(body)? })
+    }
+}
+
+fn read_chunk(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
+    let chunk: Chunk = parse_json(frame)?;
+    let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
+    for choice in chunk.choices {
+        ev.content_bytes += choice.text.as_deref().map_or(0, str::len);
+        if choice.finish_reason.is_some() {
+            ev.finish_reason = choice.finish_reason;
+        }
+    }
+    Ok(ev)
 }

@@ -69,6 +69,26 @@ pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec = FamilySpec {
     name: "llmprobe_token_count_fallback_total",
     help: "Successful probes without usage whose tokens were counted from frames",
 };
+pub const TTFC_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_ttfc_seconds",
+    help: "Time from request sent to the first answer content (after any reasoning); equals TTFT without reasoning",
+};
+pub const TOKENS_PER_FRAME: FamilySpec = FamilySpec {
+    name: "llmprobe_tokens_per_frame",
+    help: "Output tokens per text-bearing frame (per frame where the API says, else the probe's mean)",
+};
+pub const MULTI_TOKEN_FRAMES_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_multi_token_frames_total",
+    help: "Text-bearing frames that carried more than one token (ITL is per frame)",
+};
+pub const STREAM_BUFFERED_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_stream_buffered_total",
+    help: "Successful streams whose text arrived in one burst at the end (fake streaming)",
+};
+pub const SERVER_TIME_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_server_time_seconds",
+    help: "Time the server reported for a phase of the request (queue, prefill, decode, total, load)",
+};
 pub const SCHEDULE_LAG_SECONDS: FamilySpec = FamilySpec {
     name: "llmprobe_schedule_lag_seconds",
     help: "Delay from a probe's scheduled time to its send time (prober health)",
@@ -115,17 +135,22 @@ pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 21] = [
+pub const ALL_FAMILIES: [FamilySpec; 26] = [
     REQUESTS_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
     TTFT_SECONDS,
+    TTFC_SECONDS,
     TPOT_SECONDS,
     ITL_SECONDS,
     E2E_SECONDS,
     INPUT_TOKENS_TOTAL,
     OUTPUT_TOKENS_TOTAL,
     TOKEN_COUNT_FALLBACK_TOTAL,
+    TOKENS_PER_FRAME,
+    MULTI_TOKEN_FRAMES_TOTAL,
+    STREAM_BUFFERED_TOTAL,
+    SERVER_TIME_SECONDS,
     SCHEDULE_LAG_SECONDS,
     IN_FLIGHT_REQUESTS,
     TARGET_RATE_PER_SECOND,
@@ -154,6 +179,11 @@ pub const E2E_BUCKETS: [f64; 20] = [
     0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
     120.0, 240.0, 480.0,
 ];
+/// Tokens per frame: 1 is plain token-by-token streaming; more is speculative decoding or
+/// server-side batching of frames.
+pub const TOKENS_PER_FRAME_BUCKETS: [f64; 10] = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0];
+/// The server phases in `llmprobe_server_time_seconds{phase}`.
+pub const SERVER_PHASES: [&str; 5] = ["queue", "prefill", "decode", "total", "load"];
 pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
@@ -188,6 +218,13 @@ struct SloLabels {
     target: String,
     scenario: String,
     slo: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    target: String,
+    scenario: String,
+    phase: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -257,6 +294,14 @@ impl TsLabels {
         }
     }
 
+    fn phase(&self, phase: &'static str) -> PhaseLabels {
+        PhaseLabels {
+            target: self.target.clone(),
+            scenario: self.scenario.clone(),
+            phase,
+        }
+    }
+
     fn slo(&self, slo: &'static str) -> SloLabels {
         SloLabels {
             target: self.target.clone(),
@@ -296,6 +341,9 @@ fn tpot_histogram() -> LatencyHistogram {
 }
 fn e2e_histogram() -> LatencyHistogram {
     LatencyHistogram::new(E2E_BUCKETS.into_iter())
+}
+fn tokens_per_frame_histogram() -> Histogram {
+    Histogram::new(TOKENS_PER_FRAME_BUCKETS)
 }
 fn schedule_lag_histogram() -> Histogram {
     Histogram::new(SCHEDULE_LAG_BUCKETS)
@@ -342,12 +390,17 @@ pub struct Metrics {
     goodput: Family<TsLabels, Counter>,
     slo_violations: Family<SloLabels, Counter>,
     ttft: HistogramFamily<TsLabels>,
+    ttfc: HistogramFamily<TsLabels>,
     tpot: HistogramFamily<TsLabels>,
     itl: HistogramFamily<TsLabels>,
     e2e: HistogramFamily<TsLabels>,
     input_tokens: Family<TsLabels, Counter>,
     output_tokens: Family<TsLabels, Counter>,
     token_fallback: Family<TsLabels, Counter>,
+    tokens_per_frame: Family<TsLabels, Histogram, fn() -> Histogram>,
+    multi_token_frames: Family<TsLabels, Counter>,
+    stream_buffered: Family<TsLabels, Counter>,
+    server_time: HistogramFamily<PhaseLabels>,
     schedule_lag: Family<TargetLabels, Histogram, fn() -> Histogram>,
     in_flight: Family<TargetLabels, Gauge>,
     target_rate: Family<TsLabels, FloatGauge>,
@@ -392,12 +445,17 @@ impl Metrics {
             goodput: Family::default(),
             slo_violations: Family::default(),
             ttft: histogram_family(ttft_histogram),
+            ttfc: histogram_family(ttft_histogram),
             tpot: histogram_family(tpot_histogram),
             itl: histogram_family(tpot_histogram),
             e2e: histogram_family(e2e_histogram),
             input_tokens: Family::default(),
             output_tokens: Family::default(),
             token_fallback: Family::default(),
+            tokens_per_frame: Family::new_with_constructor(tokens_per_frame_histogram),
+            multi_token_frames: Family::default(),
+            stream_buffered: Family::default(),
+            server_time: histogram_family(ttft_histogram),
             schedule_lag: Family::new_with_constructor(schedule_lag_histogram),
             in_flight: Family::default(),
             target_rate: Family::default(),
@@ -417,12 +475,17 @@ impl Metrics {
         register(r, GOODPUT_REQUESTS_TOTAL, m.goodput.clone());
         register(r, SLO_VIOLATIONS_TOTAL, m.slo_violations.clone());
         register(r, TTFT_SECONDS, m.ttft.clone());
+        register(r, TTFC_SECONDS, m.ttfc.clone());
         register(r, TPOT_SECONDS, m.tpot.clone());
         register(r, ITL_SECONDS, m.itl.clone());
         register(r, E2E_SECONDS, m.e2e.clone());
         register(r, INPUT_TOKENS_TOTAL, m.input_tokens.clone());
         register(r, OUTPUT_TOKENS_TOTAL, m.output_tokens.clone());
         register(r, TOKEN_COUNT_FALLBACK_TOTAL, m.token_fallback.clone());
+        register(r, TOKENS_PER_FRAME, m.tokens_per_frame.clone());
+        register(r, MULTI_TOKEN_FRAMES_TOTAL, m.multi_token_frames.clone());
+        register(r, STREAM_BUFFERED_TOTAL, m.stream_buffered.clone());
+        register(r, SERVER_TIME_SECONDS, m.server_time.clone());
         register(r, SCHEDULE_LAG_SECONDS, m.schedule_lag.clone());
         register(r, IN_FLIGHT_REQUESTS, m.in_flight.clone());
         register(r, TARGET_RATE_PER_SECOND, m.target_rate.clone());
@@ -446,7 +509,11 @@ impl Metrics {
             touch(&self.schedule_lag, &t);
             touch(&self.in_flight, &t);
             for scenario in &config.scenarios {
-                self.precreate_pair(&TsLabels::new(&target.name, &scenario.name), &config.slo);
+                let ts = TsLabels::new(&target.name, &scenario.name);
+                self.precreate_pair(&ts, &config.slo);
+                for phase in target.api.server_phases() {
+                    touch(&self.server_time, &ts.phase(phase));
+                }
             }
         }
     }
@@ -465,12 +532,15 @@ impl Metrics {
             &self.input_tokens,
             &self.output_tokens,
             &self.token_fallback,
+            &self.multi_token_frames,
+            &self.stream_buffered,
         ] {
             touch(family, ts);
         }
-        for family in [&self.ttft, &self.tpot, &self.itl, &self.e2e] {
+        for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
             touch(family, ts);
         }
+        touch(&self.tokens_per_frame, ts);
     }
 
     fn set_config_gauges(&self, config: &Config) {
@@ -550,12 +620,9 @@ impl Metrics {
     }
 
     fn record_sample(&self, ts: &TsLabels, s: &Sample, ex: Option<&TraceExemplar>) {
-        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64(), ex);
-        if let Some(tpot) = s.tpot {
-            observe_latency(&self.tpot, ts, tpot.as_secs_f64(), ex);
-        }
-        for gap in &s.itl {
-            observe_latency(&self.itl, ts, gap.as_secs_f64(), ex);
+        // A non-streaming probe has no first token to time: E2E and tokens only.
+        if s.streamed {
+            self.record_stream_shape(ts, s, ex);
         }
         observe_latency(&self.e2e, ts, s.e2e.as_secs_f64(), ex);
         self.record_tokens(ts, s);
@@ -569,6 +636,34 @@ impl Metrics {
         ];
         for (name, _) in missed.into_iter().filter(|(_, m)| *m) {
             self.slo_violations.get_or_create(&ts.slo(name)).inc();
+        }
+    }
+
+    fn record_stream_shape(&self, ts: &TsLabels, s: &Sample, ex: Option<&TraceExemplar>) {
+        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64(), ex);
+        if let Some(ttfc) = s.ttfc {
+            observe_latency(&self.ttfc, ts, ttfc.as_secs_f64(), ex);
+        }
+        if let Some(tpot) = s.tpot {
+            observe_latency(&self.tpot, ts, tpot.as_secs_f64(), ex);
+        }
+        for gap in &s.itl {
+            observe_latency(&self.itl, ts, gap.as_secs_f64(), ex);
+        }
+        let per_frame = self.tokens_per_frame.get_or_create(ts);
+        for n in &s.tokens_per_frame {
+            per_frame.observe(*n);
+        }
+        self.multi_token_frames.get_or_create(ts).inc_by(s.multi_token_frames);
+        if s.buffered {
+            self.stream_buffered.get_or_create(ts).inc();
+        }
+    }
+
+    fn record_server_time(&self, ts: &TsLabels, outcome: &Outcome) {
+        // Pre-created only for the phases the target's API reports (`ProtocolKind::server_phases`).
+        for (phase, d) in outcome.server_timing.phases() {
+            self.server_time.get_or_create(&ts.phase(phase)).observe(d.as_secs_f64(), None, None);
         }
     }
 
@@ -606,6 +701,7 @@ impl Sink for Metrics {
                 .filter(|ids| self.exemplars && ids.sampled)
                 .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
             self.record_sample(&ts, s, exemplar.as_ref());
+            self.record_server_time(&ts, outcome);
         }
     }
 }

@@ -37,6 +37,10 @@ pub fn target(name: &str) -> Target {
             total: ms(60_000),
         },
         ignore_eos: true,
+        stream: true,
+        max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
+        http_version: llmprobe::config::HttpVersion::Auto,
+        tls: llmprobe::config::TlsSettings::default(),
     }
 }
 
@@ -76,6 +80,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
             at: sent + ms(f),
             content_bytes: 4,
             reasoning_bytes: 0,
+            tokens: None,
         })
         .collect();
     Outcome {
@@ -95,6 +100,9 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         },
         http_status: Some(200),
         usage: None,
+        api_counter: None,
+        server_timing: Default::default(),
+        streamed: true,
         finish_reason: Some("length".to_owned()),
         response_model: None,
         result: Ok(()),
@@ -139,6 +147,19 @@ pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
         ),
         dropped(t0 + ms(1500), 3),
     ]
+}
+
+/// An Ollama-style success: 8 tokens from the API's counter in 4 frames, server phase times.
+pub fn with_server_report(mut o: Outcome) -> Outcome {
+    o.api_counter = Some(Usage { prompt_tokens: 20, completion_tokens: 8 });
+    o.server_timing = llmprobe::protocol::ServerTiming {
+        prefill: Some(ms(40)),
+        decode: Some(ms(35)),
+        total: Some(ms(80)),
+        load: Some(ms(2)),
+        queue: None,
+    };
+    o
 }
 
 /// Measures with the test SLO, as the recorder does.

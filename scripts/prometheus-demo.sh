@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# Runs a real Prometheus on loopback against two live probers and checks that the recording rules in
+# alerts/llmprobe-rules.yml evaluate to sensible numbers:
+#   healthy: `llmprobe demo` (built-in mock engine, no faults, target "mock", 4 probes/s)
+#   faulty:  `llmprobe mock --fault http_500=0.2` probed by `llmprobe probe` at 10 probes/s
+#            (target "mock-faulty"), so the error ratio and the burn rates must move.
+# One Prometheus (scrape and rule evaluation every 1 s, storage in a temp dir) scrapes both probers
+# and the two mock engines (vLLM /metrics and the fake dcgm-exporter page), and runs every dashboard
+# panel query.
+# After the wait it prints, per target and scenario, the recording rules, the TTFT p95 from
+# llmprobe_ttft_seconds_bucket, the error ratio computed from the prober's own counters, and the
+# alerts' states. Exits non-zero when a recording rule has no data, a rule evaluates with an error, or
+# a value is nonsense (ratio outside [0,1], burn rate not ratio/budget, rule far from the prober's
+# own counters, faulty target not showing its injected 20% of HTTP 500s).
+#
+#   scripts/prometheus-demo.sh [--wait SECONDS] [--bin path/to/llmprobe] [--keep]
+# --wait: how long both probers run under Prometheus before the queries (default 75).
+# --keep: keep the temp dir (configs, logs, TSDB) and print its path.
+# Needs: prometheus (Debian package `prometheus`), python3, a built llmprobe (cargo build), and the
+# loopback port 18000 free (the demo's mock engine binds it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+wait_s=75
+bin=target/debug/llmprobe
+keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wait) wait_s=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ "$wait_s" -ge 20 ] 2>/dev/null || { echo "--wait must be a number of seconds >= 20" >&2; exit 2; }
+command -v prometheus >/dev/null || { echo "prometheus not found (apt-get install prometheus)" >&2; exit 2; }
+[ -x "$bin" ] || { echo "$bin not found: run cargo build first" >&2; exit 2; }
+if python3 -c 'import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(("127.0.0.1",18000))!=0)'; then
+  echo "127.0.0.1:18000 is in use; the demo's mock engine needs it" >&2; exit 2
+fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ "$keep" -eq 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+demo_port=$(free_port); mock_port=$(free_port); probe_port=$(free_port); prom_port=$(free_port)
+
+# --- healthy: the demo --------------------------------------------------------------------------
+"$bin" demo --listen "127.0.0.1:$demo_port" --summary-every 3600 >"$tmp/demo.log" 2>&1 &
+pids+=($!)
+
+# --- faulty: mock engine with 20% HTTP 500, probed at 10/s ----------------------------------------
+"$bin" mock --listen "127.0.0.1:$mock_port" --fault http_500=0.2 >"$tmp/mock.log" 2>&1 &
+pids+=($!)
+cat >"$tmp/faulty.yaml" <<EOF
+listen: 127.0.0.1:$probe_port
+probe:
+  rate: 10.0
+  seed: 7
+  max_in_flight: 160     # 10/s x 15 s total timeout, with room
+  shutdown_grace: 2s
+targets:
+  - name: mock-faulty
+    base_url: http://127.0.0.1:$mock_port
+    api: openai-chat
+    model: mock-llama
+    timeouts: {connect: 1s, ttft: 5s, idle: 5s, total: 15s}
+scenarios:
+  - name: chat-short
+    weight: 3
+    input_tokens: 128
+    output_tokens: {min: 32, max: 64}
+  - name: rag-long
+    weight: 1
+    input_tokens: {min: 1024, max: 2048}
+    output_tokens: 64
+slo:
+  ttft: 500ms
+  tpot: 50ms
+  e2e: 10s
+  objective: 0.99
+EOF
+"$bin" check-config "$tmp/faulty.yaml" >/dev/null
+# wait for the mock before probing, so the first probes are not connect errors
+python3 - "$mock_port" <<'PY'
+import socket, sys, time
+for _ in range(100):
+    if socket.socket().connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0:
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit("mock engine did not start")
+PY
+"$bin" probe --config "$tmp/faulty.yaml" >"$tmp/probe.log" 2>&1 &
+pids+=($!)
+
+# --- Prometheus ---------------------------------------------------------------------------------
+cat >"$tmp/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $ROOT/alerts/llmprobe-rules.yml
+scrape_configs:
+  - job_name: llmprobe
+    static_configs:
+      - targets: ['127.0.0.1:$demo_port', '127.0.0.1:$probe_port']
+  # the mock engines export vLLM's metric names: the engine dashboard's vLLM panels read them
+  - job_name: vllm
+    static_configs:
+      - targets: ['127.0.0.1:18000', '127.0.0.1:$mock_port']
+  # and a dcgm-exporter page for the GPU panels
+  - job_name: dcgm
+    metrics_path: /dcgm/metrics
+    static_configs:
+      - targets: ['127.0.0.1:18000', '127.0.0.1:$mock_port']
+EOF
+promtool check config "$tmp/prometheus.yml" >/dev/null
+prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
+  --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
+pids+=($!)
+
+echo "demo prober 127.0.0.1:$demo_port, faulty prober 127.0.0.1:$probe_port (mock :$mock_port, http_500=0.2),"
+echo "prometheus 127.0.0.1:$prom_port (scrape and evaluation every 1s); waiting ${wait_s}s"
+started=$(date +%s)
+python3 - "$prom_port" <<'PY'
+import sys, time, urllib.request
+for _ in range(300):
+    try:
+        if urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/-/ready", timeout=1).status == 200:
+            sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.2)
+sys.exit("prometheus did not become ready")
+PY
+ready_at=$(date +%s.%N)
+# counters at the start of the window, to check the rules against the probers' own numbers
+curl -sf "http://127.0.0.1:$demo_port/metrics" >"$tmp/start-demo.txt"
+curl -sf "http://127.0.0.1:$probe_port/metrics" >"$tmp/start-faulty.txt"
+sleep "$wait_s"
+for p in "${pids[@]}"; do
+  kill -0 "$p" 2>/dev/null || { echo "a process died early; logs:" >&2; tail -n 20 "$tmp"/*.log >&2; exit 1; }
+done
+
+rc=0
+python3 - "$prom_port" "$tmp" "127.0.0.1:$demo_port" "127.0.0.1:$probe_port" "$ready_at" <<'PY' || rc=$?
+import json, math, re, sys, time, urllib.parse, urllib.request
+prom, tmp, demo_addr, faulty_addr, ready_at = sys.argv[1:6]
+from datetime import datetime
+API = f"http://127.0.0.1:{prom}/api/v1"
+problems = []
+
+def get(path, **params):
+    url = f"{API}/{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+    body = json.load(urllib.request.urlopen(url, timeout=10))
+    if body.get("status") != "success":
+        sys.exit(f"{url}: {body}")
+    return body["data"]
+
+def query(expr):
+    """{(target, scenario): value} of an instant vector."""
+    out = {}
+    for s in get("query", query=expr, time=f"{AT:.3f}")["result"]:
+        out[(s["metric"].get("target", ""), s["metric"].get("scenario", ""))] = float(s["value"][1])
+    return out
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][\w:]*)\{([^}]*)\} (\S+)', re.M)
+def counters(text):
+    """(target, scenario) -> {good, valid, http_5xx} from a prober's own /metrics text."""
+    c = {}
+    for name, labels, value in SAMPLE.findall(text):
+        l = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        k = c.setdefault((l.get("target"), l.get("scenario")), {"good": 0.0, "valid": 0.0, "failed": 0.0,
+                                                                "http_5xx": 0.0, "miss ttft": 0.0,
+                                                                "miss tpot": 0.0, "miss e2e": 0.0})
+        if name == "llmprobe_goodput_requests_total":
+            k["good"] += float(value)
+        elif name == "llmprobe_slo_violations_total":
+            k["miss " + l["slo"]] += float(value)
+        elif name == "llmprobe_requests_total" and l["outcome"] != "dropped" and l["error"] != "cancelled":
+            k["valid"] += float(value)
+            if l["outcome"] == "error":
+                k["failed"] += float(value)
+                k["class " + l["error"]] = k.get("class " + l["error"], 0.0) + float(value)
+            k["http_5xx"] += float(value) if l["error"] == "http_5xx" else 0.0
+    return c
+
+# The probers' own counters over the window: first Prometheus scrape .. AT. The rules are then read
+# at AT, once the evaluations up to AT are done.
+own = {}
+AT = time.time()
+for which, addr in (("demo", demo_addr), ("faulty", faulty_addr)):
+    start = counters(open(f"{tmp}/start-{which}.txt").read())
+    end = counters(urllib.request.urlopen(f"http://{addr}/metrics", timeout=5).read().decode())
+    for key, e in end.items():
+        own[key] = {k: v - start.get(key, {}).get(k, 0.0) for k, v in e.items()}
+time.sleep(2.5)
+
+# every rule evaluated, and without an error
+rules = [r for g in get("rules")["groups"] for r in g["rules"]]
+for r in rules:
+    if r.get("health") != "ok" or r.get("lastError"):
+        problems.append(f"rule {r['name']}: health {r.get('health')} {r.get('lastError', '')}")
+
+COLS = [
+    ("objective", "llmprobe:slo_objective:ratio"),
+    ("budget", "llmprobe:slo_error_budget:ratio"),
+    ("err 5m", "llmprobe:goodput_error_ratio:rate5m"),
+    ("err 1h", "llmprobe:goodput_error_ratio:rate1h"),
+    ("burn 5m", "llmprobe:goodput_burn_rate:rate5m"),
+    ("burn 30m", "llmprobe:goodput_burn_rate:rate30m"),
+    ("burn 1h", "llmprobe:goodput_burn_rate:rate1h"),
+    ("burn 6h", "llmprobe:goodput_burn_rate:rate6h"),
+    ("ttft p95 s", "histogram_quantile(0.95, sum by (target, scenario, le) (rate(llmprobe_ttft_seconds_bucket[5m])))"),
+]
+data = {name: query(expr) for name, expr in COLS}
+series = sorted(query("llmprobe_slo_objective_ratio"))
+if not series:
+    problems.append("no llmprobe_slo_objective_ratio series: Prometheus scraped nothing")
+
+header = ["target", "scenario"] + [c for c, _ in COLS] + ["probes", "own err", "failed", "by class", "SLO misses"]
+rows = []
+for key in series:
+    row = [key[0], key[1]]
+    for name, expr in COLS:
+        v = data[name].get(key)
+        row.append("NO DATA" if v is None else f"{v:.4g}")
+        if v is None:
+            problems.append(f"{key}: {expr} has no data")
+    o = own.get(key)
+    if o and o["valid"] > 0:
+        misses = " ".join(f"{k[5:]}:{o[k]:.0f}" for k in ("miss ttft", "miss tpot", "miss e2e") if o[k]) or "-"
+        classes = " ".join(f"{k[6:]}:{v:.0f}" for k, v in sorted(o.items()) if k.startswith("class ") and v) or "-"
+        row += [f"{o['valid']:.0f}", f"{1 - o['good'] / o['valid']:.4f}", f"{o['failed']:.0f}", classes, misses]
+    else:
+        row += ["0", "-", "-", "-", "-"]
+        problems.append(f"{key}: the prober counted no probes in the window")
+    rows.append(row)
+widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+for r in [header] + rows:
+    print("  ".join(str(x).rjust(w) if i > 1 else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths))))
+
+def val(name, key):
+    return data[name].get(key)
+
+for key in series:
+    obj, bud, err, burn = (val(n, key) for n in ("objective", "budget", "err 5m", "burn 5m"))
+    if None in (obj, bud, err, burn):
+        continue
+    where = f"{key[0]}/{key[1]}"
+    if not 0 < obj < 1:
+        problems.append(f"{where}: objective {obj} outside (0,1)")
+    if abs(bud - (1 - obj)) > 1e-9:
+        problems.append(f"{where}: budget {bud} != 1 - objective {obj}")
+    for name in ("err 5m", "err 1h"):
+        v = val(name, key)
+        if v is not None and not 0 <= v <= 1:
+            problems.append(f"{where}: {name} {v} outside [0,1]")
+    if not math.isclose(burn, err / bud, rel_tol=1e-6, abs_tol=1e-9):
+        problems.append(f"{where}: burn rate 5m {burn} != error ratio / budget {err / bud}")
+    p95 = val("ttft p95 s", key)
+    if p95 is not None and not (0 < p95 <= 5):  # 5 s is the ttft timeout of both configs
+        problems.append(f"{where}: TTFT p95 {p95} s is not within (0, 5]")
+    o = own.get(key)
+    # rate() extrapolates each series on its own and the windows' edges differ by a scrape: allow
+    # 0.03 plus two probes' worth
+    if o and o["valid"] >= 20 and abs(err - (1 - o["good"] / o["valid"])) > 0.03 + 2 / o["valid"]:
+        problems.append(f"{where}: error ratio 5m {err:.4f} is far from the prober's own {1 - o['good'] / o['valid']:.4f}")
+
+# The faulty target must show its injected 20% of HTTP 500s. The healthy one fails no probe except by
+# timeout: on a loaded machine the mock's paced tokens can run past the demo's 15 s total timeout for
+# a long generation. Latency SLO misses are the engine's speed, not failures.
+faulty = [k for k in series if k[0] == "mock-faulty"]
+healthy = [k for k in series if k[0] == "mock"]
+if not faulty or not healthy:
+    problems.append(f"expected series for targets mock and mock-faulty, got {series}")
+tot = {k: sum(own[x][k] for x in faulty if x in own) for k in ("valid", "http_5xx")}
+if tot["valid"] and not 0.12 <= tot["http_5xx"] / tot["valid"] <= 0.28:
+    problems.append(f"mock-faulty: HTTP 5xx share {tot['http_5xx'] / tot['valid']:.3f}, injected 0.2")
+for k in faulty:
+    e = val("err 5m", k)
+    if e is not None and e < 0.10:
+        problems.append(f"{k}: error ratio 5m {e:.4f} does not show the 20% fault")
+    b = val("burn 5m", k)
+    if b is not None and b < 10:
+        problems.append(f"{k}: burn rate 5m {b:.2f} does not show the 20% fault (20x expected)")
+for k in healthy:
+    bad = {c[6:]: v for c, v in own.get(k, {}).items() if c.startswith("class ") and v and not c.startswith("class timeout_")}
+    if bad:
+        problems.append(f"{k}: probes to the fault-free demo mock failed: {bad}")
+
+print()
+print("alert rules (state at the end of the run):")
+for r in rules:
+    if r.get("type") != "alerting":
+        continue
+    active = r.get("alerts", [])
+    def since(a):  # seconds from Prometheus start to the alert becoming active
+        t = datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", a["activeAt"]).replace("Z", "+00:00"))
+        return f"{t.timestamp() - float(ready_at):.0f}s"
+    who = ", ".join(sorted(f"{a['labels'].get('target', a['labels'].get('instance', '?'))}/{a['labels'].get('scenario', '-')}"
+                           f" {a['state']} from {since(a)}" for a in active))
+    print(f"  {r['name']:<36} {r['state']:<9} {who}")
+print("  (every window holds only this run's data, so 1h/6h/1d/3d rates equal the 5m one and the")
+print("   burn-rate alerts, which have no `for:`, fire as soon as both of their windows exceed the rate)")
+
+# Every dashboard panel query (Grafana variables set to "All") must return data. The release
+# annotation is left out: no release happens during the run.
+import glob
+def grafana_subst(expr):
+    fixed = {"__rate_interval": "1m", "__interval": "15s", "__range": "1m", "__range_s": "60"}
+    def one(m):
+        name = (m.group(1) or m.group(2) or m.group(3)).split(":")[0]
+        return fixed.get(name, ".*")
+    return re.sub(r"\$\{([A-Za-z0-9_:]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\[\[([A-Za-z0-9_:]+)\]\]", one, expr)
+def panels(ps):
+    for p in ps:
+        yield p
+        yield from panels(p.get("panels", []))
+checked = 0
+for path in sorted(glob.glob("grafana/*.json")):
+    d = json.load(open(path))
+    for p in panels(d.get("panels", [])):
+        for t in p.get("targets", []):
+            expr = t.get("expr", "")
+            if not expr:
+                continue
+            checked += 1
+            if not get("query", query=grafana_subst(expr), time=f"{AT:.3f}")["result"]:
+                problems.append(f"{path}: panel '{p.get('title')}' {t.get('refId')} returns no data: {expr}")
+print(f"dashboards: {checked} panel queries run against this Prometheus")
+
+print()
+if problems:
+    print(f"{len(problems)} problem(s):")
+    for p in problems:
+        print(f"  {p}")
+    sys.exit(1)
+print(f"ok: {len(rules)} rules evaluated without error; {len(series)} target/scenario series, every value sensible")
+PY
+echo "elapsed $(( $(date +%s) - started ))s after Prometheus became ready"
+exit $rc

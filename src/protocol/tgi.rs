@@ -1,0 +1,159 @@
+//! Hugging Face TGI's native API: `POST /generate_stream` (SSE, `data:{...}` with no space) and
+//! `POST /generate` (one JSON). Each event is one token `{index, token:{id,text,special},
+//! generated_text, details}`; a special token (e.g. `</s>`) is a generated token but not text.
+//! `generated_text` and `details` stay null until the last event, which ends the stream (TGI has
+//! no `[DONE]` here). Timings come as response headers (`x-queue-time`, `x-inference-time`,
+//! `x-time-per-token`, `x-total-time`, in milliseconds) where the server sends them.
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::openai::{error_summary, parse_json};
+use super::{from_ms, Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
+use crate::config::Target;
+
+pub struct Tgi;
+
+#[derive(Deserialize)]
+struct Event {
+    /// Position of this event's token; a jump means the event carried several tokens.
+    index: Option<u64>,
+    token: Option<Token>,
+    generated_text: Option<String>,
+    details: Option<Details>,
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Token {
+    text: Option<String>,
+    #[serde(default)]
+    special: bool,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    finish_reason: Option<String>,
+    generated_tokens: Option<u64>,
+    input_length: Option<u64>,
+}
+
+impl Protocol for Tgi {
+    fn kind(&self) -> ProtocolKind {
+        ProtocolKind::Tgi
+    }
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+    fn path(&self, stream: bool) -> &'static str {
+        if stream { "/generate_stream" } else { "/generate" }
+    }
+
+    fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
+        let mut params = json!({"max_new_tokens": req.max_tokens, "details": true});
+        if target.ignore_eos && req.ignore_eos {
+            params["ignore_eos"] = json!(true);
+        }
+        json!({"inputs": req.prompt, "parameters": params, "stream": target.stream})
+    }
+
+    fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
+        state.frames += 1;
+        let ev: Event = parse_json(frame)?;
+        if let Some(err) = &ev.error {
+            return Err(ProtocolError::Stream(error_summary(err)));
+        }
+        let mut out = StreamEvent::default();
+        if let Some(token) = &ev.token {
+            if !token.special {
+                out.content_bytes = token.text.as_deref().map_or(0, str::len);
+            }
+            let n = ev.index.map_or(1, |i| state.advance(i, false));
+            if out.content_bytes > 0 {
+                out.tokens = Some(n.max(1));
+            }
+        }
+        // The last event carries the whole text and, when asked for, the details.
+        out.done = ev.generated_text.is_some() || ev.details.is_some();
+        apply_details(&mut out, ev.details);
+        Ok(out)
+    }
+
+    fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
+        // `/generate` answers one object; the `/` compat route a one-element list.
+        let value: serde_json::Value = parse_json(body)?;
+        let value = match value {
+            serde_json::Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
+            other => other,
+        };
+        let ev: Event = serde_json::from_value(value).map_err(|e| ProtocolError::Parse(e.to_string()))?;
+        if let Some(err) = &ev.error {
+            return Err(ProtocolError::Stream(error_summary(err)));
+        }
+        let text = ev.generated_text.ok_or_else(|| ProtocolError::Parse("no generated_text".into()))?;
+        let mut out = StreamEvent { content_bytes: text.len(), done: true, ..Default::default() };
+        apply_details(&mut out, ev.details);
+        out.finish_reason.get_or_insert_with(|| "stop".into());
+        Ok(out)
+    }
+
+    fn header_timing(&self, headers: &reqwest::header::HeaderMap) -> ServerTiming {
+        let ms = |name: &str| from_ms(headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()));
+        let queue = ms("x-queue-time");
+        let inference = ms("x-inference-time");
+        let total = ms("x-total-time").or_else(|| inference.map(|i| i + queue.unwrap_or_default()));
+        ServerTiming { queue, total, ..Default::default() }
+    }
+}
+
+fn apply_details(out: &mut StreamEvent, details: Option<Details>) {
+    if let Some(d) = details {
+        out.finish_reason = d.finish_reason;
+        out.counter = d.generated_tokens.map(|n| Usage { prompt_tokens: d.input_length.unwrap_or(0), completion_tokens: n });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn parse(frame: &str) -> Result<StreamEvent, ProtocolError> {
+        Tgi.parse(frame.as_bytes(), &mut StreamState::default())
+    }
+
+    #[test]
+    fn tokens_special_tokens_and_the_last_event() {
+        let ev = parse(r#"{"index":0,"token":{"id":5,"text":" rabbit","logprob":-0.6,"special":false},"generated_text":null,"details":null}"#).unwrap();
+        assert_eq!((ev.content_bytes, ev.tokens, ev.done), (7, Some(1), false));
+        let mut state = StreamState::default();
+        let jump = [r#"{"index":3,"token":{"id":5,"text":" a b c d","special":false}}"#, r#"{"index":5,"token":{"id":5,"text":" e f","special":false}}"#];
+        let n: Vec<_> = jump.iter().map(|f| Tgi.parse(f.as_bytes(), &mut state).unwrap().tokens).collect();
+        assert_eq!(n, [Some(4), Some(2)], "an index jump is several tokens in one event");
+        let ev = parse(r#"{"index":2,"token":{"id":2,"text":"</s>","logprob":0.0,"special":true},"generated_text":null,"details":null}"#).unwrap();
+        assert!(!ev.has_text(), "a special token is not text");
+        let last = r#"{"index":3,"token":{"id":2,"text":"</s>","special":true},"generated_text":"a rabbit","details":{"finish_reason":"eos_token","generated_tokens":3,"seed":null,"input_length":4}}"#;
+        let ev = parse(last).unwrap();
+        assert!(ev.done);
+        assert_eq!(ev.finish_reason.as_deref(), Some("eos_token"));
+        assert_eq!(ev.counter, Some(Usage { prompt_tokens: 4, completion_tokens: 3 }));
+        // Without `details`, the filled `generated_text` alone ends the stream.
+        let ev = parse(r#"{"index":3,"token":{"id":9,"text":".","special":false},"generated_text":"a rabbit.","details":null}"#).unwrap();
+        assert!(ev.done && ev.has_text());
+    }
+
+    #[test]
+    fn error_event_and_whole_response_and_headers() {
+        let err = parse(r#"{"error":"Request failed during generation","error_type":"generation"}"#).unwrap_err();
+        assert_eq!(err, ProtocolError::Stream("Request failed during generation".into()));
+        let ev = Tgi.parse_whole(br#"{"generated_text":"abc","details":{"finish_reason":"length","generated_tokens":2}}"#).unwrap();
+        assert_eq!((ev.content_bytes, ev.done, ev.counter.map(|c| c.completion_tokens)), (3, true, Some(2)));
+        let ev = Tgi.parse_whole(br#"[{"generated_text":"abcd"}]"#).unwrap();
+        assert_eq!((ev.content_bytes, ev.finish_reason.as_deref()), (4, Some("stop")));
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("x-queue-time", "3".parse().unwrap());
+        h.insert("x-inference-time", "120".parse().unwrap());
+        let t = Tgi.header_timing(&h);
+        assert_eq!((t.queue, t.total), (Some(Duration::from_millis(3)), Some(Duration::from_millis(123))));
+    }
+}
