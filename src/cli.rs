@@ -1,4 +1,5 @@
-//! Command line: `probe`, `check-config`, `mock`, `demo`.
+//! Command line: `probe`, `check-config`, `mock`, `demo`, and the bench-mode commands
+//! (`bench`, `report`, `compare`, `capacity`; their flags live in `bench::cmd`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,14 @@ pub enum Command {
     Mock(MockArgs),
     /// Run the mock engine and the prober together with the built-in demo config.
     Demo(DemoArgs),
+    /// Benchmark one target: a concurrency or rate sweep with warm-up and repeats (`bench:` config).
+    Bench(crate::bench::cmd::BenchArgs),
+    /// Write report.md and report.html (inline SVG plots) for result directories; merges several.
+    Report(crate::bench::cmd::ReportArgs),
+    /// Release gate: compare two results; exit 1 if goodput, throughput or latency regressed.
+    Compare(crate::bench::cmd::CompareArgs),
+    /// Capacity planner: memory- and compute-bound concurrency, demand vs supply, cost per 1M good tokens.
+    Capacity(crate::bench::cmd::CapacityArgs),
 }
 
 #[derive(Debug, Args)]

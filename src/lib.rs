@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod arrival;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod exec;
@@ -73,6 +74,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Demo(args) => demo(args).await,
+            Command::Bench(args) => bench::cmd::bench(args).await,
+            Command::Report(args) => bench::cmd::report(args),
+            Command::Compare(args) => bench::cmd::compare(args),
+            Command::Capacity(args) => bench::cmd::capacity(args),
         }
     })
 }

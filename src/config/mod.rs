@@ -4,9 +4,11 @@
 //! The validated types below are the contract the rest of the crate reads.
 //!
 //! Files: `raw.rs` (stage 1: serde structs and defaults), `validate.rs` and `target.rs`
-//! (stage 2: every check), `telemetry.rs` (the `tracing:` and `sources:` sections), `duration.rs` (`250ms`-style durations), `locate.rs` (path -> line).
+//! (stage 2: every check), `telemetry.rs` (the `tracing:` and `sources:` sections), `duration.rs`
+//! (`250ms`-style durations), `locate.rs` (path -> line), `bench.rs` (the `bench:` section).
 //! The file format is documented in `config/README.md`.
 
+mod bench;
 mod duration;
 mod locate;
 mod raw;
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use crate::protocol::ProtocolKind;
 
+pub use bench::{ArrivalKind, Bench, BenchMode, Matrix};
 pub use duration::parse_duration;
 pub use telemetry::{OtlpProtocol, Tracing};
 
@@ -168,6 +171,8 @@ pub struct Config {
     pub tracing: Tracing,
     /// Engine and GPU telemetry sources (`sources:`).
     pub sources: Vec<crate::source::SourceSpec>,
+    /// The `bench:` section, when present (`llmprobe bench` needs it; the prober ignores it).
+    pub bench: Option<Bench>,
     /// Non-fatal findings (e.g. an in-flight cap that may drop probes), in file order.
     pub warnings: Vec<ConfigIssue>,
 }

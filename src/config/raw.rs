@@ -17,7 +17,7 @@ use serde::de::{self, MapAccess, Visitor};
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources"
+    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench"
 )]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
@@ -41,6 +41,8 @@ pub struct RawConfig {
     /// Engine and GPU telemetry scraped alongside the probes (`config/README.md` "sources").
     #[serde(default)]
     pub sources: Vec<super::telemetry::RawSource>,
+    /// Benchmark mode (`llmprobe bench`); ignored by the prober.
+    pub bench: Option<super::bench::RawBench>,
 }
 
 fn default_listen() -> String {

@@ -87,6 +87,7 @@ pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
     let tracing = super::telemetry::tracing(&raw.tracing, c);
     let sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
+    let bench = super::bench::bench(raw.bench.as_ref(), c);
     Config {
         listen,
         probe,
@@ -95,6 +96,7 @@ pub fn validate(raw: &RawConfig, c: &mut Checker) -> Config {
         slo,
         tracing,
         sources,
+        bench,
         warnings: Vec::new(),
     }
 }

@@ -67,6 +67,7 @@ pub fn config() -> Config {
         slo: slo(),
         tracing: Default::default(),
         sources: vec![],
+        bench: None,
         warnings: vec![],
     }
 }

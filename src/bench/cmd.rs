@@ -1,0 +1,292 @@
+//! The bench-mode commands behind the CLI: `bench`, `report`, `compare`, `capacity`.
+//! Each returns the process exit code; the clap argument structs live here too.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::{Plan, RunOptions};
+use crate::config;
+
+/// `llmprobe bench` flags.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The YAML config file with a `bench:` section.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Result directory (created; must not already hold results).
+    #[arg(long, short, required_unless_present = "dry_run")]
+    pub output: Option<PathBuf>,
+    /// The target to measure when the config lists several.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Sample RSS and CPU of this process (the server, on this machine) from /proc.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Interval of the side samples, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub sample_interval_ms: u64,
+    /// Print the planned runs (the matrix, or the one sweep) with their config hashes; send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// No progress line on the terminal.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Loads a config for a bench command; `Err(code)` after printing the problems.
+pub fn load_plan(path: &std::path::Path) -> Result<Plan, ExitCode> {
+    let file = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("cannot read config file: {e} ({file})");
+            return Err(ExitCode::from(crate::EXIT_CONFIG));
+        }
+    };
+    let cfg = match config::parse(&text, &file) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return Err(ExitCode::from(crate::EXIT_CONFIG));
+        }
+    };
+    for w in &cfg.warnings {
+        eprintln!("warning: {}", w.display_in(&file));
+    }
+    Plan::new(cfg, &file, &text).map_err(|e| {
+        eprintln!("{e:#}");
+        ExitCode::from(crate::EXIT_CONFIG)
+    })
+}
+
+/// `llmprobe bench`.
+pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let plan = match load_plan(&args.config) {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    let runs = super::matrix::expand(&plan);
+    if args.dry_run {
+        print!("{}", super::matrix::listing(&runs));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };
+    let opts = RunOptions {
+        output: output.clone(),
+        target: args.target.clone(),
+        server_pid: args.server_pid,
+        sample_every: Duration::from_millis(args.sample_interval_ms.max(10)),
+        quiet: args.quiet,
+    };
+    let mock = match &plan.bench.mock {
+        Some(profile) => Some(start_mock(&plan, args.target.as_deref(), profile).await?),
+        None => None,
+    };
+    let result = run_all(&runs, plan.bench.matrix.is_some(), &opts).await;
+    if let Some((stop, task)) = mock {
+        stop.cancel();
+        let _ = task.await;
+    }
+    result?;
+    println!("results in {}", output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the sweep, or each matrix run into its own subdirectory (with `matrix.json` listing them).
+async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions) -> anyhow::Result<()> {
+    if matrix {
+        std::fs::create_dir_all(&opts.output)?;
+        super::write_json(&opts.output.join("matrix.json"), &runs)?;
+    }
+    for r in runs {
+        let opts = if matrix { RunOptions { output: opts.output.join(&r.name), ..opts.clone() } } else { opts.clone() };
+        if matrix {
+            eprintln!("bench: run {} -> {}", r.name, opts.output.display());
+        }
+        let summary = super::run(&r.plan, &opts).await?;
+        print!("{}", super::progress::table(&summary));
+    }
+    Ok(())
+}
+
+type MockTask = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// Starts the built-in mock engine on the target's address (`bench.mock: true`).
+async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow::Result<(CancellationToken, MockTask)> {
+    let t = plan.target(target)?;
+    let addr = plain_http_addr(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the mock engine to {addr}"))?;
+    let mut opts = crate::mock::MockOptions { profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?, ..Default::default() };
+    if let Some(model) = &t.model {
+        opts.model = model.clone();
+    }
+    eprintln!("bench: mock engine ({profile}) on http://{addr}");
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(crate::mock::serve(listener, opts, stop.clone()));
+    Ok((stop, task))
+}
+
+fn plain_http_addr(base_url: &str) -> Option<SocketAddr> {
+    base_url.strip_prefix("http://")?.trim_end_matches('/').parse().ok()
+}
+
+/// `llmprobe report` flags.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result directories; several are merged (their request records pooled exactly).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the report (default: the result directory). Required when merging: the
+    /// merged records.jsonl and summary.json are written there too.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+/// `llmprobe report`.
+pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let rs = super::report::load(&args.dirs)?;
+    let out = match (&args.output, args.dirs.len()) {
+        (Some(o), _) => o.clone(),
+        (None, 1) => args.dirs[0].clone(),
+        (None, _) => anyhow::bail!("merging {} result directories needs --output DIR for the merged results", args.dirs.len()),
+    };
+    if args.dirs.len() > 1 {
+        super::report::write_merged(&rs, &out)?;
+    }
+    let (md, html) = super::report::write(&rs, &out)?;
+    print!("{}", super::progress::table(&rs.summary));
+    println!("wrote {} and {}", md.display(), html.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `llmprobe compare` flags.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline result directory.
+    pub base: PathBuf,
+    /// New result directory.
+    pub new: PathBuf,
+    /// Largest allowed increase of a latency percentile, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_latency_increase_pct: f64,
+    /// Largest allowed drop of the goodput ratio, absolute (0.02 = 2 percentage points).
+    #[arg(long, default_value_t = 0.02)]
+    pub max_goodput_drop: f64,
+    /// Largest allowed drop of output token throughput, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_throughput_drop_pct: f64,
+    /// Latency figures checked (ttft|tpot|itl|e2e with _p50/_p95/_p99...), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "ttft_p95,ttft_p99,tpot_p95,tpot_p99,e2e_p95")]
+    pub latency: Vec<String>,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Bootstrap seed (fixed so the verdict is reproducible).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// `llmprobe compare`: exit 0 when nothing regressed, 1 on a regression, 2 on unusable input.
+pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let load = |d: &PathBuf| super::report::load(std::slice::from_ref(d));
+    let (base, new) = match (load(&args.base), load(&args.new)) {
+        (Ok(b), Ok(n)) => (b, n),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e:#}");
+            return Ok(ExitCode::from(crate::EXIT_CONFIG));
+        }
+    };
+    if base.summary.mode != new.summary.mode {
+        eprintln!("error: cannot compare a {} sweep with a {} sweep", base.summary.mode, new.summary.mode);
+        return Ok(ExitCode::from(crate::EXIT_CONFIG));
+    }
+    let t = super::compare::Thresholds {
+        latency_increase: args.max_latency_increase_pct / 100.0,
+        goodput_drop: args.max_goodput_drop,
+        throughput_drop: args.max_throughput_drop_pct / 100.0,
+        latency: args.latency,
+        resamples: args.resamples,
+        seed: args.seed,
+    };
+    let c = super::compare::compare(&base, &new, &t);
+    print!("{}", super::compare::table(&c, &t));
+    if c.rows.is_empty() {
+        eprintln!("error: no load point in common");
+        return Ok(ExitCode::from(crate::EXIT_CONFIG));
+    }
+    Ok(if c.regressed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// `llmprobe capacity` flags (each overrides the same key of `--spec`).
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// YAML file with the inputs (keys as the flags, with `_`: params_billion, layers, ...).
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// A bench result directory: its candidate knee supplies the measured throughput, goodput
+    /// ratio and (concurrency sweeps) a concurrency limit.
+    #[arg(long)]
+    pub from_bench: Option<PathBuf>,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub inputs: super::capacity::Spec,
+}
+
+/// `llmprobe capacity`: exit 2 on missing or invalid inputs.
+pub fn capacity(args: CapacityArgs) -> anyhow::Result<ExitCode> {
+    let base = match &args.spec {
+        Some(path) => match read_spec(path) {
+            Ok(s) => s,
+            Err(msg) => {
+                eprintln!("{msg}");
+                return Ok(ExitCode::from(crate::EXIT_CONFIG));
+            }
+        },
+        None => super::capacity::Spec::default(),
+    };
+    let spec = args.inputs.over(base);
+    let measured = match &args.from_bench {
+        Some(dir) => {
+            let rs = super::report::load(std::slice::from_ref(dir))?;
+            Some(super::capacity::measured_from(&rs.summary, &dir.display().to_string())?)
+        }
+        None => None,
+    };
+    match super::capacity::plan(&spec, measured) {
+        Ok(plan) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                print!("{}", super::capacity::text(&plan));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
+            }
+            Ok(ExitCode::from(crate::EXIT_CONFIG))
+        }
+    }
+}
+
+/// Reads a capacity spec; an error names the key and line.
+fn read_spec(path: &std::path::Path) -> Result<super::capacity::Spec, String> {
+    let file = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let de = serde_norway::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let line = inner.location().map_or(String::new(), |l| format!(":{}", l.line()));
+        format!("{at}: {inner} ({file}{line})")
+    })
+}

@@ -1,0 +1,237 @@
+//! Benchmark mode: load sweeps (closed-loop concurrency or open-arrival rate) with warm-up and
+//! repeats, per-request evidence, summaries with spread, the candidate knee, reports with plots,
+//! a release gate and a capacity planner. Requests go through the prober's own path
+//! (`exec::execute`, `measure`, `workload::Sampler`, `arrival`).
+//!
+//! A result directory holds `manifest.json`, `records.jsonl`, `summary.json`, optional side
+//! samples (`process.jsonl`), and `report.md` / `report.html`.
+
+pub mod capacity;
+pub mod cmd;
+pub mod compare;
+pub mod knee;
+pub mod manifest;
+pub mod matrix;
+pub mod progress;
+pub mod records;
+pub mod report;
+pub mod sha256;
+pub mod side;
+pub mod summary;
+pub mod svg;
+pub mod sweep;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::arrival::stream_seed;
+use crate::config::{Bench, BenchMode, Config, Target};
+use crate::target::TargetRuntime;
+use manifest::{Manifest, SideSampleFile, SloManifest, TargetManifest};
+use records::{Epoch, Place, Record};
+use side::SideSource;
+use summary::SummaryFile;
+use sweep::{Load, Mix, Stop};
+
+/// A loaded bench config: the validated config, its `bench:` section and the file's hash.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub config: Config,
+    pub bench: Bench,
+    pub config_file: String,
+    pub config_sha256: String,
+}
+
+impl Plan {
+    /// From a validated config and the exact file text it came from.
+    pub fn new(config: Config, config_file: &str, text: &str) -> anyhow::Result<Plan> {
+        let bench = config.bench.clone().with_context(|| format!("{config_file} has no bench: section (see config/README.md, \"bench\")"))?;
+        Ok(Plan { config, bench, config_file: config_file.to_owned(), config_sha256: sha256::hex(text.as_bytes()) })
+    }
+
+    /// The one target of a bench run: `--target NAME`, or the only one in the file.
+    pub fn target(&self, name: Option<&str>) -> anyhow::Result<Target> {
+        match name {
+            Some(n) => self.config.targets.iter().find(|t| t.name == n).cloned().with_context(|| format!("no target named {n:?} in {}", self.config_file)),
+            None if self.config.targets.len() == 1 => Ok(self.config.targets[0].clone()),
+            None => anyhow::bail!("{} has {} targets: a bench run measures one; choose it with --target NAME", self.config_file, self.config.targets.len()),
+        }
+    }
+}
+
+/// Options of one bench run beyond the config.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub output: PathBuf,
+    pub target: Option<String>,
+    /// Sample this process's RSS and CPU from /proc (the server, when it runs on this machine).
+    pub server_pid: Option<u32>,
+    pub sample_every: Duration,
+    /// No progress line even on a terminal.
+    pub quiet: bool,
+}
+
+/// Runs the sweep, writes the result directory, and returns its summary.
+pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> {
+    let dir = &opts.output;
+    prepare_dir(dir)?;
+    let target_cfg = plan.target(opts.target.as_deref())?;
+    let target = Arc::new(TargetRuntime::new(target_cfg.clone())?);
+    let epoch = Epoch::now();
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let seed = plan.config.probe.seed.unwrap_or_else(rand::random);
+    let mut manifest = new_manifest(plan, &target_cfg, &run_id, seed, &epoch);
+    discover(&target, &mut manifest.target).await;
+    manifest::write(dir, &manifest)?;
+
+    let side_stop = CancellationToken::new();
+    let mut side_tasks = Vec::new();
+    if let Some(pid) = opts.server_pid {
+        let source = side::ProcessSource::new(pid)?;
+        manifest.side_samples.push(SideSampleFile { file: format!("{}.jsonl", source.name()), source: source.name().into(), description: source.description() });
+        side_tasks.push(spawn_side(Box::new(source), dir, opts.sample_every, epoch, &side_stop));
+    }
+
+    let all = sweep(plan, &target, &run_id, seed, epoch, dir, opts.quiet).await;
+    side_stop.cancel();
+    for t in side_tasks {
+        t.await.context("side sampler")??;
+    }
+    all?;
+    let end = epoch.unix_s + epoch.rel(std::time::Instant::now());
+    manifest.ended_unix_s = Some(end);
+    manifest.ended_at = Some(manifest::rfc3339(end));
+    manifest::write(dir, &manifest)?;
+    // Summarise what was written, so the summary equals what any later reader of the records
+    // computes (JSON number text is the evidence, not the in-memory floats).
+    let rs = report::load(std::slice::from_ref(dir))?;
+    write_json(&dir.join(summary::SUMMARY_FILE), &rs.summary)?;
+    report::write(&rs, dir)?;
+    Ok(rs.summary)
+}
+
+/// Summary of records from one run or several merged runs.
+pub fn summarize(all: &[Record], run_ids: &[String], mode: BenchMode, objective: f64) -> SummaryFile {
+    let points = summary::points(all, mode == BenchMode::Rate);
+    SummaryFile {
+        run_ids: run_ids.to_vec(),
+        mode: mode.as_str().to_owned(),
+        percentile_method: summary::PERCENTILE_METHOD.to_owned(),
+        goodput_objective: objective,
+        knee: knee::find(&points, objective),
+        points,
+    }
+}
+
+/// Every point: warm-up, then the repeats; records appended to the file as each ends.
+async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+    let b = &plan.bench;
+    let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
+    for (point, &load) in b.points.iter().enumerate() {
+        let phases = (b.warmup_requests > 0).then_some(None).into_iter().chain((0..b.repeats).map(Some));
+        for repeat in phases {
+            progress.start(point, load, repeat);
+            let stop = match repeat {
+                None => Stop { requests: Some(b.warmup_requests), duration: None, timeout: b.point_timeout },
+                Some(_) => Stop { requests: b.requests, duration: b.duration, timeout: b.point_timeout },
+            };
+            let tag = format!("point{point}/{}", repeat.map_or("warmup".into(), |r| format!("repeat{r}")));
+            let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &tag));
+            let driven = sweep::drive(target.clone(), mix, load_of(b, load), stop).await;
+            if driven.stopped_by == sweep::StoppedBy::Timeout {
+                tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
+            }
+            let place = Place { run_id: run_id.to_owned(), point, load, repeat };
+            let mut recs: Vec<Record> = driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo, &epoch, &place)).collect();
+            recs.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
+            records::append(dir, &recs)?;
+            if repeat.is_some() {
+                let refs: Vec<&Record> = recs.iter().collect();
+                progress.repeat_done(&summary::summarize(&refs, point, load, repeat, b.mode == BenchMode::Rate));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_of(b: &Bench, load: f64) -> Load {
+    match b.mode {
+        BenchMode::Concurrency => Load::Closed { workers: load as usize },
+        BenchMode::Rate => Load::Open { rate: load, max_in_flight: b.max_concurrency, arrival: b.arrival },
+    }
+}
+
+/// A fresh directory, or an existing one without results in it: evidence is never overwritten.
+fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for f in [records::RECORDS_FILE, summary::SUMMARY_FILE, manifest::MANIFEST_FILE] {
+        anyhow::ensure!(!dir.join(f).exists(), "{} already holds results ({f}); choose a new --output directory", dir.display());
+    }
+    Ok(())
+}
+
+fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
+    let b = &plan.bench;
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    Manifest {
+        run_id: run_id.to_owned(),
+        tool: "llmprobe".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        tool_revision: crate::sink::prometheus::BUILD_REVISION.into(),
+        config_file: plan.config_file.clone(),
+        config_sha256: plan.config_sha256.clone(),
+        mode: b.mode.as_str().into(),
+        points: b.points.clone(),
+        repeats: b.repeats,
+        warmup_requests: b.warmup_requests,
+        requests_per_repeat: b.requests,
+        duration_per_repeat_s: b.duration.map(|d| d.as_secs_f64()),
+        point_timeout_s: b.point_timeout.as_secs_f64(),
+        max_concurrency: (b.mode == BenchMode::Rate).then_some(b.max_concurrency),
+        arrival: (b.mode == BenchMode::Rate).then(|| format!("{:?}", b.arrival).to_lowercase()),
+        seed,
+        scenarios: plan.config.scenarios.iter().map(|s| s.name.clone()).collect(),
+        slo: SloManifest { ttft_ms: ms(plan.config.slo.ttft), tpot_ms: ms(plan.config.slo.tpot), e2e_ms: ms(plan.config.slo.e2e), objective: plan.config.slo.objective },
+        target: TargetManifest { name: t.name.clone(), base_url: t.base_url.clone(), api: t.api.as_str().into(), model: t.model.clone(), engine: None, engine_version: None, discovery_error: None },
+        mock_profile: b.mock.clone(),
+        machine: manifest::Machine::detect(),
+        started_at: manifest::rfc3339(epoch.unix_s),
+        started_unix_s: epoch.unix_s,
+        ended_at: None,
+        ended_unix_s: None,
+        side_samples: Vec::new(),
+    }
+}
+
+/// Fills model/engine/version from `/v1/models` and `/version`; a failure is noted, not fatal
+/// (the requests themselves will show what is wrong).
+async fn discover(target: &TargetRuntime, into: &mut TargetManifest) {
+    match target.discover().await {
+        Ok(d) => {
+            into.model = Some(d.model);
+            into.engine = Some(d.engine);
+            into.engine_version = Some(d.engine_version).filter(|v| !v.is_empty());
+        }
+        Err(f) => into.discovery_error = Some(format!("{}: {}", f.class.as_str(), target.redact(&f.detail))),
+    }
+}
+
+fn spawn_side(source: Box<dyn SideSource>, dir: &Path, every: Duration, epoch: Epoch, stop: &CancellationToken) -> tokio::task::JoinHandle<anyhow::Result<PathBuf>> {
+    tokio::spawn(side::run(source, dir.to_path_buf(), every, epoch, stop.clone()))
+}
+
+/// Writes pretty JSON with a trailing newline.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: unexpected content", path.display()))
+}

@@ -1,0 +1,289 @@
+//! The `bench:` section: sweep mode and load points, warm-up, repeats, stop conditions, per-point
+//! timeout, the in-process mock engine, and the scenario matrix. Stage 1 (serde) and stage 2
+//! (validation) for this section live together here; `validate.rs` calls `bench()`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::raw::RawDuration;
+use super::validate::Checker;
+
+/// `bench:` as written.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with mode, concurrency or rates, warmup_requests, repeats, requests, duration, ..."
+)]
+pub struct RawBench {
+    /// `concurrency` (closed loop) or `rate` (open arrival).
+    pub mode: String,
+    /// Closed-loop sweep: number of workers at each point, increasing.
+    #[serde(default)]
+    pub concurrency: Vec<i64>,
+    /// Open-arrival sweep: requests per second at each point, increasing.
+    #[serde(default)]
+    pub rates: Vec<f64>,
+    /// Rate mode: in-flight cap; a request due while it is reached is dropped and counted.
+    /// Default 256.
+    pub max_concurrency: Option<i64>,
+    /// Rate mode: `poisson` (default) or `constant` gaps.
+    pub arrival: Option<String>,
+    /// Requests sent at each point before its repeats, excluded from every figure. Default 0.
+    #[serde(default)]
+    pub warmup_requests: i64,
+    /// Measured repeats per point. Default 3.
+    #[serde(default = "default_repeats")]
+    pub repeats: i64,
+    /// Stop a repeat after this many requests (sent or dropped).
+    pub requests: Option<i64>,
+    /// Stop a repeat after this long (no new request after it; in-flight ones finish).
+    pub duration: Option<RawDuration>,
+    /// Hard limit per repeat (and per warm-up); requests still running are cancelled.
+    /// Default `120s`.
+    #[serde(default = "default_point_timeout")]
+    pub point_timeout: RawDuration,
+    /// Start the built-in mock engine in-process on the target's address. Default false.
+    #[serde(default)]
+    pub mock: bool,
+    /// The mock's hardware profile. Default `small-gpu`.
+    pub mock_profile: Option<String>,
+    /// A grid of runs (see `config/README.md`).
+    pub matrix: Option<RawMatrix>,
+}
+
+fn default_repeats() -> i64 {
+    3
+}
+
+fn default_point_timeout() -> RawDuration {
+    RawDuration("120s".to_owned())
+}
+
+/// `bench.matrix:` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with concurrency, rates, input_tokens, output_tokens"
+)]
+pub struct RawMatrix {
+    #[serde(default)]
+    pub concurrency: Vec<i64>,
+    #[serde(default)]
+    pub rates: Vec<f64>,
+    #[serde(default)]
+    pub input_tokens: Vec<i64>,
+    #[serde(default)]
+    pub output_tokens: Vec<i64>,
+}
+
+/// How load is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchMode {
+    /// Closed loop: C workers, each sends its next request when the previous one ends.
+    Concurrency,
+    /// Open arrival at a rate, with an in-flight cap whose drops are counted.
+    Rate,
+}
+
+impl BenchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BenchMode::Concurrency => "concurrency",
+            BenchMode::Rate => "rate",
+        }
+    }
+}
+
+/// Gaps between arrivals in rate mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalKind {
+    Poisson,
+    Constant,
+}
+
+/// The validated `bench:` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bench {
+    pub mode: BenchMode,
+    /// Load at each point: worker counts (whole numbers) or rates, strictly increasing.
+    pub points: Vec<f64>,
+    /// Rate mode in-flight cap.
+    pub max_concurrency: usize,
+    pub arrival: ArrivalKind,
+    pub warmup_requests: u64,
+    pub repeats: u32,
+    pub requests: Option<u64>,
+    pub duration: Option<Duration>,
+    pub point_timeout: Duration,
+    /// `Some(profile name)`: start the mock engine in-process.
+    pub mock: Option<String>,
+    pub matrix: Option<Matrix>,
+}
+
+/// The validated grid: every combination of input × output tokens is one run; the load list
+/// (if set) replaces the sweep points of each run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub points: Vec<f64>,
+    pub input_tokens: Vec<u32>,
+    pub output_tokens: Vec<u32>,
+}
+
+/// Default rate-mode in-flight cap.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
+
+/// Validates `bench:`; `None` when the section is absent.
+pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
+    let raw = raw?;
+    let (mode, known) = match raw.mode.as_str() {
+        "concurrency" => (BenchMode::Concurrency, true),
+        "rate" => (BenchMode::Rate, true),
+        other => {
+            c.error("bench.mode", format!("unknown mode \"{other}\": expected concurrency or rate"));
+            (BenchMode::Concurrency, false)
+        }
+    };
+    // With an unknown mode, checks that depend on it would only add noise.
+    let points = if known { load_list(mode, "bench", &raw.concurrency, &raw.rates, true, c) } else { Vec::new() };
+    if known && mode == BenchMode::Concurrency {
+        if raw.max_concurrency.is_some() {
+            c.error("bench.max_concurrency", "only for mode rate (in mode concurrency the load is the worker count)");
+        }
+        if raw.arrival.is_some() {
+            c.error("bench.arrival", "only for mode rate");
+        }
+    }
+    let max_concurrency = match raw.max_concurrency {
+        None => DEFAULT_MAX_CONCURRENCY,
+        Some(n) if n >= 1 => n as usize,
+        Some(n) => {
+            c.error("bench.max_concurrency", format!("must be at least 1, got {n}"));
+            1
+        }
+    };
+    let arrival = match raw.arrival.as_deref() {
+        None | Some("poisson") => ArrivalKind::Poisson,
+        Some("constant") => ArrivalKind::Constant,
+        Some(other) => {
+            c.error("bench.arrival", format!("unknown arrival \"{other}\": expected poisson or constant"));
+            ArrivalKind::Poisson
+        }
+    };
+    let warmup_requests = non_negative("bench.warmup_requests", raw.warmup_requests, c);
+    let repeats = if (1..=1000).contains(&raw.repeats) {
+        raw.repeats as u32
+    } else {
+        c.error("bench.repeats", format!("must be 1 to 1000, got {}", raw.repeats));
+        1
+    };
+    let requests = raw.requests.map(|n| {
+        if n < 1 {
+            c.error("bench.requests", format!("must be at least 1, got {n}"));
+        }
+        n.max(1) as u64
+    });
+    let duration = raw.duration.as_ref().map(|d| c.positive_duration("bench.duration", d));
+    if requests.is_none() && duration.is_none() {
+        c.error("bench", "set a stop condition: requests (per repeat), duration, or both");
+    }
+    let point_timeout = c.positive_duration("bench.point_timeout", &raw.point_timeout);
+    if let Some(d) = duration {
+        if !point_timeout.is_zero() && d > point_timeout {
+            c.error("bench.point_timeout", "must not be shorter than bench.duration");
+        }
+    }
+    let mock = mock_profile(raw, c);
+    let matrix = raw.matrix.as_ref().filter(|_| known).map(|m| matrix(mode, m, c));
+    Some(Bench {
+        mode,
+        points,
+        max_concurrency,
+        arrival,
+        warmup_requests,
+        repeats,
+        requests,
+        duration,
+        point_timeout,
+        mock,
+        matrix,
+    })
+}
+
+fn mock_profile(raw: &RawBench, c: &mut Checker) -> Option<String> {
+    let name = raw.mock_profile.clone().unwrap_or_else(|| "small-gpu".to_owned());
+    if crate::mock::Profile::by_name(&name).is_none() {
+        c.error(
+            "bench.mock_profile",
+            format!("unknown profile \"{name}\": expected one of {}", crate::mock::Profile::names().join(", ")),
+        );
+    }
+    if raw.mock_profile.is_some() && !raw.mock {
+        c.warn("bench.mock_profile", "unused: bench.mock is false");
+    }
+    raw.mock.then_some(name)
+}
+
+fn non_negative(path: &str, n: i64, c: &mut Checker) -> u64 {
+    if n < 0 {
+        c.error(path, format!("must be 0 or more, got {n}"));
+    }
+    n.max(0) as u64
+}
+
+/// The load list of the mode (`concurrency` or `rates`), checked; the other list must be empty.
+fn load_list(mode: BenchMode, at: &str, workers: &[i64], rates: &[f64], required: bool, c: &mut Checker) -> Vec<f64> {
+    let (own, other, values): (&str, &str, Vec<f64>) = match mode {
+        BenchMode::Concurrency => ("concurrency", "rates", workers.iter().map(|&n| n as f64).collect()),
+        BenchMode::Rate => ("rates", "concurrency", rates.to_vec()),
+    };
+    let other_set = match mode {
+        BenchMode::Concurrency => !rates.is_empty(),
+        BenchMode::Rate => !workers.is_empty(),
+    };
+    if other_set {
+        c.error(format!("{at}.{other}"), format!("not used in mode {}: set {own} instead", mode.as_str()));
+    }
+    if values.is_empty() && required {
+        c.error(format!("{at}.{own}"), format!("at least one point is required in mode {}", mode.as_str()));
+    }
+    for (i, &v) in values.iter().enumerate() {
+        let path = format!("{at}.{own}[{i}]");
+        let ok = match mode {
+            BenchMode::Concurrency => v >= 1.0 && v <= 100_000.0,
+            BenchMode::Rate => v.is_finite() && v > 0.0,
+        };
+        if !ok {
+            let want = if mode == BenchMode::Concurrency { "a whole number 1 to 100000" } else { "a number greater than 0" };
+            c.error(path, format!("must be {want}, got {v}"));
+        } else if i > 0 && v <= values[i - 1] {
+            c.error(path, format!("points must be strictly increasing ({v} after {})", values[i - 1]));
+        }
+    }
+    values
+}
+
+fn matrix(mode: BenchMode, raw: &RawMatrix, c: &mut Checker) -> Matrix {
+    let points = load_list(mode, "bench.matrix", &raw.concurrency, &raw.rates, false, c);
+    let tokens = |name: &str, list: &[i64], c: &mut Checker| -> Vec<u32> {
+        list.iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                if !(1..=1_000_000).contains(&n) {
+                    c.error(format!("bench.matrix.{name}[{i}]"), format!("token count {n} is out of range: expected 1 to 1000000"));
+                }
+                n.clamp(1, 1_000_000) as u32
+            })
+            .collect()
+    };
+    let m = Matrix {
+        points,
+        input_tokens: tokens("input_tokens", &raw.input_tokens, c),
+        output_tokens: tokens("output_tokens", &raw.output_tokens, c),
+    };
+    if m.points.is_empty() && m.input_tokens.is_empty() && m.output_tokens.is_empty() {
+        c.error("bench.matrix", "empty: list at least one of concurrency/rates, input_tokens, output_tokens");
+    }
+    m
+}
