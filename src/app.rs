@@ -18,7 +18,9 @@ use crate::scheduler::{self, RunContext, Stream};
 use crate::server::{self, ServerState};
 use crate::sink::Sink;
 use crate::sink::history::History;
+use crate::sink::otlp::{OtlpSettings, OtlpSink};
 use crate::sink::prometheus::Metrics;
+use crate::source::SnapshotCache;
 use crate::sink::summary::Summary;
 use crate::target::TargetRuntime;
 use crate::workload::{calibrate, fingerprint, Calibration, Sampler};
@@ -75,7 +77,11 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let server_task = tokio::spawn(server::serve(listener, server_state, server_stop.clone()));
     tracing::info!("serving /metrics on http://{metrics_addr}/metrics");
 
-    let sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), history, summary.clone()];
+    let telemetry = start_telemetry(&config, metrics.clone(), shutdown.clone()).await?;
+    let mut sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), history, summary.clone()];
+    if let Some(otlp) = &telemetry.otlp {
+        sinks.push(otlp.clone());
+    }
     let (recorder, recorder_task) = recorder::spawn(sinks, config.slo.clone());
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
@@ -91,7 +97,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
     let mut schedules = Vec::new();
     for target in &targets {
-        schedules.push(tokio::spawn(keep_discovering(target.clone(), metrics.clone(), shutdown.clone())));
+        schedules.push(tokio::spawn(keep_discovering(target.clone(), metrics.clone(), telemetry.otlp.clone(), shutdown.clone())));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
         schedules.push(tokio::spawn(calibrate::run(target.clone(), calibration.clone(), shutdown.clone())));
@@ -129,6 +135,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
         }
         drop(ctx);
         recorder_task.await.context("recorder task")?;
+        telemetry.finish().await;
         server_stop.cancel();
         server_task.await.context("server task")?.context("metrics server")?;
         Ok(())
@@ -142,14 +149,20 @@ pub fn new_run_id() -> String {
 }
 
 /// Discovers a target's model and engine, and re-reads them so a release shows up.
-async fn keep_discovering(target: Arc<TargetRuntime>, metrics: Arc<Metrics>, stop: CancellationToken) {
-    let mut last = None;
+async fn keep_discovering(target: Arc<TargetRuntime>, metrics: Arc<Metrics>, otlp: Option<Arc<OtlpSink>>, stop: CancellationToken) {
+    let mut last: Option<crate::target::Discovery> = None;
     loop {
         let wait = match target.discover().await {
             Ok(found) => {
                 if last.as_ref() != Some(&found) {
                     tracing::info!(target_name = %target.name, model = %found.model, engine = %found.engine, version = %found.engine_version, "target discovered");
                     metrics.set_target_info(&target.name, &found.model, &found.engine, &found.engine_version);
+                    if let Some(before) = &last {
+                        mark_release(&target.name, before, &found, &metrics, otlp.as_deref());
+                    }
+                    if let Some(o) = &otlp {
+                        o.set_engine(&target.name, &found.engine);
+                    }
                     last = Some(found);
                 }
                 DISCOVERY_REFRESH
@@ -191,4 +204,73 @@ pub fn cancel_on_signals(token: CancellationToken) {
         tracing::info!("signal received");
         token.cancel();
     });
+}
+
+// ---- Telemetry: trace export and engine/GPU sources -------------------------------------------
+
+/// The telemetry parts of a run: the trace sink (when tracing is on), the snapshot cache the
+/// sources fill, and the scrape loops.
+struct Telemetry {
+    otlp: Option<Arc<OtlpSink>>,
+    scrapers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Telemetry {
+    /// Waits for the scrape loops (stopped by the shutdown token) and flushes the trace exporter.
+    async fn finish(self) {
+        for s in self.scrapers {
+            let _ = s.await;
+        }
+        if let Some(otlp) = self.otlp {
+            // The exporter blocks while flushing; this task holds the last reference.
+            let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
+        }
+    }
+}
+
+/// Starts trace export (config `tracing:` over `OTEL_*`) and one scrape loop per `sources:` entry.
+async fn start_telemetry(config: &Config, metrics: Arc<Metrics>, stop: CancellationToken) -> anyhow::Result<Telemetry> {
+    let cache = Arc::new(SnapshotCache::default());
+    let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
+        None => None,
+        Some(settings) => {
+            for note in &settings.notes {
+                tracing::warn!("tracing: {note}");
+            }
+            let (cfg, c) = (config.clone(), cache.clone());
+            let s = settings.clone();
+            let sink = tokio::task::spawn_blocking(move || OtlpSink::start(&cfg, &s, c)).await.context("starting trace export")??;
+            crate::trace::enable(settings.sample_ratio);
+            tracing::info!(protocol = ?settings.protocol, ratio = settings.sample_ratio, "exporting OTLP traces");
+            Some(Arc::new(sink))
+        }
+    };
+    let client = reqwest::Client::builder().user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION"))).build().context("building the sources' HTTP client")?;
+    let mut scrapers = Vec::new();
+    for spec in &config.sources {
+        let mut spec = spec.clone();
+        if spec.url.is_none() {
+            // An engine source tied to a target reads the target's own /metrics.
+            spec.url = config.targets.iter().find(|t| Some(&t.name) == spec.target.as_ref()).map(|t| format!("{}/metrics", t.base_url));
+        }
+        cache.register(&spec.name, spec.target.as_deref(), spec.interval);
+        let source = crate::source::build(&spec, client.clone());
+        scrapers.push(tokio::spawn(crate::source::scrape::run(source, spec, cache.clone(), metrics.clone(), stop.clone())));
+    }
+    Ok(Telemetry { otlp, scrapers })
+}
+
+/// A target's model or engine version changed: log it, keep the timestamp, and mark the trace.
+fn mark_release(target: &str, before: &crate::target::Discovery, after: &crate::target::Discovery, metrics: &Metrics, otlp: Option<&OtlpSink>) {
+    tracing::info!(
+        target_name = %target,
+        previous_model = %before.model, model = %after.model,
+        previous_version = %before.engine_version, version = %after.engine_version,
+        "release: the target's model or engine version changed"
+    );
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    metrics.set_target_info_change(target, now);
+    if let Some(o) = otlp {
+        o.release(target, [&before.model, &before.engine_version], [&after.model, &after.engine_version]);
+    }
 }

@@ -74,6 +74,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         finish_reason: None,
         response_model: None,
         result: Ok(()),
+        trace: crate::trace::TraceIds::new_if_enabled(),
     }
 }
 
@@ -107,6 +108,10 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         .header("accept", accept)
         .header("x-request-id", &out.request_id)
         .body(body);
+    let request = match out.trace {
+        Some(ids) => request.header("traceparent", ids.traceparent()),
+        None => request,
+    };
 
     let timeouts = target.config.timeouts;
     out.timeline.sent = Instant::now();

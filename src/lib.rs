@@ -20,7 +20,9 @@ pub mod secret;
 pub mod server;
 pub mod sink;
 pub mod stats;
+pub mod source;
 pub mod target;
+pub mod trace;
 pub mod workload;
 
 use std::process::ExitCode;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{ServerTiming, Usage};
+use crate::trace::TraceIds;
 
 /// Why a probe did not succeed. The closed set of `error` label values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -179,6 +180,8 @@ pub struct Outcome {
     pub response_model: Option<String>,
     /// `Ok` = success; otherwise the classified failure.
     pub result: Result<(), Failure>,
+    /// Trace context sent as `traceparent` (only while tracing is on).
+    pub trace: Option<TraceIds>,
 }
 
 impl Outcome {

@@ -78,6 +78,10 @@ fn unconfigured_slos_have_no_series() {
 fn all_names_are_exported() {
     let metrics = Metrics::new(&config());
     metrics.set_target_info("local", "m", "vllm", "1");
+    // Series that exist only once their event happened: a release, a configured source's scrape.
+    metrics.set_target_info_change("local", 1.0);
+    metrics.set_source_up("engine-local", true);
+    metrics.set_source_scrape_duration("engine-local", 0.01);
     let om = metrics.encode_openmetrics();
     let prom = metrics.encode_prometheus_text();
     // Server phase times exist only for APIs that report them; the test target speaks OpenAI.

@@ -4,7 +4,8 @@
 //! The validated types below are the contract the rest of the crate reads.
 //!
 //! Files: `raw.rs` (stage 1: serde structs and defaults), `validate.rs` and `target.rs`
-//! (stage 2: every check), `duration.rs` (`250ms`-style durations), `locate.rs` (path -> line), `bench.rs` (the `bench:` section).
+//! (stage 2: every check), `telemetry.rs` (the `tracing:` and `sources:` sections), `duration.rs`
+//! (`250ms`-style durations), `locate.rs` (path -> line), `bench.rs` (the `bench:` section).
 //! The file format is documented in `config/README.md`.
 
 mod bench;
@@ -13,6 +14,7 @@ mod locate;
 mod raw;
 mod raw_workload;
 mod target;
+mod telemetry;
 mod validate;
 mod workload;
 
@@ -29,6 +31,7 @@ use crate::workload::Dataset;
 
 pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
 pub use duration::{format_duration, parse_duration};
+pub use telemetry::{OtlpProtocol, Tracing};
 
 /// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
 pub const DEMO_YAML: &str = include_str!("../../config/demo.yaml");
@@ -169,6 +172,10 @@ pub struct Config {
     pub targets: Vec<Target>,
     pub scenarios: Vec<Scenario>,
     pub slo: Slo,
+    /// OTLP trace export (`tracing:`); `OTEL_*` variables fill what is not set.
+    pub tracing: Tracing,
+    /// Engine and GPU telemetry sources (`sources:`).
+    pub sources: Vec<crate::source::SourceSpec>,
     /// The `bench:` section, when present (`llmprobe bench` needs it; the prober ignores it).
     pub bench: Option<Bench>,
     /// Non-fatal findings (e.g. an in-flight cap that may drop probes), in file order.

@@ -19,7 +19,7 @@ pub use super::raw_workload::{RawArrival, RawDataset, RawLength, RawPrefix};
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, bench"
+    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench"
 )]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
@@ -37,6 +37,12 @@ pub struct RawConfig {
     /// Latency objectives used for goodput.
     #[serde(default)]
     pub slo: RawSlo,
+    /// OTLP trace export and exemplars (`config/README.md` "tracing").
+    #[serde(default)]
+    pub tracing: super::telemetry::RawTracing,
+    /// Engine and GPU telemetry scraped alongside the probes (`config/README.md` "sources").
+    #[serde(default)]
+    pub sources: Vec<super::telemetry::RawSource>,
     /// Benchmark mode (`llmprobe bench`); ignored by the prober.
     pub bench: Option<super::bench::RawBench>,
 }

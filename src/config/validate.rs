@@ -86,6 +86,8 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let scenarios = scenarios(&raw.scenarios, &shared, c);
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
+    let tracing = super::telemetry::tracing(&raw.tracing, c);
+    let sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
     let bench = super::bench::bench(raw.bench.as_ref(), c);
     Config {
         listen,
@@ -93,6 +95,8 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
         targets,
         scenarios,
         slo,
+        tracing,
+        sources,
         bench,
         warnings: Vec::new(),
     }

@@ -2,6 +2,7 @@
 //! sinks keep their own state behind interior mutability so they can be shared with the server.
 
 pub mod history;
+pub mod otlp;
 pub mod prometheus;
 pub mod summary;
 

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -128,9 +129,21 @@ pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
     name: "llmprobe_config_last_reload_successful",
     help: "Whether the last configuration (re)load succeeded",
 };
+pub const TARGET_INFO_CHANGE_TIMESTAMP_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_target_info_change_timestamp_seconds",
+    help: "Unix time the target's model or engine version last changed (a release marker)",
+};
+pub const SOURCE_UP: FamilySpec = FamilySpec {
+    name: "llmprobe_source_up",
+    help: "Whether the last scrape of a telemetry source succeeded",
+};
+pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_source_scrape_duration_seconds",
+    help: "Duration of the last scrape of a telemetry source",
+};
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 25] = [
+pub const ALL_FAMILIES: [FamilySpec; 28] = [
     REQUESTS_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
@@ -156,6 +169,9 @@ pub const ALL_FAMILIES: [FamilySpec; 25] = [
     CONFIG_LAST_RELOAD_SUCCESSFUL,
     PROMPT_TOKEN_ERROR_RATIO,
     WORKLOAD_INFO,
+    TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
+    SOURCE_UP,
+    SOURCE_SCRAPE_DURATION_SECONDS,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -247,6 +263,37 @@ struct WorkloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+
+/// Exemplar labels linking a latency observation to its trace.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceExemplar {
+    trace_id: String,
+    span_id: String,
+}
+
+/// OpenMetrics caps an exemplar's label names and values at 128 UTF-8 characters in all.
+pub const EXEMPLAR_MAX_CHARS: usize = 128;
+
+impl TraceExemplar {
+    /// Builds the exemplar, cutting values so names plus values stay within the limit (W3C ids
+    /// use 63 characters, so this only bites for foreign id formats).
+    pub fn new(trace_id: &str, span_id: &str) -> TraceExemplar {
+        let names = "trace_id".len() + "span_id".len();
+        let budget = EXEMPLAR_MAX_CHARS - names;
+        let trace_id: String = trace_id.chars().take(budget).collect();
+        let span_id: String = span_id.chars().take(budget - trace_id.chars().count()).collect();
+        TraceExemplar { trace_id, span_id }
+    }
+
+    pub fn chars(&self) -> usize {
+        "trace_id".len() + "span_id".len() + self.trace_id.chars().count() + self.span_id.chars().count()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     revision: &'static str,
@@ -303,20 +350,19 @@ fn configured_slos(slo: &Slo) -> impl Iterator<Item = (&'static str, f64)> + '_ 
 
 // ---- Families ------------------------------------------------------------------------------------
 
-/// The latency histogram type. Exemplars (`trace_id`/`span_id`) come by switching this alias to
-/// `HistogramWithExemplars<_>` and the body of `observe_latency`; nothing else reads it.
-type LatencyHistogram = Histogram;
+/// The latency histogram type: observations of traced probes carry a `trace_id`/`span_id` exemplar.
+type LatencyHistogram = HistogramWithExemplars<TraceExemplar>;
 type HistogramFamily<L> = Family<L, LatencyHistogram, fn() -> LatencyHistogram>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn ttft_histogram() -> LatencyHistogram {
-    LatencyHistogram::new(TTFT_BUCKETS)
+    LatencyHistogram::new(TTFT_BUCKETS.into_iter())
 }
 fn tpot_histogram() -> LatencyHistogram {
-    LatencyHistogram::new(TPOT_BUCKETS)
+    LatencyHistogram::new(TPOT_BUCKETS.into_iter())
 }
 fn e2e_histogram() -> LatencyHistogram {
-    LatencyHistogram::new(E2E_BUCKETS)
+    LatencyHistogram::new(E2E_BUCKETS.into_iter())
 }
 fn tokens_per_frame_histogram() -> Histogram {
     Histogram::new(TOKENS_PER_FRAME_BUCKETS)
@@ -344,8 +390,10 @@ where
     drop(family.get_or_create(labels));
 }
 
-fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, seconds: f64) {
-    family.get_or_create(labels).observe(seconds);
+/// Exemplars go without a timestamp (optional in OpenMetrics; Prometheus uses the scrape time),
+/// which keeps the exposition deterministic.
+fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, seconds: f64, exemplar: Option<&TraceExemplar>) {
+    family.get_or_create(labels).observe(seconds, exemplar.cloned(), None);
 }
 
 /// Registers under the exported name: prometheus-client appends `_total` to counters and the unit
@@ -390,12 +438,21 @@ pub struct Metrics {
     reload_ok: Gauge,
     prompt_error: Family<TsLabels, Histogram, fn() -> Histogram>,
     workload_info: Family<WorkloadLabels, Gauge>,
+    target_info_change: Family<TargetLabels, FloatGauge>,
+    source_up: Family<SourceLabels, Gauge>,
+    source_scrape_duration: Family<SourceLabels, FloatGauge>,
+    /// Whether traced probes leave exemplars (`tracing.exemplars`).
+    exemplars: bool,
 }
 
 impl Metrics {
     /// Registers every family and pre-creates at zero every series whose labels config determines.
     pub fn new(config: &Config) -> Self {
-        let metrics = Self::register_all();
+        let mut metrics = Self::register_all();
+        metrics.exemplars = config.tracing.exemplars;
+        for source in &config.sources {
+            touch(&metrics.source_up, &SourceLabels { source: source.name.clone() });
+        }
         metrics.precreate(config);
         metrics.set_config_gauges(config);
         let build = BuildLabels {
@@ -437,6 +494,10 @@ impl Metrics {
             reload_ok: Gauge::default(),
             prompt_error: Family::new_with_constructor(prompt_error_histogram),
             workload_info: Family::default(),
+            target_info_change: Family::default(),
+            source_up: Family::default(),
+            source_scrape_duration: Family::default(),
+            exemplars: true,
         };
         let r = &mut registry;
         register(r, REQUESTS_TOTAL, m.requests.clone());
@@ -464,6 +525,9 @@ impl Metrics {
         register(r, CONFIG_LAST_RELOAD_SUCCESSFUL, m.reload_ok.clone());
         register(r, PROMPT_TOKEN_ERROR_RATIO, m.prompt_error.clone());
         register(r, WORKLOAD_INFO, m.workload_info.clone());
+        register(r, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS, m.target_info_change.clone());
+        register(r, SOURCE_UP, m.source_up.clone());
+        register(r, SOURCE_SCRAPE_DURATION_SECONDS, m.source_scrape_duration.clone());
         Metrics { registry, ..m }
     }
 
@@ -562,6 +626,19 @@ impl Metrics {
         self.target_info.get_or_create(&labels).set(1);
     }
 
+    /// Marks a release: the target's model or engine version changed at `unix_seconds`.
+    pub fn set_target_info_change(&self, target: &str, unix_seconds: f64) {
+        self.target_info_change.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
+    }
+
+    pub fn set_source_up(&self, source: &str, up: bool) {
+        self.source_up.get_or_create(&SourceLabels { source: source.to_owned() }).set(i64::from(up));
+    }
+
+    pub fn set_source_scrape_duration(&self, source: &str, seconds: f64) {
+        self.source_scrape_duration.get_or_create(&SourceLabels { source: source.to_owned() }).set(seconds);
+    }
+
     pub fn set_config_reload_ok(&self, ok: bool) {
         self.reload_ok.set(i64::from(ok));
     }
@@ -582,12 +659,12 @@ impl Metrics {
         sort_series(&out)
     }
 
-    fn record_sample(&self, ts: &TsLabels, s: &Sample) {
+    fn record_sample(&self, ts: &TsLabels, s: &Sample, ex: Option<&TraceExemplar>) {
         // A non-streaming probe has no first token to time: E2E and tokens only.
         if s.streamed {
-            self.record_stream_shape(ts, s);
+            self.record_stream_shape(ts, s, ex);
         }
-        observe_latency(&self.e2e, ts, s.e2e.as_secs_f64());
+        observe_latency(&self.e2e, ts, s.e2e.as_secs_f64(), ex);
         self.record_tokens(ts, s);
         if s.goodput {
             self.goodput.get_or_create(ts).inc();
@@ -602,16 +679,16 @@ impl Metrics {
         }
     }
 
-    fn record_stream_shape(&self, ts: &TsLabels, s: &Sample) {
-        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64());
+    fn record_stream_shape(&self, ts: &TsLabels, s: &Sample, ex: Option<&TraceExemplar>) {
+        observe_latency(&self.ttft, ts, s.ttft.as_secs_f64(), ex);
         if let Some(ttfc) = s.ttfc {
-            observe_latency(&self.ttfc, ts, ttfc.as_secs_f64());
+            observe_latency(&self.ttfc, ts, ttfc.as_secs_f64(), ex);
         }
         if let Some(tpot) = s.tpot {
-            observe_latency(&self.tpot, ts, tpot.as_secs_f64());
+            observe_latency(&self.tpot, ts, tpot.as_secs_f64(), ex);
         }
         for gap in &s.itl {
-            observe_latency(&self.itl, ts, gap.as_secs_f64());
+            observe_latency(&self.itl, ts, gap.as_secs_f64(), ex);
         }
         let per_frame = self.tokens_per_frame.get_or_create(ts);
         for n in &s.tokens_per_frame {
@@ -626,7 +703,7 @@ impl Metrics {
     fn record_server_time(&self, ts: &TsLabels, outcome: &Outcome) {
         // Pre-created only for the phases the target's API reports (`ProtocolKind::server_phases`).
         for (phase, d) in outcome.server_timing.phases() {
-            self.server_time.get_or_create(&ts.phase(phase)).observe(d.as_secs_f64());
+            self.server_time.get_or_create(&ts.phase(phase)).observe(d.as_secs_f64(), None, None);
         }
     }
 
@@ -658,7 +735,12 @@ impl Sink for Metrics {
             self.schedule_lag.get_or_create(&target).observe(lag);
         }
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
-            self.record_sample(&ts, s);
+            // Only a sampled trace is exported, so only it is worth linking to.
+            let exemplar = outcome
+                .trace
+                .filter(|ids| self.exemplars && ids.sampled)
+                .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
+            self.record_sample(&ts, s, exemplar.as_ref());
             self.record_server_time(&ts, outcome);
         }
         if let (Some(usage), true) = (outcome.usage, outcome.requested_input_tokens > 0 && outcome.is_success()) {
@@ -666,5 +748,21 @@ impl Sink for Metrics {
             let error = (usage.prompt_tokens as f64 - requested) / requested;
             self.prompt_error.get_or_create(&ts).observe(error);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exemplar_labels_fit_the_openmetrics_limit() {
+        let w3c = TraceExemplar::new(&"a".repeat(32), &"b".repeat(16));
+        assert_eq!(w3c.chars(), 63);
+        assert_eq!(w3c.trace_id.len(), 32);
+        let long = TraceExemplar::new(&"x".repeat(200), &"y".repeat(50));
+        assert_eq!(long.chars(), EXEMPLAR_MAX_CHARS);
+        let mixed = TraceExemplar::new(&"é".repeat(100), "s");
+        assert!(mixed.chars() <= EXEMPLAR_MAX_CHARS);
     }
 }

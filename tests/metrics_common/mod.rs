@@ -60,6 +60,8 @@ pub fn config() -> Config {
         targets: vec![target("local")],
         scenarios: vec![scenario("chat", 2.0)],
         slo: slo(),
+        tracing: Default::default(),
+        sources: vec![],
         bench: None,
         warnings: vec![],
     }
@@ -103,6 +105,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         finish_reason: Some("length".to_owned()),
         response_model: None,
         result: Ok(()),
+        trace: None,
     }
 }
 

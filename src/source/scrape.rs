@@ -1,0 +1,113 @@
+//! The one scrape loop every source runs in (interval, timeout, up/duration reporting, cache
+//! update), and the HTTP source that reads engine and dcgm-exporter pages.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::BoxFuture;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use super::engine::{self, EngineKind, PrefixCounters};
+use super::{dcgm, promtext, Reading, SnapshotCache, Source, SourceKind, SourceSpec};
+use crate::sink::prometheus::Metrics;
+
+/// A page larger than this is refused (a misconfigured URL must not eat memory).
+const MAX_PAGE_BYTES: usize = 16 << 20;
+
+/// Scrapes `source` every `spec.interval` until `stop`, keeping `llmprobe_source_up` and the
+/// scrape duration current and storing every reading in `cache`. Failures are logged once per
+/// change of state (up -> down), never more often.
+pub async fn run(mut source: Box<dyn Source>, spec: SourceSpec, cache: Arc<SnapshotCache>, metrics: Arc<Metrics>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(spec.interval);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut was_up = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        let started = Instant::now();
+        let result = match tokio::time::timeout(spec.timeout, source.scrape()).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {:?}", spec.timeout)),
+        };
+        metrics.set_source_scrape_duration(&spec.name, started.elapsed().as_secs_f64());
+        let up = result.is_ok();
+        metrics.set_source_up(&spec.name, up);
+        match result {
+            Ok(reading) => cache.push(&spec.name, started, reading),
+            Err(e) if was_up != Some(false) => tracing::warn!(source = %spec.name, kind = spec.kind.as_str(), "source scrape failed: {e}"),
+            Err(_) => {}
+        }
+        if up && was_up == Some(false) {
+            tracing::info!(source = %spec.name, "source is back");
+        }
+        was_up = Some(up);
+    }
+}
+
+/// An engine or dcgm-exporter page over HTTP.
+pub struct HttpSource {
+    client: reqwest::Client,
+    url: String,
+    kind: SourceKind,
+    filter: dcgm::GpuFilter,
+    /// Detected or configured engine family; detection sticks after the first good page.
+    engine: Option<EngineKind>,
+    prefix: Option<PrefixCounters>,
+}
+
+impl HttpSource {
+    pub fn new(spec: &SourceSpec, kind: SourceKind, client: reqwest::Client) -> Self {
+        let engine = match kind {
+            SourceKind::Engine(e) => e,
+            _ => None,
+        };
+        HttpSource { client, url: spec.url.clone().unwrap_or_default(), kind, filter: spec.filter.clone(), engine, prefix: None }
+    }
+
+    async fn fetch(&self) -> Result<String, String> {
+        let mut resp = self.client.get(&self.url).send().await.map_err(|e| crate::target::error_chain(&e))?;
+        if !resp.status().is_success() {
+            return Err(format!("GET {}: HTTP {}", self.url, resp.status()));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| crate::target::error_chain(&e))? {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_PAGE_BYTES {
+                return Err(format!("page larger than {MAX_PAGE_BYTES} bytes"));
+            }
+        }
+        String::from_utf8(body).map_err(|_| "page is not UTF-8".to_owned())
+    }
+
+    fn read(&mut self, text: &str) -> Result<Reading, String> {
+        let page = promtext::parse(text);
+        match self.kind {
+            SourceKind::Dcgm => {
+                if !page.samples.iter().any(|s| s.name.starts_with("DCGM_FI_")) {
+                    return Err("no DCGM_FI_* metrics on the page".into());
+                }
+                Ok(dcgm::read(&page, &self.filter))
+            }
+            _ => {
+                let kind = match self.engine.or_else(|| EngineKind::detect(&page)) {
+                    Some(k) => k,
+                    None => return Err("no vllm:, sglang:, llamacpp: or tgi_ metrics on the page".into()),
+                };
+                self.engine = Some(kind);
+                Ok(engine::read(kind, &page, &mut self.prefix))
+            }
+        }
+    }
+}
+
+impl Source for HttpSource {
+    fn scrape(&mut self) -> BoxFuture<'_, Result<Reading, String>> {
+        Box::pin(async move {
+            let text = self.fetch().await?;
+            self.read(&text)
+        })
+    }
+}

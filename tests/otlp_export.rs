@@ -1,0 +1,215 @@
+//! The prober against the mock engine with OTLP export to an in-process receiver, over gRPC
+//! (tonic `TraceServiceServer`) and HTTP/protobuf (axum `POST /v1/traces`): span name, kind,
+//! GenAI attributes, events, the joined engine/GPU snapshot, exemplars on `/metrics` that point at
+//! received spans, and no secret or prompt text anywhere in the exported bytes.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use prost::Message;
+use tokio_util::sync::CancellationToken;
+
+const SECRET: &str = "sk-do-not-print-me-7f3a";
+
+/// Every export request received, as raw protobuf bytes.
+type Received = Arc<Mutex<Vec<Vec<u8>>>>;
+
+struct Grpc(Received);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(&self, req: tonic::Request<ExportTraceServiceRequest>) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().push(req.into_inner().encode_to_vec());
+        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+    }
+}
+
+async fn grpc_receiver(received: Received) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    tokio::spawn(tonic::transport::Server::builder().add_service(TraceServiceServer::new(Grpc(received))).serve_with_incoming(incoming));
+    format!("http://{addr}")
+}
+
+async fn http_receiver(received: Received) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let received = received.clone();
+            async move {
+                ExportTraceServiceRequest::decode(body.as_ref()).expect("valid OTLP protobuf");
+                received.lock().unwrap().push(body.to_vec());
+                ExportTraceServiceResponse { partial_success: None }.encode_to_vec()
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+fn spans(received: &Received) -> Vec<Span> {
+    let mut out = Vec::new();
+    for bytes in received.lock().unwrap().iter() {
+        let req = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
+        for rs in req.resource_spans {
+            for ss in rs.scope_spans {
+                out.extend(ss.spans);
+            }
+        }
+    }
+    out
+}
+
+fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
+    attrs.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()).and_then(|v: &AnyValue| v.value.as_ref())
+}
+
+fn string(attrs: &[KeyValue], key: &str) -> String {
+    match attr(attrs, key) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        other => panic!("{key}: expected a string, got {other:?}"),
+    }
+}
+
+fn int(attrs: &[KeyValue], key: &str) -> i64 {
+    match attr(attrs, key) {
+        Some(any_value::Value::IntValue(i)) => *i,
+        other => panic!("{key}: expected an int, got {other:?}"),
+    }
+}
+
+fn double(attrs: &[KeyValue], key: &str) -> f64 {
+    match attr(attrs, key) {
+        Some(any_value::Value::DoubleValue(d)) => *d,
+        other => panic!("{key}: expected a double, got {other:?}"),
+    }
+}
+
+/// Runs the prober for a while with tracing to `endpoint` and returns its final `/metrics`.
+async fn run_prober(endpoint: &str, protocol: &str) -> String {
+    let (mock, mock_stop) = common::start_mock(llmprobe::mock::MockOptions { api_key: Some(SECRET.into()), ..Default::default() }).await;
+    let dir = std::env::temp_dir().join(format!("llmprobe-otlp-{}-{}", std::process::id(), protocol.replace('/', "_")));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key_file = dir.join("key");
+    std::fs::write(&key_file, SECRET).unwrap();
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nprobe: {{rate: 8, seed: 7, shutdown_grace: 5s}}\n\
+         targets:\n  - name: t\n    base_url: http://{mock}\n    api: openai-chat\n    api_key_file: {}\n    headers: {{X-Custom: visible}}\n\
+         scenarios:\n  - name: s\n    input_tokens: 32\n    output_tokens: 8\n\
+         slo: {{ttft: 2s, tpot: 200ms, e2e: 20s, objective: 0.99}}\n\
+         tracing: {{endpoint: \"{endpoint}\", protocol: {protocol}, headers: {{x-collector-tenant: llmprobe-tests}}}}\n\
+         sources:\n  - {{kind: engine, target: t, interval: 50ms, timeout: 50ms}}\n  - {{kind: dcgm, url: \"http://{mock}/dcgm/metrics\", interval: 50ms, timeout: 50ms}}\n",
+        key_file.display()
+    );
+    let config = llmprobe::config::parse(&yaml, "otlp.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let stop = CancellationToken::new();
+    let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.cancel();
+    let report = running.wait().await.unwrap();
+    mock_stop.cancel();
+    let _ = std::fs::remove_dir_all(&dir);
+    report.metrics.encode_openmetrics()
+}
+
+fn check_spans(received: &Received, metrics: &str) {
+    let raw: Vec<u8> = received.lock().unwrap().concat();
+    assert!(!raw.is_empty(), "no OTLP export received");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.contains(SECRET), "the API key reached the exported traces");
+    assert!(!text.contains("Bearer"), "an authorization header reached the exported traces");
+
+    let spans = spans(received);
+    let probes: Vec<&Span> = spans.iter().filter(|s| s.name == "chat mock-llama").collect();
+    assert!(probes.len() >= 4, "expected several probe spans, got {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    let mut joined = 0;
+    for span in &probes {
+        let a = &span.attributes;
+        assert_eq!(span.kind, SpanKind::Client as i32);
+        assert_eq!(span.trace_id.len(), 16);
+        assert!(span.parent_span_id.is_empty(), "probe spans are roots");
+        assert_eq!(string(a, "gen_ai.operation.name"), "chat");
+        assert_eq!(string(a, "gen_ai.request.model"), "mock-llama");
+        assert_eq!(int(a, "gen_ai.request.max_tokens"), 8);
+        assert!(matches!(attr(a, "gen_ai.request.stream"), Some(any_value::Value::BoolValue(true))));
+        assert_eq!(string(a, "server.address"), "127.0.0.1");
+        assert!(int(a, "server.port") > 0);
+        assert!(!string(a, "gen_ai.provider.name").is_empty());
+        assert_eq!(string(a, "llmprobe.scenario"), "s");
+        assert!(span.end_time_unix_nano > span.start_time_unix_nano);
+        // Every string value is short: no prompt text rides along.
+        for kv in a {
+            assert!(!kv.key.contains("prompt") && !kv.key.contains("content"), "unexpected attribute {}", kv.key);
+            if let Some(any_value::Value::StringValue(s)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                assert!(s.len() < 100, "{} is suspiciously long: {s}", kv.key);
+            }
+        }
+        if span.status.as_ref().is_some_and(|s| s.code == 2) {
+            assert!(attr(a, "error.type").is_some());
+            continue;
+        }
+        assert_eq!(int(a, "gen_ai.usage.output_tokens"), 8);
+        assert!(int(a, "gen_ai.usage.input_tokens") > 0);
+        assert!(matches!(attr(a, "gen_ai.response.finish_reasons"), Some(any_value::Value::ArrayValue(_))));
+        let ttft = double(a, "llmprobe.ttft_seconds");
+        assert!((double(a, "gen_ai.response.time_to_first_chunk") - ttft).abs() < 1e-9);
+        assert!(double(a, "llmprobe.e2e_seconds") >= ttft);
+        assert!(matches!(attr(a, "llmprobe.slo.ttft.met"), Some(any_value::Value::BoolValue(_))));
+        let events: Vec<&str> = span.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(events, ["first_byte", "first_token", "first_content_token", "end"]);
+        assert!(span.events.windows(2).all(|w| w[0].time_unix_nano <= w[1].time_unix_nano));
+        assert_eq!(span.events[3].time_unix_nano, span.end_time_unix_nano);
+        let first_token = (span.events[1].time_unix_nano - span.start_time_unix_nano) as f64 / 1e9;
+        assert!((first_token - ttft).abs() < 1e-5, "first_token event at {first_token}s vs ttft {ttft}s");
+        if attr(a, "engine.requests_running").is_some() {
+            joined += 1;
+            assert!(double(a, "engine.kv_cache_usage") >= 0.0);
+            assert!(double(a, "gpu.memory_used_bytes") > 0.0);
+            assert!(double(a, "gpu.power_watts") > 0.0);
+            assert!(double(a, "llmprobe.snapshot.age_seconds") < 0.2);
+            assert!(attr(&span.events[1].attributes, "engine.requests_waiting").is_some(), "first_token event carries the snapshot");
+        }
+    }
+    eprintln!("{} probe spans, {joined} joined with an engine/GPU snapshot", probes.len());
+    assert!(joined >= 2, "too few spans joined with the engine snapshot: {joined}");
+
+    // Exemplars on /metrics point at exported spans.
+    let ids: HashSet<String> = probes.iter().map(|s| s.trace_id.iter().map(|b| format!("{b:02x}")).collect()).collect();
+    let exemplar_ids: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("llmprobe_ttft_seconds_bucket"))
+        .filter_map(|l| l.split("trace_id=\"").nth(1))
+        .map(|rest| &rest[..32])
+        .collect();
+    assert!(!exemplar_ids.is_empty(), "no exemplars on the TTFT histogram:\n{metrics}");
+    for id in exemplar_ids {
+        assert!(ids.contains(id), "exemplar trace {id} was not exported");
+    }
+    assert!(metrics.contains("llmprobe_source_up{source=\"engine-t\"} 1"), "{metrics}");
+    assert!(metrics.contains("llmprobe_source_up{source=\"dcgm\"} 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_over_grpc_and_http() {
+    // One test for both transports: tracing is enabled process-wide once started.
+    for protocol in ["grpc", "http/protobuf"] {
+        let received = Received::default();
+        let endpoint = match protocol {
+            "grpc" => grpc_receiver(received.clone()).await,
+            _ => http_receiver(received.clone()).await,
+        };
+        let metrics = run_prober(&endpoint, protocol).await;
+        check_spans(&received, &metrics);
+    }
+}
