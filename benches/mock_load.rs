@@ -19,6 +19,11 @@ fn main() {
     if let Ok(addr) = std::env::var("MOCK_LOAD_SERVE") {
         return child(&addr);
     }
+    // `cargo test --all-targets` runs bench targets too (without `--bench`): stay quick there.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("mock_load: run with `cargo bench --bench mock_load` for figures");
+        return;
+    }
     let streams = env_num("STREAMS", 2000);
     let tokens = env_num("TOKENS", 256);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

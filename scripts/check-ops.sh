@@ -3,7 +3,7 @@
 # values schema (broken values files must be rejected), the chart's copies of rules and dashboards, the
 # dashboards' structure and PromQL, and metric names.
 #   scripts/check-ops.sh [METRICS_FILE]
-# METRICS_FILE is llmprobe's /metrics text (default: tests/fixtures/ops/llmprobe-metrics-sample.txt).
+# METRICS_FILE is llmprobe's /metrics text (default: tests/fixtures/golden/metrics.openmetrics.txt).
 # Tools: promtool, helm v4, kubernetes-validate (scripts/install-test-tools.sh installs them).
 # Exits non-zero if any check fails; every check runs and reports.
 set -uo pipefail
@@ -11,7 +11,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PATH="$ROOT/.tools/bin:$PATH"
-METRICS_FILE="${1:-tests/fixtures/ops/llmprobe-metrics-sample.txt}"
+METRICS_FILE="${1:-tests/fixtures/golden/metrics.openmetrics.txt}"
 CHART=helm/llmprobe
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

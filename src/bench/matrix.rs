@@ -62,7 +62,7 @@ fn run(plan: &Plan, name: &str, points: Vec<f64>, input: Option<u32>, output: Op
         name: name.to_owned(),
         mode: b.mode.as_str().to_owned(),
         requests_per_point: b.requests.map(|n| b.warmup_requests + u64::from(b.repeats) * n),
-        run_sha256: super::sha256::hex(identity.as_bytes()),
+        run_sha256: crate::workload::sha256_hex(identity.as_bytes()),
         points,
         input_tokens: input,
         output_tokens: output,

@@ -15,7 +15,6 @@ pub mod matrix;
 pub mod progress;
 pub mod records;
 pub mod report;
-pub mod sha256;
 pub mod side;
 pub mod summary;
 pub mod svg;
@@ -51,7 +50,7 @@ impl Plan {
     /// From a validated config and the exact file text it came from.
     pub fn new(config: Config, config_file: &str, text: &str) -> anyhow::Result<Plan> {
         let bench = config.bench.clone().with_context(|| format!("{config_file} has no bench: section (see config/README.md, \"bench\")"))?;
-        Ok(Plan { config, bench, config_file: config_file.to_owned(), config_sha256: sha256::hex(text.as_bytes()) })
+        Ok(Plan { config, bench, config_file: config_file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) })
     }
 
     /// The one target of a bench run: `--target NAME`, or the only one in the file.
