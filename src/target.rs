@@ -244,7 +244,9 @@ pub fn classify_send_error(err: &reqwest::Error, target: &TargetRuntime) -> Fail
     let lower = chain.to_ascii_lowercase();
     let class = if err.is_connect() && err.is_timeout() {
         ErrorClass::TimeoutConnect
-    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") {
+    } else if ["certificate", "tls", "handshake", "fatal alert"].iter().any(|w| lower.contains(w)) {
+        // rustls errors reach us as text inside hyper's: e.g. `invalid peer certificate:
+        // UnknownIssuer`, or `received fatal alert: CertificateRequired` (mTLS, no client cert).
         ErrorClass::Tls
     } else if err.is_connect() {
         ErrorClass::Connect
