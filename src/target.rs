@@ -74,6 +74,14 @@ impl TargetRuntime {
         Ok(self.model.write().expect("model lock").get_or_insert_with(|| Arc::from(found.model)).clone())
     }
 
+    /// Probes send `model` from now on, unless the config names one: after a release that
+    /// renamed the model, the old name would only get 404s.
+    pub fn use_discovered_model(&self, model: &str) {
+        if self.config.model.is_none() {
+            *self.model.write().expect("model lock") = Some(Arc::from(model));
+        }
+    }
+
     /// Asks the endpoints the target's API family serves for its model, engine and version:
     /// OpenAI `/v1/models` + `/version`, Ollama `/api/tags` + `/api/version`, llama.cpp `/props`,
     /// TGI `/info`. A configured model wins over a discovered one.

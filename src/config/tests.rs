@@ -32,6 +32,7 @@ fn minimal_file_gets_every_default() {
     assert_eq!(c.probe.seed, None);
     assert_eq!(c.probe.max_in_flight, 64);
     assert_eq!(c.probe.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(c.probe.discovery_interval, Duration::from_secs(60));
     let t = &c.targets[0];
     assert_eq!(t.base_url, "http://127.0.0.1:8000");
     assert_eq!(t.api, ProtocolKind::OpenaiCompletions);
