@@ -114,6 +114,9 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     };
 
     let timeouts = target.config.timeouts;
+    // The scheduler hands probes over a little before their intended time so that waking a
+    // worker thread does not count as lag; the last stretch is waited out here, request built.
+    crate::scheduler::sleep_until_precise(probe.intended).await;
     out.timeline.sent = Instant::now();
     let sent = out.timeline.sent;
     let total_deadline = sent + timeouts.total;

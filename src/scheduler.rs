@@ -23,6 +23,9 @@ use crate::workload::{Calibration, Sampler};
 /// Tokio timers tick in whole milliseconds; the last stretch before a deadline is waited out
 /// more finely so the send happens within microseconds of its intended time.
 const FINE_WINDOW: Duration = Duration::from_millis(1);
+/// Probes are handed to the main runtime this long before their intended time: waking one of
+/// its worker threads takes a fraction of a millisecond, which would otherwise be lag.
+const HANDOVER_LEAD: Duration = Duration::from_millis(1);
 
 /// Called with (target, in-flight count) whenever the count changes.
 pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
@@ -78,8 +81,9 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
     let mut next: Vec<Next> = streams.iter_mut().map(|s| s.next(0, start)).collect();
     let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().map(|(i, n)| Reverse((n.intended, i))).collect();
     while let Some(&Reverse((deadline, i))) = due.peek() {
+        let handover = deadline.checked_sub(HANDOVER_LEAD).unwrap_or(deadline);
         tokio::select! {
-            _ = sleep_until_exact(deadline) => {}
+            _ = sleep_until_exact(handover) => {}
             _ = ctx.stop.cancelled() => return,
         }
         due.pop();
