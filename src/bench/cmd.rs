@@ -122,11 +122,16 @@ async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow:
     let t = plan.target(target)?;
     let addr = plain_http_addr(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the mock engine to {addr}"))?;
-    let mut opts = crate::mock::MockOptions { profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?, ..Default::default() };
+    let mut opts = crate::mock::MockOptions {
+        profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?,
+        slowdown: plan.bench.mock_slowdown,
+        ..Default::default()
+    };
     if let Some(model) = &t.model {
         opts.model = model.clone();
     }
-    eprintln!("bench: mock engine ({profile}) on http://{addr}");
+    let slow = if plan.bench.mock_slowdown == 1.0 { String::new() } else { format!(", slowed {}x", plan.bench.mock_slowdown) };
+    eprintln!("bench: mock engine ({profile}{slow}) on http://{addr}");
     let stop = CancellationToken::new();
     let task = tokio::spawn(crate::mock::serve(listener, opts, stop.clone()));
     Ok((stop, task))
