@@ -180,6 +180,9 @@ pub struct CompareArgs {
     /// Largest allowed increase of a latency percentile, in percent.
     #[arg(long, default_value_t = 10.0)]
     pub max_latency_increase_pct: f64,
+    /// Latency increases up to this many milliseconds never count (timer and scheduler jitter).
+    #[arg(long, default_value_t = 1.0)]
+    pub min_latency_increase_ms: f64,
     /// Largest allowed drop of the goodput ratio, absolute (0.02 = 2 percentage points).
     #[arg(long, default_value_t = 0.02)]
     pub max_goodput_drop: f64,
@@ -214,6 +217,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let t = super::compare::Thresholds {
         latency_increase: args.max_latency_increase_pct / 100.0,
         goodput_drop: args.max_goodput_drop,
+        latency_floor_ms: args.min_latency_increase_ms,
         throughput_drop: args.max_throughput_drop_pct / 100.0,
         latency: args.latency,
         resamples: args.resamples,

@@ -222,7 +222,9 @@ pub fn charts(rs: &ResultSet) -> Vec<Chart> {
     let engine = engine_samples(rs);
     let over_time = |title: &str, y: &str, fields: &[(&str, &str, f64)]| {
         let series = fields.iter().map(|(label, key, scale)| Series { name: (*label).into(), points: engine.iter().filter_map(|l| Some((l.get("t_s")?.as_f64()?, l.get(*key)?.as_f64()? * scale))).collect() });
-        Chart { title: title.into(), x_label: "time since the run started (s)".into(), y_label: y.into(), series: series.filter(|s| !s.points.is_empty()).collect(), step: false }
+        // Steps without markers: a gauge holds its value until the next sample, and a sample a
+        // second gives too many points for markers.
+        Chart { title: title.into(), x_label: "time since the run started (s)".into(), y_label: y.into(), series: series.filter(|s| !s.points.is_empty()).collect(), step: true }
     };
     for c in [
         over_time("Engine queue over time", "requests", &[("running", "requests_running", 1.0), ("waiting", "requests_waiting", 1.0)]),
@@ -269,16 +271,16 @@ fn ttft_cdfs(rs: &ResultSet) -> Vec<Series> {
 /// The self-contained HTML page.
 pub fn html_page(rs: &ResultSet) -> String {
     let md = markdown(rs);
-    let mut h = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}</style></head><body>\n");
+    let mut h = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}.plots{display:grid;grid-template-columns:1fr 1fr;gap:0 1em}.plots svg{width:100%;height:auto}</style></head><body>\n");
     for block in md.split("\n\n") {
         h.push_str(&md_block(block));
     }
-    h.push_str("<h2>Plots</h2>\n");
+    h.push_str("<h2>Plots</h2>\n<div class=\"plots\">\n");
     for c in charts(rs) {
         h.push_str(&svg::render(&c));
         h.push('\n');
     }
-    h.push_str("</body></html>\n");
+    h.push_str("</div>\n</body></html>\n");
     h
 }
 
