@@ -96,6 +96,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let workload = fingerprint(&config);
     tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
     let mut schedules = Vec::new();
+    let mut streams = Vec::new();
     for target in &targets {
         schedules.push(tokio::spawn(keep_discovering(target.clone(), metrics.clone(), telemetry.otlp.clone(), shutdown.clone())));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
@@ -112,9 +113,10 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
                 calibration: calibration.clone(),
                 id_prefix: format!("{run_id}-{}-{}", target.name, scenario.name),
             };
-            schedules.push(tokio::spawn(scheduler::run(stream, ctx.clone())));
+            streams.push(stream);
         }
     }
+    let dispatcher = scheduler::spawn_dispatcher(streams, ctx.clone()).context("starting the scheduler thread")?;
     ready.store(true, Ordering::Release);
     if let Some(every) = options.summary_every {
         tokio::spawn(print_summaries(summary, every, shutdown.clone()));
@@ -124,6 +126,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
         tracing::info!("shutting down: waiting up to {grace:?} for in-flight probes");
+        let _ = dispatcher.await;
         for s in schedules {
             let _ = s.await;
         }

@@ -1,7 +1,12 @@
-//! The open-loop driver: one task per target×scenario. The n-th intended send time comes from
-//! the arrival process alone, never from a response. When the target's in-flight cap is
-//! reached the probe is dropped and counted, never delayed.
+//! The open-loop driver. Every target×scenario schedule draws its intended send times from its
+//! own arrival process, never from a response; one dispatcher keeps the schedules in a min-heap
+//! of next intended times and sends the earliest first. It runs on a thread of its own (see
+//! `spawn_dispatcher`) so probes streaming on the main runtime cannot delay a send, and probes run
+//! on the main runtime. When a target's in-flight cap is reached the probe is dropped and
+//! counted, never delayed.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,9 +20,9 @@ use crate::recorder::RecorderHandle;
 use crate::target::TargetRuntime;
 use crate::workload::{Calibration, Sampler};
 
-/// Tokio timers tick in whole milliseconds; the last stretch before a deadline is spent
-/// yielding so the send happens within microseconds of its intended time.
-const SPIN_WINDOW: Duration = Duration::from_millis(1);
+/// Tokio timers tick in whole milliseconds; the last stretch before a deadline is waited out
+/// more finely so the send happens within microseconds of its intended time.
+const FINE_WINDOW: Duration = Duration::from_millis(1);
 
 /// Called with (target, in-flight count) whenever the count changes.
 pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
@@ -47,25 +52,61 @@ pub struct RunContext {
     pub on_in_flight: InFlightHook,
 }
 
-/// Runs one schedule until `ctx.stop` is cancelled.
-pub async fn run(mut stream: Stream, ctx: RunContext) {
-    let mut intended = Instant::now();
-    for seq in 0.. {
-        intended += stream.arrival.next_gap();
-        // Draw the next probe before sleeping so its cost never shows up as schedule lag.
-        let mut draw = stream.sampler.draw();
-        draw.probe_id = format!("{}-{seq}", stream.id_prefix);
-        tokio::select! {
-            _ = sleep_until_precise(intended) => {}
-            _ = ctx.stop.cancelled() => return,
-        }
-        ctx.recorder.scheduled();
-        let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
-        dispatch(probe, stream.max_in_flight, stream.calibration.clone(), &ctx).await;
+/// A schedule's next probe, prepared before its intended time comes.
+struct Next {
+    seq: u64,
+    intended: Instant,
+    draw: crate::workload::Draw,
+}
+
+impl Stream {
+    /// Draws the probe after `prev` (the intended time of the previous one).
+    fn next(&mut self, seq: u64, prev: Instant) -> Next {
+        let intended = prev + self.arrival.next_gap();
+        // Drawing happens before the wait, so its cost never shows up as schedule lag.
+        let mut draw = self.sampler.draw();
+        draw.probe_id = format!("{}-{seq}", self.id_prefix);
+        Next { seq, intended, draw }
     }
 }
 
-async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibration>, ctx: &RunContext) {
+/// Runs every schedule until `ctx.stop` is cancelled; probes are spawned on `probes`.
+/// Call it on a thread of its own (`spawn_dispatcher`): it blocks that thread for the last
+/// fraction of a millisecond before each send.
+pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runtime::Handle) {
+    let start = Instant::now();
+    let mut next: Vec<Next> = streams.iter_mut().map(|s| s.next(0, start)).collect();
+    let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().map(|(i, n)| Reverse((n.intended, i))).collect();
+    while let Some(&Reverse((deadline, i))) = due.peek() {
+        tokio::select! {
+            _ = sleep_until_exact(deadline) => {}
+            _ = ctx.stop.cancelled() => return,
+        }
+        due.pop();
+        ctx.recorder.scheduled();
+        let stream = &mut streams[i];
+        let following = stream.next(next[i].seq + 1, deadline);
+        due.push(Reverse((following.intended, i)));
+        let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
+        let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
+        dispatch(probe, stream.max_in_flight, stream.calibration.clone(), &ctx, &probes).await;
+    }
+}
+
+/// Starts `run` on a dedicated thread with its own single-threaded runtime; the returned
+/// receiver completes when it has stopped.
+pub fn spawn_dispatcher(streams: Vec<Stream>, ctx: RunContext) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let probes = tokio::runtime::Handle::current();
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("scheduler runtime");
+        runtime.block_on(run(streams, ctx, probes));
+        let _ = done.send(());
+    })?;
+    Ok(finished)
+}
+
+async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibration>, ctx: &RunContext, probes: &tokio::runtime::Handle) {
     let target = probe.target.clone();
     let in_flight = target.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
     if in_flight > max_in_flight {
@@ -76,7 +117,7 @@ async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibrati
     (ctx.on_in_flight)(&target.name, in_flight as i64);
     let ctx = ctx.clone();
     let words = probe.draw.words;
-    ctx.tracker.clone().spawn(async move {
+    ctx.tracker.clone().spawn_on(async move {
         let outcome = exec::execute(probe, &ctx.abort).await;
         if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
             calibration.observe(words, usage.prompt_tokens);
@@ -84,12 +125,26 @@ async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibrati
         let now = target.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
         (ctx.on_in_flight)(&target.name, now as i64);
         ctx.recorder.record(outcome).await;
-    });
+    }, probes);
 }
 
-/// Sleeps until `deadline`: a timer for the bulk, then yields for the last millisecond.
+/// Sleeps until `deadline`: a timer for the bulk, then a blocking sleep (microsecond
+/// resolution) for the last millisecond. Only for a thread that runs nothing else.
+async fn sleep_until_exact(deadline: Instant) {
+    if let Some(early) = deadline.checked_sub(FINE_WINDOW) {
+        if early > Instant::now() {
+            tokio::time::sleep_until(early.into()).await;
+        }
+    }
+    if let Some(rest) = deadline.checked_duration_since(Instant::now()) {
+        std::thread::sleep(rest);
+    }
+}
+
+/// Sleeps until `deadline`: a timer for the bulk, then yields for the last millisecond (for
+/// tasks on a shared runtime, where blocking is not allowed).
 pub async fn sleep_until_precise(deadline: Instant) {
-    if let Some(early) = deadline.checked_sub(SPIN_WINDOW) {
+    if let Some(early) = deadline.checked_sub(FINE_WINDOW) {
         if early > Instant::now() {
             tokio::time::sleep_until(early.into()).await;
         }
