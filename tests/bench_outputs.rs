@@ -17,9 +17,15 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 /// A two-point sweep with warm-up, process and engine side samples, and engine agreement.
 async fn run(dir: &Path, mode: &str) {
+    run_with(dir, mode, "").await
+}
+
+/// As `run`, with `sources` (YAML list items, `{mock}` replaced by the mock's address).
+async fn run_with(dir: &Path, mode: &str, sources: &str) {
     let (addr, stop) = common::start_mock(MockOptions { profile: Profile::large_gpu(), ..Default::default() }).await;
     let text = format!(
-        "probe: {{seed: 5}}\ntargets:\n  - {{name: t, base_url: 'http://{addr}', api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 4}}\nslo: {{ttft: 2s, tpot: 1s, e2e: 5s, objective: 0.9}}\nbench:\n{mode}  warmup_requests: 1\n  repeats: 2\n  requests: 5\n"
+        "probe: {{seed: 5}}\ntargets:\n  - {{name: t, base_url: 'http://{addr}', api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 4}}\nslo: {{ttft: 2s, tpot: 1s, e2e: 5s, objective: 0.9}}\nbench:\n{mode}  warmup_requests: 1\n  repeats: 2\n  requests: 5\n{}",
+        if sources.is_empty() { String::new() } else { format!("sources:\n{}", sources.replace("{mock}", &addr.to_string())) }
     );
     let cfg = llmprobe::config::parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
     let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
@@ -109,5 +115,24 @@ async fn the_html_report_makes_no_external_request() {
     for bad in ["<img src=\"http://x/a.png\">", "<link href='https://cdn/x.css'>", "<script>1</script>", "<style>a{background:url(https://x)}</style>"] {
         assert_eq!(external_references(bad).len(), 1, "{bad}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_sources_are_sampled_with_the_run_id() {
+    let dir = temp_dir("sources");
+    let sources = "  - {kind: engine, target: t, interval: 1s, timeout: 1s}\n  - {kind: dcgm, url: 'http://{mock}/dcgm/metrics', interval: 1s, timeout: 1s}\n";
+    run_with(&dir, "  mode: concurrency\n  concurrency: [2]\n", sources).await;
+    let m = bench::manifest::read(&dir).unwrap();
+    let files: Vec<&str> = m.side_samples.iter().map(|f| f.file.as_str()).collect();
+    // The configured engine source covers the target, so no second `engine.jsonl` is sampled.
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(files[0] == "process.jsonl" && files[1..].iter().all(|f| f.starts_with("source-")), "{files:?}");
+    let lines: Vec<Value> = files[1..].iter().flat_map(|f| json_lines(&dir.join(f))).collect();
+    assert!(lines.iter().all(|l| l["run_id"] == m.run_id.as_str() && l["t_s"].is_number() && l["unix_s"].is_number()));
+    assert!(lines.iter().any(|l| l["gpu_power_watts"].is_number()), "dcgm samples");
+    assert!(lines.iter().any(|l| l["requests_running"].is_number()), "engine samples");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Engine queue over time"), "the plot reads a configured engine source too");
     let _ = std::fs::remove_dir_all(&dir);
 }
