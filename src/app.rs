@@ -25,8 +25,7 @@ use crate::sink::summary::Summary;
 use crate::target::TargetRuntime;
 use crate::workload::{calibrate, fingerprint, Calibration, Sampler};
 
-/// How often a target's model and engine version are re-read (a change marks a release).
-const DISCOVERY_REFRESH: Duration = Duration::from_secs(60);
+/// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
 
 /// Options of a prober run beyond the config file.
@@ -98,7 +97,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let mut schedules = Vec::new();
     let mut streams = Vec::new();
     for target in &targets {
-        schedules.push(tokio::spawn(keep_discovering(target.clone(), metrics.clone(), telemetry.otlp.clone(), shutdown.clone())));
+        schedules.push(tokio::spawn(keep_discovering(target.clone(), config.probe.discovery_interval, metrics.clone(), telemetry.otlp.clone(), shutdown.clone())));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
         schedules.push(tokio::spawn(calibrate::run(target.clone(), calibration.clone(), shutdown.clone())));
@@ -152,7 +151,7 @@ pub fn new_run_id() -> String {
 }
 
 /// Discovers a target's model and engine, and re-reads them so a release shows up.
-async fn keep_discovering(target: Arc<TargetRuntime>, metrics: Arc<Metrics>, otlp: Option<Arc<OtlpSink>>, stop: CancellationToken) {
+async fn keep_discovering(target: Arc<TargetRuntime>, every: Duration, metrics: Arc<Metrics>, otlp: Option<Arc<OtlpSink>>, stop: CancellationToken) {
     let mut last: Option<crate::target::Discovery> = None;
     loop {
         let wait = match target.discover().await {
@@ -160,6 +159,7 @@ async fn keep_discovering(target: Arc<TargetRuntime>, metrics: Arc<Metrics>, otl
                 if last.as_ref() != Some(&found) {
                     tracing::info!(target_name = %target.name, model = %found.model, engine = %found.engine, version = %found.engine_version, "target discovered");
                     metrics.set_target_info(&target.name, &found.model, &found.engine, &found.engine_version);
+                    target.use_discovered_model(&found.model);
                     if let Some(before) = &last {
                         mark_release(&target.name, before, &found, &metrics, otlp.as_deref());
                     }
@@ -168,11 +168,11 @@ async fn keep_discovering(target: Arc<TargetRuntime>, metrics: Arc<Metrics>, otl
                     }
                     last = Some(found);
                 }
-                DISCOVERY_REFRESH
+                every
             }
             Err(failure) => {
                 tracing::warn!(target_name = %target.name, error = failure.class.as_str(), "discovery failed: {}", failure.detail);
-                DISCOVERY_RETRY
+                DISCOVERY_RETRY.min(every)
             }
         };
         tokio::select! {

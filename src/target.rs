@@ -74,6 +74,14 @@ impl TargetRuntime {
         Ok(self.model.write().expect("model lock").get_or_insert_with(|| Arc::from(found.model)).clone())
     }
 
+    /// Probes send `model` from now on, unless the config names one: after a release that
+    /// renamed the model, the old name would only get 404s.
+    pub fn use_discovered_model(&self, model: &str) {
+        if self.config.model.is_none() {
+            *self.model.write().expect("model lock") = Some(Arc::from(model));
+        }
+    }
+
     /// Asks the endpoints the target's API family serves for its model, engine and version:
     /// OpenAI `/v1/models` + `/version`, Ollama `/api/tags` + `/api/version`, llama.cpp `/props`,
     /// TGI `/info`. A configured model wins over a discovered one.
@@ -244,7 +252,9 @@ pub fn classify_send_error(err: &reqwest::Error, target: &TargetRuntime) -> Fail
     let lower = chain.to_ascii_lowercase();
     let class = if err.is_connect() && err.is_timeout() {
         ErrorClass::TimeoutConnect
-    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") {
+    } else if ["certificate", "tls", "handshake", "fatal alert"].iter().any(|w| lower.contains(w)) {
+        // rustls errors reach us as text inside hyper's: e.g. `invalid peer certificate:
+        // UnknownIssuer`, or `received fatal alert: CertificateRequired` (mTLS, no client cert).
         ErrorClass::Tls
     } else if err.is_connect() {
         ErrorClass::Connect

@@ -192,6 +192,8 @@ pub struct ProbeSettings {
     pub max_in_flight: usize,
     /// How long in-flight probes may run after shutdown starts before they count as `cancelled`.
     pub shutdown_grace: Duration,
+    /// How often each target's model and engine version are re-read (release marker).
+    pub discovery_interval: Duration,
 }
 
 /// One server to probe.

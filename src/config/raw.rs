@@ -55,7 +55,7 @@ fn default_listen() -> String {
 #[derive(Debug, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, arrival"
+    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, discovery_interval, arrival"
 )]
 pub struct RawProbe {
     /// Total requests per second sent to EACH target, split across the scenarios without their
@@ -70,6 +70,10 @@ pub struct RawProbe {
     /// How long in-flight probes may finish after shutdown starts. Default `10s`.
     #[serde(default = "default_shutdown_grace")]
     pub shutdown_grace: RawDuration,
+    /// How often each target's model and engine version are re-read (a change is a release
+    /// marker). Default `60s`.
+    #[serde(default = "default_discovery_interval")]
+    pub discovery_interval: RawDuration,
     /// Arrival process of every scenario without its own `arrival`. Default Poisson.
     pub arrival: Option<RawArrival>,
 }
@@ -81,6 +85,7 @@ impl Default for RawProbe {
             seed: None,
             max_in_flight: default_max_in_flight(),
             shutdown_grace: default_shutdown_grace(),
+            discovery_interval: default_discovery_interval(),
             arrival: None,
         }
     }
@@ -92,6 +97,10 @@ fn default_max_in_flight() -> u64 {
 
 fn default_shutdown_grace() -> RawDuration {
     RawDuration("10s".to_owned())
+}
+
+fn default_discovery_interval() -> RawDuration {
+    RawDuration("60s".to_owned())
 }
 
 /// One entry of `targets:`.

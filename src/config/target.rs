@@ -247,6 +247,17 @@ fn timeouts(path: &str, raw: &RawTimeouts, c: &mut Checker) -> Timeouts {
         idle: c.positive_duration(&format!("{path}.idle"), &raw.idle),
         total: c.positive_duration(&format!("{path}.total"), &raw.total),
     };
+    // The connect runs inside the TTFT window (and the total one for non-streamed probes).
+    if t.connect >= t.ttft && !t.ttft.is_zero() {
+        c.warn(
+            format!("{path}.connect"),
+            format!(
+                "connect timeout ({}) is not shorter than the ttft timeout ({}): a connect that hangs is reported as timeout_ttft, not timeout_connect",
+                format_duration(t.connect),
+                format_duration(t.ttft),
+            ),
+        );
+    }
     // A zero means that one was already reported as malformed or zero.
     for (name, d) in [("ttft", t.ttft), ("idle", t.idle)] {
         if d > t.total && !t.total.is_zero() {

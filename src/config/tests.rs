@@ -32,6 +32,7 @@ fn minimal_file_gets_every_default() {
     assert_eq!(c.probe.seed, None);
     assert_eq!(c.probe.max_in_flight, 64);
     assert_eq!(c.probe.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(c.probe.discovery_interval, Duration::from_secs(60));
     let t = &c.targets[0];
     assert_eq!(t.base_url, "http://127.0.0.1:8000");
     assert_eq!(t.api, ProtocolKind::OpenaiCompletions);
@@ -228,4 +229,19 @@ fn demo_parses() {
     assert_eq!(c.slo.ttft, Some(Duration::from_millis(500)));
     assert_eq!(c.slo.tpot, Some(Duration::from_millis(50)));
     assert_eq!(c.slo.e2e, Some(Duration::from_secs(15)));
+}
+
+#[test]
+fn connect_timeout_not_below_ttft_is_a_warning() {
+    let text = "\
+probe: {max_in_flight: 1000}
+targets:
+  - {name: a, base_url: 'http://h', api: openai-chat, timeouts: {connect: 30s, ttft: 10s}}
+scenarios: [{name: z, input_tokens: 1, output_tokens: 1}]
+";
+    let c = ok(text);
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert_eq!(c.warnings[0].path, "targets[0].timeouts.connect");
+    assert!(c.warnings[0].to_string().contains("reported as timeout_ttft"));
+    assert!(ok(MINIMAL).warnings.iter().all(|w| !w.path.ends_with("connect")));
 }

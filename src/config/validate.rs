@@ -122,6 +122,7 @@ fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
         seed: raw.seed,
         max_in_flight: usize::try_from(raw.max_in_flight).unwrap_or(usize::MAX),
         shutdown_grace: c.duration("probe.shutdown_grace", &raw.shutdown_grace),
+        discovery_interval: c.positive_duration("probe.discovery_interval", &raw.discovery_interval),
     };
     (settings, rate)
 }

@@ -56,6 +56,7 @@ pub fn config() -> Config {
             seed: Some(1),
             max_in_flight: 8,
             shutdown_grace: ms(1000),
+            discovery_interval: ms(60_000),
         },
         targets: vec![target("local")],
         scenarios: vec![scenario("chat", 2.0)],
