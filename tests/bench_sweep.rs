@@ -89,9 +89,30 @@ async fn concurrency_sweep_writes_consistent_evidence() {
     assert_eq!(m.target.engine_version.as_deref(), Some("0.32.0"));
     assert!(m.ended_unix_s.unwrap() >= m.started_unix_s);
     assert!(m.machine.available_parallelism >= 1);
-    assert_eq!(m.side_samples.len(), 1);
+    // The process sampler, and the engine page the mock serves (found on the target's /metrics).
+    assert_eq!(m.side_samples.iter().map(|f| f.file.as_str()).collect::<Vec<_>>(), vec!["process.jsonl", "engine.jsonl"]);
     let samples = std::fs::read_to_string(dir.join("process.jsonl")).unwrap();
     assert!(samples.lines().count() >= 1 && samples.contains("\"rss_bytes\""));
+    let engine = std::fs::read_to_string(dir.join("engine.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(engine.lines().next().expect("an engine sample")).unwrap();
+    assert_eq!(first["run_id"], m.run_id.as_str());
+    assert!(first["requests_running"].is_number() && first["kv_cache_usage"].is_number() && first["t_s"].is_number());
+
+    // Engine agreement: every measured repeat has one, and the mock's counters saw exactly the
+    // repeat's requests and tokens (warm-up stays outside the windows).
+    assert_eq!(m.engine_metrics_url.as_deref(), Some(format!("http://{addr}/metrics").as_str()));
+    for p in &summary.points {
+        assert!(p.pooled.engine_agreement.is_none());
+        for r in &p.repeats {
+            let a = r.engine_agreement.as_ref().expect("agreement for every repeat");
+            assert_eq!((a.engine_requests, a.client_requests), (6, 6), "load {} repeat {:?}", p.load, r.repeat);
+            assert_eq!((a.engine_generation_tokens, a.client_output_tokens), (24, 24));
+            assert!(a.tokens_equal);
+            let (c, e) = (a.client_ttft_mean_ms.unwrap(), a.engine_ttft_mean_ms.unwrap());
+            assert!((a.delta_ms.unwrap() - (c - e)).abs() < 1e-9 && e > 0.0);
+        }
+    }
+    assert!(std::fs::read_to_string(dir.join("report.md")).unwrap().contains("## Engine agreement"));
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("TTFT CDF") && !html.contains("http://www.w3.org/1999") && !html.contains("<script"));
     assert!(std::fs::read_to_string(dir.join("report.md")).unwrap().contains("Candidate knee"));

@@ -122,11 +122,16 @@ async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow:
     let t = plan.target(target)?;
     let addr = plain_http_addr(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the mock engine to {addr}"))?;
-    let mut opts = crate::mock::MockOptions { profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?, ..Default::default() };
+    let mut opts = crate::mock::MockOptions {
+        profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?,
+        slowdown: plan.bench.mock_slowdown,
+        ..Default::default()
+    };
     if let Some(model) = &t.model {
         opts.model = model.clone();
     }
-    eprintln!("bench: mock engine ({profile}) on http://{addr}");
+    let slow = if plan.bench.mock_slowdown == 1.0 { String::new() } else { format!(", slowed {}x", plan.bench.mock_slowdown) };
+    eprintln!("bench: mock engine ({profile}{slow}) on http://{addr}");
     let stop = CancellationToken::new();
     let task = tokio::spawn(crate::mock::serve(listener, opts, stop.clone()));
     Ok((stop, task))
@@ -175,6 +180,9 @@ pub struct CompareArgs {
     /// Largest allowed increase of a latency percentile, in percent.
     #[arg(long, default_value_t = 10.0)]
     pub max_latency_increase_pct: f64,
+    /// Latency increases up to this many milliseconds never count (timer and scheduler jitter).
+    #[arg(long, default_value_t = 1.0)]
+    pub min_latency_increase_ms: f64,
     /// Largest allowed drop of the goodput ratio, absolute (0.02 = 2 percentage points).
     #[arg(long, default_value_t = 0.02)]
     pub max_goodput_drop: f64,
@@ -209,6 +217,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let t = super::compare::Thresholds {
         latency_increase: args.max_latency_increase_pct / 100.0,
         goodput_drop: args.max_goodput_drop,
+        latency_floor_ms: args.min_latency_increase_ms,
         throughput_drop: args.max_throughput_drop_pct / 100.0,
         latency: args.latency,
         resamples: args.resamples,

@@ -2,9 +2,13 @@
 //! goodput, throughput or a latency percentile regressed beyond the thresholds, with the
 //! run-to-run spread taken into account:
 //!
-//! - latency percentiles and the goodput ratio: a bootstrap over the per-request records of all
-//!   repeats (fixed seed, so the verdict is reproducible) gives a 95% interval of the change; a
-//!   regression must exceed the threshold AND its interval must exclude "no change";
+//! - latency percentiles: the change must exceed the relative threshold and an absolute floor
+//!   (timer and scheduler jitter of a millisecond is not a regression of a 10 ms figure), a
+//!   bootstrap over the per-request records of all repeats (fixed seed, so the verdict is
+//!   reproducible) must give a 95% interval of the change that excludes "no change", AND the
+//!   repeats must be separated (every new repeat's percentile above every baseline repeat's):
+//!   the bootstrap sees only the noise within a run, the repeats show the noise between runs;
+//! - the goodput ratio: beyond the threshold and a bootstrap interval that excludes "no change";
 //! - throughput: the median across repeats must drop beyond the threshold AND the repeats'
 //!   ranges must not overlap.
 
@@ -27,6 +31,8 @@ pub struct Thresholds {
     pub goodput_drop: f64,
     /// Largest allowed relative drop of output token throughput (0.10 = 10%).
     pub throughput_drop: f64,
+    /// Smallest latency increase that can count, milliseconds.
+    pub latency_floor_ms: f64,
     /// Latency figures checked, e.g. `ttft_p95`.
     pub latency: Vec<String>,
     pub resamples: usize,
@@ -39,6 +45,7 @@ impl Default for Thresholds {
             latency_increase: 0.10,
             goodput_drop: 0.02,
             throughput_drop: 0.10,
+            latency_floor_ms: 1.0,
             latency: ["ttft_p95", "ttft_p99", "tpot_p95", "tpot_p99", "e2e_p95"].map(String::from).to_vec(),
             resamples: 1000,
             seed: 42,
@@ -88,7 +95,9 @@ pub fn compare(base: &ResultSet, new: &ResultSet, t: &Thresholds) -> Comparison 
         rows.push(goodput_row(bp.load, &bv, &nv, t, &mut rng));
         rows.push(throughput_row(bp, np, t));
         for fig in &t.latency {
-            rows.push(latency_row(bp.load, fig, &bv, &nv, t, &mut rng));
+            let mut row = latency_row(bp.load, fig, &bv, &nv, t, &mut rng);
+            separate(&mut row, bp, np, fig, t);
+            rows.push(row);
         }
     }
     for np in &new.summary.points {
@@ -166,6 +175,28 @@ fn latency_row(load: f64, figure: &str, b: &[&Record], n: &[&Record], t: &Thresh
     row
 }
 
+/// Applies the absolute floor and the repeats' separation to a latency row the bootstrap flagged.
+fn separate(row: &mut Row, b: &PointSummary, n: &PointSummary, figure: &str, t: &Thresholds) {
+    if !row.regression {
+        return;
+    }
+    if let (Some(base), Some(new)) = (row.base, row.new) {
+        if new - base <= t.latency_floor_ms {
+            row.regression = false;
+            row.note = format!("increase within the {} ms floor", t.latency_floor_ms);
+            return;
+        }
+    }
+    let name = format!("{figure}_ms");
+    // With one repeat per side there is no spread to separate: the bootstrap decides alone.
+    if let (Some(bs), Some(ns)) = (b.spread.get(&name), n.spread.get(&name)) {
+        if bs.n > 1 && ns.n > 1 && ns.min <= bs.max {
+            row.regression = false;
+            row.note = "beyond threshold but the repeats overlap".into();
+        }
+    }
+}
+
 fn goodput_row(load: f64, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mut StdRng) -> Row {
     let flags = |rs: &[&Record]| rs.iter().map(|r| if r.is_goodput() { 1.0 } else { 0.0 }).collect::<Vec<f64>>();
     let (bv, nv) = (flags(b), flags(n));
@@ -221,8 +252,8 @@ fn verdict(regression: bool, beyond: bool, significant: bool) -> String {
 /// The side-by-side table.
 pub fn table(c: &Comparison, t: &Thresholds) -> String {
     let mut s = format!(
-        "gate: latency +{:.0}% max, goodput ratio -{:.3} max, output throughput -{:.0}% max; bootstrap {} resamples, seed {}, 95% interval\n",
-        t.latency_increase * 100.0, t.goodput_drop, t.throughput_drop * 100.0, t.resamples, t.seed
+        "gate: latency +{:.0}% (and +{} ms) max, goodput ratio -{:.3} max, output throughput -{:.0}% max; bootstrap {} resamples, seed {}, 95% interval; repeats must separate\n",
+        t.latency_increase * 100.0, t.latency_floor_ms, t.goodput_drop, t.throughput_drop * 100.0, t.resamples, t.seed
     );
     let _ = writeln!(s, "{:>8}  {:<30} {:>12} {:>12} {:>9} {:>20}  verdict", "load", "figure", "base", "new", "change", "95% interval");
     for r in &c.rows {

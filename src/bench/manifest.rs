@@ -32,6 +32,12 @@ pub struct Manifest {
     pub target: TargetManifest,
     /// `Some(profile)` when the built-in mock engine served the run in-process.
     pub mock_profile: Option<String>,
+    /// The in-process mock's step-duration factor (`bench.mock_slowdown`), with `mock_profile`.
+    #[serde(default)]
+    pub mock_slowdown: Option<f64>,
+    /// The engine page read around each repeat (`engine_window.jsonl`); `None` when none was.
+    #[serde(default)]
+    pub engine_metrics_url: Option<String>,
     pub machine: Machine,
     pub started_at: String,
     pub started_unix_s: f64,

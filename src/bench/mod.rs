@@ -9,11 +9,13 @@
 pub mod capacity;
 pub mod cmd;
 pub mod compare;
+pub mod engine;
 pub mod knee;
 pub mod manifest;
 pub mod matrix;
 pub mod progress;
 pub mod records;
+pub mod schema;
 pub mod report;
 pub mod side;
 pub mod summary;
@@ -86,17 +88,23 @@ pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> 
     let seed = plan.config.probe.seed.unwrap_or_else(rand::random);
     let mut manifest = new_manifest(plan, &target_cfg, &run_id, seed, &epoch);
     discover(&target, &mut manifest.target).await;
-    manifest::write(dir, &manifest)?;
+    let scraper = engine_scraper(&plan.bench, &target_cfg).await?;
+    manifest.engine_metrics_url = scraper.as_ref().map(|s| s.url.clone());
 
     let side_stop = CancellationToken::new();
-    let mut side_tasks = Vec::new();
+    let mut sources: Vec<Box<dyn SideSource>> = Vec::new();
     if let Some(pid) = opts.server_pid {
-        let source = side::ProcessSource::new(pid)?;
-        manifest.side_samples.push(SideSampleFile { file: format!("{}.jsonl", source.name()), source: source.name().into(), description: source.description() });
-        side_tasks.push(spawn_side(Box::new(source), dir, opts.sample_every, epoch, &side_stop));
+        sources.push(Box::new(side::ProcessSource::new(pid)?));
     }
+    sources.extend(side::telemetry(&plan.config.sources, &target_cfg, scraper.as_ref().map(|s| s.url.as_str()))?);
+    let mut side_tasks = Vec::new();
+    for source in sources {
+        manifest.side_samples.push(SideSampleFile { file: format!("{}.jsonl", source.name()), source: source.name().into(), description: source.description() });
+        side_tasks.push(spawn_side(source, dir, opts.sample_every, epoch, &run_id, &side_stop));
+    }
+    manifest::write(dir, &manifest)?;
 
-    let all = sweep(plan, &target, &run_id, seed, epoch, dir, opts.quiet).await;
+    let all = sweep(plan, &target, &run_id, seed, epoch, dir, scraper.as_ref(), opts.quiet).await;
     side_stop.cancel();
     for t in side_tasks {
         t.await.context("side sampler")??;
@@ -128,7 +136,8 @@ pub fn summarize(all: &[Record], run_ids: &[String], mode: BenchMode, objective:
 }
 
 /// Every point: warm-up, then the repeats; records appended to the file as each ends.
-async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments)]
+async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, scraper: Option<&engine::Scraper>, quiet: bool) -> anyhow::Result<()> {
     let b = &plan.bench;
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
@@ -146,13 +155,26 @@ async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64
             };
             let tag = format!("point{point}/{}", repeat.map_or("warmup".into(), |r| format!("repeat{r}")));
             let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &tag), &calibration);
+            // The engine window opens after the warm-up, so its counters hold the repeat alone.
+            let before = match (repeat, scraper) {
+                (Some(_), Some(s)) => read_counters(s, &tag).await,
+                _ => None,
+            };
             let driven = sweep::drive(target.clone(), mix, load_of(b, load), stop).await;
+
             if driven.stopped_by == sweep::StoppedBy::Timeout {
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
             }
             let place = Place { run_id: run_id.to_owned(), point, load, repeat };
             let mut recs: Vec<Record> = driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo, &epoch, &place)).collect();
             recs.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
+            if let (Some(r), Some(s), Some(before)) = (repeat, scraper, before) {
+                let first_tokens = recs.iter().filter(|x| x.ttft_ms.is_some()).count() as f64;
+                if let Some(after) = settled_counters(s, &before.1, first_tokens, &tag).await {
+                    let w = engine::Window { run_id: run_id.to_owned(), point, repeat: r, url: s.url.clone(), before_unix_s: before.0, after_unix_s: after.0, before: before.1, after: after.1 };
+                    engine::append(dir, &w)?;
+                }
+            }
             records::append(dir, &recs)?;
             if repeat.is_some() {
                 let refs: Vec<&Record> = recs.iter().collect();
@@ -161,6 +183,53 @@ async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64
         }
     }
     Ok(())
+}
+
+/// The engine page for agreement: `bench.engine_metrics_url` (must be readable), else the target's
+/// own `/metrics` when it carries vLLM's counters (skipped quietly when it does not).
+async fn engine_scraper(b: &Bench, t: &Target) -> anyhow::Result<Option<engine::Scraper>> {
+    let (url, explicit) = match &b.engine_metrics_url {
+        Some(u) => (u.clone(), true),
+        None => (format!("{}/metrics", t.base_url.trim_end_matches('/')), false),
+    };
+    let scraper = engine::Scraper::new(url)?;
+    match scraper.read().await {
+        Ok(_) => Ok(Some(scraper)),
+        Err(e) if explicit => Err(e.context("bench.engine_metrics_url")),
+        Err(e) => {
+            tracing::info!("no engine agreement check: {e:#}");
+            Ok(None)
+        }
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::Counters)> {
+    match s.read().await {
+        Ok(c) => Some((unix_now(), c)),
+        Err(e) => {
+            tracing::warn!("{tag}: engine counters not read, no agreement for this repeat: {e:#}");
+            None
+        }
+    }
+}
+
+/// Counters after a repeat. The engine may record a request's figures a moment after its last
+/// byte left, so the page is re-read (up to ~1 s) until it has counted every first token the
+/// prober saw.
+async fn settled_counters(s: &engine::Scraper, before: &engine::Counters, first_tokens: f64, tag: &str) -> Option<(f64, engine::Counters)> {
+    let mut last = None;
+    for _ in 0..10 {
+        last = read_counters(s, tag).await;
+        match &last {
+            Some((_, c)) if c.ttft_count - before.ttft_count < first_tokens => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => break,
+        }
+    }
+    last
 }
 
 fn load_of(b: &Bench, load: f64) -> Load {
@@ -203,6 +272,8 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         slo: SloManifest { ttft_ms: ms(plan.config.slo.ttft), tpot_ms: ms(plan.config.slo.tpot), e2e_ms: ms(plan.config.slo.e2e), objective: plan.config.slo.objective },
         target: TargetManifest { name: t.name.clone(), base_url: t.base_url.clone(), api: t.api.as_str().into(), model: t.model.clone(), engine: None, engine_version: None, discovery_error: None },
         mock_profile: b.mock.clone(),
+        mock_slowdown: b.mock.as_ref().map(|_| b.mock_slowdown),
+        engine_metrics_url: None,
         machine: manifest::Machine::detect(),
         started_at: manifest::rfc3339(epoch.unix_s),
         started_unix_s: epoch.unix_s,
@@ -225,8 +296,8 @@ async fn discover(target: &TargetRuntime, into: &mut TargetManifest) {
     }
 }
 
-fn spawn_side(source: Box<dyn SideSource>, dir: &Path, every: Duration, epoch: Epoch, stop: &CancellationToken) -> tokio::task::JoinHandle<anyhow::Result<PathBuf>> {
-    tokio::spawn(side::run(source, dir.to_path_buf(), every, epoch, stop.clone()))
+fn spawn_side(source: Box<dyn SideSource>, dir: &Path, every: Duration, epoch: Epoch, run_id: &str, stop: &CancellationToken) -> tokio::task::JoinHandle<anyhow::Result<PathBuf>> {
+    tokio::spawn(side::run(source, dir.to_path_buf(), every, epoch, run_id.to_owned(), stop.clone()))
 }
 
 /// Writes pretty JSON with a trailing newline.

@@ -53,8 +53,23 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<ResultSet> {
     let first = &manifests[0];
     let mode = if first.mode == "rate" { BenchMode::Rate } else { BenchMode::Concurrency };
     let run_ids: Vec<String> = manifests.iter().map(|m| m.run_id.clone()).collect();
-    let summary = super::summarize(&all, &run_ids, mode, first.slo.objective);
+    let mut summary = super::summarize(&all, &run_ids, mode, first.slo.objective);
+    // Engine counters describe one server over one run's windows: joined for a single run only.
+    if dirs.len() == 1 {
+        attach_agreement(&mut summary, &super::engine::read(&dirs[0])?, &all);
+    }
     Ok(ResultSet { dirs: dirs.to_vec(), manifests, records: all, summary })
+}
+
+/// Fills `engine_agreement` of each repeat that has an engine window.
+fn attach_agreement(summary: &mut SummaryFile, windows: &[super::engine::Window], records: &[Record]) {
+    for p in &mut summary.points {
+        for r in &mut p.repeats {
+            let Some(w) = windows.iter().find(|w| w.point == p.point && Some(w.repeat) == r.repeat) else { continue };
+            let recs: Vec<&Record> = records.iter().filter(|x| x.point == p.point && x.repeat == r.repeat && x.run_id == w.run_id).collect();
+            r.engine_agreement = super::engine::agreement(w, &recs);
+        }
+    }
 }
 
 fn check_compatible(a: &Manifest, b: &Manifest, dir: &Path) -> anyhow::Result<()> {
@@ -156,7 +171,30 @@ pub fn markdown(rs: &ResultSet) -> String {
             let _ = writeln!(md, "- load {}: {}", super::knee::fmt(p.load), if list.is_empty() { "none".into() } else { list.join(", ") });
         }
     }
+    md.push_str(&agreement_section(s));
     md.push_str("\nPlots: see `report.html`.\n");
+    md
+}
+
+/// The engine-agreement table, when any repeat has one.
+fn agreement_section(s: &SummaryFile) -> String {
+    let rows: Vec<(f64, u32, &super::engine::Agreement)> =
+        s.points.iter().flat_map(|p| p.repeats.iter().filter_map(move |r| Some((p.load, r.repeat?, r.engine_agreement.as_ref()?)))).collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut md = format!(
+        "\n## Engine agreement\n\nThe engine's own counters (TTFT histogram `_sum`/`_count`, generated tokens) read just before and just after each repeat, against the prober's figures for the same repeat. \
+The engine counts every request it served in the window: warm-up runs before the window opens, and the comparison is only valid when nothing else used the server during the run (engine requests = client requests shows it did not). \
+The engine times TTFT from the request's arrival in the engine, the prober from its send, so the prober's mean is expected to be higher by the HTTP and tokenisation overhead; tolerance: |delta| ≤ {} ms + {:.0}% of the engine mean.\n\n",
+        super::engine::TTFT_TOLERANCE_MS, super::engine::TTFT_TOLERANCE_REL * 100.0
+    );
+    md.push_str("| load | repeat | client ttft mean ms | engine ttft mean ms | delta ms | within tolerance | client / engine requests | client output tokens | engine generation tokens | tokens equal |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (load, repeat, a) in rows {
+        let yes = |b: bool| if b { "yes" } else { "**no**" };
+        let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |", super::knee::fmt(load), repeat, opt(a.client_ttft_mean_ms, 1), opt(a.engine_ttft_mean_ms, 1), opt(a.delta_ms, 1),
+            a.ttft_within_tolerance.map_or("–", yes), a.client_requests, a.engine_requests, a.client_output_tokens, a.engine_generation_tokens, yes(a.tokens_equal));
+    }
     md
 }
 
@@ -173,14 +211,47 @@ pub fn charts(rs: &ResultSet) -> Vec<Chart> {
     let s = &rs.summary;
     let x = rs.load_label().to_owned();
     let chart = |title: &str, y: &str, series: Vec<Series>| Chart { title: title.into(), x_label: x.clone(), y_label: y.into(), series, step: false };
-    vec![
+    let mut out = vec![
         chart("Requests per second vs load", "req/s", series(s, &[("throughput", "request_throughput_rps"), ("goodput", "request_goodput_rps")])),
         chart("Output tokens per second vs load", "tokens/s", series(s, &[("output tok/s", "output_token_throughput_per_s"), ("total tok/s", "total_token_throughput_per_s")])),
         chart("Goodput ratio vs load", "ratio", series(s, &[("goodput ratio", "goodput_ratio")])),
         chart("TTFT vs load", "ms", series(s, &[("p50", "ttft_p50_ms"), ("p95", "ttft_p95_ms"), ("p99", "ttft_p99_ms")])),
         chart("TPOT vs load", "ms", series(s, &[("p50", "tpot_p50_ms"), ("p95", "tpot_p95_ms"), ("p99", "tpot_p99_ms")])),
         Chart { title: "TTFT CDF per point (all repeats)".into(), x_label: "TTFT (ms)".into(), y_label: "fraction of requests".into(), series: ttft_cdfs(rs), step: true },
-    ]
+    ];
+    let engine = engine_samples(rs);
+    let over_time = |title: &str, y: &str, fields: &[(&str, &str, f64)]| {
+        let series = fields.iter().map(|(label, key, scale)| Series { name: (*label).into(), points: engine.iter().filter_map(|l| Some((l.get("t_s")?.as_f64()?, l.get(*key)?.as_f64()? * scale))).collect() });
+        // Steps without markers: a gauge holds its value until the next sample, and a sample a
+        // second gives too many points for markers.
+        Chart { title: title.into(), x_label: "time since the run started (s)".into(), y_label: y.into(), series: series.filter(|s| !s.points.is_empty()).collect(), step: true }
+    };
+    for c in [
+        over_time("Engine queue over time", "requests", &[("running", "requests_running", 1.0), ("waiting", "requests_waiting", 1.0)]),
+        over_time("Engine KV cache usage over time", "% of KV cache", &[("KV usage", "kv_cache_usage", 100.0)]),
+    ] {
+        if !c.series.is_empty() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Side-sample lines with engine fields (the `engine` file or a `sources:` engine entry) of the
+/// first result directory: one run's timeline.
+fn engine_samples(rs: &ResultSet) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let (Some(dir), Some(m)) = (rs.dirs.first(), rs.manifests.first()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for f in &m.side_samples {
+        let Ok(text) = std::fs::read_to_string(dir.join(&f.file)) else { continue };
+        let lines = text.lines().filter_map(|l| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l).ok());
+        let engine: Vec<_> = lines.filter(|l| l.contains_key("requests_running") || l.contains_key("kv_cache_usage")).collect();
+        if !engine.is_empty() {
+            out = engine;
+            break;
+        }
+    }
+    out
 }
 
 fn ttft_cdfs(rs: &ResultSet) -> Vec<Series> {
@@ -200,16 +271,16 @@ fn ttft_cdfs(rs: &ResultSet) -> Vec<Series> {
 /// The self-contained HTML page.
 pub fn html_page(rs: &ResultSet) -> String {
     let md = markdown(rs);
-    let mut h = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}</style></head><body>\n");
+    let mut h = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}.plots{display:grid;grid-template-columns:1fr 1fr;gap:0 1em}.plots svg{width:100%;height:auto}</style></head><body>\n");
     for block in md.split("\n\n") {
         h.push_str(&md_block(block));
     }
-    h.push_str("<h2>Plots</h2>\n");
+    h.push_str("<h2>Plots</h2>\n<div class=\"plots\">\n");
     for c in charts(rs) {
         h.push_str(&svg::render(&c));
         h.push('\n');
     }
-    h.push_str("</body></html>\n");
+    h.push_str("</div>\n</body></html>\n");
     h
 }
 

@@ -1,8 +1,10 @@
 //! Side samples taken while a sweep runs, aligned with the request records by timestamp: each
-//! line of `<source>.jsonl` is `{"source", "t_s", "unix_s", ...values}` on the run's clock.
+//! line of `<source>.jsonl` is `{"source", "run_id", "t_s", "unix_s", ...values}` on the run's
+//! clock.
 //!
-//! `SideSource` is the hook for any sampler: the `/proc` process sampler here (`--server-pid`),
-//! and engine or GPU telemetry sources, which plug in the same way.
+//! `SideSource` is the hook for any sampler: the `/proc` process sampler (`--server-pid`), and
+//! the telemetry sources of `src/source/` (engine `/metrics`, dcgm-exporter, NVML) from the
+//! config's `sources:`, plus the engine page found for the agreement check.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,8 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::records::Epoch;
+use crate::config::Target;
+use crate::source::{Source, SourceKind, SourceSpec};
 
 /// Something sampled at an interval during a sweep.
 pub trait SideSource: Send {
@@ -79,8 +83,64 @@ fn status_kb(status: &str, key: &str) -> Option<u64> {
     status.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A telemetry source of `src/source/` read as a side sample: the fields of its `Reading`
+/// (`requests_running`, `requests_waiting`, `kv_cache_usage`, `prefix_cache_hit_rate`,
+/// `gpu_utilization`, `gpu_memory_used_bytes`, `gpu_power_watts`), each present when the source
+/// reports it. A failed scrape skips the line.
+pub struct TelemetrySource {
+    name: String,
+    description: String,
+    timeout: Duration,
+    inner: Box<dyn Source>,
+}
+
+impl SideSource for TelemetrySource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+    fn sample(&mut self) -> BoxFuture<'_, Option<Map<String, Value>>> {
+        Box::pin(async move {
+            let reading = tokio::time::timeout(self.timeout, self.inner.scrape()).await.ok()?.ok()?;
+            let mut m = Map::new();
+            for (name, v) in reading.values() {
+                // `engine.kv_cache_usage` -> `kv_cache_usage`, `gpu.power_watts` -> `gpu_power_watts`.
+                let key = name.strip_prefix("engine.").map_or_else(|| name.replace('.', "_"), str::to_owned);
+                m.insert(key, json!(v));
+            }
+            Some(m)
+        })
+    }
+}
+
+/// The side sources for one target: every `sources:` entry for it (or for all targets), and the
+/// agreement check's engine page as `engine` when no engine source is configured.
+pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>) -> anyhow::Result<Vec<Box<dyn SideSource>>> {
+    let client = reqwest::Client::builder().user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION"))).build()?;
+    let mut out: Vec<Box<dyn SideSource>> = Vec::new();
+    let mine = specs.iter().filter(|s| s.target.as_deref().is_none_or(|t| t == target.name));
+    for spec in mine {
+        let mut spec = spec.clone();
+        if spec.url.is_none() && spec.kind != SourceKind::Nvml {
+            spec.url = Some(format!("{}/metrics", target.base_url.trim_end_matches('/')));
+        }
+        let name = format!("source-{}", spec.name);
+        let description = format!("`sources:` entry {} ({}{}), read at the side-sample interval", spec.name, spec.kind.as_str(), spec.url.as_deref().map_or(String::new(), |u| format!(", {u}")));
+        out.push(Box::new(TelemetrySource { name, description, timeout: spec.timeout, inner: crate::source::build(&spec, client.clone()) }));
+    }
+    let has_engine = specs.iter().any(|s| matches!(s.kind, SourceKind::Engine(_)) && s.target.as_deref().is_none_or(|t| t == target.name));
+    if let (Some(url), false) = (engine_url, has_engine) {
+        let spec = SourceSpec { name: "engine".into(), kind: SourceKind::Engine(None), url: Some(url.to_owned()), interval: Duration::from_secs(1), timeout: Duration::from_secs(5), target: None, filter: Default::default() };
+        let description = format!("engine page {url}: requests_running, requests_waiting, kv_cache_usage (0..1), prefix_cache_hit_rate");
+        out.push(Box::new(TelemetrySource { name: "engine".into(), description, timeout: spec.timeout, inner: crate::source::build(&spec, client) }));
+    }
+    Ok(out)
+}
+
 /// Samples `source` every `every` into `dir/<name>.jsonl` until `stop`; returns the file.
-pub async fn run(mut source: Box<dyn SideSource>, dir: PathBuf, every: Duration, epoch: Epoch, stop: CancellationToken) -> anyhow::Result<PathBuf> {
+pub async fn run(mut source: Box<dyn SideSource>, dir: PathBuf, every: Duration, epoch: Epoch, run_id: String, stop: CancellationToken) -> anyhow::Result<PathBuf> {
     let path = dir.join(format!("{}.jsonl", source.name()));
     let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
     let mut tick = tokio::time::interval(every);
@@ -92,6 +152,7 @@ pub async fn run(mut source: Box<dyn SideSource>, dir: PathBuf, every: Duration,
         let Some(mut values) = source.sample().await else { continue };
         let t = epoch.rel(std::time::Instant::now());
         values.insert("source".into(), json!(source.name()));
+        values.insert("run_id".into(), json!(run_id));
         values.insert("t_s".into(), json!(t));
         values.insert("unix_s".into(), json!(epoch.unix_s + t));
         serde_json::to_writer(&mut file, &values)?;

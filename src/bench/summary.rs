@@ -59,6 +59,10 @@ pub struct RepeatSummary {
     pub e2e_p50_ms: Option<f64>,
     pub e2e_p95_ms: Option<f64>,
     pub e2e_p99_ms: Option<f64>,
+    /// The engine's own counters over this repeat's window against the prober's figures
+    /// (`engine.rs`); present only for a repeat of a single run whose engine page was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_agreement: Option<super::engine::Agreement>,
 }
 
 impl RepeatSummary {
@@ -200,6 +204,7 @@ pub fn summarize(records: &[&Record], point: usize, load: f64, repeat: Option<u3
         e2e_p50_ms: percentile(&e2e, 0.5),
         e2e_p95_ms: percentile(&e2e, 0.95),
         e2e_p99_ms: percentile(&e2e, 0.99),
+        engine_agreement: None,
     }
 }
 

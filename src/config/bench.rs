@@ -48,6 +48,11 @@ pub struct RawBench {
     pub mock: bool,
     /// The mock's hardware profile. Default `small-gpu`.
     pub mock_profile: Option<String>,
+    /// The in-process mock's step durations are multiplied by this factor. Default 1.0.
+    pub mock_slowdown: Option<f64>,
+    /// The engine's Prometheus page for the engine-agreement check and the engine side samples.
+    /// Default: the target's `base_url` + `/metrics`, used when it serves vLLM names.
+    pub engine_metrics_url: Option<String>,
     /// A grid of runs (see `config/README.md`).
     pub matrix: Option<RawMatrix>,
 }
@@ -119,6 +124,10 @@ pub struct Bench {
     pub point_timeout: Duration,
     /// `Some(profile name)`: start the mock engine in-process.
     pub mock: Option<String>,
+    /// Step-duration factor of the in-process mock (1.0 = as the profile says).
+    pub mock_slowdown: f64,
+    /// Explicit engine `/metrics` URL; `None` = try the target's own `/metrics`.
+    pub engine_metrics_url: Option<String>,
     pub matrix: Option<Matrix>,
 }
 
@@ -195,6 +204,23 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
         }
     }
     let mock = mock_profile(raw, c);
+    let mock_slowdown = match raw.mock_slowdown {
+        None => 1.0,
+        Some(f) if f.is_finite() && f > 0.0 && f <= 1000.0 => f,
+        Some(f) => {
+            c.error("bench.mock_slowdown", format!("must be a factor greater than 0 and at most 1000, got {f}"));
+            1.0
+        }
+    };
+    if raw.mock_slowdown.is_some() && !raw.mock {
+        c.warn("bench.mock_slowdown", "unused: bench.mock is false");
+    }
+    let engine_metrics_url = raw.engine_metrics_url.clone();
+    if let Some(u) = &engine_metrics_url {
+        if !(u.starts_with("http://") || u.starts_with("https://")) {
+            c.error("bench.engine_metrics_url", format!("must be an http:// or https:// URL, got \"{u}\""));
+        }
+    }
     let matrix = raw.matrix.as_ref().filter(|_| known).map(|m| matrix(mode, m, c));
     Some(Bench {
         mode,
@@ -207,6 +233,8 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
         duration,
         point_timeout,
         mock,
+        mock_slowdown,
+        engine_metrics_url,
         matrix,
     })
 }

@@ -45,6 +45,9 @@ pub struct MockOptions {
     pub fault_params: FaultParams,
     /// Stamp every frame with `mock_emitted_ns` (else only with `x-mock-timestamps: 1`).
     pub timestamps: bool,
+    /// Multiplies every step's duration (1.0 = the profile as is; 2.0 = twice as slow), to
+    /// stand in for a slower build or card in release-gate tests.
+    pub slowdown: f64,
 }
 
 impl Default for MockOptions {
@@ -57,6 +60,7 @@ impl Default for MockOptions {
             fault_rates: Vec::new(),
             fault_params: FaultParams::default(),
             timestamps: false,
+            slowdown: 1.0,
         }
     }
 }
@@ -94,6 +98,16 @@ pub struct MockArgs {
     /// Stamp every frame with `mock_emitted_ns`.
     #[arg(long)]
     pub timestamps: bool,
+    /// Multiply every engine step's duration by this factor (> 0; 2.0 = twice as slow).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_slowdown)]
+    pub slowdown: f64,
+}
+
+fn parse_slowdown(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 0.0 => Ok(f),
+        _ => Err(format!("{s:?} is not a factor greater than 0")),
+    }
 }
 
 fn parse_profile(s: &str) -> Result<String, String> {
@@ -123,6 +137,7 @@ impl MockArgs {
                 ..FaultParams::default()
             },
             timestamps: self.timestamps,
+            slowdown: self.slowdown,
         }
     }
 }
@@ -174,7 +189,7 @@ pub fn router(opts: MockOptions) -> Router {
 }
 
 fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
-    let driver = Driver::new(Engine::new(opts.profile.clone(), opts.seed));
+    let driver = Driver::new(Engine::new(opts.profile.slowed(opts.slowdown), opts.seed));
     tokio::spawn(driver.clone().run(stop.clone()));
     let app = Arc::new(App { opts, driver, draws: AtomicU64::new(0), created_unix: unix_now(), stop });
     openai::routes(app.clone())
