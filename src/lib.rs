@@ -15,6 +15,7 @@ pub mod once;
 pub mod outcome;
 pub mod protocol;
 pub mod recorder;
+pub mod rfc3339;
 pub mod scheduler;
 pub mod secret;
 pub mod server;

@@ -125,24 +125,7 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 
 /// Unix seconds as RFC 3339 UTC with milliseconds, e.g. `2026-11-30T12:00:00.123Z`.
 pub fn rfc3339(unix_s: f64) -> String {
-    let total_ms = (unix_s * 1000.0).round() as i64;
-    let (secs, ms) = (total_ms.div_euclid(1000), total_ms.rem_euclid(1000));
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-/// Days since 1970-01-01 -> (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    crate::rfc3339::format_unix(unix_s, 3)
 }
 
 /// Writes the manifest (pretty JSON).

@@ -161,31 +161,10 @@ struct Native {
     seed: u64,
 }
 
-fn rfc3339_now() -> String {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, dd) = civil(days as i64);
-    format!("{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{:06}Z", rem / 3600, rem % 3600 / 60, rem % 60, d.subsec_micros())
-}
-
-/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
-fn civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 impl Native {
     fn ollama_line(&self, chat: bool, text: &str) -> String {
         let body = if chat { format!(r#""message":{{"role":"assistant","content":{}}}"#, js(text)) } else { format!(r#""response":{}"#, js(text)) };
-        format!(r#"{{"model":{},"created_at":"{}",{body},"done":false}}"#, js(&self.model), rfc3339_now())
+        format!(r#"{{"model":{},"created_at":"{}",{body},"done":false}}"#, js(&self.model), crate::rfc3339::now())
     }
 
     fn ollama_final(&self, chat: bool, e: &End, text: &str) -> String {

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{ProtocolError, StreamEvent, Usage};
+use super::{ProtocolError, StreamEvent, StreamState, Usage};
 
 #[derive(Deserialize)]
 pub(super) struct WireUsage {
@@ -69,4 +69,28 @@ pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::
 
 pub(super) fn parse_json<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, ProtocolError> {
     serde_json::from_slice(frame).map_err(|e| ProtocolError::Parse(e.to_string()))
+}
+
+/// A streamed frame of either OpenAI API: the shared markers first, then the API's chunk shape.
+pub(super) fn parse_frame(
+    frame: &[u8],
+    state: &mut StreamState,
+    read_chunk: fn(&[u8]) -> Result<StreamEvent, ProtocolError>,
+) -> Result<StreamEvent, ProtocolError> {
+    state.frames += 1;
+    match common(frame)? {
+        Some(ev) => Ok(ev),
+        None => read_chunk(frame),
+    }
+}
+
+/// A whole (non-streamed) response: the same shape as a chunk, with all the text.
+pub(super) fn parse_body(
+    body: &[u8],
+    read_chunk: fn(&[u8]) -> Result<StreamEvent, ProtocolError>,
+) -> Result<StreamEvent, ProtocolError> {
+    match common(body)? {
+        Some(ev) => Ok(ev),
+        None => Ok(StreamEvent { done: true, ..read_chunk(body)? }),
+    }
 }

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{common, finish_body, parse_json, WireUsage};
+use super::openai::{finish_body, parse_body, parse_frame, parse_json, WireUsage};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
@@ -46,19 +46,11 @@ impl Protocol for OpenAiCompletions {
     }
 
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
-        state.frames += 1;
-        if let Some(ev) = common(frame)? {
-            return Ok(ev);
-        }
-        read_chunk(frame)
+        parse_frame(frame, state, read_chunk)
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
-        if let Some(ev) = common(body)? {
-            return Ok(ev);
-        }
-        // A whole response has the same shape as a chunk, with all the text.
-        Ok(StreamEvent { done: true, ..read_chunk(body)? })
+        parse_body(body, read_chunk)
     }
 }
 
