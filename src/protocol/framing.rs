@@ -59,20 +59,26 @@ pub struct SseDecoder {
 }
 
 impl SseDecoder {
-    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) {
-        for &b in chunk {
-            if std::mem::take(&mut self.after_cr) && b == b'\n' {
-                continue;
-            }
-            match b {
-                b'\n' => self.end_line(out),
-                b'\r' => {
-                    self.end_line(out);
-                    self.after_cr = true;
+    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Vec<u8>>) {
+        // Copy whole runs between line ends rather than byte by byte (this is per token).
+        if std::mem::take(&mut self.after_cr) && chunk.first() == Some(&b'\n') {
+            chunk = &chunk[1..];
+        }
+        while let Some(i) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.line.extend_from_slice(&chunk[..i]);
+            let was_cr = chunk[i] == b'\r';
+            self.end_line(out);
+            chunk = &chunk[i + 1..];
+            if was_cr {
+                match chunk.first() {
+                    Some(b'\n') => chunk = &chunk[1..],
+                    Some(_) => {}
+                    // `\r` ended this chunk: a `\n` opening the next one belongs to it.
+                    None => self.after_cr = true,
                 }
-                _ => self.line.push(b),
             }
         }
+        self.line.extend_from_slice(chunk);
     }
 
     pub fn finish(&mut self, out: &mut Vec<Vec<u8>>) {
@@ -135,14 +141,13 @@ pub struct NdjsonDecoder {
 }
 
 impl NdjsonDecoder {
-    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) {
-        for &b in chunk {
-            if b == b'\n' {
-                self.end_line(out);
-            } else {
-                self.line.push(b);
-            }
+    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Vec<u8>>) {
+        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+            self.line.extend_from_slice(&chunk[..i]);
+            self.end_line(out);
+            chunk = &chunk[i + 1..];
         }
+        self.line.extend_from_slice(chunk);
     }
 
     pub fn finish(&mut self, out: &mut Vec<Vec<u8>>) {
