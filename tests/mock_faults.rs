@@ -1,11 +1,14 @@
 //! Every fault kind produces its documented wire behaviour (triggered by `x-mock-fault`).
 
-use std::time::{Duration, Instant};
+mod mock_wire;
 
-use futures_util::StreamExt;
+use std::time::Duration;
+
 use llmprobe::mock::{MockOptions, serve};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use mock_wire::Got;
 
 async fn start() -> (String, CancellationToken) {
     let mut o = MockOptions::default();
@@ -19,18 +22,7 @@ async fn start() -> (String, CancellationToken) {
     (base, stop)
 }
 
-/// Body chunks with arrival times (from send), or the error that ended the body.
-struct Got {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    chunks: Vec<(Duration, Vec<u8>)>,
-    error: bool,
-}
-
 impl Got {
-    fn body(&self) -> Vec<u8> {
-        self.chunks.iter().flat_map(|c| c.1.clone()).collect()
-    }
     fn text(&self) -> String {
         String::from_utf8(self.body()).unwrap()
     }
@@ -50,21 +42,7 @@ async fn chat(base: &str, fault: &str, extra: &[(&str, &str)], max_tokens: u32) 
     for (k, v) in extra {
         rb = rb.header(*k, *v);
     }
-    let t0 = Instant::now();
-    let r = rb.send().await?;
-    let (status, headers) = (r.status().as_u16(), r.headers().clone());
-    let mut s = r.bytes_stream();
-    let (mut chunks, mut error) = (Vec::new(), false);
-    while let Some(c) = s.next().await {
-        match c {
-            Ok(b) => chunks.push((t0.elapsed(), b.to_vec())),
-            Err(_) => {
-                error = true;
-                break;
-            }
-        }
-    }
-    Ok(Got { status, headers, chunks, error })
+    mock_wire::collect(rb).await
 }
 
 #[tokio::test]

@@ -2,12 +2,15 @@
 //! covers in detail): OpenAI completions, Ollama NDJSON, llama.cpp native SSE and TGI SSE, read
 //! by a raw HTTP client and checked against each family's framing.
 
-use std::time::{Duration, Instant};
+mod mock_wire;
 
-use futures_util::StreamExt;
+use std::time::Duration;
+
 use llmprobe::mock::{MockOptions, serve};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+use mock_wire::Got;
 
 struct Family {
     name: &'static str,
@@ -31,17 +34,7 @@ const FAMILIES: &[Family] = &[
         body: |n| json!({"inputs":"a b c","parameters":{"max_new_tokens":n,"ignore_eos":true}}) },
 ];
 
-struct Got {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    chunks: Vec<(Duration, Vec<u8>)>,
-    error: bool,
-}
-
 impl Got {
-    fn body(&self) -> Vec<u8> {
-        self.chunks.iter().flat_map(|c| c.1.clone()).collect()
-    }
     /// Frame payloads without their `data:` / `error:` prefix.
     fn frames(&self, f: &Family) -> Vec<String> {
         let text = String::from_utf8_lossy(&self.body()).into_owned();
@@ -68,21 +61,7 @@ async fn send(base: &str, f: &Family, fault: &str, extra: &[(&str, &str)], n: u3
     for (k, v) in extra {
         rb = rb.header(*k, *v);
     }
-    let t0 = Instant::now();
-    let r = rb.send().await?;
-    let (status, headers) = (r.status().as_u16(), r.headers().clone());
-    let mut s = r.bytes_stream();
-    let (mut chunks, mut error) = (Vec::new(), false);
-    while let Some(c) = s.next().await {
-        match c {
-            Ok(b) => chunks.push((t0.elapsed(), b.to_vec())),
-            Err(_) => {
-                error = true;
-                break;
-            }
-        }
-    }
-    Ok(Got { status, headers, chunks, error })
+    mock_wire::collect(rb).await
 }
 
 fn is_json(s: &str) -> bool {

@@ -2,24 +2,11 @@
 //! and the OpenAI parsers: the whole body and the body split at every byte offset must give the
 //! same events, and the events must say what the capture says.
 
-use llmprobe::protocol::framing::FrameDecoder;
-use llmprobe::protocol::{ProtocolError, ProtocolKind, StreamEvent, StreamState};
+mod stream_fixtures;
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/fixtures/streams/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
-}
+use llmprobe::protocol::{ProtocolError, ProtocolKind, StreamEvent};
+use stream_fixtures::{events, fixture};
 
-fn events(kind: ProtocolKind, pieces: &[&[u8]]) -> Vec<Result<StreamEvent, ProtocolError>> {
-    let protocol = kind.protocol();
-    let mut decoder = FrameDecoder::new(protocol.framing());
-    let mut frames = Vec::new();
-    for piece in pieces {
-        decoder.feed(piece, &mut frames);
-    }
-    decoder.finish(&mut frames);
-    let mut state = StreamState::default();
-    frames.iter().map(|f| protocol.parse(f, &mut state)).collect()
-}
 
 /// What a stream added up to.
 #[derive(Debug, PartialEq)]

@@ -3,24 +3,11 @@
 //! engines' documented wire format (`hand-*`; see tests/fixtures/streams/README.md). The whole
 //! body, the body split at every byte offset, and byte-at-a-time delivery give the same events.
 
-use llmprobe::protocol::framing::FrameDecoder;
-use llmprobe::protocol::{ProtocolError, ProtocolKind, StreamEvent, StreamState};
+mod stream_fixtures;
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/fixtures/streams/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
-}
+use llmprobe::protocol::{ProtocolError, ProtocolKind, StreamEvent};
+use stream_fixtures::{events, fixture};
 
-fn events(kind: ProtocolKind, pieces: &[&[u8]]) -> Vec<Result<StreamEvent, ProtocolError>> {
-    let protocol = kind.protocol();
-    let mut decoder = FrameDecoder::new(protocol.framing());
-    let mut frames = Vec::new();
-    for piece in pieces {
-        decoder.feed(piece, &mut frames);
-    }
-    decoder.finish(&mut frames);
-    let mut state = StreamState::default();
-    frames.iter().map(|f| protocol.parse(f, &mut state)).collect()
-}
 
 /// Every split gives the events of the whole body; returns them.
 fn split_invariant(name: &str, kind: ProtocolKind) -> Vec<Result<StreamEvent, ProtocolError>> {
