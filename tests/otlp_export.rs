@@ -5,71 +5,20 @@
 
 mod common;
 
+mod otlp_receiver;
+
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-use prost::Message;
 use tokio_util::sync::CancellationToken;
+
+use otlp_receiver::{grpc_receiver, http_receiver, spans, Received};
 
 const SECRET: &str = "sk-do-not-print-me-7f3a";
 
-/// Every export request received, as raw protobuf bytes.
-type Received = Arc<Mutex<Vec<Vec<u8>>>>;
-
-struct Grpc(Received);
-
-#[tonic::async_trait]
-impl TraceService for Grpc {
-    async fn export(&self, req: tonic::Request<ExportTraceServiceRequest>) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        self.0.lock().unwrap().push(req.into_inner().encode_to_vec());
-        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
-    }
-}
-
-async fn grpc_receiver(received: Received) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    tokio::spawn(tonic::transport::Server::builder().add_service(TraceServiceServer::new(Grpc(received))).serve_with_incoming(incoming));
-    format!("http://{addr}")
-}
-
-async fn http_receiver(received: Received) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().route(
-        "/v1/traces",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let received = received.clone();
-            async move {
-                ExportTraceServiceRequest::decode(body.as_ref()).expect("valid OTLP protobuf");
-                received.lock().unwrap().push(body.to_vec());
-                ExportTraceServiceResponse { partial_success: None }.encode_to_vec()
-            }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
-
-fn spans(received: &Received) -> Vec<Span> {
-    let mut out = Vec::new();
-    for bytes in received.lock().unwrap().iter() {
-        let req = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
-        for rs in req.resource_spans {
-            for ss in rs.scope_spans {
-                out.extend(ss.spans);
-            }
-        }
-    }
-    out
-}
 
 fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
     attrs.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()).and_then(|v: &AnyValue| v.value.as_ref())

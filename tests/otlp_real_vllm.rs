@@ -5,42 +5,22 @@
 //!
 //! Run: `LLMPROBE_REAL_VLLM=http://127.0.0.1:8000 cargo test --test otlp_real_vllm -- --ignored --nocapture`
 
-use std::sync::{Arc, Mutex};
+mod otlp_receiver;
+
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message;
 use tokio_util::sync::CancellationToken;
 
-type Received = Arc<Mutex<Vec<Vec<u8>>>>;
+use otlp_receiver::{http_receiver, spans, Received};
+
 
 fn vllm() -> String {
     std::env::var("LLMPROBE_REAL_VLLM").expect("set LLMPROBE_REAL_VLLM=http://HOST:PORT of a running vLLM server")
 }
 
-async fn otlp_receiver(received: Received) -> String {
-    let app = axum::Router::new().route(
-        "/v1/traces",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let received = received.clone();
-            async move {
-                received.lock().unwrap().push(body.to_vec());
-                ExportTraceServiceResponse { partial_success: None }.encode_to_vec()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
 
-fn spans(received: &Received) -> Vec<Span> {
-    let reqs: Vec<ExportTraceServiceRequest> = received.lock().unwrap().iter().map(|b| ExportTraceServiceRequest::decode(b.as_slice()).unwrap()).collect();
-    reqs.into_iter().flat_map(|r| r.resource_spans).flat_map(|r| r.scope_spans).flat_map(|s| s.spans).collect()
-}
 
 fn number(attrs: &[KeyValue], key: &str) -> Option<f64> {
     match attrs.iter().find(|kv| kv.key == key)?.value.as_ref()?.value.as_ref()? {
@@ -54,7 +34,7 @@ fn number(attrs: &[KeyValue], key: &str) -> Option<f64> {
 /// the spans received and the final exposition.
 async fn run(sources: &str, secs: u64) -> (Vec<Span>, String) {
     let received = Received::default();
-    let endpoint = otlp_receiver(received.clone()).await;
+    let endpoint = http_receiver(received.clone()).await;
     let yaml = format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 4, seed: 3, shutdown_grace: 20s, max_in_flight: 64}}\n\
          targets:\n  - {{name: vllm, base_url: \"{}\", api: openai-chat, timeouts: {{ttft: 20s, total: 60s}}}}\n\

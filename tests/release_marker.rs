@@ -4,17 +4,21 @@
 //! `llmprobe_target_info_change_timestamp_seconds` is set, a log line says what changed, and an
 //! `llmprobe.release` span carries the previous and new model/version.
 
+mod otlp_receiver;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::routing::{get, post};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 use tokio_util::sync::CancellationToken;
+
+use otlp_receiver::{http_receiver, Received};
 
 /// What the fake deployment reports: (model, version).
 type Deployed = Arc<Mutex<(String, String)>>;
@@ -51,24 +55,7 @@ async fn engine(deployed: Deployed, asked: Asked) -> String {
     format!("http://{addr}")
 }
 
-type Received = Arc<Mutex<Vec<Vec<u8>>>>;
 
-async fn otlp_receiver(received: Received) -> String {
-    let app = axum::Router::new().route(
-        "/v1/traces",
-        post(move |body: axum::body::Bytes| {
-            let received = received.clone();
-            async move {
-                received.lock().unwrap().push(body.to_vec());
-                ExportTraceServiceResponse { partial_success: None }.encode_to_vec()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
 
 /// Log output captured from the global subscriber (this file's only test installs it).
 #[derive(Clone, Default)]
@@ -118,7 +105,7 @@ async fn version_change_mid_run_replaces_target_info_and_marks_a_release() {
     let asked = Asked::default();
     let base = engine(deployed.clone(), asked.clone()).await;
     let received = Received::default();
-    let endpoint = otlp_receiver(received.clone()).await;
+    let endpoint = http_receiver(received.clone()).await;
     let yaml = format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 10, seed: 1, discovery_interval: 100ms, shutdown_grace: 2s}}\n\
          targets:\n  - {{name: t, base_url: \"{base}\", api: openai-chat}}\n\
