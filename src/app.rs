@@ -33,6 +33,8 @@ const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
 pub struct RunOptions {
     /// Print a one-line summary to stdout at this interval (the demo does).
     pub summary_every: Option<Duration>,
+    /// Where `POST /-/reload` sends reload requests (the run was started from a config file).
+    pub reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
 }
 
 /// What a finished run leaves behind (tests read it).
@@ -71,7 +73,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let summary = Arc::new(Summary::default());
     let ready = Arc::new(AtomicBool::new(false));
 
-    let server_state = ServerState { metrics: metrics.clone(), history: history.clone(), ready: ready.clone() };
+    let server_state = ServerState { metrics: metrics.clone(), history: history.clone(), ready: ready.clone(), reload: options.reload.clone() };
     let server_stop = CancellationToken::new();
     let server_task = tokio::spawn(server::serve(listener, server_state, server_stop.clone()));
     tracing::info!("serving /metrics on http://{metrics_addr}/metrics");
@@ -191,6 +193,69 @@ async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: Cancellat
             _ = stop.cancelled() => return,
         }
     }
+}
+
+/// Runs the prober until SIGINT/SIGTERM. With a config file, SIGHUP or `POST /-/reload` re-reads
+/// it: an invalid file is rejected with every problem logged and
+/// `llmprobe_config_last_reload_successful` set to 0 while the running config goes on; a valid
+/// one restarts probing gracefully (in-flight probes finish and are recorded first; counters
+/// restart from zero, which Prometheus treats as a reset).
+pub async fn run_until_signal(mut config: Config, file: Option<&std::path::Path>, mut options: RunOptions) -> anyhow::Result<std::process::ExitCode> {
+    let stop = CancellationToken::new();
+    cancel_on_signals(stop.clone());
+    let (reload_tx, mut reload_rx) = tokio::sync::mpsc::unbounded_channel();
+    if file.is_some() {
+        forward_sighup(reload_tx.clone());
+        options.reload = Some(reload_tx);
+    }
+    loop {
+        for w in &config.warnings {
+            tracing::warn!("config: {w}");
+        }
+        let generation = stop.child_token();
+        let running = start(config.clone(), options.clone(), generation.clone()).await?;
+        let next = loop {
+            tokio::select! {
+                _ = stop.cancelled() => break None,
+                Some(()) = reload_rx.recv() => {
+                    let Some(path) = file else { continue };
+                    match crate::config::load(path) {
+                        Ok(new) => break Some(new),
+                        Err(errors) => {
+                            for line in errors.to_string().lines() {
+                                tracing::error!("reload rejected, keeping the running config: {line}");
+                            }
+                            running.metrics.set_config_reload_ok(false);
+                        }
+                    }
+                }
+            }
+        };
+        generation.cancel();
+        let report = running.wait().await?;
+        tracing::info!(scheduled = report.accounting.scheduled(), recorded = report.accounting.recorded(), "stopped");
+        match next {
+            None => return Ok(std::process::ExitCode::SUCCESS),
+            Some(new) => {
+                tracing::info!("config reloaded: probing restarts with it");
+                config = new;
+            }
+        }
+    }
+}
+
+/// Turns SIGHUP into a reload request.
+fn forward_sighup(reload: tokio::sync::mpsc::UnboundedSender<()>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the config");
+            if reload.send(()).is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.

@@ -64,7 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     print!("{text}");
                     return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
                 }
-                probe_until_signal(cfg, app::RunOptions::default()).await
+                app::run_until_signal(cfg, Some(&args.config), app::RunOptions::default()).await
             }
             Command::Workload(cmd) => workload_command(cmd).await,
             Command::Mock(args) => {
@@ -118,18 +118,6 @@ fn config_failed(errors: &config::ConfigErrors) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-async fn probe_until_signal(cfg: config::Config, options: app::RunOptions) -> anyhow::Result<ExitCode> {
-    for w in &cfg.warnings {
-        tracing::warn!("config: {w}");
-    }
-    let shutdown = CancellationToken::new();
-    app::cancel_on_signals(shutdown.clone());
-    let running = app::start(cfg, options, shutdown).await?;
-    let report = running.wait().await?;
-    tracing::info!(scheduled = report.accounting.scheduled(), recorded = report.accounting.recorded(), "stopped");
-    Ok(ExitCode::SUCCESS)
-}
-
 /// The embedded default: the mock engine where the demo config's target points, plus the prober.
 async fn demo(args: cli::DemoArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = config::demo();
@@ -141,8 +129,8 @@ async fn demo(args: cli::DemoArgs) -> anyhow::Result<ExitCode> {
     let mock_stop = CancellationToken::new();
     let mock_task = tokio::spawn(mock::serve(listener, mock::MockOptions::default(), mock_stop.clone()));
     println!("llmprobe demo: mock engine on http://{mock_addr}, metrics on http://{}/metrics (Ctrl-C to stop)", cfg.listen);
-    let options = app::RunOptions { summary_every: Some(Duration::from_secs(args.summary_every.max(1))) };
-    let code = probe_until_signal(cfg, options).await;
+    let options = app::RunOptions { summary_every: Some(Duration::from_secs(args.summary_every.max(1))), reload: None };
+    let code = app::run_until_signal(cfg, None, options).await;
     mock_stop.cancel();
     let _ = mock_task.await;
     code

@@ -1,5 +1,6 @@
 //! The prober's own HTTP surface: `/metrics` (OpenMetrics or Prometheus text by `Accept`),
-//! `/healthz` (process alive), `/readyz` (probing has started), `/debug/probes` (recent probes).
+//! `/healthz` (process alive), `/readyz` (probing has started), `/debug/probes` (recent probes),
+//! `POST /-/reload` (re-read the config file, as SIGHUP does).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +10,7 @@ use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +28,8 @@ pub struct ServerState {
     pub history: Arc<History>,
     /// Set once the prober is running; `/readyz` answers 503 until then.
     pub ready: Arc<AtomicBool>,
+    /// Where `POST /-/reload` asks for a config reload; `None` when the run has no config file.
+    pub reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
 }
 
 pub fn router(state: ServerState) -> Router {
@@ -35,6 +38,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/debug/probes", get(debug_probes))
+        .route("/-/reload", post(reload))
         .with_state(state)
 }
 
@@ -68,6 +72,13 @@ async fn metrics(State(state): State<ServerState>, headers: HeaderMap) -> Respon
         )
     };
     ([(CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn reload(State(state): State<ServerState>) -> Response {
+    match state.reload.as_ref().map(|tx| tx.send(())) {
+        Some(Ok(())) => (StatusCode::ACCEPTED, "reloading\n").into_response(),
+        _ => (StatusCode::NOT_IMPLEMENTED, "this run has no config file to reload\n").into_response(),
+    }
 }
 
 async fn healthz() -> &'static str {

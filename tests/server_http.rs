@@ -29,6 +29,7 @@ fn state() -> ServerState {
         metrics,
         history,
         ready: Arc::new(AtomicBool::new(false)),
+        reload: None,
     }
 }
 
