@@ -144,8 +144,9 @@ sys.exit("prometheus did not become ready")
 PY
 ready_at=$(date +%s.%N)
 # counters at the start of the window, to check the rules against the probers' own numbers
-curl -sf "http://127.0.0.1:$demo_port/metrics" >"$tmp/start-demo.txt"
-curl -sf "http://127.0.0.1:$probe_port/metrics" >"$tmp/start-faulty.txt"
+fetch() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }
+fetch "http://127.0.0.1:$demo_port/metrics" >"$tmp/start-demo.txt"
+fetch "http://127.0.0.1:$probe_port/metrics" >"$tmp/start-faulty.txt"
 sleep "$wait_s"
 for p in "${pids[@]}"; do
   kill -0 "$p" 2>/dev/null || { echo "a process died early; logs:" >&2; tail -n 20 "$tmp"/*.log >&2; exit 1; }
