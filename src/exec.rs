@@ -83,12 +83,7 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     out.model = target.model().await?;
     let protocol = target.config.api.protocol();
     let stream = target.config.stream;
-    let spec = RequestSpec {
-        model: out.model.to_string(),
-        prompt: probe.draw.prompt.clone(),
-        max_tokens: probe.draw.output_tokens,
-        ignore_eos: true,
-    };
+    let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens };
     let mut body = protocol.body(&target.config, &spec);
     if let Some(salt) = &probe.draw.cache_salt {
         // vLLM's prefix-cache isolation field; only sent when a scenario configures it.

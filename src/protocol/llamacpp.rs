@@ -52,7 +52,7 @@ impl Protocol for LlamaCpp {
             "n_predict": req.max_tokens,
             "stream": target.stream,
         });
-        if target.ignore_eos && req.ignore_eos {
+        if target.ignore_eos {
             body["ignore_eos"] = json!(true);
         }
         body

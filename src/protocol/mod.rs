@@ -100,13 +100,12 @@ pub enum Framing {
     Ndjson,
 }
 
-/// What one probe asks for.
-#[derive(Debug, Clone)]
-pub struct RequestSpec {
-    pub model: String,
-    pub prompt: String,
+/// What one probe asks for (borrowed from the probe: nothing is copied per request).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestSpec<'a> {
+    pub model: &'a str,
+    pub prompt: &'a str,
     pub max_tokens: u32,
-    pub ignore_eos: bool,
 }
 
 /// Token counts reported by the server.

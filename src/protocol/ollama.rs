@@ -65,7 +65,7 @@ impl Protocol for Ollama {
         } else {
             body["prompt"] = json!(req.prompt);
         }
-        if target.ignore_eos && req.ignore_eos {
+        if target.ignore_eos {
             // Ollama itself has no such option and ignores it; some compatible servers read it.
             body["options"]["ignore_eos"] = json!(true);
         }

@@ -61,7 +61,7 @@ pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::
     if target.stream {
         body["stream_options"] = json!({"include_usage": true});
     }
-    if target.ignore_eos && req.ignore_eos {
+    if target.ignore_eos {
         body["ignore_eos"] = json!(true);
         body["min_tokens"] = json!(req.max_tokens);
     }

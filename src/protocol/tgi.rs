@@ -51,7 +51,7 @@ impl Protocol for Tgi {
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
         let mut params = json!({"max_new_tokens": req.max_tokens, "details": true});
-        if target.ignore_eos && req.ignore_eos {
+        if target.ignore_eos {
             params["ignore_eos"] = json!(true);
         }
         json!({"inputs": req.prompt, "parameters": params, "stream": target.stream})
