@@ -111,7 +111,6 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
                 arrival: arrival::build(&scenario.arrival, scenario.rate, seed),
                 sampler: Sampler::new(scenario.clone(), seed.rotate_left(17), calibration.clone()),
                 max_in_flight: config.probe.max_in_flight,
-                calibration: calibration.clone(),
                 id_prefix: format!("{run_id}-{}-{}", target.name, scenario.name),
             };
             streams.push(stream);

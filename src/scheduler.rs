@@ -37,8 +37,6 @@ pub struct Stream {
     pub arrival: Box<dyn Arrival>,
     pub sampler: Sampler,
     pub max_in_flight: usize,
-    /// The target's prompt-length calibration; learns from each probe's usage.
-    pub calibration: Arc<Calibration>,
     /// `{run}-{target}-{scenario}`: probe ids are this plus `-{seq}`.
     pub id_prefix: String,
 }
@@ -93,7 +91,7 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
         due.push(Reverse((following.intended, i)));
         let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
         let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
-        dispatch(probe, stream.max_in_flight, stream.calibration.clone(), &ctx, &probes).await;
+        dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await;
     }
 }
 

@@ -72,6 +72,11 @@ impl Sampler {
         Sampler::new(scenario, seed, Arc::new(Calibration::new(api)))
     }
 
+    /// The target's prompt-length calibration this sampler draws with (it learns from usage).
+    pub fn calibration(&self) -> &Arc<Calibration> {
+        &self.calibration
+    }
+
     pub fn draw(&mut self) -> Draw {
         let mut draw = match self.scenario.dataset.clone() {
             Some(dataset) => self.replay(&dataset),
