@@ -18,6 +18,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grafana_exprs import panels  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 KEYWORDS = {
@@ -165,12 +168,6 @@ def dashboard_exprs(path):
     d = json.load(open(path, encoding="utf-8"))
     rel = os.path.relpath(path, ROOT)
     out = []
-
-    def panels(ps):
-        for p in ps:
-            yield p
-            yield from panels(p.get("panels", []))
-
     for p in panels(d.get("panels", [])):
         for t in p.get("targets", []):
             if t.get("expr"):

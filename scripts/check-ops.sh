@@ -197,16 +197,10 @@ out, paths = sys.argv[1], sys.argv[2:]
 SUBST = {"__rate_interval": "5m", "__interval": "1m", "__range": "1h", "__range_s": "3600", "__range_ms": "3600000",
          "__interval_ms": "60000", "target": "vllm", "scenario": "chat-short", "namespace": "default",
          "pod": "vllm-0", "datasource": "prometheus"}
+sys.path.insert(0, "scripts")
+from grafana_exprs import panels, substitute
 def subst(expr):
-    def one(m):
-        name = m.group(1) or m.group(2) or m.group(3)
-        name = name.split(":")[0]
-        return SUBST.get(name, "x")
-    return re.sub(r"\$\{([A-Za-z0-9_:]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\[\[([A-Za-z0-9_:]+)\]\]", one, expr)
-def panels(ps):
-    for p in ps:
-        yield p
-        yield from panels(p.get("panels", []))
+    return substitute(expr, SUBST, "x")
 problems, exprs, uids = [], [], set()
 for path in paths:
     try:

@@ -317,16 +317,11 @@ print("   burn-rate alerts, which have no `for:`, fire as soon as both of their 
 # Every dashboard panel query (Grafana variables set to "All") must return data. The release
 # annotation is left out: no release happens during the run.
 import glob
+sys.path.insert(0, "scripts")
+from grafana_exprs import panels, substitute
+GRAFANA_FIXED = {"__rate_interval": "1m", "__interval": "15s", "__range": "1m", "__range_s": "60"}
 def grafana_subst(expr):
-    fixed = {"__rate_interval": "1m", "__interval": "15s", "__range": "1m", "__range_s": "60"}
-    def one(m):
-        name = (m.group(1) or m.group(2) or m.group(3)).split(":")[0]
-        return fixed.get(name, ".*")
-    return re.sub(r"\$\{([A-Za-z0-9_:]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\[\[([A-Za-z0-9_:]+)\]\]", one, expr)
-def panels(ps):
-    for p in ps:
-        yield p
-        yield from panels(p.get("panels", []))
+    return substitute(expr, GRAFANA_FIXED, ".*")
 checked = 0
 for path in sorted(glob.glob("grafana/*.json")):
     d = json.load(open(path))
