@@ -28,10 +28,7 @@ fn main() {
     let tokens = env_num("TOKENS", 256);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
-    let mut srv = std::process::Command::new(std::env::current_exe().unwrap())
-        .env("MOCK_LOAD_SERVE", &addr)
-        .spawn()
-        .unwrap();
+    let mut srv = std::process::Command::new(std::env::current_exe().unwrap()).env("MOCK_LOAD_SERVE", &addr).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let cpu0 = cpu_seconds(srv.id());
@@ -43,8 +40,7 @@ fn main() {
     let _ = srv.wait();
     println!("streams={streams} tokens/stream={tokens} failed={failed} wall={wall:.2}s");
     println!("tokens received={got} => {:.0} tokens/s", got as f64 / wall);
-    println!("mock CPU {cpu:.2}s => {:.3} CPU-s per 1000 streams, {:.1} us per token",
-        cpu * 1000.0 / streams as f64, cpu * 1e6 / got.max(1) as f64);
+    println!("mock CPU {cpu:.2}s => {:.3} CPU-s per 1000 streams, {:.1} us per token", cpu * 1000.0 / streams as f64, cpu * 1e6 / got.max(1) as f64);
 }
 
 fn child(addr: &str) {

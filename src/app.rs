@@ -20,10 +20,10 @@ use crate::sink::Sink;
 use crate::sink::history::History;
 use crate::sink::otlp::{OtlpSettings, OtlpSink};
 use crate::sink::prometheus::Metrics;
-use crate::source::SnapshotCache;
 use crate::sink::summary::Summary;
+use crate::source::SnapshotCache;
 use crate::target::TargetRuntime;
-use crate::workload::{calibrate, fingerprint, Calibration, Sampler};
+use crate::workload::{Calibration, Sampler, calibrate, fingerprint};
 
 /// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
@@ -61,11 +61,7 @@ impl Running {
 
 /// Starts the prober; it runs until `shutdown` is cancelled.
 pub async fn start(config: Config, options: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Running> {
-    let targets = config
-        .targets
-        .iter()
-        .map(|t| TargetRuntime::new(t.clone()).map(Arc::new))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let targets = config.targets.iter().map(|t| TargetRuntime::new(t.clone()).map(Arc::new)).collect::<anyhow::Result<Vec<_>>>()?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding the metrics address {}", config.listen))?;
     let metrics_addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::new(&config));
@@ -90,7 +86,10 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
         stop: shutdown.clone(),
         abort: CancellationToken::new(),
         tracker: TaskTracker::new(),
-        on_in_flight: { let m = metrics.clone(); Arc::new(move |t: &str, n| m.set_in_flight(t, n)) },
+        on_in_flight: {
+            let m = metrics.clone();
+            Arc::new(move |t: &str, n| m.set_in_flight(t, n))
+        },
     };
     let run_seed = config.probe.seed.unwrap_or_else(rand::random);
     let run_id = new_run_id();
@@ -99,7 +98,13 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let mut schedules = Vec::new();
     let mut streams = Vec::new();
     for target in &targets {
-        schedules.push(tokio::spawn(keep_discovering(target.clone(), config.probe.discovery_interval, metrics.clone(), telemetry.otlp.clone(), shutdown.clone())));
+        schedules.push(tokio::spawn(keep_discovering(
+            target.clone(),
+            config.probe.discovery_interval,
+            metrics.clone(),
+            telemetry.otlp.clone(),
+            shutdown.clone(),
+        )));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
         schedules.push(tokio::spawn(calibrate::run(target.clone(), calibration.clone(), shutdown.clone())));

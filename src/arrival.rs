@@ -123,7 +123,11 @@ impl Modulated {
             if f.abs() < 1e-12 * target.max(1.0) {
                 break;
             }
-            if f > 0.0 { hi = t } else { lo = t }
+            if f > 0.0 {
+                hi = t
+            } else {
+                lo = t
+            }
             let next = t - f / self.rate_at(t).max(1e-300);
             t = if next > lo && next < hi { next } else { 0.5 * (lo + hi) };
         }
@@ -200,8 +204,18 @@ mod tests {
 
     #[test]
     fn seeded_schedules_repeat_and_streams_differ() {
-        let a: Vec<_> = (0..5).map({ let mut p = Poisson::new(1.0, 1); move |_| p.next_gap() }).collect();
-        let b: Vec<_> = (0..5).map({ let mut p = Poisson::new(1.0, 1); move |_| p.next_gap() }).collect();
+        let a: Vec<_> = (0..5)
+            .map({
+                let mut p = Poisson::new(1.0, 1);
+                move |_| p.next_gap()
+            })
+            .collect();
+        let b: Vec<_> = (0..5)
+            .map({
+                let mut p = Poisson::new(1.0, 1);
+                move |_| p.next_gap()
+            })
+            .collect();
         assert_eq!(a, b);
         assert_ne!(stream_seed(1, "t/a"), stream_seed(1, "t/b"));
         assert_eq!(Constant::new(4.0).next_gap(), Duration::from_millis(250));

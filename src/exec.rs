@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Framing, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState};
-use crate::target::{classify_send_error, error_chain, TargetRuntime};
+use crate::target::{TargetRuntime, classify_send_error, error_chain};
 use crate::workload::Draw;
 
 /// Default cap on a whole response (`max_response_bytes` per target overrides it).
@@ -116,11 +116,8 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     let sent = out.timeline.sent;
     let total_deadline = sent + timeouts.total;
     // A non-streaming answer comes whole after generation: only the total limit applies.
-    let (header_deadline, header_class) = if stream {
-        earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline)
-    } else {
-        (total_deadline, ErrorClass::TimeoutTotal)
-    };
+    let (header_deadline, header_class) =
+        if stream { earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline) } else { (total_deadline, ErrorClass::TimeoutTotal) };
 
     let mut response = match tokio::time::timeout_at(header_deadline.into(), request.send()).await {
         Err(_) => return Err(Failure::new(header_class, "no response headers before the deadline")),
@@ -169,13 +166,7 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
 }
 
 /// A non-streaming answer: the whole body (bounded in size and time) read as one event.
-async fn read_whole(
-    mut response: reqwest::Response,
-    protocol: &dyn Protocol,
-    deadline: Instant,
-    max_bytes: usize,
-    out: &mut Outcome,
-) -> Result<(), Failure> {
+async fn read_whole(mut response: reqwest::Response, protocol: &dyn Protocol, deadline: Instant, max_bytes: usize, out: &mut Outcome) -> Result<(), Failure> {
     let mut body = Vec::new();
     loop {
         let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
@@ -214,13 +205,7 @@ fn finish(done: bool, protocol: &dyn Protocol, out: &Outcome) -> Result<(), Fail
 }
 
 /// Applies parsed frames to the outcome; returns whether the end marker was seen.
-fn apply_frames(
-    frames: Vec<Vec<u8>>,
-    at: Instant,
-    reader: &mut StreamReader,
-    protocol: &dyn Protocol,
-    out: &mut Outcome,
-) -> Result<bool, Failure> {
+fn apply_frames(frames: Vec<Vec<u8>>, at: Instant, reader: &mut StreamReader, protocol: &dyn Protocol, out: &mut Outcome) -> Result<bool, Failure> {
     for frame in frames {
         let event = protocol.parse(&frame, &mut reader.state).map_err(protocol_failure)?;
         if apply_event(event, at, Some(&mut reader.usage_seen), out) {

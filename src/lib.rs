@@ -20,8 +20,8 @@ pub mod scheduler;
 pub mod secret;
 pub mod server;
 pub mod sink;
-pub mod stats;
 pub mod source;
+pub mod stats;
 pub mod target;
 pub mod trace;
 pub mod workload;
@@ -143,5 +143,10 @@ fn mock_address(base_url: &str) -> anyhow::Result<std::net::SocketAddr> {
 
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }

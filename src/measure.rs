@@ -103,11 +103,7 @@ pub fn measure(outcome: &Outcome, slo: &Slo) -> Option<Sample> {
     let ttfc = tl.first_content().filter(|_| streamed).map(|t| t.saturating_duration_since(tl.sent));
     let (tokens_per_frame, multi_token_frames) = if streamed { frame_shape(tl, output_tokens, token_source) } else { (Vec::new(), 0) };
     let over = |value: Option<Duration>, limit: Option<Duration>| matches!((value, limit), (Some(v), Some(l)) if v > l);
-    let slo_missed = SloMisses {
-        ttft: streamed && over(Some(ttft), slo.ttft),
-        tpot: over(tpot, slo.tpot),
-        e2e: over(Some(e2e), slo.e2e),
-    };
+    let slo_missed = SloMisses { ttft: streamed && over(Some(ttft), slo.ttft), tpot: over(tpot, slo.tpot), e2e: over(Some(e2e), slo.e2e) };
     Some(Sample {
         streamed,
         ttft,

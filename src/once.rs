@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Slo};
 use crate::exec::{self, Probe};
-use crate::measure::{measure, Sample};
+use crate::measure::{Sample, measure};
 use crate::outcome::Outcome;
 use crate::target::TargetRuntime;
 use crate::workload::calibrate::calibrate_with_tokenize;
@@ -57,8 +57,12 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
     let at = |i: Instant| format!("+{:>10}", ms(i.saturating_duration_since(t.intended)));
     let _ = writeln!(out, "target={} scenario={} model={} id={} request_id={}", o.target, o.scenario, o.model, o.probe_id, o.request_id);
     match o.dataset_index {
-        Some(i) => { let _ = writeln!(out, "  requested      dataset prompt #{i}, output={} tokens", o.requested_output_tokens); }
-        None => { let _ = writeln!(out, "  requested      input≈{} tokens, output={} tokens", o.requested_input_tokens, o.requested_output_tokens); }
+        Some(i) => {
+            let _ = writeln!(out, "  requested      dataset prompt #{i}, output={} tokens", o.requested_output_tokens);
+        }
+        None => {
+            let _ = writeln!(out, "  requested      input≈{} tokens, output={} tokens", o.requested_input_tokens, o.requested_output_tokens);
+        }
     }
     let _ = writeln!(out, "  prompt sha256  {}", o.prompt_sha256);
     let _ = writeln!(out, "  intended       {}", at(t.intended));
@@ -73,8 +77,12 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
     }
     let _ = writeln!(out, "  end            {}", at(t.end));
     match o.usage {
-        Some(u) => { let _ = writeln!(out, "  usage          prompt={} completion={}", u.prompt_tokens, u.completion_tokens); }
-        None => { let _ = writeln!(out, "  usage          (not reported)"); }
+        Some(u) => {
+            let _ = writeln!(out, "  usage          prompt={} completion={}", u.prompt_tokens, u.completion_tokens);
+        }
+        None => {
+            let _ = writeln!(out, "  usage          (not reported)");
+        }
     }
     if let Some(c) = o.api_counter {
         let _ = writeln!(out, "  api counters   prompt={} completion={}", c.prompt_tokens, c.completion_tokens);

@@ -119,15 +119,18 @@ async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibrati
     (ctx.on_in_flight)(&target.name, in_flight as i64);
     let ctx = ctx.clone();
     let words = probe.draw.words;
-    ctx.tracker.clone().spawn_on(async move {
-        let outcome = exec::execute(probe, &ctx.abort).await;
-        if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
-            calibration.observe(words, usage.prompt_tokens);
-        }
-        let now = target.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
-        (ctx.on_in_flight)(&target.name, now as i64);
-        ctx.recorder.record(outcome).await;
-    }, probes);
+    ctx.tracker.clone().spawn_on(
+        async move {
+            let outcome = exec::execute(probe, &ctx.abort).await;
+            if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
+                calibration.observe(words, usage.prompt_tokens);
+            }
+            let now = target.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+            (ctx.on_in_flight)(&target.name, now as i64);
+            ctx.recorder.record(outcome).await;
+        },
+        probes,
+    );
 }
 
 /// Sleeps until `deadline`: a timer for the bulk, then a blocking sleep (microsecond

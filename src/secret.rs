@@ -44,12 +44,9 @@ pub enum SecretError {
 /// Resolves a reference to its value. Errors name the reference, never the value.
 pub fn resolve(reference: &SecretRef) -> Result<Secret, SecretError> {
     let (value, origin) = match reference {
-        SecretRef::Env(var) => {
-            (std::env::var(var).map_err(|_| SecretError::EnvMissing(var.clone()))?, format!("${var}"))
-        }
+        SecretRef::Env(var) => (std::env::var(var).map_err(|_| SecretError::EnvMissing(var.clone()))?, format!("${var}")),
         SecretRef::File(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| SecretError::File { path: path.display().to_string(), source })?;
+            let text = std::fs::read_to_string(path).map_err(|source| SecretError::File { path: path.display().to_string(), source })?;
             (text, path.display().to_string())
         }
     };

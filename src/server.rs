@@ -16,8 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sink::{History, Metrics};
 
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const JSON_CONTENT_TYPE: &str = "application/json";
 
@@ -43,33 +42,20 @@ pub fn router(state: ServerState) -> Router {
 }
 
 /// Serves until `shutdown` is cancelled, then lets in-progress requests finish.
-pub async fn serve(
-    listener: TcpListener,
-    state: ServerState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+pub async fn serve(listener: TcpListener, state: ServerState, shutdown: CancellationToken) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }
 
 /// Whether the scraper accepts OpenMetrics (Prometheus sends it first in its `Accept` list).
 fn wants_openmetrics(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"))
+    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains("application/openmetrics-text"))
 }
 
 async fn metrics(State(state): State<ServerState>, headers: HeaderMap) -> Response {
     let (content_type, body) = if wants_openmetrics(&headers) {
         (OPENMETRICS_CONTENT_TYPE, state.metrics.encode_openmetrics())
     } else {
-        (
-            PROMETHEUS_TEXT_CONTENT_TYPE,
-            state.metrics.encode_prometheus_text(),
-        )
+        (PROMETHEUS_TEXT_CONTENT_TYPE, state.metrics.encode_prometheus_text())
     };
     ([(CONTENT_TYPE, content_type)], body).into_response()
 }
@@ -86,11 +72,7 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<ServerState>) -> Response {
-    if state.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
-    }
+    if state.ready.load(Ordering::Acquire) { (StatusCode::OK, "ready").into_response() } else { (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response() }
 }
 
 async fn debug_probes(State(state): State<ServerState>) -> Response {

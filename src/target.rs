@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 
+use crate::config::HttpVersion;
 use crate::config::Target;
 use crate::outcome::{ErrorClass, Failure};
-use crate::config::HttpVersion;
 use crate::protocol::ProtocolKind;
 use crate::secret::KeySource;
 
@@ -193,7 +193,15 @@ struct OllamaModel {
 /// The engine behind an OpenAI-compatible server, from `/v1/models` `owned_by`.
 pub fn engine_from_owner(owner: Option<&str>) -> String {
     let owner = owner.unwrap_or("").to_ascii_lowercase();
-    let known = [("vllm", "vllm"), ("sglang", "sglang"), ("llamacpp", "llamacpp"), ("llama.cpp", "llamacpp"), ("ollama", "ollama"), ("tgi", "tgi"), ("text-generation", "tgi")];
+    let known = [
+        ("vllm", "vllm"),
+        ("sglang", "sglang"),
+        ("llamacpp", "llamacpp"),
+        ("llama.cpp", "llamacpp"),
+        ("ollama", "ollama"),
+        ("tgi", "tgi"),
+        ("text-generation", "tgi"),
+    ];
     known.iter().find(|(k, _)| owner.contains(k)).map(|(_, e)| (*e).to_string()).unwrap_or_else(|| "unknown".into())
 }
 

@@ -29,7 +29,8 @@ async fn run_with(dir: &Path, mode: &str, sources: &str) {
     );
     let cfg = llmprobe::config::parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
     let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
-    let opts = RunOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true };
+    let opts =
+        RunOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true };
     bench::run(&plan, &opts).await.unwrap();
     stop.cancel();
 }

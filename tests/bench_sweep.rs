@@ -125,7 +125,11 @@ async fn concurrency_sweep_writes_consistent_evidence() {
 async fn rate_sweep_counts_drops_at_the_cap() {
     let (addr, stop) = common::start_mock(MockOptions { profile: Profile::small_gpu(), ..Default::default() }).await;
     // 60 req/s against requests that take ~0.3 s with at most 2 in flight: most are dropped.
-    let plan = plan(&format!("http://{addr}"), "  mode: rate\n  rates: [5, 60]\n  max_concurrency: 2\n  arrival: constant\n  repeats: 1\n  requests: 12\n  duration: 2s\n", 16);
+    let plan = plan(
+        &format!("http://{addr}"),
+        "  mode: rate\n  rates: [5, 60]\n  max_concurrency: 2\n  arrival: constant\n  repeats: 1\n  requests: 12\n  duration: 2s\n",
+        16,
+    );
     let dir = temp_dir("bench-rate");
     let summary = bench::run(&plan, &opts(&dir)).await.unwrap();
     stop.cancel();

@@ -103,7 +103,23 @@ async fn compare_report_merge_and_capacity_over_real_results() {
     assert_ne!(llmprobe(&["report", &s(&a), &s(&a), "--output", &s(&root.join("dup"))]).0, 0, "the same run twice is refused");
 
     // Capacity with the bench result as measured input.
-    let (code, out, _) = llmprobe(&["capacity", "--params-billion", "1", "--layers", "16", "--kv-heads", "8", "--head-dim", "64", "--context-tokens", "2048", "--gpu-memory-gib", "24", "--from-bench", &s(&a)]);
+    let (code, out, _) = llmprobe(&[
+        "capacity",
+        "--params-billion",
+        "1",
+        "--layers",
+        "16",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "64",
+        "--context-tokens",
+        "2048",
+        "--gpu-memory-gib",
+        "24",
+        "--from-bench",
+        &s(&a),
+    ]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("measured input"), "{out}");
     let _ = std::fs::remove_dir_all(&root);
@@ -111,7 +127,21 @@ async fn compare_report_merge_and_capacity_over_real_results() {
 
 #[test]
 fn capacity_zero_is_an_answer_not_an_error() {
-    let (code, out, err) = llmprobe(&["capacity", "--params-billion", "70", "--layers", "80", "--kv-heads", "8", "--head-dim", "128", "--context-tokens", "8192", "--gpu-memory-gib", "80"]);
+    let (code, out, err) = llmprobe(&[
+        "capacity",
+        "--params-billion",
+        "70",
+        "--layers",
+        "80",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--context-tokens",
+        "8192",
+        "--gpu-memory-gib",
+        "80",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("recommended concurrency      0"), "{out}");
     assert!(out.contains("warning: the weights"), "{out}");

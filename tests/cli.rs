@@ -77,7 +77,8 @@ async fn echo_auth_server() -> SocketAddr {
                 let req = String::from_utf8_lossy(&buf[..n]).to_string();
                 let auth = req.lines().find(|l| l.to_ascii_lowercase().starts_with("authorization")).unwrap_or("").to_string();
                 let body = format!("{{\"error\":{{\"message\":\"invalid key, you sent {auth}\"}}}}");
-                let resp = format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let resp =
+                    format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
                 let _ = sock.write_all(resp.as_bytes()).await;
             });
         }
@@ -102,7 +103,13 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
     // 1. `--once` against a mock that requires the key: success, and the key is not printed.
     let (mock, _stop) = start_mock(MockOptions { api_key: Some(SECRET.into()), ..MockOptions::default() }).await;
     let cfg = write_config(&dir, "ok.yaml", &probe_config(&format!("http://{mock}"), free_port()));
-    let out = tokio::process::Command::new(BIN).args(["--log", "debug", "probe", "--once", "--config"]).arg(&cfg).env("LLMPROBE_TEST_KEY", SECRET).output().await.unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["--log", "debug", "probe", "--once", "--config"])
+        .arg(&cfg)
+        .env("LLMPROBE_TEST_KEY", SECRET)
+        .output()
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("verdict        success"), "{stdout}");
@@ -112,7 +119,13 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
     // 2. A server that echoes the key back in its 401 body: error details are redacted.
     let echo = echo_auth_server().await;
     let cfg = write_config(&dir, "echo.yaml", &probe_config(&format!("http://{echo}"), free_port()));
-    let out = tokio::process::Command::new(BIN).args(["--log", "debug", "probe", "--once", "--config"]).arg(&cfg).env("LLMPROBE_TEST_KEY", SECRET).output().await.unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["--log", "debug", "probe", "--once", "--config"])
+        .arg(&cfg)
+        .env("LLMPROBE_TEST_KEY", SECRET)
+        .output()
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout.contains("error http_4xx") && stdout.contains("Bearer ***"), "{stdout}");

@@ -18,12 +18,7 @@ fn every_bad_fixture_reports_exactly_the_expected_issues() {
     let bless = std::env::var_os("BLESS").is_some();
     let mut names: Vec<String> = fs::read_dir(root.join(DIR))
         .expect("fixture dir")
-        .map(|e| {
-            e.expect("dir entry")
-                .file_name()
-                .into_string()
-                .expect("utf-8 name")
-        })
+        .map(|e| e.expect("dir entry").file_name().into_string().expect("utf-8 name"))
         .filter_map(|n| n.strip_suffix(".yaml").map(str::to_owned))
         .collect();
     names.sort();
@@ -38,30 +33,19 @@ fn every_bad_fixture_reports_exactly_the_expected_issues() {
             Err(e) => format!("{e}\n"),
         };
         for secret in SECRETS {
-            assert!(
-                !actual.contains(secret),
-                "{file}: message leaks a secret:\n{actual}"
-            );
+            assert!(!actual.contains(secret), "{file}: message leaks a secret:\n{actual}");
         }
         let expected_path = root.join(DIR).join(format!("{name}.expected"));
         if bless {
             fs::write(&expected_path, &actual).expect("write expected");
             continue;
         }
-        let expected = fs::read_to_string(&expected_path)
-            .unwrap_or_else(|_| panic!("{name}.expected is missing (run with BLESS=1)"));
+        let expected = fs::read_to_string(&expected_path).unwrap_or_else(|_| panic!("{name}.expected is missing (run with BLESS=1)"));
         if actual != expected {
-            failures.push(format!(
-                "--- {name}.expected\n{expected}+++ actual\n{actual}"
-            ));
+            failures.push(format!("--- {name}.expected\n{expected}+++ actual\n{actual}"));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} fixture(s) differ:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} fixture(s) differ:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -70,26 +54,17 @@ fn every_expected_file_has_a_fixture() {
     for entry in fs::read_dir(&root).expect("fixture dir") {
         let path = entry.expect("dir entry").path();
         if path.extension().is_some_and(|e| e == "expected") {
-            assert!(
-                path.with_extension("yaml").exists(),
-                "{} has no .yaml",
-                path.display()
-            );
+            assert!(path.with_extension("yaml").exists(), "{} has no .yaml", path.display());
         }
     }
 }
 
 #[test]
 fn a_missing_file_is_reported_as_an_issue() {
-    let err = llmprobe::config::load(Path::new("tests/fixtures/config/no-such-file.yaml"))
-        .expect_err("missing file");
+    let err = llmprobe::config::load(Path::new("tests/fixtures/config/no-such-file.yaml")).expect_err("missing file");
     assert_eq!(err.issues.len(), 1);
     assert_eq!(err.issues[0].path, "");
     assert_eq!(err.issues[0].line, None);
     let text = err.to_string();
-    assert!(
-        text.starts_with("cannot read config file: ")
-            && text.ends_with("(tests/fixtures/config/no-such-file.yaml)"),
-        "{text}"
-    );
+    assert!(text.starts_with("cannot read config file: ") && text.ends_with("(tests/fixtures/config/no-such-file.yaml)"), "{text}");
 }

@@ -20,18 +20,10 @@ fn examples() -> Vec<std::path::PathBuf> {
 #[test]
 fn every_example_loads_without_warnings() {
     let files = examples();
-    assert!(
-        files.len() >= 4,
-        "expected the example configs, found {files:?}"
-    );
+    assert!(files.len() >= 4, "expected the example configs, found {files:?}");
     for file in files {
         let config = config::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            config.warnings.is_empty(),
-            "{}: {:?}",
-            file.display(),
-            config.warnings
-        );
+        assert!(config.warnings.is_empty(), "{}: {:?}", file.display(), config.warnings);
         assert!(!config.targets.is_empty() && !config.scenarios.is_empty());
     }
 }
@@ -69,14 +61,8 @@ fn multi_target_resolves_rates_and_keeps_secret_references() {
     let c = config::load(&dir.join("multi-target.yaml")).unwrap();
     let proxy = &c.targets[1];
     assert_eq!(proxy.base_url, "https://127.0.0.1:8443/llm");
-    assert_eq!(
-        proxy.api_key,
-        Some(SecretRef::File("/run/secrets/llm-proxy-key".into()))
-    );
-    assert_eq!(
-        proxy.headers,
-        vec![("X-Team".to_owned(), "search".to_owned())]
-    );
+    assert_eq!(proxy.api_key, Some(SecretRef::File("/run/secrets/llm-proxy-key".into())));
+    assert_eq!(proxy.headers, vec![("X-Team".to_owned(), "search".to_owned())]);
     let rates: Vec<f64> = c.scenarios.iter().map(|s| s.rate).collect();
     assert_eq!(rates, vec![1.6, 0.4, 0.1]);
     assert_eq!(c.scenarios[2].input_tokens, LengthSpec::Fixed(16000));
@@ -84,16 +70,10 @@ fn multi_target_resolves_rates_and_keeps_secret_references() {
 
 #[test]
 fn readme_example_is_valid() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/README.md"))
-            .expect("config/README.md");
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/README.md")).expect("config/README.md");
     let start = readme.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
     let len = readme[start..].find("```").expect("end of the yaml block");
-    let config = config::parse(&readme[start..start + len], "config/README.md")
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        config.targets[0].api_key,
-        Some(SecretRef::Env("VLLM_API_KEY".into()))
-    );
+    let config = config::parse(&readme[start..start + len], "config/README.md").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.targets[0].api_key, Some(SecretRef::Env("VLLM_API_KEY".into())));
     assert_eq!(config.scenarios.len(), 2);
 }

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::config::{HttpVersion, Target, Timeouts, TlsSettings, DEFAULT_MAX_RESPONSE_BYTES};
-use llmprobe::exec::{execute, Probe};
+use llmprobe::config::{DEFAULT_MAX_RESPONSE_BYTES, HttpVersion, Target, Timeouts, TlsSettings};
+use llmprobe::exec::{Probe, execute};
 use llmprobe::outcome::{ErrorClass, Outcome};
 use llmprobe::protocol::ProtocolKind;
 use llmprobe::target::TargetRuntime;

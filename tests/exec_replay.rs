@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llmprobe::config::{Slo, Target, Timeouts};
-use llmprobe::exec::{execute, Probe};
-use llmprobe::measure::{measure, TokenSource};
+use llmprobe::exec::{Probe, execute};
+use llmprobe::measure::{TokenSource, measure};
 use llmprobe::outcome::{ErrorClass, Outcome};
 use llmprobe::protocol::ProtocolKind;
 use llmprobe::target::TargetRuntime;

@@ -18,18 +18,12 @@ fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
 fn every_error_class_is_precreated_with_its_outcome_label() {
     let text = Metrics::new(&config()).encode_openmetrics();
     for class in ErrorClass::ALL {
-        let series = format!(
-            "llmprobe_requests_total{{target=\"local\",scenario=\"chat\",outcome=\"{}\",error=\"{}\"}} 0",
-            class.outcome_label(),
-            class.as_str()
-        );
+        let series =
+            format!("llmprobe_requests_total{{target=\"local\",scenario=\"chat\",outcome=\"{}\",error=\"{}\"}} 0", class.outcome_label(), class.as_str());
         assert!(text.contains(&series), "missing {series}");
     }
     assert!(text.contains("outcome=\"success\",error=\"none\"} 0"));
-    assert_eq!(
-        lines_with(&text, "llmprobe_requests_total{").len(),
-        ErrorClass::ALL.len() + 1
-    );
+    assert_eq!(lines_with(&text, "llmprobe_requests_total{").len(), ErrorClass::ALL.len() + 1);
 }
 
 #[test]
@@ -41,37 +35,21 @@ fn every_target_scenario_pair_is_precreated() {
     for t in ["local", "remote"] {
         for s in ["chat", "long"] {
             let ts = format!("{{target=\"{t}\",scenario=\"{s}\"}}");
-            for family in [
-                "llmprobe_goodput_requests_total",
-                "llmprobe_ttft_seconds_count",
-                "llmprobe_output_tokens_total",
-            ] {
-                assert!(
-                    text.contains(&format!("{family}{ts} 0")),
-                    "missing {family}{ts}"
-                );
+            for family in ["llmprobe_goodput_requests_total", "llmprobe_ttft_seconds_count", "llmprobe_output_tokens_total"] {
+                assert!(text.contains(&format!("{family}{ts} 0")), "missing {family}{ts}");
             }
         }
         assert!(text.contains(&format!("llmprobe_in_flight_requests{{target=\"{t}\"}} 0")));
-        assert!(text.contains(&format!(
-            "llmprobe_schedule_lag_seconds_count{{target=\"{t}\"}} 0"
-        )));
+        assert!(text.contains(&format!("llmprobe_schedule_lag_seconds_count{{target=\"{t}\"}} 0")));
     }
-    assert!(
-        text.contains("llmprobe_target_rate_per_second{target=\"remote\",scenario=\"long\"} 0.5")
-    );
+    assert!(text.contains("llmprobe_target_rate_per_second{target=\"remote\",scenario=\"long\"} 0.5"));
 }
 
 #[test]
 fn unconfigured_slos_have_no_series() {
     let text = Metrics::new(&config()).encode_openmetrics();
-    assert!(
-        !text.contains("slo=\"e2e\""),
-        "e2e has no threshold in the test config"
-    );
-    assert!(text.contains(
-        "llmprobe_slo_violations_total{target=\"local\",scenario=\"chat\",slo=\"ttft\"} 0"
-    ));
+    assert!(!text.contains("slo=\"e2e\""), "e2e has no threshold in the test config");
+    assert!(text.contains("llmprobe_slo_violations_total{target=\"local\",scenario=\"chat\",slo=\"ttft\"} 0"));
 }
 
 #[test]
@@ -87,10 +65,7 @@ fn all_names_are_exported() {
     // Server phase times exist only for APIs that report them; the test target speaks OpenAI.
     let api_dependent = [llmprobe::sink::prometheus::SERVER_TIME_SECONDS.name];
     for name in ALL_FAMILIES.map(|f| f.name).into_iter().filter(|n| !api_dependent.contains(n)) {
-        let sample = |text: &str| {
-            text.lines()
-                .any(|l| !l.starts_with('#') && l.starts_with(name))
-        };
+        let sample = |text: &str| text.lines().any(|l| !l.starts_with('#') && l.starts_with(name));
         assert!(sample(&om), "{name} missing from OpenMetrics");
         assert!(sample(&prom), "{name} missing from Prometheus text");
     }
@@ -101,13 +76,7 @@ fn in_flight_is_set_not_added() {
     let metrics = Metrics::new(&config());
     metrics.set_in_flight("local", 5);
     metrics.set_in_flight("local", 2);
-    assert_eq!(
-        lines_with(
-            &metrics.encode_openmetrics(),
-            "llmprobe_in_flight_requests{"
-        ),
-        ["llmprobe_in_flight_requests{target=\"local\"} 2"]
-    );
+    assert_eq!(lines_with(&metrics.encode_openmetrics(), "llmprobe_in_flight_requests{"), ["llmprobe_in_flight_requests{target=\"local\"} 2"]);
 }
 
 #[test]
@@ -131,27 +100,15 @@ fn target_info_change_replaces_the_old_series() {
 #[test]
 fn config_reload_gauge_follows_the_last_result() {
     let metrics = Metrics::new(&config());
-    assert!(
-        metrics
-            .encode_openmetrics()
-            .contains("llmprobe_config_last_reload_successful 1\n")
-    );
+    assert!(metrics.encode_openmetrics().contains("llmprobe_config_last_reload_successful 1\n"));
     metrics.set_config_reload_ok(false);
-    assert!(
-        metrics
-            .encode_openmetrics()
-            .contains("llmprobe_config_last_reload_successful 0\n")
-    );
+    assert!(metrics.encode_openmetrics().contains("llmprobe_config_last_reload_successful 0\n"));
 }
 
 #[test]
 fn error_detail_never_becomes_a_label() {
     let metrics = Metrics::new(&config());
-    let o = failed(
-        outcome(Instant::now(), 0, 0, &[], 10),
-        ErrorClass::Http5xx,
-        "secret-ish upstream text",
-    );
+    let o = failed(outcome(Instant::now(), 0, 0, &[], 10), ErrorClass::Http5xx, "secret-ish upstream text");
     metrics.record(&o, None);
     let text = metrics.encode_openmetrics();
     assert!(!text.contains("secret-ish"));
@@ -165,10 +122,8 @@ fn every_probe_counts_once() {
     for o in &outcomes {
         metrics.record(o, sample(o).as_ref());
     }
-    let total: u64 = lines_with(&metrics.encode_openmetrics(), "llmprobe_requests_total{")
-        .iter()
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
+    let total: u64 =
+        lines_with(&metrics.encode_openmetrics(), "llmprobe_requests_total{").iter().map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap()).sum();
     assert_eq!(total, outcomes.len() as u64);
 }
 

@@ -47,12 +47,8 @@ fn openmetrics_matches_golden() {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &text).unwrap();
     }
-    let want =
-        std::fs::read_to_string(&path).expect("golden file; run with UPDATE_GOLDEN=1 to create");
-    assert!(
-        text == want,
-        "OpenMetrics output differs from {GOLDEN}; rerun with UPDATE_GOLDEN=1 and review.\n{text}"
-    );
+    let want = std::fs::read_to_string(&path).expect("golden file; run with UPDATE_GOLDEN=1 to create");
+    assert!(text == want, "OpenMetrics output differs from {GOLDEN}; rerun with UPDATE_GOLDEN=1 and review.\n{text}");
 }
 
 #[test]
@@ -66,20 +62,10 @@ fn encoding_is_stable_across_registries() {
 
 /// Runs `promtool check metrics` when promtool is installed; returns its stdout+stderr and status.
 fn promtool_check(text: &str) -> Option<(bool, String)> {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .ok()?;
+    let mut child = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().ok()?;
     child.stdin.take()?.write_all(text.as_bytes()).ok()?;
     let out = child.wait_with_output().ok()?;
-    let msg = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     Some((out.status.success(), msg))
 }
 
@@ -98,19 +84,12 @@ fn prometheus_text_passes_promtool() {
 fn openmetrics_passes_promtool_except_known_counter_help_false_positive() {
     // promtool 2.x `check metrics` reads the text format, which has no exemplars: strip them
     // (`tests/otlp_export.rs` checks them against exported spans).
-    let text: String = recorded_metrics()
-        .encode_openmetrics()
-        .lines()
-        .map(|l| format!("{}\n", l.split(" # {").next().unwrap_or(l)))
-        .collect();
+    let text: String = recorded_metrics().encode_openmetrics().lines().map(|l| format!("{}\n", l.split(" # {").next().unwrap_or(l))).collect();
     let Some((_, msg)) = promtool_check(&text) else {
         eprintln!("promtool not installed; skipping");
         return;
     };
     // promtool 2.x reports `x_total no help text` for OpenMetrics counters (family `x`).
-    let real: Vec<&str> = msg
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.ends_with("no help text"))
-        .collect();
+    let real: Vec<&str> = msg.lines().filter(|l| !l.trim().is_empty() && !l.ends_with("no help text")).collect();
     assert!(real.is_empty(), "promtool check metrics:\n{msg}");
 }

@@ -18,10 +18,7 @@ fn record_all(sink: &dyn Sink, outcomes: &[llmprobe::outcome::Outcome]) {
 fn empty_summary_line() {
     let t0 = Instant::now();
     let summary = Summary::starting_at(Duration::from_secs(30), t0);
-    assert_eq!(
-        summary.line_at(t0 + ms(5000)),
-        "rate 0.0/s | ok 0/0 (-) | goodput - | ttft p50 - p95 - | tpot p50 - | errors: none"
-    );
+    assert_eq!(summary.line_at(t0 + ms(5000)), "rate 0.0/s | ok 0/0 (-) | goodput - | ttft p50 - p95 - | tpot p50 - | errors: none");
 }
 
 #[test]
@@ -41,15 +38,7 @@ fn percentiles_are_nearest_rank_over_the_window() {
     let t0 = Instant::now();
     let summary = Summary::starting_at(Duration::from_secs(30), t0);
     // TTFTs 10, 20, ..., 200 ms, each with usage of 5 tokens.
-    let outcomes: Vec<_> = (1..=20u64)
-        .map(|i| {
-            with_usage(
-                outcome(t0 + ms(i * 100), i, 0, &[i * 10], i * 10 + 40),
-                10,
-                5,
-            )
-        })
-        .collect();
+    let outcomes: Vec<_> = (1..=20u64).map(|i| with_usage(outcome(t0 + ms(i * 100), i, 0, &[i * 10], i * 10 + 40), 10, 5)).collect();
     record_all(&summary, &outcomes);
     let stats = summary.stats_at(t0 + ms(20_000));
     assert_eq!(stats.ttft_p50_ms, Some(100.0));
@@ -80,31 +69,15 @@ fn errors_are_listed_most_frequent_first() {
     let t0 = Instant::now();
     let summary = Summary::starting_at(Duration::from_secs(30), t0);
     let fail = |seq, class| failed(outcome(t0, seq, 0, &[], 10), class, "x");
-    record_all(
-        &summary,
-        &[
-            fail(0, ErrorClass::Http5xx),
-            fail(1, ErrorClass::TimeoutTtft),
-            fail(2, ErrorClass::TimeoutTtft),
-            dropped(t0, 3),
-        ],
-    );
-    assert!(
-        summary
-            .line_at(t0 + ms(1000))
-            .ends_with("errors: timeout_ttft=2 http_5xx=1 in_flight_cap=1")
-    );
+    record_all(&summary, &[fail(0, ErrorClass::Http5xx), fail(1, ErrorClass::TimeoutTtft), fail(2, ErrorClass::TimeoutTtft), dropped(t0, 3)]);
+    assert!(summary.line_at(t0 + ms(1000)).ends_with("errors: timeout_ttft=2 http_5xx=1 in_flight_cap=1"));
 }
 
 #[test]
 fn history_keeps_failures_longer_than_recent() {
     let t0 = Instant::now();
     let history = History::new(3, 2);
-    let mut outcomes = vec![failed(
-        outcome(t0, 0, 0, &[], 10),
-        ErrorClass::Connect,
-        "refused",
-    )];
+    let mut outcomes = vec![failed(outcome(t0, 0, 0, &[], 10), ErrorClass::Connect, "refused")];
     outcomes.extend((1..=5).map(|i| with_usage(outcome(t0 + ms(i * 10), i, 0, &[5], 20), 1, 2)));
     outcomes.push(dropped(t0 + ms(100), 6));
     record_all(&history, &outcomes);

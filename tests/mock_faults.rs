@@ -141,10 +141,7 @@ async fn token_grouping_faults() {
 async fn timestamps_are_opt_in_and_increase() {
     let (b, stop) = start().await;
     let ev = chat(&b, "none", &[("x-mock-timestamps", "1")], 4).await.unwrap().events();
-    let ts: Vec<u64> = ev[..ev.len() - 1]
-        .iter()
-        .map(|e| serde_json::from_str::<Value>(e).unwrap()["mock_emitted_ns"].as_u64().unwrap())
-        .collect();
+    let ts: Vec<u64> = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str::<Value>(e).unwrap()["mock_emitted_ns"].as_u64().unwrap()).collect();
     assert!(ts.windows(2).all(|w| w[0] <= w[1]));
     assert!(ts[2] - ts[1] >= 9_000_000, "one 10 ms step apart");
     let ev = chat(&b, "none", &[], 2).await.unwrap().events();

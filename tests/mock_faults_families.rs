@@ -24,14 +24,38 @@ struct Family {
 }
 
 const FAMILIES: &[Family] = &[
-    Family { name: "completions", path: "/v1/completions", sse: true, trailer: 2, has_done: true,
-        body: |n| json!({"prompt":"a b c","max_tokens":n,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}) },
-    Family { name: "ollama", path: "/api/generate", sse: false, trailer: 1, has_done: false,
-        body: |n| json!({"model":"mock-llama","prompt":"a b c","options":{"num_predict":n,"ignore_eos":true}}) },
-    Family { name: "llama.cpp", path: "/completion", sse: true, trailer: 1, has_done: false,
-        body: |n| json!({"prompt":"a b c","n_predict":n,"ignore_eos":true,"stream":true}) },
-    Family { name: "tgi", path: "/generate_stream", sse: true, trailer: 0, has_done: false,
-        body: |n| json!({"inputs":"a b c","parameters":{"max_new_tokens":n,"ignore_eos":true}}) },
+    Family {
+        name: "completions",
+        path: "/v1/completions",
+        sse: true,
+        trailer: 2,
+        has_done: true,
+        body: |n| json!({"prompt":"a b c","max_tokens":n,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}),
+    },
+    Family {
+        name: "ollama",
+        path: "/api/generate",
+        sse: false,
+        trailer: 1,
+        has_done: false,
+        body: |n| json!({"model":"mock-llama","prompt":"a b c","options":{"num_predict":n,"ignore_eos":true}}),
+    },
+    Family {
+        name: "llama.cpp",
+        path: "/completion",
+        sse: true,
+        trailer: 1,
+        has_done: false,
+        body: |n| json!({"prompt":"a b c","n_predict":n,"ignore_eos":true,"stream":true}),
+    },
+    Family {
+        name: "tgi",
+        path: "/generate_stream",
+        sse: true,
+        trailer: 0,
+        has_done: false,
+        body: |n| json!({"inputs":"a b c","parameters":{"max_new_tokens":n,"ignore_eos":true}}),
+    },
 ];
 
 impl Got {
@@ -39,9 +63,10 @@ impl Got {
     fn frames(&self, f: &Family) -> Vec<String> {
         let text = String::from_utf8_lossy(&self.body()).into_owned();
         let sep = if f.sse { "\n\n" } else { "\n" };
-        text.split(sep).filter(|e| !e.is_empty()).map(|e| {
-            ["data: ", "data:", "error: "].iter().find_map(|p| e.strip_prefix(p)).unwrap_or(e).to_string()
-        }).collect()
+        text.split(sep)
+            .filter(|e| !e.is_empty())
+            .map(|e| ["data: ", "data:", "error: "].iter().find_map(|p| e.strip_prefix(p)).unwrap_or(e).to_string())
+            .collect()
     }
 }
 
@@ -56,8 +81,11 @@ async fn start() -> (String, CancellationToken) {
 }
 
 async fn send(base: &str, f: &Family, fault: &str, extra: &[(&str, &str)], n: u32) -> Result<Got, reqwest::Error> {
-    let mut rb = reqwest::Client::new().post(format!("{base}{}", f.path)).header("content-type", "application/json")
-        .header("x-mock-fault", fault).body((f.body)(n).to_string());
+    let mut rb = reqwest::Client::new()
+        .post(format!("{base}{}", f.path))
+        .header("content-type", "application/json")
+        .header("x-mock-fault", fault)
+        .body((f.body)(n).to_string());
     for (k, v) in extra {
         rb = rb.header(*k, *v);
     }

@@ -64,7 +64,10 @@ async fn shutdown_cuts_stalled_and_dripping_streams() {
     let mut drip = raw_request(addr, "a", 8, "x-mock-fault: slow_drip\r\nx-mock-drip-ms: 60000\r\n").await;
     let mut nonstream = {
         let body = r#"{"prompt":"a","max_tokens":2}"#;
-        let req = format!("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-mock-fault: stall_ttft\r\nx-mock-stall-ms: 600000\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        let req = format!(
+            "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-mock-fault: stall_ttft\r\nx-mock-stall-ms: 600000\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(req.as_bytes()).await.unwrap();
         s

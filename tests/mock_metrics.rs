@@ -21,10 +21,13 @@ struct Family {
 
 fn label_pairs(s: &str) -> Vec<(String, String)> {
     // Values here never contain `",`.
-    s.split("\",").filter(|p| !p.is_empty()).filter_map(|p| {
-        let (k, v) = p.split_once("=\"")?;
-        Some((k.to_string(), v.trim_end_matches('"').to_string()))
-    }).collect()
+    s.split("\",")
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (k, v) = p.split_once("=\"")?;
+            Some((k.to_string(), v.trim_end_matches('"').to_string()))
+        })
+        .collect()
 }
 
 fn families(page: &str) -> BTreeMap<String, Family> {
@@ -38,13 +41,16 @@ fn families(page: &str) -> BTreeMap<String, Family> {
             out.entry(n.into()).or_default().kind = k.into();
         } else if let Some((series, _)) = line.split_once("} ") {
             let (name, labels) = series.split_once('{').unwrap();
-            let base = ["_bucket", "_sum", "_count"].iter()
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
                 .find_map(|s| name.strip_suffix(s).filter(|b| out.get(*b).is_some_and(|f| f.kind == "histogram")))
                 .unwrap_or(name);
             let f = out.entry(base.into()).or_default();
             for (k, v) in label_pairs(labels) {
                 if k == "le" {
-                    if !f.les.contains(&v) { f.les.push(v) }
+                    if !f.les.contains(&v) {
+                        f.les.push(v)
+                    }
                 } else {
                     f.labels.insert(k);
                 }
@@ -55,8 +61,7 @@ fn families(page: &str) -> BTreeMap<String, Family> {
 }
 
 fn value(page: &str, series: &str) -> f64 {
-    page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {series}"))
+    page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or_else(|| panic!("no {series}"))
 }
 
 async fn scrape_after_load() -> String {
@@ -86,11 +91,23 @@ async fn every_vllm_family_matches_the_capture() {
     let page = scrape_after_load().await;
     let real = families(CAPTURE);
     let mock = families(&page);
-    let expected = ["vllm:request_prompt_tokens", "vllm:request_generation_tokens", "vllm:iteration_tokens_total",
-        "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
-        "vllm:request_time_per_output_token_seconds", "vllm:num_requests_waiting_by_reason", "vllm:cache_config_info",
-        "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
-        "vllm:request_queue_time_seconds", "vllm:num_requests_running", "vllm:num_requests_waiting"];
+    let expected = [
+        "vllm:request_prompt_tokens",
+        "vllm:request_generation_tokens",
+        "vllm:iteration_tokens_total",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:request_inference_time_seconds",
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:num_requests_waiting_by_reason",
+        "vllm:cache_config_info",
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:request_queue_time_seconds",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    ];
     for name in expected {
         assert!(mock.contains_key(name), "mock lacks {name}");
     }

@@ -29,8 +29,14 @@ async fn get(base: &str, path: &str) -> String {
 #[tokio::test]
 async fn ollama_generate_ndjson_with_ns_durations() {
     let (b, stop) = start().await;
-    let r = post(&b, "/api/generate", serde_json::json!({"model":"mock-llama","prompt":"why is the sky blue",
-        "options":{"num_predict":6,"ignore_eos":true}}), None).await;
+    let r = post(
+        &b,
+        "/api/generate",
+        serde_json::json!({"model":"mock-llama","prompt":"why is the sky blue",
+        "options":{"num_predict":6,"ignore_eos":true}}),
+        None,
+    )
+    .await;
     assert_eq!(r.headers()["content-type"], "application/x-ndjson");
     let text = r.text().await.unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -54,8 +60,14 @@ async fn ollama_generate_ndjson_with_ns_durations() {
 #[tokio::test]
 async fn ollama_chat_and_error_shape() {
     let (b, stop) = start().await;
-    let r = post(&b, "/api/chat", serde_json::json!({"messages":[{"role":"user","content":"hi"}],
-        "options":{"num_predict":3,"ignore_eos":true}}), None).await;
+    let r = post(
+        &b,
+        "/api/chat",
+        serde_json::json!({"messages":[{"role":"user","content":"hi"}],
+        "options":{"num_predict":3,"ignore_eos":true}}),
+        None,
+    )
+    .await;
     let lines: Vec<Value> = r.text().await.unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["message"]["role"], "assistant");
     assert_eq!(lines.last().unwrap()["done"], true);
@@ -71,8 +83,7 @@ async fn llamacpp_completion_ends_with_timings() {
     let (b, stop) = start().await;
     let r = post(&b, "/completion", serde_json::json!({"prompt":"a b c d","n_predict":5,"stream":true,"ignore_eos":true}), None).await;
     let text = r.text().await.unwrap();
-    let ev: Vec<Value> = text.split("\n\n").filter(|e| !e.is_empty())
-        .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap()).collect();
+    let ev: Vec<Value> = text.split("\n\n").filter(|e| !e.is_empty()).map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap()).collect();
     assert_eq!(ev.len(), 6);
     assert_eq!(ev[0]["stop"], false);
     assert!(ev[0]["content"].is_string());
@@ -92,7 +103,9 @@ async fn tgi_stream_has_no_space_after_data_and_details_at_end() {
     assert_eq!(r.headers()["x-prompt-tokens"], "2");
     assert_eq!(r.headers()["x-generated-tokens"], "4");
     let text = r.text().await.unwrap();
-    let ev: Vec<Value> = text.split("\n\n").filter(|e| !e.is_empty())
+    let ev: Vec<Value> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
         .map(|e| {
             assert!(e.starts_with("data:{"), "no space: {e}");
             serde_json::from_str(&e[5..]).unwrap()
@@ -116,10 +129,20 @@ async fn metrics_have_vllm_names_and_labels() {
     post(&b, "/v1/completions", serde_json::json!({"prompt":"a b","max_tokens":3,"ignore_eos":true}), None).await.text().await.unwrap();
     let page = get(&b, "/metrics").await;
     let l = r#"{engine="0",model_name="mock-llama"}"#;
-    for name in ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total",
-        "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_count",
-        "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count"] {
+    for name in [
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:num_preemptions_total",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_queue_time_seconds_count",
+    ] {
         assert!(page.contains(&format!("{name}{l}")), "{name}");
     }
     assert!(page.contains(r#"vllm:request_success_total{engine="0",finished_reason="length",model_name="mock-llama"} 1.0"#));
@@ -128,8 +151,15 @@ async fn metrics_have_vllm_names_and_labels() {
     assert!(page.contains(r#"vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="mock-llama"} 2.0"#));
     assert!(page.contains("# TYPE vllm:time_to_first_token_seconds histogram"));
     let dcgm = get(&b, "/dcgm/metrics").await;
-    for f in ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"] {
+    for f in [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    ] {
         assert!(dcgm.contains(&format!("{f}{{gpu=\"0\",UUID=")), "{f}");
     }
     assert!(dcgm.contains("modelName=\"NVIDIA L4\"") && dcgm.contains("pci_bus_id=") && dcgm.contains("hostname="));

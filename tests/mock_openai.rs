@@ -23,20 +23,11 @@ fn fast() -> MockOptions {
 /// SSE `data:` payloads of a body, checking every event is `data: ...\n\n`.
 fn sse_events(body: &str) -> Vec<String> {
     assert!(body.ends_with("\n\n"), "body ends with a blank line");
-    body.split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("bad event {e:?}")).to_string())
-        .collect()
+    body.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("bad event {e:?}")).to_string()).collect()
 }
 
 async fn post(base: &str, path: &str, body: Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
+    reqwest::Client::new().post(format!("{base}{path}")).header("content-type", "application/json").body(body.to_string()).send().await.unwrap()
 }
 
 #[tokio::test]
@@ -146,7 +137,8 @@ async fn tokenize_counts_words_and_chat_template() {
     assert_eq!(v["count"], 3);
     assert_eq!(v["max_model_len"], 4096);
     assert_eq!(v["tokens"].as_array().unwrap().len(), 3);
-    let v: Value = post(&base, "/tokenize", serde_json::json!({"messages":[{"role":"user","content":"one two"}]})).await.text().await.unwrap().parse::<Value>().unwrap();
+    let v: Value =
+        post(&base, "/tokenize", serde_json::json!({"messages":[{"role":"user","content":"one two"}]})).await.text().await.unwrap().parse::<Value>().unwrap();
     assert_eq!(v["count"], 2 + 4 + 3);
     let v: Value = reqwest::get(format!("{base}/version")).await.unwrap().text().await.unwrap().parse::<Value>().unwrap();
     assert!(v["version"].is_string());

@@ -71,10 +71,13 @@ fn prompt(r: &mut Rng, max_len: u32) -> Vec<u32> {
 
 fn chain(prompt: &[u32]) -> Vec<u64> {
     let mut h = std::hash::DefaultHasher::new();
-    prompt.chunks_exact(16).map(|c| {
-        std::hash::Hash::hash(c, &mut h);
-        std::hash::Hasher::finish(&h)
-    }).collect()
+    prompt
+        .chunks_exact(16)
+        .map(|c| {
+            std::hash::Hash::hash(c, &mut h);
+            std::hash::Hasher::finish(&h)
+        })
+        .collect()
 }
 
 /// Keys of the full blocks of the prompt's first `tokens` tokens.

@@ -99,13 +99,22 @@ async fn sweep(rates: &[f64], secs: f64) -> Vec<Row> {
 }
 
 fn table(rows: &[Row]) -> String {
-    let mut s = String::from("| rate/s | probes | engine mean (ms) | client mean (ms) | Δ mean (ms) | engine p50 | client p50 | engine p95 | client p95 |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from(
+        "| rate/s | probes | engine mean (ms) | client mean (ms) | Δ mean (ms) | engine p50 | client p50 | engine p95 | client p95 |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
     for r in rows {
         let ms = |v: f64| v * 1e3;
         s.push_str(&format!(
             "| {} | {} | {:.1} | {:.1} | {:+.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
-            r.rate, r.probes, ms(r.engine.mean()), ms(r.client.mean()), ms(r.client.mean() - r.engine.mean()),
-            ms(r.engine.quantile(0.5)), ms(r.client.quantile(0.5)), ms(r.engine.quantile(0.95)), ms(r.client.quantile(0.95)),
+            r.rate,
+            r.probes,
+            ms(r.engine.mean()),
+            ms(r.client.mean()),
+            ms(r.client.mean() - r.engine.mean()),
+            ms(r.engine.quantile(0.5)),
+            ms(r.client.quantile(0.5)),
+            ms(r.engine.quantile(0.95)),
+            ms(r.client.quantile(0.95)),
         ));
     }
     s

@@ -10,15 +10,14 @@ mod otlp_receiver;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use tokio_util::sync::CancellationToken;
 
-use otlp_receiver::{grpc_receiver, http_receiver, spans, Received};
+use otlp_receiver::{Received, grpc_receiver, http_receiver, spans};
 
 const SECRET: &str = "sk-do-not-print-me-7f3a";
-
 
 fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
     attrs.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()).and_then(|v: &AnyValue| v.value.as_ref())

@@ -9,18 +9,15 @@ mod otlp_receiver;
 
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use tokio_util::sync::CancellationToken;
 
-use otlp_receiver::{http_receiver, spans, Received};
-
+use otlp_receiver::{Received, http_receiver, spans};
 
 fn vllm() -> String {
     std::env::var("LLMPROBE_REAL_VLLM").expect("set LLMPROBE_REAL_VLLM=http://HOST:PORT of a running vLLM server")
 }
-
-
 
 fn number(attrs: &[KeyValue], key: &str) -> Option<f64> {
     match attrs.iter().find(|kv| kv.key == key)?.value.as_ref()?.value.as_ref()? {
@@ -72,7 +69,10 @@ async fn probe_spans_carry_the_vllm_engine_snapshot() {
         let kv = number(a, "engine.kv_cache_usage").expect("engine.kv_cache_usage");
         assert!(running >= 0.0 && waiting >= 0.0 && (0.0..=1.0).contains(&kv), "{running} {waiting} {kv}");
         let age = number(a, "llmprobe.snapshot.age_seconds").expect("snapshot age");
-        eprintln!("span {}: engine.requests_running={running} engine.requests_waiting={waiting} engine.kv_cache_usage={kv} snapshot.age={age:.3}s", number(a, "llmprobe.seq").unwrap_or(-1.0));
+        eprintln!(
+            "span {}: engine.requests_running={running} engine.requests_waiting={waiting} engine.kv_cache_usage={kv} snapshot.age={age:.3}s",
+            number(a, "llmprobe.seq").unwrap_or(-1.0)
+        );
         joined += 1;
         max_running = max_running.max(running);
         max_waiting = max_waiting.max(waiting);

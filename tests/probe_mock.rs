@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::{config, metric, start_mock};
 use llmprobe::app::{self, RunOptions};
-use llmprobe::exec::{execute, Probe};
-use llmprobe::measure::{measure, TokenSource};
+use llmprobe::exec::{Probe, execute};
+use llmprobe::measure::{TokenSource, measure};
 use llmprobe::mock::MockOptions;
 use llmprobe::outcome::Outcome;
 use llmprobe::target::TargetRuntime;

@@ -7,7 +7,6 @@ mod stream_fixtures;
 use llmprobe::protocol::{ProtocolError, ProtocolKind, StreamEvent};
 use stream_fixtures::{events, fixture};
 
-
 /// What a stream added up to.
 #[derive(Debug, PartialEq)]
 struct Totals {
@@ -80,11 +79,7 @@ fn vllm_continuous_usage_last_report_wins() {
 
 #[test]
 fn llama_server_usage_inside_final_chunk() {
-    check(
-        "llama-server-vendored-in-llama-cpp-python-0.3.36_chat_stream.sse.txt",
-        ProtocolKind::OpenaiChat,
-        t(16, 1, Some((16, 16)), Some("length"), true),
-    );
+    check("llama-server-vendored-in-llama-cpp-python-0.3.36_chat_stream.sse.txt", ProtocolKind::OpenaiChat, t(16, 1, Some((16, 16)), Some("length"), true));
     check(
         "llama-server-vendored-in-llama-cpp-python-0.3.36_completions_stream.sse.txt",
         ProtocolKind::OpenaiCompletions,

@@ -8,7 +8,6 @@ mod stream_fixtures;
 use llmprobe::protocol::{ProtocolError, ProtocolKind, StreamEvent};
 use stream_fixtures::{events, fixture};
 
-
 /// Every split gives the events of the whole body; returns them.
 fn split_invariant(name: &str, kind: ProtocolKind) -> Vec<Result<StreamEvent, ProtocolError>> {
     let body = fixture(name);

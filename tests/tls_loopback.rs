@@ -8,14 +8,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llmprobe::config;
-use llmprobe::exec::{execute, Probe};
+use llmprobe::exec::{Probe, execute};
 use llmprobe::outcome::{ErrorClass, Outcome};
 use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio_rustls::rustls::{self, pki_types::pem::PemObject, pki_types::{CertificateDer, PrivateKeyDer}};
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::{
+    self,
+    pki_types::pem::PemObject,
+    pki_types::{CertificateDer, PrivateKeyDer},
+};
 use tokio_util::sync::CancellationToken;
 
 fn fixture(name: &str) -> PathBuf {

@@ -3,12 +3,10 @@
 
 use llmprobe::config;
 use llmprobe::protocol::ProtocolKind;
-use llmprobe::workload::{fingerprint, sha256_hex, Sampler};
+use llmprobe::workload::{Sampler, fingerprint, sha256_hex};
 
 fn load(scenario: &str) -> config::Config {
-    let text = format!(
-        "targets: [{{name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}}]\nscenarios:\n{scenario}"
-    );
+    let text = format!("targets: [{{name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}}]\nscenarios:\n{scenario}");
     config::parse(&text, "tests/fixtures/workload/probe.yaml").unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -16,9 +16,7 @@ async fn start_mock() -> (std::net::SocketAddr, CancellationToken) {
 }
 
 fn target(addr: std::net::SocketAddr, api: &str) -> config::Target {
-    let yaml = format!(
-        "targets: [{{name: m, base_url: 'http://{addr}', api: {api}}}]\nscenarios: [{{name: s, input_tokens: 1, output_tokens: 1}}]\n"
-    );
+    let yaml = format!("targets: [{{name: m, base_url: 'http://{addr}', api: {api}}}]\nscenarios: [{{name: s, input_tokens: 1, output_tokens: 1}}]\n");
     config::parse(&yaml, "test.yaml").unwrap().targets[0].clone()
 }
 

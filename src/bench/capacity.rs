@@ -65,7 +65,24 @@ impl Spec {
     /// Fields set here win over `base`'s.
     pub fn over(self, base: Spec) -> Spec {
         macro_rules! pick { ($($f:ident),*) => { Spec { $($f: self.$f.or(base.$f)),* } } }
-        pick!(params_billion, weight_bytes, layers, kv_heads, head_dim, kv_bytes, context_tokens, gpu_memory_gib, gpus, memory_utilization, peak_tflops, mfu, tpot_ms, demand_rps, output_tokens, gpu_hour_cost)
+        pick!(
+            params_billion,
+            weight_bytes,
+            layers,
+            kv_heads,
+            head_dim,
+            kv_bytes,
+            context_tokens,
+            gpu_memory_gib,
+            gpus,
+            memory_utilization,
+            peak_tflops,
+            mfu,
+            tpot_ms,
+            demand_rps,
+            output_tokens,
+            gpu_hour_cost
+        )
     }
 }
 
@@ -133,7 +150,13 @@ pub fn plan(spec: &Spec, measured: Option<Measured>) -> Result<Plan, Vec<String>
     if !(mfu > 0.0 && mfu <= 1.0) {
         errs.push(format!("mfu: must be in (0, 1], got {mfu}"));
     }
-    for (name, v) in [("peak_tflops", spec.peak_tflops), ("tpot_ms", spec.tpot_ms), ("demand_rps", spec.demand_rps), ("output_tokens", spec.output_tokens), ("gpu_hour_cost", spec.gpu_hour_cost)] {
+    for (name, v) in [
+        ("peak_tflops", spec.peak_tflops),
+        ("tpot_ms", spec.tpot_ms),
+        ("demand_rps", spec.demand_rps),
+        ("output_tokens", spec.output_tokens),
+        ("gpu_hour_cost", spec.gpu_hour_cost),
+    ] {
         if let Some(x) = v {
             if !(x.is_finite() && x >= 0.0) || (x == 0.0 && name != "demand_rps" && name != "gpu_hour_cost") {
                 errs.push(format!("{name}: must be greater than 0, got {x}"));
@@ -149,7 +172,11 @@ pub fn plan(spec: &Spec, measured: Option<Measured>) -> Result<Plan, Vec<String>
     let usable = gpu_mem * gpus * util;
     let kv_budget = usable - weights_bytes;
     let memory_bound = if kv_budget <= 0.0 {
-        warnings.push(format!("the weights ({:.1} GiB) do not fit in the usable memory ({:.1} GiB): no request can be served", gib(weights_bytes), gib(usable)));
+        warnings.push(format!(
+            "the weights ({:.1} GiB) do not fit in the usable memory ({:.1} GiB): no request can be served",
+            gib(weights_bytes),
+            gib(usable)
+        ));
         0
     } else {
         (kv_budget / kv_per_req).floor() as u64
@@ -233,7 +260,10 @@ fn gib(b: f64) -> f64 {
 
 /// The candidate knee of a bench result as measured input.
 pub fn measured_from(summary: &super::summary::SummaryFile, source: &str) -> anyhow::Result<Measured> {
-    let load = summary.knee.candidate.ok_or_else(|| anyhow::anyhow!("{source}: no point met the goodput objective, so there is no knee to plan with ({})", summary.knee.candidate_reason))?;
+    let load = summary
+        .knee
+        .candidate
+        .ok_or_else(|| anyhow::anyhow!("{source}: no point met the goodput objective, so there is no knee to plan with ({})", summary.knee.candidate_reason))?;
     let p = summary.points.iter().find(|p| p.load == load).expect("the knee is one of the points");
     Ok(Measured {
         source: source.to_owned(),
@@ -249,13 +279,31 @@ pub fn text(p: &Plan) -> String {
     let o = |v: Option<f64>, d: usize| v.map_or("–".into(), |v| format!("{v:.d$}"));
     let mut s = format!(
         "weights                      {:.2} GiB\nKV per request               {:.3} GiB ({:.0} bytes)\nusable memory                {:.2} GiB; left for KV {:.2} GiB\nmemory-bound concurrency     {}\ncompute tokens/s             {}\ncompute-bound concurrency    {}\nrecommended concurrency      {} (limited by {})\nsupply output tokens/s       {}\ndemand output tokens/s       {}\nreplicas needed              {}\ngoodput ratio used           {:.3}\ncost per 1M good output tok  {}\n",
-        gib(p.weights_bytes), gib(p.kv_bytes_per_request), p.kv_bytes_per_request, gib(p.usable_memory_bytes), gib(p.kv_budget_bytes),
-        p.memory_bound_concurrency, o(p.compute_tokens_per_s, 0), p.compute_bound_concurrency.map_or("–".into(), |c| c.to_string()),
-        p.recommended_concurrency, p.recommended_from, o(p.supply_output_tokens_per_s, 1), o(p.demand_output_tokens_per_s, 1),
-        p.replicas_needed.map_or("–".into(), |r| r.to_string()), p.goodput_ratio, o(p.cost_per_million_good_output_tokens, 4),
+        gib(p.weights_bytes),
+        gib(p.kv_bytes_per_request),
+        p.kv_bytes_per_request,
+        gib(p.usable_memory_bytes),
+        gib(p.kv_budget_bytes),
+        p.memory_bound_concurrency,
+        o(p.compute_tokens_per_s, 0),
+        p.compute_bound_concurrency.map_or("–".into(), |c| c.to_string()),
+        p.recommended_concurrency,
+        p.recommended_from,
+        o(p.supply_output_tokens_per_s, 1),
+        o(p.demand_output_tokens_per_s, 1),
+        p.replicas_needed.map_or("–".into(), |r| r.to_string()),
+        p.goodput_ratio,
+        o(p.cost_per_million_good_output_tokens, 4),
     );
     if let Some(m) = &p.measured {
-        s.push_str(&format!("measured input               {} knee {} at {:.1} output tok/s, goodput {:.3} ({})\n", m.mode, super::knee::fmt(m.load), m.output_tokens_per_s, m.goodput_ratio, m.source));
+        s.push_str(&format!(
+            "measured input               {} knee {} at {:.1} output tok/s, goodput {:.3} ({})\n",
+            m.mode,
+            super::knee::fmt(m.load),
+            m.output_tokens_per_s,
+            m.goodput_ratio,
+            m.source
+        ));
     }
     for w in &p.warnings {
         s.push_str(&format!("warning: {w}\n"));
@@ -269,7 +317,15 @@ mod tests {
 
     /// Llama-3-8B-like: 32 layers, 8 KV heads, head_dim 128, bf16, on one 24 GiB card.
     fn llama8b() -> Spec {
-        Spec { params_billion: Some(8.0), layers: Some(32), kv_heads: Some(8), head_dim: Some(128), context_tokens: Some(4096), gpu_memory_gib: Some(24.0), ..Default::default() }
+        Spec {
+            params_billion: Some(8.0),
+            layers: Some(32),
+            kv_heads: Some(8),
+            head_dim: Some(128),
+            context_tokens: Some(4096),
+            gpu_memory_gib: Some(24.0),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -294,7 +350,15 @@ mod tests {
 
     #[test]
     fn compute_bound_demand_supply_and_cost() {
-        let spec = Spec { peak_tflops: Some(100.0), mfu: Some(0.5), tpot_ms: Some(50.0), demand_rps: Some(2.0), output_tokens: Some(500.0), gpu_hour_cost: Some(2.0), ..llama8b() };
+        let spec = Spec {
+            peak_tflops: Some(100.0),
+            mfu: Some(0.5),
+            tpot_ms: Some(50.0),
+            demand_rps: Some(2.0),
+            output_tokens: Some(500.0),
+            gpu_hour_cost: Some(2.0),
+            ..llama8b()
+        };
         let p = plan(&spec, None).unwrap();
         // 100e12 × 0.5 / (2 × 8e9) = 3125 tokens/s; at 20 tokens/s per request -> 156 requests.
         assert_eq!(p.compute_tokens_per_s, Some(3125.0));

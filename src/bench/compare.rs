@@ -220,7 +220,16 @@ fn goodput_row(load: f64, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mu
 
 fn throughput_row(b: &PointSummary, n: &PointSummary, t: &Thresholds) -> Row {
     let name = "output_token_throughput_per_s";
-    let mut row = Row { load: b.load, figure: name.into(), base: b.median(name), new: n.median(name), change: None, interval: None, regression: false, note: String::new() };
+    let mut row = Row {
+        load: b.load,
+        figure: name.into(),
+        base: b.median(name),
+        new: n.median(name),
+        change: None,
+        interval: None,
+        regression: false,
+        note: String::new(),
+    };
     let (Some(base), Some(new)) = (row.base, row.new) else { return row };
     let change = if base > 0.0 { new / base - 1.0 } else { 0.0 };
     let beyond = -change > t.throughput_drop;
@@ -253,7 +262,12 @@ fn verdict(regression: bool, beyond: bool, significant: bool) -> String {
 pub fn table(c: &Comparison, t: &Thresholds) -> String {
     let mut s = format!(
         "gate: latency +{:.0}% (and +{} ms) max, goodput ratio -{:.3} max, output throughput -{:.0}% max; bootstrap {} resamples, seed {}, 95% interval; repeats must separate\n",
-        t.latency_increase * 100.0, t.latency_floor_ms, t.goodput_drop, t.throughput_drop * 100.0, t.resamples, t.seed
+        t.latency_increase * 100.0,
+        t.latency_floor_ms,
+        t.goodput_drop,
+        t.throughput_drop * 100.0,
+        t.resamples,
+        t.seed
     );
     let _ = writeln!(s, "{:>8}  {:<30} {:>12} {:>12} {:>9} {:>20}  verdict", "load", "figure", "base", "new", "change", "95% interval");
     for r in &c.rows {

@@ -64,7 +64,8 @@ impl Scraper {
         let resp = self.client.get(&self.url).send().await.map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::target::error_chain(&e)))?;
         anyhow::ensure!(resp.status().is_success(), "GET {}: HTTP {}", self.url, resp.status());
         let text = resp.text().await.with_context(|| format!("reading {}", self.url))?;
-        Counters::read(&promtext::parse(&text)).with_context(|| format!("{}: no vllm:time_to_first_token_seconds_sum/_count and vllm:generation_tokens_total on the page", self.url))
+        Counters::read(&promtext::parse(&text))
+            .with_context(|| format!("{}: no vllm:time_to_first_token_seconds_sum/_count and vllm:generation_tokens_total on the page", self.url))
     }
 }
 
@@ -130,7 +131,8 @@ pub struct Agreement {
 /// Compares a window with the records of the same repeat; `None` after a counter reset.
 pub fn agreement(w: &Window, records: &[&Record]) -> Option<Agreement> {
     let d = |a: f64, b: f64| (b >= a).then_some(b - a);
-    let (sum, count, tokens) = (d(w.before.ttft_sum_s, w.after.ttft_sum_s)?, d(w.before.ttft_count, w.after.ttft_count)?, d(w.before.generation_tokens, w.after.generation_tokens)?);
+    let (sum, count, tokens) =
+        (d(w.before.ttft_sum_s, w.after.ttft_sum_s)?, d(w.before.ttft_count, w.after.ttft_count)?, d(w.before.generation_tokens, w.after.generation_tokens)?);
     let measured: Vec<&&Record> = records.iter().filter(|r| r.phase == Phase::Measure).collect();
     let ttfts: Vec<f64> = measured.iter().filter_map(|r| r.ttft_ms).collect();
     let client_ttft = (!ttfts.is_empty()).then(|| ttfts.iter().sum::<f64>() / ttfts.len() as f64);
@@ -167,7 +169,16 @@ mod tests {
     #[test]
     fn a_counter_reset_gives_no_agreement() {
         let c = |s, n, t| Counters { ttft_sum_s: s, ttft_count: n, generation_tokens: t };
-        let w = Window { run_id: "r".into(), point: 0, repeat: 0, url: "u".into(), before_unix_s: 0.0, after_unix_s: 1.0, before: c(5.0, 10.0, 100.0), after: c(1.0, 2.0, 10.0) };
+        let w = Window {
+            run_id: "r".into(),
+            point: 0,
+            repeat: 0,
+            url: "u".into(),
+            before_unix_s: 0.0,
+            after_unix_s: 1.0,
+            before: c(5.0, 10.0, 100.0),
+            after: c(1.0, 2.0, 10.0),
+        };
         assert!(agreement(&w, &[]).is_none());
         let w = Window { after: c(5.5, 12.0, 228.0), ..w };
         let a = agreement(&w, &[]).unwrap();

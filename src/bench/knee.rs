@@ -61,12 +61,26 @@ fn saturation(pts: &[&PointSummary]) -> (Option<f64>, String) {
                 Some(a.load),
                 format!(
                     "{} -> {}: output throughput {:+.0}% ({:.1} -> {:.1} tok/s) while TTFT p95 {:+.0}% ({:.1} -> {:.1} ms)",
-                    fmt(a.load), fmt(b.load), gain * 100.0, ta, tb, rise * 100.0, la, lb
+                    fmt(a.load),
+                    fmt(b.load),
+                    gain * 100.0,
+                    ta,
+                    tb,
+                    rise * 100.0,
+                    la,
+                    lb
                 ),
             );
         }
     }
-    (None, format!("throughput kept growing by more than {:.0}% per step, or TTFT p95 did not rise by more than {:.0}%", MIN_THROUGHPUT_GAIN * 100.0, MAX_TTFT_RISE * 100.0))
+    (
+        None,
+        format!(
+            "throughput kept growing by more than {:.0}% per step, or TTFT p95 did not rise by more than {:.0}%",
+            MIN_THROUGHPUT_GAIN * 100.0,
+            MAX_TTFT_RISE * 100.0
+        ),
+    )
 }
 
 /// A load value without needless decimals.

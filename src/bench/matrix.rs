@@ -89,6 +89,11 @@ pub fn listing(runs: &[Run]) -> String {
         );
         total = total.zip(r.requests_per_point).map(|(t, n)| t + n * r.points.len() as u64);
     }
-    let _ = writeln!(s, "{} run(s); {}; nothing sent (--dry-run)", runs.len(), total.map_or("request count set by duration".into(), |t| format!("{t} requests in total")));
+    let _ = writeln!(
+        s,
+        "{} run(s); {}; nothing sent (--dry-run)",
+        runs.len(),
+        total.map_or("request count set by duration".into(), |t| format!("{t} requests in total"))
+    );
     s
 }

@@ -15,8 +15,8 @@ pub mod manifest;
 pub mod matrix;
 pub mod progress;
 pub mod records;
-pub mod schema;
 pub mod report;
+pub mod schema;
 pub mod side;
 pub mod summary;
 pub mod svg;
@@ -30,9 +30,9 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::arrival::stream_seed;
-use crate::workload::{calibrate, Calibration};
 use crate::config::{Bench, BenchMode, Config, Target};
 use crate::target::TargetRuntime;
+use crate::workload::{Calibration, calibrate};
 use manifest::{Manifest, SideSampleFile, SloManifest, TargetManifest};
 use records::{Epoch, Place, Record};
 use side::SideSource;
@@ -99,7 +99,11 @@ pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> 
     sources.extend(side::telemetry(&plan.config.sources, &target_cfg, scraper.as_ref().map(|s| s.url.as_str()))?);
     let mut side_tasks = Vec::new();
     for source in sources {
-        manifest.side_samples.push(SideSampleFile { file: format!("{}.jsonl", source.name()), source: source.name().into(), description: source.description() });
+        manifest.side_samples.push(SideSampleFile {
+            file: format!("{}.jsonl", source.name()),
+            source: source.name().into(),
+            description: source.description(),
+        });
         side_tasks.push(spawn_side(source, dir, opts.sample_every, epoch, &run_id, &side_stop));
     }
     manifest::write(dir, &manifest)?;
@@ -137,7 +141,16 @@ pub fn summarize(all: &[Record], run_ids: &[String], mode: BenchMode, objective:
 
 /// Every point: warm-up, then the repeats; records appended to the file as each ends.
 #[allow(clippy::too_many_arguments)]
-async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64, epoch: Epoch, dir: &Path, scraper: Option<&engine::Scraper>, quiet: bool) -> anyhow::Result<()> {
+async fn sweep(
+    plan: &Plan,
+    target: &Arc<TargetRuntime>,
+    run_id: &str,
+    seed: u64,
+    epoch: Epoch,
+    dir: &Path,
+    scraper: Option<&engine::Scraper>,
+    quiet: bool,
+) -> anyhow::Result<()> {
     let b = &plan.bench;
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
@@ -171,7 +184,16 @@ async fn sweep(plan: &Plan, target: &Arc<TargetRuntime>, run_id: &str, seed: u64
             if let (Some(r), Some(s), Some(before)) = (repeat, scraper, before) {
                 let first_tokens = recs.iter().filter(|x| x.ttft_ms.is_some()).count() as f64;
                 if let Some(after) = settled_counters(s, &before.1, first_tokens, &tag).await {
-                    let w = engine::Window { run_id: run_id.to_owned(), point, repeat: r, url: s.url.clone(), before_unix_s: before.0, after_unix_s: after.0, before: before.1, after: after.1 };
+                    let w = engine::Window {
+                        run_id: run_id.to_owned(),
+                        point,
+                        repeat: r,
+                        url: s.url.clone(),
+                        before_unix_s: before.0,
+                        after_unix_s: after.0,
+                        before: before.1,
+                        after: after.1,
+                    };
                     engine::append(dir, &w)?;
                 }
             }
@@ -269,8 +291,21 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         arrival: (b.mode == BenchMode::Rate).then(|| format!("{:?}", b.arrival).to_lowercase()),
         seed,
         scenarios: plan.config.scenarios.iter().map(|s| s.name.clone()).collect(),
-        slo: SloManifest { ttft_ms: ms(plan.config.slo.ttft), tpot_ms: ms(plan.config.slo.tpot), e2e_ms: ms(plan.config.slo.e2e), objective: plan.config.slo.objective },
-        target: TargetManifest { name: t.name.clone(), base_url: t.base_url.clone(), api: t.api.as_str().into(), model: t.model.clone(), engine: None, engine_version: None, discovery_error: None },
+        slo: SloManifest {
+            ttft_ms: ms(plan.config.slo.ttft),
+            tpot_ms: ms(plan.config.slo.tpot),
+            e2e_ms: ms(plan.config.slo.e2e),
+            objective: plan.config.slo.objective,
+        },
+        target: TargetManifest {
+            name: t.name.clone(),
+            base_url: t.base_url.clone(),
+            api: t.api.as_str().into(),
+            model: t.model.clone(),
+            engine: None,
+            engine_version: None,
+            discovery_error: None,
+        },
         mock_profile: b.mock.clone(),
         mock_slowdown: b.mock.as_ref().map(|_| b.mock_slowdown),
         engine_metrics_url: None,
@@ -296,7 +331,14 @@ async fn discover(target: &TargetRuntime, into: &mut TargetManifest) {
     }
 }
 
-fn spawn_side(source: Box<dyn SideSource>, dir: &Path, every: Duration, epoch: Epoch, run_id: &str, stop: &CancellationToken) -> tokio::task::JoinHandle<anyhow::Result<PathBuf>> {
+fn spawn_side(
+    source: Box<dyn SideSource>,
+    dir: &Path,
+    every: Duration,
+    epoch: Epoch,
+    run_id: &str,
+    stop: &CancellationToken,
+) -> tokio::task::JoinHandle<anyhow::Result<PathBuf>> {
     tokio::spawn(side::run(source, dir.to_path_buf(), every, epoch, run_id.to_owned(), stop.clone()))
 }
 

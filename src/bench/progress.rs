@@ -88,8 +88,12 @@ pub fn table(s: &super::summary::SummaryFile) -> String {
             p.spread.get("output_token_throughput_per_s").and_then(|s| s.cv).map_or("-".into(), |cv| format!("{:.1}%", cv * 100.0)),
         ));
     }
-    out.push_str(&format!("medians across repeats; percentiles nearest-rank\ncandidate knee: {} ({})\nsaturation: {} ({})\n",
-        s.knee.candidate.map_or("none".into(), super::knee::fmt), s.knee.candidate_reason,
-        s.knee.saturation.map_or("none".into(), super::knee::fmt), s.knee.saturation_reason));
+    out.push_str(&format!(
+        "medians across repeats; percentiles nearest-rank\ncandidate knee: {} ({})\nsaturation: {} ({})\n",
+        s.knee.candidate.map_or("none".into(), super::knee::fmt),
+        s.knee.candidate_reason,
+        s.knee.saturation.map_or("none".into(), super::knee::fmt),
+        s.knee.saturation_reason
+    ));
     out
 }

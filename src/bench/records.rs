@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::config::Slo;
 use crate::measure::{Sample, measure};
 use crate::outcome::Outcome;
-use crate::config::Slo;
 use crate::stats::{percentile, sort_f64};
 
 /// The records file inside a result directory.

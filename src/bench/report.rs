@@ -46,7 +46,12 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<ResultSet> {
         if let Some(first) = manifests.first() {
             check_compatible(first, &m, d)?;
         }
-        anyhow::ensure!(!manifests.iter().any(|o: &Manifest| o.run_id == m.run_id), "{}: run {} is already included (same directory twice?)", d.display(), m.run_id);
+        anyhow::ensure!(
+            !manifests.iter().any(|o: &Manifest| o.run_id == m.run_id),
+            "{}: run {} is already included (same directory twice?)",
+            d.display(),
+            m.run_id
+        );
         manifests.push(m);
         all.extend(recs);
     }
@@ -104,14 +109,9 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// `median (min–max, cv x%)` of a figure across repeats.
 fn spread_cell(p: &PointSummary, name: &str, digits: usize) -> String {
     match p.spread.get(name) {
-        Some(s) if s.n > 1 => format!(
-            "{:.d$} ({:.d$}–{:.d$}{})",
-            s.median,
-            s.min,
-            s.max,
-            s.cv.map_or(String::new(), |cv| format!(", cv {:.1}%", cv * 100.0)),
-            d = digits
-        ),
+        Some(s) if s.n > 1 => {
+            format!("{:.d$} ({:.d$}–{:.d$}{})", s.median, s.min, s.max, s.cv.map_or(String::new(), |cv| format!(", cv {:.1}%", cv * 100.0)), d = digits)
+        }
         Some(s) => format!("{:.digits$}", s.median),
         None => "–".into(),
     }
@@ -121,16 +121,52 @@ fn about(rs: &ResultSet) -> String {
     let m = &rs.manifests[0];
     let mut s = String::new();
     let t = &m.target;
-    let _ = writeln!(s, "- target: `{}` at {} ({}), model `{}`, engine `{}` {}", t.name, t.base_url, t.api, t.model.as_deref().unwrap_or("?"), t.engine.as_deref().unwrap_or("?"), t.engine_version.as_deref().unwrap_or(""));
+    let _ = writeln!(
+        s,
+        "- target: `{}` at {} ({}), model `{}`, engine `{}` {}",
+        t.name,
+        t.base_url,
+        t.api,
+        t.model.as_deref().unwrap_or("?"),
+        t.engine.as_deref().unwrap_or("?"),
+        t.engine_version.as_deref().unwrap_or("")
+    );
     if let Some(p) = &m.mock_profile {
         let _ = writeln!(s, "- engine: the built-in mock engine, profile `{p}` (simulated, not a measurement of real hardware)");
     }
-    let _ = writeln!(s, "- mode: {} sweep over {:?}; {} repeat(s) per point after {} warm-up request(s); stop per repeat: {}{}", m.mode, m.points, m.repeats, m.warmup_requests,
-        m.requests_per_repeat.map_or(String::new(), |n| format!("{n} requests ")), m.duration_per_repeat_s.map_or(String::new(), |d| format!("{d} s")));
-    let _ = writeln!(s, "- SLO: ttft {} ms, tpot {} ms, e2e {} ms; goodput objective {}", opt(m.slo.ttft_ms, 0), opt(m.slo.tpot_ms, 1), opt(m.slo.e2e_ms, 0), m.slo.objective);
+    let _ = writeln!(
+        s,
+        "- mode: {} sweep over {:?}; {} repeat(s) per point after {} warm-up request(s); stop per repeat: {}{}",
+        m.mode,
+        m.points,
+        m.repeats,
+        m.warmup_requests,
+        m.requests_per_repeat.map_or(String::new(), |n| format!("{n} requests ")),
+        m.duration_per_repeat_s.map_or(String::new(), |d| format!("{d} s"))
+    );
+    let _ = writeln!(
+        s,
+        "- SLO: ttft {} ms, tpot {} ms, e2e {} ms; goodput objective {}",
+        opt(m.slo.ttft_ms, 0),
+        opt(m.slo.tpot_ms, 1),
+        opt(m.slo.e2e_ms, 0),
+        m.slo.objective
+    );
     for m in &rs.manifests {
-        let _ = writeln!(s, "- run `{}`: llmprobe {} ({}), config `{}` sha256 `{}`, {} → {}, machine {} ({} CPUs, {} GiB)", m.run_id, m.tool_version, m.tool_revision, m.config_file, m.config_sha256, m.started_at, m.ended_at.as_deref().unwrap_or("(unfinished)"),
-            m.machine.cpu_model.as_deref().unwrap_or("?"), m.machine.available_parallelism, m.machine.memory_total_bytes.map_or("?".into(), |b| format!("{:.1}", b as f64 / (1u64 << 30) as f64)));
+        let _ = writeln!(
+            s,
+            "- run `{}`: llmprobe {} ({}), config `{}` sha256 `{}`, {} → {}, machine {} ({} CPUs, {} GiB)",
+            m.run_id,
+            m.tool_version,
+            m.tool_revision,
+            m.config_file,
+            m.config_sha256,
+            m.started_at,
+            m.ended_at.as_deref().unwrap_or("(unfinished)"),
+            m.machine.cpu_model.as_deref().unwrap_or("?"),
+            m.machine.available_parallelism,
+            m.machine.memory_total_bytes.map_or("?".into(), |b| format!("{:.1}", b as f64 / (1u64 << 30) as f64))
+        );
         for f in &m.side_samples {
             let _ = writeln!(s, "  - side samples `{}`: {}", f.file, f.description);
         }
@@ -147,20 +183,51 @@ every SLO threshold / all requests of the repeat, failures and drops included. W
 pub fn markdown(rs: &ResultSet) -> String {
     let s = &rs.summary;
     let mut md = format!("# llmprobe benchmark report\n\n{}\n{DEFINITIONS}\n\n", about(rs));
-    let _ = writeln!(md, "| {} | ok / total | failed | dropped | req/s | output tok/s | goodput | ttft p50 ms | ttft p95 ms | ttft p99 ms | tpot p95 ms | itl p99 ms | e2e p95 ms |", s.mode);
+    let _ = writeln!(
+        md,
+        "| {} | ok / total | failed | dropped | req/s | output tok/s | goodput | ttft p50 ms | ttft p95 ms | ttft p99 ms | tpot p95 ms | itl p99 ms | e2e p95 ms |",
+        s.mode
+    );
     md.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for p in &s.points {
-        let _ = writeln!(md, "| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            super::knee::fmt(p.load), p.pooled.success, p.pooled.requests, p.pooled.failed, p.pooled.dropped,
-            spread_cell(p, "request_throughput_rps", 2), spread_cell(p, "output_token_throughput_per_s", 0), spread_cell(p, "goodput_ratio", 3),
-            spread_cell(p, "ttft_p50_ms", 1), spread_cell(p, "ttft_p95_ms", 1), spread_cell(p, "ttft_p99_ms", 1), spread_cell(p, "tpot_p95_ms", 2), spread_cell(p, "itl_p99_ms", 2), spread_cell(p, "e2e_p95_ms", 0));
+        let _ = writeln!(
+            md,
+            "| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            super::knee::fmt(p.load),
+            p.pooled.success,
+            p.pooled.requests,
+            p.pooled.failed,
+            p.pooled.dropped,
+            spread_cell(p, "request_throughput_rps", 2),
+            spread_cell(p, "output_token_throughput_per_s", 0),
+            spread_cell(p, "goodput_ratio", 3),
+            spread_cell(p, "ttft_p50_ms", 1),
+            spread_cell(p, "ttft_p95_ms", 1),
+            spread_cell(p, "ttft_p99_ms", 1),
+            spread_cell(p, "tpot_p95_ms", 2),
+            spread_cell(p, "itl_p99_ms", 2),
+            spread_cell(p, "e2e_p95_ms", 0)
+        );
     }
-    let _ = write!(md, "\n**Candidate knee:** {} — {}\n\n**Saturation:** {} — {}\n",
-        s.knee.candidate.map_or("none".into(), super::knee::fmt), s.knee.candidate_reason, s.knee.saturation.map_or("none".into(), super::knee::fmt), s.knee.saturation_reason);
+    let _ = write!(
+        md,
+        "\n**Candidate knee:** {} — {}\n\n**Saturation:** {} — {}\n",
+        s.knee.candidate.map_or("none".into(), super::knee::fmt),
+        s.knee.candidate_reason,
+        s.knee.saturation.map_or("none".into(), super::knee::fmt),
+        s.knee.saturation_reason
+    );
     if rs.mode() == BenchMode::Rate {
         md.push_str("\n| target rate | offered rate | achieved send rate | schedule lag p99 ms |\n|---:|---:|---:|---:|\n");
         for p in &s.points {
-            let _ = writeln!(md, "| {} | {} | {} | {} |", super::knee::fmt(p.load), opt(p.pooled.offered_rate_rps, 2), opt(p.pooled.achieved_rate_rps, 2), opt(p.pooled.schedule_lag_p99_ms, 3));
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} |",
+                super::knee::fmt(p.load),
+                opt(p.pooled.offered_rate_rps, 2),
+                opt(p.pooled.achieved_rate_rps, 2),
+                opt(p.pooled.schedule_lag_p99_ms, 3)
+            );
         }
     }
     let errors: BTreeSet<&String> = s.points.iter().flat_map(|p| p.pooled.errors.keys()).collect();
@@ -187,13 +254,27 @@ fn agreement_section(s: &SummaryFile) -> String {
         "\n## Engine agreement\n\nThe engine's own counters (TTFT histogram `_sum`/`_count`, generated tokens) read just before and just after each repeat, against the prober's figures for the same repeat. \
 The engine counts every request it served in the window: warm-up runs before the window opens, and the comparison is only valid when nothing else used the server during the run (engine requests = client requests shows it did not). \
 The engine times TTFT from the request's arrival in the engine, the prober from its send, so the prober's mean is expected to be higher by the HTTP and tokenisation overhead; tolerance: |delta| ≤ {} ms + {:.0}% of the engine mean.\n\n",
-        super::engine::TTFT_TOLERANCE_MS, super::engine::TTFT_TOLERANCE_REL * 100.0
+        super::engine::TTFT_TOLERANCE_MS,
+        super::engine::TTFT_TOLERANCE_REL * 100.0
     );
     md.push_str("| load | repeat | client ttft mean ms | engine ttft mean ms | delta ms | within tolerance | client / engine requests | client output tokens | engine generation tokens | tokens equal |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (load, repeat, a) in rows {
         let yes = |b: bool| if b { "yes" } else { "**no**" };
-        let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |", super::knee::fmt(load), repeat, opt(a.client_ttft_mean_ms, 1), opt(a.engine_ttft_mean_ms, 1), opt(a.delta_ms, 1),
-            a.ttft_within_tolerance.map_or("–", yes), a.client_requests, a.engine_requests, a.client_output_tokens, a.engine_generation_tokens, yes(a.tokens_equal));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |",
+            super::knee::fmt(load),
+            repeat,
+            opt(a.client_ttft_mean_ms, 1),
+            opt(a.engine_ttft_mean_ms, 1),
+            opt(a.delta_ms, 1),
+            a.ttft_within_tolerance.map_or("–", yes),
+            a.client_requests,
+            a.engine_requests,
+            a.client_output_tokens,
+            a.engine_generation_tokens,
+            yes(a.tokens_equal)
+        );
     }
     md
 }
@@ -213,18 +294,37 @@ pub fn charts(rs: &ResultSet) -> Vec<Chart> {
     let chart = |title: &str, y: &str, series: Vec<Series>| Chart { title: title.into(), x_label: x.clone(), y_label: y.into(), series, step: false };
     let mut out = vec![
         chart("Requests per second vs load", "req/s", series(s, &[("throughput", "request_throughput_rps"), ("goodput", "request_goodput_rps")])),
-        chart("Output tokens per second vs load", "tokens/s", series(s, &[("output tok/s", "output_token_throughput_per_s"), ("total tok/s", "total_token_throughput_per_s")])),
+        chart(
+            "Output tokens per second vs load",
+            "tokens/s",
+            series(s, &[("output tok/s", "output_token_throughput_per_s"), ("total tok/s", "total_token_throughput_per_s")]),
+        ),
         chart("Goodput ratio vs load", "ratio", series(s, &[("goodput ratio", "goodput_ratio")])),
         chart("TTFT vs load", "ms", series(s, &[("p50", "ttft_p50_ms"), ("p95", "ttft_p95_ms"), ("p99", "ttft_p99_ms")])),
         chart("TPOT vs load", "ms", series(s, &[("p50", "tpot_p50_ms"), ("p95", "tpot_p95_ms"), ("p99", "tpot_p99_ms")])),
-        Chart { title: "TTFT CDF per point (all repeats)".into(), x_label: "TTFT (ms)".into(), y_label: "fraction of requests".into(), series: ttft_cdfs(rs), step: true },
+        Chart {
+            title: "TTFT CDF per point (all repeats)".into(),
+            x_label: "TTFT (ms)".into(),
+            y_label: "fraction of requests".into(),
+            series: ttft_cdfs(rs),
+            step: true,
+        },
     ];
     let engine = engine_samples(rs);
     let over_time = |title: &str, y: &str, fields: &[(&str, &str, f64)]| {
-        let series = fields.iter().map(|(label, key, scale)| Series { name: (*label).into(), points: engine.iter().filter_map(|l| Some((l.get("t_s")?.as_f64()?, l.get(*key)?.as_f64()? * scale))).collect() });
+        let series = fields.iter().map(|(label, key, scale)| Series {
+            name: (*label).into(),
+            points: engine.iter().filter_map(|l| Some((l.get("t_s")?.as_f64()?, l.get(*key)?.as_f64()? * scale))).collect(),
+        });
         // Steps without markers: a gauge holds its value until the next sample, and a sample a
         // second gives too many points for markers.
-        Chart { title: title.into(), x_label: "time since the run started (s)".into(), y_label: y.into(), series: series.filter(|s| !s.points.is_empty()).collect(), step: true }
+        Chart {
+            title: title.into(),
+            x_label: "time since the run started (s)".into(),
+            y_label: y.into(),
+            series: series.filter(|s| !s.points.is_empty()).collect(),
+            step: true,
+        }
     };
     for c in [
         over_time("Engine queue over time", "requests", &[("running", "requests_running", 1.0), ("waiting", "requests_waiting", 1.0)]),
@@ -271,7 +371,9 @@ fn ttft_cdfs(rs: &ResultSet) -> Vec<Series> {
 /// The self-contained HTML page.
 pub fn html_page(rs: &ResultSet) -> String {
     let md = markdown(rs);
-    let mut h = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}.plots{display:grid;grid-template-columns:1fr 1fr;gap:0 1em}.plots svg{width:100%;height:auto}</style></head><body>\n");
+    let mut h = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}.plots{display:grid;grid-template-columns:1fr 1fr;gap:0 1em}.plots svg{width:100%;height:auto}</style></head><body>\n",
+    );
     for block in md.split("\n\n") {
         h.push_str(&md_block(block));
     }

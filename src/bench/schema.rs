@@ -118,12 +118,15 @@ mod tests {
         });
         assert!(validate(&json!({"a": 1, "b": [1.5, 2], "c": null}), &schema).is_empty());
         let bad = validate(&json!({"a": -1, "b": ["no"], "c": "y", "d": 1}), &schema);
-        assert_eq!(bad, vec![
-            "$.a: -1 is below the minimum 0",
-            "$.b[0]: string is not of type number",
-            "$.c: \"y\" is not one of [\"x\",null]",
-            "$.d: field not in the schema",
-        ]);
+        assert_eq!(
+            bad,
+            vec![
+                "$.a: -1 is below the minimum 0",
+                "$.b[0]: string is not of type number",
+                "$.c: \"y\" is not one of [\"x\",null]",
+                "$.d: field not in the schema",
+            ]
+        );
         assert_eq!(validate(&json!({"a": 1.5}), &schema), vec!["$: required field \"b\" is missing", "$.a: number is not of type integer"]);
     }
 

@@ -61,7 +61,10 @@ impl SideSource for ProcessSource {
         "process"
     }
     fn description(&self) -> String {
-        format!("server process {} from /proc: rss_bytes (VmRSS), cpu_seconds_total (utime+stime at {CLOCK_TICKS} ticks/s), cpu_cores_used since the previous sample", self.pid)
+        format!(
+            "server process {} from /proc: rss_bytes (VmRSS), cpu_seconds_total (utime+stime at {CLOCK_TICKS} ticks/s), cpu_cores_used since the previous sample",
+            self.pid
+        )
     }
     fn sample(&mut self) -> BoxFuture<'_, Option<Map<String, Value>>> {
         Box::pin(async move { self.read() })
@@ -127,12 +130,25 @@ pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>
             spec.url = Some(format!("{}/metrics", target.base_url.trim_end_matches('/')));
         }
         let name = format!("source-{}", spec.name);
-        let description = format!("`sources:` entry {} ({}{}), read at the side-sample interval", spec.name, spec.kind.as_str(), spec.url.as_deref().map_or(String::new(), |u| format!(", {u}")));
+        let description = format!(
+            "`sources:` entry {} ({}{}), read at the side-sample interval",
+            spec.name,
+            spec.kind.as_str(),
+            spec.url.as_deref().map_or(String::new(), |u| format!(", {u}"))
+        );
         out.push(Box::new(TelemetrySource { name, description, timeout: spec.timeout, inner: crate::source::build(&spec, client.clone()) }));
     }
     let has_engine = specs.iter().any(|s| matches!(s.kind, SourceKind::Engine(_)) && s.target.as_deref().is_none_or(|t| t == target.name));
     if let (Some(url), false) = (engine_url, has_engine) {
-        let spec = SourceSpec { name: "engine".into(), kind: SourceKind::Engine(None), url: Some(url.to_owned()), interval: Duration::from_secs(1), timeout: Duration::from_secs(5), target: None, filter: Default::default() };
+        let spec = SourceSpec {
+            name: "engine".into(),
+            kind: SourceKind::Engine(None),
+            url: Some(url.to_owned()),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(5),
+            target: None,
+            filter: Default::default(),
+        };
         let description = format!("engine page {url}: requests_running, requests_waiting, kv_cache_usage (0..1), prefix_cache_hit_rate");
         out.push(Box::new(TelemetrySource { name: "engine".into(), description, timeout: spec.timeout, inner: crate::source::build(&spec, client) }));
     }
@@ -140,7 +156,14 @@ pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>
 }
 
 /// Samples `source` every `every` into `dir/<name>.jsonl` until `stop`; returns the file.
-pub async fn run(mut source: Box<dyn SideSource>, dir: PathBuf, every: Duration, epoch: Epoch, run_id: String, stop: CancellationToken) -> anyhow::Result<PathBuf> {
+pub async fn run(
+    mut source: Box<dyn SideSource>,
+    dir: PathBuf,
+    every: Duration,
+    epoch: Epoch,
+    run_id: String,
+    stop: CancellationToken,
+) -> anyhow::Result<PathBuf> {
     let path = dir.join(format!("{}.jsonl", source.name()));
     let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
     let mut tick = tokio::time::interval(every);

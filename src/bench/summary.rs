@@ -222,10 +222,7 @@ pub fn spread(repeats: &[RepeatSummary]) -> BTreeMap<String, Spread> {
             let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
             var.sqrt() / mean.abs()
         });
-        out.insert(
-            name.to_owned(),
-            Spread { n, min: values[0], median: percentile(&values, 0.5).unwrap_or(values[0]), max: values[n - 1], mean, cv },
-        );
+        out.insert(name.to_owned(), Spread { n, min: values[0], median: percentile(&values, 0.5).unwrap_or(values[0]), max: values[n - 1], mean, cv });
     }
     out
 }
@@ -254,14 +251,7 @@ fn point_summary(point: usize, recs: &[&Record], rate_mode: bool) -> PointSummar
     }
     let repeats: Vec<RepeatSummary> = by_repeat.iter().map(|(&k, v)| summarize(v, point, load, Some(k), rate_mode)).collect();
     let pooled = pool(summarize(&measured, point, load, None, rate_mode), &repeats);
-    PointSummary {
-        point,
-        load,
-        warmup_requests,
-        spread: spread(&repeats),
-        pooled,
-        repeats,
-    }
+    PointSummary { point, load, warmup_requests, spread: spread(&repeats), pooled, repeats }
 }
 
 /// All repeats pooled: percentiles over every record, but rates over the repeats' own windows

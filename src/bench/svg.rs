@@ -67,8 +67,17 @@ fn label(v: f64) -> String {
 pub fn render(c: &Chart) -> String {
     let all: Vec<(f64, f64)> = c.series.iter().flat_map(|s| s.points.iter().copied()).filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
     let mut svg = String::new();
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11" role="img"><title>{}</title>"#, esc(&c.title));
-    let _ = write!(svg, r##"<rect width="{W}" height="{H}" fill="#fff"/><text x="{}" y="20" font-size="14" text-anchor="middle">{}</text>"##, (LEFT + W - RIGHT) / 2.0, esc(&c.title));
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11" role="img"><title>{}</title>"#,
+        esc(&c.title)
+    );
+    let _ = write!(
+        svg,
+        r##"<rect width="{W}" height="{H}" fill="#fff"/><text x="{}" y="20" font-size="14" text-anchor="middle">{}</text>"##,
+        (LEFT + W - RIGHT) / 2.0,
+        esc(&c.title)
+    );
     if all.is_empty() {
         let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#, W / 2.0, H / 2.0);
         return svg;
@@ -101,11 +110,27 @@ pub fn render(c: &Chart) -> String {
         let _ = write!(svg, r#"<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{}"/>"#, pts.trim_end());
         if !c.step {
             for &(x, y) in &s.points {
-                let _ = write!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="2.8" fill="{color}"><title>{}: ({}, {})</title></circle>"#, sx(x), sy(y), esc(&s.name), label(x), label(y));
+                let _ = write!(
+                    svg,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.8" fill="{color}"><title>{}: ({}, {})</title></circle>"#,
+                    sx(x),
+                    sy(y),
+                    esc(&s.name),
+                    label(x),
+                    label(y)
+                );
             }
         }
         let ly = TOP + 10.0 + i as f64 * 16.0;
-        let _ = write!(svg, r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2.5"/><text x="{}" y="{}">{}</text>"#, W - RIGHT + 12.0, W - RIGHT + 30.0, W - RIGHT + 35.0, ly + 4.0, esc(&s.name));
+        let _ = write!(
+            svg,
+            r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2.5"/><text x="{}" y="{}">{}</text>"#,
+            W - RIGHT + 12.0,
+            W - RIGHT + 30.0,
+            W - RIGHT + 35.0,
+            ly + 4.0,
+            esc(&s.name)
+        );
     }
     svg.push_str("</svg>");
     svg
@@ -115,13 +140,28 @@ fn axes(svg: &mut String, c: &Chart, (x0, x1, y0, y1): (f64, f64, f64, f64), sx:
     let (bottom, right) = (H - BOTTOM, W - RIGHT);
     for t in ticks(y0, y1, 5) {
         let y = sy(t);
-        let _ = write!(svg, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{right}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##, LEFT - 6.0, y + 4.0, label(t));
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{right}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT - 6.0,
+            y + 4.0,
+            label(t)
+        );
     }
     for t in ticks(x0, x1, 6) {
         let x = sx(t);
-        let _ = write!(svg, r##"<line x1="{x:.1}" y1="{bottom}" x2="{x:.1}" y2="{}" stroke="#333"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##, bottom + 5.0, bottom + 18.0, label(t));
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{bottom}" x2="{x:.1}" y2="{}" stroke="#333"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            bottom + 5.0,
+            bottom + 18.0,
+            label(t)
+        );
     }
-    let _ = write!(svg, r##"<line x1="{LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="#333"/>"##);
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="#333"/>"##
+    );
     let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, (LEFT + right) / 2.0, H - 10.0, esc(&c.x_label));
     let _ = write!(svg, r#"<text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"#, (TOP + bottom) / 2.0, esc(&c.y_label));
 }

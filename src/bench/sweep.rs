@@ -31,7 +31,13 @@ pub struct Mix {
 impl Mix {
     pub fn new(scenarios: &[Scenario], seed: u64, calibration: &Arc<Calibration>) -> Self {
         let mut total = 0.0;
-        let cumulative = scenarios.iter().map(|s| { total += s.rate; total }).collect();
+        let cumulative = scenarios
+            .iter()
+            .map(|s| {
+                total += s.rate;
+                total
+            })
+            .collect();
         let entries = scenarios
             .iter()
             .enumerate()
@@ -114,14 +120,8 @@ pub async fn drive(target: Arc<TargetRuntime>, mix: Mix, load: Load, stop: Stop)
             abort.cancel();
         })
     };
-    let shared = Arc::new(Shared {
-        target,
-        mix: Mutex::new(mix),
-        issued: AtomicU64::new(0),
-        stop,
-        deadline: stop.duration.map(|d| start + d),
-        abort: abort.clone(),
-    });
+    let shared =
+        Arc::new(Shared { target, mix: Mutex::new(mix), issued: AtomicU64::new(0), stop, deadline: stop.duration.map(|d| start + d), abort: abort.clone() });
     let outcomes = match load {
         Load::Closed { workers } => closed(shared.clone(), workers).await,
         Load::Open { rate, max_in_flight, arrival } => {

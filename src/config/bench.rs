@@ -11,10 +11,7 @@ use super::validate::Checker;
 
 /// `bench:` as written.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with mode, concurrency or rates, warmup_requests, repeats, requests, duration, ..."
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with mode, concurrency or rates, warmup_requests, repeats, requests, duration, ...")]
 pub struct RawBench {
     /// `concurrency` (closed loop) or `rate` (open arrival).
     pub mode: String,
@@ -67,10 +64,7 @@ fn default_point_timeout() -> RawDuration {
 
 /// `bench.matrix:` as written.
 #[derive(Debug, Deserialize, Default)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with concurrency, rates, input_tokens, output_tokens"
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with concurrency, rates, input_tokens, output_tokens")]
 pub struct RawMatrix {
     #[serde(default)]
     pub concurrency: Vec<i64>,
@@ -242,10 +236,7 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
 fn mock_profile(raw: &RawBench, c: &mut Checker) -> Option<String> {
     let name = raw.mock_profile.clone().unwrap_or_else(|| "small-gpu".to_owned());
     if crate::mock::Profile::by_name(&name).is_none() {
-        c.error(
-            "bench.mock_profile",
-            format!("unknown profile \"{name}\": expected one of {}", crate::mock::Profile::names().join(", ")),
-        );
+        c.error("bench.mock_profile", format!("unknown profile \"{name}\": expected one of {}", crate::mock::Profile::names().join(", ")));
     }
     if raw.mock_profile.is_some() && !raw.mock {
         c.warn("bench.mock_profile", "unused: bench.mock is false");
@@ -305,11 +296,7 @@ fn matrix(mode: BenchMode, raw: &RawMatrix, c: &mut Checker) -> Matrix {
             })
             .collect()
     };
-    let m = Matrix {
-        points,
-        input_tokens: tokens("input_tokens", &raw.input_tokens, c),
-        output_tokens: tokens("output_tokens", &raw.output_tokens, c),
-    };
+    let m = Matrix { points, input_tokens: tokens("input_tokens", &raw.input_tokens, c), output_tokens: tokens("output_tokens", &raw.output_tokens, c) };
     if m.points.is_empty() && m.input_tokens.is_empty() && m.output_tokens.is_empty() {
         c.error("bench.matrix", "empty: list at least one of concurrency/rates, input_tokens, output_tokens");
     }

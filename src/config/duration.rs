@@ -7,12 +7,9 @@ use std::time::Duration;
 /// Parses `<number><unit>` where unit is `us`, `ms`, `s`, `m` or `h`. The number may have a
 /// fractional part (`1.5s`). Surrounding whitespace is ignored.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid =
-        || format!("invalid duration \"{text}\": expected a number followed by us, ms, s, m or h");
+    let invalid = || format!("invalid duration \"{text}\": expected a number followed by us, ms, s, m or h");
     let s = text.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(invalid)?;
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(invalid)?;
     let (number, unit) = s.split_at(split);
     let nanos_per_unit: u128 = match unit {
         "us" => 1_000,
@@ -31,15 +28,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     // Digits beyond nanosecond precision of the largest unit cannot matter; ignore them.
     let fraction = &fraction[..fraction.len().min(15)];
     let scale = 10u128.pow(fraction.len() as u32);
-    let fraction: u128 = if fraction.is_empty() {
-        0
-    } else {
-        fraction.parse().map_err(|_| invalid())?
-    };
-    let nanos = whole
-        .checked_mul(nanos_per_unit)
-        .and_then(|n| n.checked_add(fraction * nanos_per_unit / scale))
-        .ok_or_else(invalid)?;
+    let fraction: u128 = if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| invalid())? };
+    let nanos = whole.checked_mul(nanos_per_unit).and_then(|n| n.checked_add(fraction * nanos_per_unit / scale)).ok_or_else(invalid)?;
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| invalid())?;
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
@@ -79,16 +69,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage_with_a_hint() {
-        for bad in [
-            "2x", "2", "", "s", "ms", "1.s", ".5s", "1..2s", "-1s", "1e3s", "inf", "2 s",
-        ] {
+        for bad in ["2x", "2", "", "s", "ms", "1.s", ".5s", "1..2s", "-1s", "1e3s", "inf", "2 s"] {
             let err = parse_duration(bad).unwrap_err();
-            assert_eq!(
-                err,
-                format!(
-                    "invalid duration \"{bad}\": expected a number followed by us, ms, s, m or h"
-                ),
-            );
+            assert_eq!(err, format!("invalid duration \"{bad}\": expected a number followed by us, ms, s, m or h"),);
         }
     }
 

@@ -27,20 +27,12 @@ pub fn serde_issue(err: serde_path_to_error::Error<serde_norway::Error>) -> Conf
         Some((prefix, rest)) if !path.is_empty() && path.starts_with(prefix) => rest.to_owned(),
         _ => message,
     };
-    ConfigIssue {
-        path,
-        line,
-        message,
-    }
+    ConfigIssue { path, line, message }
 }
 
 /// Converts a YAML syntax error (found before any value is read) into an issue for the file.
 pub fn syntax_issue(err: &serde_norway::Error) -> ConfigIssue {
-    ConfigIssue {
-        path: String::new(),
-        line: err.location().map(|l| l.line()),
-        message: format!("invalid YAML: {}", strip_positions(&err.to_string())),
-    }
+    ConfigIssue { path: String::new(), line: err.location().map(|l| l.line()), message: format!("invalid YAML: {}", strip_positions(&err.to_string())) }
 }
 
 /// Removes every " at line N column M" (and "at position N") from a parser message: the line
@@ -48,10 +40,7 @@ pub fn syntax_issue(err: &serde_norway::Error) -> ConfigIssue {
 fn strip_positions(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
-    while let Some(at) = rest
-        .find(" at line ")
-        .or_else(|| rest.find(" at position "))
-    {
+    while let Some(at) = rest.find(" at line ").or_else(|| rest.find(" at position ")) {
         out.push_str(&rest[..at]);
         let tail = &rest[at + 4..]; // after " at "
         let skip = position_len(tail);
@@ -161,10 +150,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
         };
         // Fail while reading the key itself when it is the last segment: its position is
         // where the user wrote `name:`.
-        while let Some(hit) = map.next_key_seed(Key {
-            want,
-            last: rest.is_empty(),
-        })? {
+        while let Some(hit) = map.next_key_seed(Key { want, last: rest.is_empty() })? {
             if hit {
                 map.next_value_seed(Walk { segs: rest })?;
                 return drain_map(map);
@@ -249,11 +235,7 @@ impl<'de> Visitor<'de> for Key<'_> {
     // The error must be raised inside the parser's call so that it gets the key's position.
     fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
         let hit = key == self.want;
-        if hit && self.last {
-            Err(E::custom(FOUND))
-        } else {
-            Ok(hit)
-        }
+        if hit && self.last { Err(E::custom(FOUND)) } else { Ok(hit) }
     }
 
     // Non-string keys never match a path segment.
@@ -365,23 +347,13 @@ scenarios: [{name: s, input_tokens: 1}]
     fn splits_paths() {
         assert_eq!(
             segments("targets[1].timeouts.ttft"),
-            vec![
-                Seg::Key("targets".into()),
-                Seg::Index(1),
-                Seg::Key("timeouts".into()),
-                Seg::Key("ttft".into()),
-            ],
+            vec![Seg::Key("targets".into()), Seg::Index(1), Seg::Key("timeouts".into()), Seg::Key("ttft".into()),],
         );
     }
 
     #[test]
     fn strips_parser_positions() {
-        assert_eq!(
-            strip_positions(
-                "did not find key at line 3 column 5, while parsing at line 1 column 1"
-            ),
-            "did not find key, while parsing",
-        );
+        assert_eq!(strip_positions("did not find key at line 3 column 5, while parsing at line 1 column 1"), "did not find key, while parsing",);
         assert_eq!(strip_positions("look at this"), "look at this");
     }
 }

@@ -42,31 +42,20 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
     match std::fs::read_to_string(path) {
         Ok(text) => parse(&text, &file),
-        Err(e) => Err(ConfigErrors {
-            file,
-            issues: vec![ConfigIssue {
-                path: String::new(),
-                line: None,
-                message: format!("cannot read config file: {e}"),
-            }],
-        }),
+        Err(e) => Err(ConfigErrors { file, issues: vec![ConfigIssue { path: String::new(), line: None, message: format!("cannot read config file: {e}") }] }),
     }
 }
 
 /// Parses and validates configuration text. `file` is only used in messages.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-    let fail = |issues| ConfigErrors {
-        file: file.to_owned(),
-        issues,
-    };
+    let fail = |issues| ConfigErrors { file: file.to_owned(), issues };
     // The YAML library reports a syntax error only after handing out the events before it, so
     // a broken file could first show up as a confusing "missing field". Check syntax first.
     if let Err(e) = serde::de::IgnoredAny::deserialize(serde_norway::Deserializer::from_str(text)) {
         return Err(fail(vec![locate::syntax_issue(&e)]));
     }
     let de = serde_norway::Deserializer::from_str(text);
-    let raw: raw::RawConfig =
-        serde_path_to_error::deserialize(de).map_err(|e| fail(vec![locate::serde_issue(e)]))?;
+    let raw: raw::RawConfig = serde_path_to_error::deserialize(de).map_err(|e| fail(vec![locate::serde_issue(e)]))?;
     let mut checker = validate::Checker::default();
     let base_dir = Path::new(file).parent().unwrap_or(Path::new(""));
     let mut config = validate::validate(&raw, base_dir, &mut checker);
@@ -237,11 +226,8 @@ pub enum HttpVersion {
 }
 
 impl HttpVersion {
-    pub const ALL: [(HttpVersion, &'static str); 3] = [
-        (HttpVersion::Auto, "auto"),
-        (HttpVersion::Http1, "http1"),
-        (HttpVersion::Http2PriorKnowledge, "http2-prior-knowledge"),
-    ];
+    pub const ALL: [(HttpVersion, &'static str); 3] =
+        [(HttpVersion::Auto, "auto"), (HttpVersion::Http1, "http1"), (HttpVersion::Http2PriorKnowledge, "http2-prior-knowledge")];
 }
 
 /// TLS material for a target; files are read when the client is built.
@@ -301,16 +287,7 @@ pub struct Scenario {
 impl Scenario {
     /// A synthetic-prompt scenario with Poisson arrivals and no prefix sharing.
     pub fn synthetic(name: &str, rate: f64, input_tokens: LengthSpec, output_tokens: LengthSpec) -> Self {
-        Scenario {
-            name: name.to_owned(),
-            rate,
-            input_tokens,
-            output_tokens,
-            arrival: ArrivalSpec::default(),
-            prefix: None,
-            dataset: None,
-            cache_salt: None,
-        }
+        Scenario { name: name.to_owned(), rate, input_tokens, output_tokens, arrival: ArrivalSpec::default(), prefix: None, dataset: None, cache_salt: None }
     }
 }
 
@@ -319,15 +296,34 @@ impl Scenario {
 pub enum LengthSpec {
     Fixed(u32),
     /// Uniform on the inclusive range.
-    Uniform { min: u32, max: u32 },
+    Uniform {
+        min: u32,
+        max: u32,
+    },
     /// Normal, truncated to `min..=max` (redrawn, not piled up on the bounds).
-    Normal { mean: f64, stddev: f64, min: u32, max: u32 },
+    Normal {
+        mean: f64,
+        stddev: f64,
+        min: u32,
+        max: u32,
+    },
     /// e^N(mu, sigma²), truncated to `min..=max`.
-    LogNormal { mu: f64, sigma: f64, min: u32, max: u32 },
+    LogNormal {
+        mu: f64,
+        sigma: f64,
+        min: u32,
+        max: u32,
+    },
     /// Observed values with weights (> 0).
-    Empirical { bins: Vec<(u32, f64)> },
+    Empirical {
+        bins: Vec<(u32, f64)>,
+    },
     /// One component per draw, picked by weight (> 0), then clamped to `min..=max`.
-    Mixture { components: Vec<(f64, LengthSpec)>, min: u32, max: u32 },
+    Mixture {
+        components: Vec<(f64, LengthSpec)>,
+        min: u32,
+        max: u32,
+    },
 }
 
 /// How a scenario's send times are drawn.

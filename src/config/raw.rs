@@ -17,10 +17,7 @@ pub use super::raw_workload::{RawArrival, RawDataset, RawLength, RawPrefix};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench"
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench")]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
     #[serde(default = "default_listen")]
@@ -53,10 +50,7 @@ fn default_listen() -> String {
 
 /// `probe:` section.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, discovery_interval, arrival"
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, discovery_interval, arrival")]
 pub struct RawProbe {
     /// Total requests per second sent to EACH target, split across the scenarios without their
     /// own `rate` in proportion to their `weight`. Default 1.0.
@@ -105,10 +99,7 @@ fn default_discovery_interval() -> RawDuration {
 
 /// One entry of `targets:`.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a target mapping with name, base_url, api, ..."
-)]
+#[serde(deny_unknown_fields, expecting = "a target mapping with name, base_url, api, ...")]
 pub struct RawTarget {
     /// Unique name, used as the `target` label: letters, digits, `_`, `.`, `-`.
     pub name: String,
@@ -164,10 +155,7 @@ fn default_http_version() -> String {
 
 /// `tls:` of a target. Server certificates are checked against the system roots plus `ca_file`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with ca_file, client_cert_file, client_key_file, insecure_skip_verify"
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with ca_file, client_cert_file, client_key_file, insecure_skip_verify")]
 pub struct RawTls {
     /// PEM file of extra CA certificates to trust (added to the system roots).
     pub ca_file: Option<String>,
@@ -182,10 +170,7 @@ pub struct RawTls {
 
 /// `timeouts:` of a target. Every limit must be > 0; `ttft` and `idle` must not exceed `total`.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with connect, ttft, idle, total"
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with connect, ttft, idle, total")]
 pub struct RawTimeouts {
     /// TCP (and TLS) connect. Default `2s`.
     #[serde(default = "default_connect")]
@@ -203,12 +188,7 @@ pub struct RawTimeouts {
 
 impl Default for RawTimeouts {
     fn default() -> Self {
-        RawTimeouts {
-            connect: default_connect(),
-            ttft: default_ttft(),
-            idle: default_idle(),
-            total: default_total(),
-        }
+        RawTimeouts { connect: default_connect(), ttft: default_ttft(), idle: default_idle(), total: default_total() }
     }
 }
 
@@ -227,10 +207,7 @@ fn default_total() -> RawDuration {
 
 /// One entry of `scenarios:`.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens, ..."
-)]
+#[serde(deny_unknown_fields, expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens, ...")]
 pub struct RawScenario {
     /// Unique name, used as the `scenario` label: letters, digits, `_`, `.`, `-`.
     pub name: String,
@@ -259,10 +236,7 @@ pub struct RawScenario {
 /// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and
 /// is within every threshold that is set.
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with ttft, tpot, e2e, objective"
-)]
+#[serde(deny_unknown_fields, expecting = "a mapping with ttft, tpot, e2e, objective")]
 pub struct RawSlo {
     /// Time to first token.
     pub ttft: Option<RawDuration>,
@@ -277,12 +251,7 @@ pub struct RawSlo {
 
 impl Default for RawSlo {
     fn default() -> Self {
-        RawSlo {
-            ttft: None,
-            tpot: None,
-            e2e: None,
-            objective: default_objective(),
-        }
+        RawSlo { ttft: None, tpot: None, e2e: None, objective: default_objective() }
     }
 }
 

@@ -18,20 +18,14 @@ pub(super) fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {
         c.error("targets", "at least one target is required");
     }
     check_unique("targets", "target", raws.iter().map(|t| t.name.as_str()), c);
-    raws.iter()
-        .enumerate()
-        .map(|(i, t)| target(&format!("targets[{i}]"), t, c))
-        .collect()
+    raws.iter().enumerate().map(|(i, t)| target(&format!("targets[{i}]"), t, c)).collect()
 }
 
 fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
     check_name(&format!("{path}.name"), &raw.name, c);
     let api_key = api_key(path, raw, c);
     if raw.model.as_deref() == Some("") {
-        c.error(
-            format!("{path}.model"),
-            "must not be empty (omit it to use the first model listed by /v1/models)",
-        );
+        c.error(format!("{path}.model"), "must not be empty (omit it to use the first model listed by /v1/models)");
     }
     let base_url = base_url(&format!("{path}.base_url"), &raw.base_url, c);
     Target {
@@ -39,12 +33,7 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         base_url,
         api: api(&format!("{path}.api"), &raw.api, c),
         model: raw.model.clone(),
-        headers: headers(
-            &format!("{path}.headers"),
-            &raw.headers,
-            api_key.is_some(),
-            c,
-        ),
+        headers: headers(&format!("{path}.headers"), &raw.headers, api_key.is_some(), c),
         api_key,
         timeouts: timeouts(&format!("{path}.timeouts"), &raw.timeouts, c),
         ignore_eos: raw.ignore_eos,
@@ -115,74 +104,43 @@ fn tls(path: &str, raw: &RawTls, https: bool, c: &mut Checker) -> TlsSettings {
 /// (e.g. a proxy mount point) is kept; the API path is appended to it per request.
 fn base_url(path: &str, text: &str, c: &mut Checker) -> String {
     // A URL with `user:password@` must not be echoed back.
-    let shown = if text.contains('@') {
-        "(hidden)".to_owned()
-    } else {
-        format!("\"{text}\"")
-    };
+    let shown = if text.contains('@') { "(hidden)".to_owned() } else { format!("\"{text}\"") };
     let url = match Url::parse(text) {
         Ok(url) => url,
         Err(e) => {
-            c.error(
-                path,
-                format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"),
-            );
+            c.error(path, format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"));
             return String::new();
         }
     };
     if !matches!(url.scheme(), "http" | "https") {
-        c.error(
-            path,
-            format!("invalid URL {shown}: scheme must be http or https"),
-        );
+        c.error(path, format!("invalid URL {shown}: scheme must be http or https"));
     } else if url.host_str().is_none_or(str::is_empty) {
         c.error(path, format!("invalid URL {shown}: a host is required"));
     } else if !url.username().is_empty() || url.password().is_some() {
-        c.error(
-            path,
-            "URL must not contain credentials; use api_key_env or api_key_file",
-        );
+        c.error(path, "URL must not contain credentials; use api_key_env or api_key_file");
     } else if url.query().is_some() || url.fragment().is_some() {
-        c.error(
-            path,
-            format!("invalid URL {shown}: must not have a query or fragment"),
-        );
+        c.error(path, format!("invalid URL {shown}: must not have a query or fragment"));
     }
     let clean = url.as_str().trim_end_matches('/').to_owned();
     if clean.ends_with("/v1") {
-        c.warn(
-            path,
-            "ends with /v1, but the API path (/v1/...) is appended to base_url: requests will go to /v1/v1/...",
-        );
+        c.warn(path, "ends with /v1, but the API path (/v1/...) is appended to base_url: requests will go to /v1/v1/...");
     }
     clean
 }
 
 fn api(path: &str, text: &str, c: &mut Checker) -> ProtocolKind {
-    ProtocolKind::ALL
-        .into_iter()
-        .find(|k| k.as_str() == text)
-        .unwrap_or_else(|| {
-            let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
-            c.error(
-                path,
-                format!(
-                    "unknown api \"{text}\": expected one of {}",
-                    valid.join(", ")
-                ),
-            );
-            ProtocolKind::OpenaiChat
-        })
+    ProtocolKind::ALL.into_iter().find(|k| k.as_str() == text).unwrap_or_else(|| {
+        let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
+        c.error(path, format!("unknown api \"{text}\": expected one of {}", valid.join(", ")));
+        ProtocolKind::OpenaiChat
+    })
 }
 
 /// Keeps only the reference; the secret is read at startup by whoever sends requests.
 fn api_key(path: &str, raw: &RawTarget, c: &mut Checker) -> Option<SecretRef> {
     match (&raw.api_key_env, &raw.api_key_file) {
         (Some(_), Some(_)) => {
-            c.error(
-                format!("{path}.api_key_file"),
-                "api_key_env and api_key_file are mutually exclusive: set only one",
-            );
+            c.error(format!("{path}.api_key_file"), "api_key_env and api_key_file are mutually exclusive: set only one");
             None
         }
         (Some(var), None) => {
@@ -205,12 +163,7 @@ fn api_key(path: &str, raw: &RawTarget, c: &mut Checker) -> Option<SecretRef> {
     }
 }
 
-fn headers(
-    path: &str,
-    raw: &RawHeaders,
-    has_api_key: bool,
-    c: &mut Checker,
-) -> Vec<(String, String)> {
+fn headers(path: &str, raw: &RawHeaders, has_api_key: bool, c: &mut Checker) -> Vec<(String, String)> {
     let mut seen: Vec<String> = Vec::new();
     for (name, value) in &raw.0 {
         let at = format!("{path}.{name}");
@@ -218,22 +171,13 @@ fn headers(
         if HeaderName::from_bytes(name.as_bytes()).is_err() {
             c.error(&at, format!("invalid header name \"{name}\": must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)"));
         } else if HeaderValue::from_str(value).is_err() {
-            c.error(
-                &at,
-                "invalid header value: only visible ASCII, spaces and tabs are allowed",
-            );
+            c.error(&at, "invalid header value: only visible ASCII, spaces and tabs are allowed");
         }
         if has_api_key && lower == "authorization" {
-            c.error(
-                &at,
-                "Authorization conflicts with api_key_env/api_key_file, which already send `Authorization: Bearer <key>`: remove one",
-            );
+            c.error(&at, "Authorization conflicts with api_key_env/api_key_file, which already send `Authorization: Bearer <key>`: remove one");
         }
         if seen.contains(&lower) {
-            c.error(
-                &at,
-                format!("header \"{name}\" is set more than once (names are case-insensitive)"),
-            );
+            c.error(&at, format!("header \"{name}\" is set more than once (names are case-insensitive)"));
         }
         seen.push(lower);
     }
@@ -263,11 +207,7 @@ fn timeouts(path: &str, raw: &RawTimeouts, c: &mut Checker) -> Timeouts {
         if d > t.total && !t.total.is_zero() {
             c.error(
                 format!("{path}.{name}"),
-                format!(
-                    "{name} timeout ({}) must not exceed the total timeout ({})",
-                    format_duration(d),
-                    format_duration(t.total),
-                ),
+                format!("{name} timeout ({}) must not exceed the total timeout ({})", format_duration(d), format_duration(t.total),),
             );
         }
     }

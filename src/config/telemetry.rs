@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::raw::{RawDuration, RawHeaders, RawTarget};
-use super::validate::{check_name, check_unique, Checker};
+use super::validate::{Checker, check_name, check_unique};
 use crate::source::{EngineKind, GpuFilter, SourceKind, SourceSpec};
 
 /// `tracing:` section. Every field falls back to the standard `OTEL_*` variable, then a default.
@@ -223,7 +223,9 @@ fn check_url(path: &str, raw: &RawSource, kind: &SourceKind, c: &mut Checker) {
             c.error(format!("{path}.url"), format!("invalid URL \"{u}\": expected http:// or https://"))
         }
         (None, SourceKind::Dcgm) => c.error(path, "a dcgm source needs a url (dcgm-exporter's /metrics, usually on port 9400)"),
-        (None, SourceKind::Engine(_)) if raw.target.is_none() => c.error(path, "an engine source needs a url or a target (whose base_url + /metrics is scraped)"),
+        (None, SourceKind::Engine(_)) if raw.target.is_none() => {
+            c.error(path, "an engine source needs a url or a target (whose base_url + /metrics is scraped)")
+        }
         _ => {}
     }
 }

@@ -36,35 +36,16 @@ fn minimal_file_gets_every_default() {
     let t = &c.targets[0];
     assert_eq!(t.base_url, "http://127.0.0.1:8000");
     assert_eq!(t.api, ProtocolKind::OpenaiCompletions);
-    assert_eq!(
-        (t.model.clone(), t.api_key.clone(), t.headers.len()),
-        (None, None, 0)
-    );
+    assert_eq!((t.model.clone(), t.api_key.clone(), t.headers.len()), (None, None, 0));
     assert!(t.ignore_eos);
     assert_eq!(
         t.timeouts,
-        Timeouts {
-            connect: Duration::from_secs(2),
-            ttft: Duration::from_secs(30),
-            idle: Duration::from_secs(10),
-            total: Duration::from_secs(120),
-        }
+        Timeouts { connect: Duration::from_secs(2), ttft: Duration::from_secs(30), idle: Duration::from_secs(10), total: Duration::from_secs(120) }
     );
     assert_eq!(c.scenarios[0].rate, 1.0);
     assert_eq!(c.scenarios[0].input_tokens, LengthSpec::Fixed(16));
-    assert_eq!(
-        c.scenarios[0].output_tokens,
-        LengthSpec::Uniform { min: 1, max: 8 }
-    );
-    assert_eq!(
-        c.slo,
-        Slo {
-            ttft: None,
-            tpot: None,
-            e2e: None,
-            objective: 0.99
-        }
-    );
+    assert_eq!(c.scenarios[0].output_tokens, LengthSpec::Uniform { min: 1, max: 8 });
+    assert_eq!(c.slo, Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 });
 }
 
 #[test]
@@ -107,20 +88,14 @@ scenarios: [{name: z, rate: 0.5, input_tokens: 1, output_tokens: 1}]
     let c = ok(text);
     assert_eq!(c.scenarios[0].rate, 0.5);
     assert_eq!(c.warnings.len(), 1);
-    assert_eq!(
-        c.warnings[0].to_string(),
-        "probe.rate: unused: every scenario sets its own rate (line 1)"
-    );
+    assert_eq!(c.warnings[0].to_string(), "probe.rate: unused: every scenario sets its own rate (line 1)");
 }
 
 #[test]
 fn base_url_keeps_a_path_prefix_and_warns_about_v1() {
     let text = MINIMAL.replace("http://127.0.0.1:8000/", "https://Proxy.example/llm/");
     assert_eq!(ok(&text).targets[0].base_url, "https://proxy.example/llm");
-    let v1 = format!(
-        "probe: {{max_in_flight: 500}}\n{}",
-        MINIMAL.replace("8000/", "8000/v1")
-    );
+    let v1 = format!("probe: {{max_in_flight: 500}}\n{}", MINIMAL.replace("8000/", "8000/v1"));
     let c = ok(&v1);
     assert_eq!(c.targets[0].base_url, "http://127.0.0.1:8000/v1");
     assert_eq!(c.warnings[0].path, "targets[0].base_url");
@@ -130,31 +105,16 @@ fn base_url_keeps_a_path_prefix_and_warns_about_v1() {
 #[test]
 fn api_key_is_only_a_reference() {
     // The variable does not exist: loading must not care, it never reads it.
-    let text = MINIMAL.replace(
-        "    api: openai-completions\n",
-        "    api: openai-completions\n    api_key_env: LLMPROBE_TEST_UNSET_VARIABLE\n",
-    );
+    let text = MINIMAL.replace("    api: openai-completions\n", "    api: openai-completions\n    api_key_env: LLMPROBE_TEST_UNSET_VARIABLE\n");
     let c = ok(&text);
-    assert_eq!(
-        c.targets[0].api_key,
-        Some(SecretRef::Env("LLMPROBE_TEST_UNSET_VARIABLE".into()))
-    );
+    assert_eq!(c.targets[0].api_key, Some(SecretRef::Env("LLMPROBE_TEST_UNSET_VARIABLE".into())));
 }
 
 #[test]
 fn authorization_header_is_allowed_without_an_api_key() {
-    let text = MINIMAL.replace(
-        "    api: openai-completions\n",
-        "    api: openai-completions\n    headers: {Authorization: Basic abc, X-Num: 5}\n",
-    );
+    let text = MINIMAL.replace("    api: openai-completions\n", "    api: openai-completions\n    headers: {Authorization: Basic abc, X-Num: 5}\n");
     let headers = ok(&text).targets[0].headers.clone();
-    assert_eq!(
-        headers,
-        vec![
-            ("Authorization".into(), "Basic abc".into()),
-            ("X-Num".into(), "5".into())
-        ]
-    );
+    assert_eq!(headers, vec![("Authorization".into(), "Basic abc".into()), ("X-Num".into(), "5".into())]);
 }
 
 #[test]
@@ -171,8 +131,7 @@ fn serde_errors_carry_path_and_line() {
     let lines = err(&text);
     assert_eq!(lines.len(), 1);
     assert!(
-        lines[0].starts_with("scenarios[0].output_tokens.average: unknown field `average`, expected one of `kind`")
-            && lines[0].ends_with("(test.yaml:8)"),
+        lines[0].starts_with("scenarios[0].output_tokens.average: unknown field `average`, expected one of `kind`") && lines[0].ends_with("(test.yaml:8)"),
         "{lines:?}"
     );
 }
@@ -190,36 +149,16 @@ fn a_non_mapping_file_says_what_is_expected() {
 
 #[test]
 fn an_empty_file_reports_the_missing_sections() {
-    assert_eq!(
-        err(""),
-        vec![
-            "targets: at least one target is required (test.yaml)",
-            "scenarios: at least one scenario is required (test.yaml)",
-        ]
-    );
+    assert_eq!(err(""), vec!["targets: at least one target is required (test.yaml)", "scenarios: at least one scenario is required (test.yaml)",]);
 }
 
 #[test]
 fn issues_format_with_and_without_a_file() {
-    let issue = ConfigIssue {
-        path: "slo.ttft".into(),
-        line: Some(3),
-        message: "bad".into(),
-    };
+    let issue = ConfigIssue { path: "slo.ttft".into(), line: Some(3), message: "bad".into() };
     assert_eq!(issue.to_string(), "slo.ttft: bad (line 3)");
-    assert_eq!(
-        issue.display_in("f.yaml").to_string(),
-        "slo.ttft: bad (f.yaml:3)"
-    );
-    let whole = ConfigIssue {
-        path: String::new(),
-        line: None,
-        message: "cannot read".into(),
-    };
-    assert_eq!(
-        whole.display_in("f.yaml").to_string(),
-        "cannot read (f.yaml)"
-    );
+    assert_eq!(issue.display_in("f.yaml").to_string(), "slo.ttft: bad (f.yaml:3)");
+    let whole = ConfigIssue { path: String::new(), line: None, message: "cannot read".into() };
+    assert_eq!(whole.display_in("f.yaml").to_string(), "cannot read (f.yaml)");
 }
 
 #[test]

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::duration::{format_duration, parse_duration};
 use super::raw::{RawConfig, RawDuration, RawProbe, RawScenario, RawSlo};
-use super::{target, workload};
 use super::{ArrivalSpec, Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, Slo, Target};
+use super::{target, workload};
 
 /// Issues found so far. Paths only; lines are added by the caller.
 #[derive(Default)]
@@ -23,19 +23,11 @@ pub struct Checker {
 
 impl Checker {
     pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(ConfigIssue {
-            path: path.into(),
-            line: None,
-            message: message.into(),
-        });
+        self.errors.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
     }
 
     pub(super) fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.warnings.push(ConfigIssue {
-            path: path.into(),
-            line: None,
-            message: message.into(),
-        });
+        self.warnings.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
     }
 
     /// Parses a duration, recording an error (and returning zero) when it is malformed.
@@ -66,10 +58,7 @@ impl Checker {
         if value.is_finite() && value > 0.0 {
             value
         } else {
-            self.error(
-                path,
-                format!("must be a number greater than 0, got {value}"),
-            );
+            self.error(path, format!("must be a number greater than 0, got {value}"));
             1.0
         }
     }
@@ -89,25 +78,12 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let tracing = super::telemetry::tracing(&raw.tracing, c);
     let sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
     let bench = super::bench::bench(raw.bench.as_ref(), c);
-    Config {
-        listen,
-        probe,
-        targets,
-        scenarios,
-        slo,
-        tracing,
-        sources,
-        bench,
-        warnings: Vec::new(),
-    }
+    Config { listen, probe, targets, scenarios, slo, tracing, sources, bench, warnings: Vec::new() }
 }
 
 fn listen(text: &str, c: &mut Checker) -> SocketAddr {
     text.parse().unwrap_or_else(|_| {
-        c.error(
-            "listen",
-            format!("invalid address \"{text}\": expected IP:port, e.g. 127.0.0.1:9464"),
-        );
+        c.error("listen", format!("invalid address \"{text}\": expected IP:port, e.g. 127.0.0.1:9464"));
         SocketAddr::from(([127, 0, 0, 1], 9464))
     })
 }
@@ -131,27 +107,16 @@ fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
 pub(super) fn check_name(path: &str, name: &str, c: &mut Checker) {
     let ok = |ch: char| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-');
     if name.is_empty() || !name.chars().all(ok) {
-        c.error(
-            path,
-            format!("invalid name \"{name}\": use only letters, digits, '_', '.' and '-'"),
-        );
+        c.error(path, format!("invalid name \"{name}\": use only letters, digits, '_', '.' and '-'"));
     }
 }
 
 /// Reports every name that was already used by an earlier entry of `section`.
-pub(super) fn check_unique<'a>(
-    section: &str,
-    what: &str,
-    names: impl Iterator<Item = &'a str>,
-    c: &mut Checker,
-) {
+pub(super) fn check_unique<'a>(section: &str, what: &str, names: impl Iterator<Item = &'a str>, c: &mut Checker) {
     let mut seen: Vec<&str> = Vec::new();
     for (i, name) in names.enumerate() {
         if let Some(first) = seen.iter().position(|n| *n == name) {
-            c.error(
-                format!("{section}[{i}].name"),
-                format!("duplicate {what} name \"{name}\" (already used by {section}[{first}])"),
-            );
+            c.error(format!("{section}[{i}].name"), format!("duplicate {what} name \"{name}\" (already used by {section}[{first}])"));
         }
         seen.push(name);
     }
@@ -170,17 +135,8 @@ fn scenarios(raws: &[RawScenario], shared: &Shared, c: &mut Checker) -> Vec<Scen
     if raws.is_empty() {
         c.error("scenarios", "at least one scenario is required");
     }
-    check_unique(
-        "scenarios",
-        "scenario",
-        raws.iter().map(|s| s.name.as_str()),
-        c,
-    );
-    let weights: Vec<Option<f64>> = raws
-        .iter()
-        .enumerate()
-        .map(|(i, s)| weight(i, s, c))
-        .collect();
+    check_unique("scenarios", "scenario", raws.iter().map(|s| s.name.as_str()), c);
+    let weights: Vec<Option<f64>> = raws.iter().enumerate().map(|(i, s)| weight(i, s, c)).collect();
     let total_weight: f64 = weights.iter().flatten().sum();
     if total_weight == 0.0 && !raws.is_empty() && shared.explicit_probe_rate.is_some() {
         c.warn("probe.rate", "unused: every scenario sets its own rate");
@@ -203,10 +159,7 @@ fn scenarios(raws: &[RawScenario], shared: &Shared, c: &mut Checker) -> Vec<Scen
 
 /// One scenario's lengths, arrival, prefix and dataset.
 fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut Checker) -> Scenario {
-    let dataset = raw
-        .dataset
-        .as_ref()
-        .and_then(|d| workload::dataset(&format!("{path}.dataset"), d, shared.base_dir, c));
+    let dataset = raw.dataset.as_ref().and_then(|d| workload::dataset(&format!("{path}.dataset"), d, shared.base_dir, c));
     let mut length = |field: &str, value: &Option<super::raw::RawLength>, required: bool| match value {
         Some(v) => workload::length(&format!("{path}.{field}"), v, c),
         None => {
@@ -259,10 +212,7 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
 fn weight(i: usize, raw: &RawScenario, c: &mut Checker) -> Option<f64> {
     match (raw.weight, raw.rate) {
         (Some(_), Some(_)) => {
-            c.error(
-                format!("scenarios[{i}].rate"),
-                "set either weight (a share of probe.rate) or rate (an own rate), not both",
-            );
+            c.error(format!("scenarios[{i}].rate"), "set either weight (a share of probe.rate) or rate (an own rate), not both");
             None
         }
         (_, Some(_)) => None,
@@ -271,36 +221,17 @@ fn weight(i: usize, raw: &RawScenario, c: &mut Checker) -> Option<f64> {
 }
 
 fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
-    let mut threshold = |name: &str, d: &Option<RawDuration>| {
-        d.as_ref()
-            .map(|d| c.positive_duration(&format!("slo.{name}"), d))
-    };
-    let slo = Slo {
-        ttft: threshold("ttft", &raw.ttft),
-        tpot: threshold("tpot", &raw.tpot),
-        e2e: threshold("e2e", &raw.e2e),
-        objective: raw.objective,
-    };
+    let mut threshold = |name: &str, d: &Option<RawDuration>| d.as_ref().map(|d| c.positive_duration(&format!("slo.{name}"), d));
+    let slo = Slo { ttft: threshold("ttft", &raw.ttft), tpot: threshold("tpot", &raw.tpot), e2e: threshold("e2e", &raw.e2e), objective: raw.objective };
     if !(raw.objective > 0.0 && raw.objective < 1.0) {
-        c.error(
-            "slo.objective",
-            format!(
-                "must be between 0 and 1 (exclusive), e.g. 0.99; got {}",
-                raw.objective
-            ),
-        );
+        c.error("slo.objective", format!("must be between 0 and 1 (exclusive), e.g. 0.99; got {}", raw.objective));
     }
     slo
 }
 
 /// Open-loop traffic at `rate` against requests that may each take up to `total` needs about
 /// `rate × total` slots; below that, a slow target makes the prober drop probes.
-fn warn_in_flight_cap(
-    probe: &ProbeSettings,
-    targets: &[Target],
-    scenarios: &[Scenario],
-    c: &mut Checker,
-) {
+fn warn_in_flight_cap(probe: &ProbeSettings, targets: &[Target], scenarios: &[Scenario], c: &mut Checker) {
     let rate: f64 = scenarios.iter().map(|s| s.rate).sum();
     for t in targets {
         let needed = rate * t.timeouts.total.as_secs_f64();

@@ -147,10 +147,7 @@ fn lognormal(path: &str, d: &RawDist, c: &mut Checker) -> LengthSpec {
 
 /// Sigma from exactly one of `p90`, `p99`, `sigma`, each checked against the median.
 fn lognormal_sigma(path: &str, d: &RawDist, median: f64, c: &mut Checker) -> f64 {
-    let given: Vec<(&str, f64)> = [("p90", d.p90), ("p99", d.p99), ("sigma", d.sigma)]
-        .into_iter()
-        .filter_map(|(n, v)| v.map(|v| (n, v)))
-        .collect();
+    let given: Vec<(&str, f64)> = [("p90", d.p90), ("p99", d.p99), ("sigma", d.sigma)].into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
     match given.as_slice() {
         [("sigma", s)] => c.positive(&format!("{path}.sigma"), *s),
         [(name, q)] => {
@@ -178,11 +175,7 @@ fn empirical(path: &str, d: &RawDist, c: &mut Checker) -> LengthSpec {
         c.error(path, "empirical takes its range from its values: min and max do not apply");
     }
     let bins: Vec<(u32, f64)> = match (&d.values, &d.histogram) {
-        (Some(values), None) => values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (count(&format!("{path}.values[{i}]"), *v, c), 1.0))
-            .collect(),
+        (Some(values), None) => values.iter().enumerate().map(|(i, v)| (count(&format!("{path}.values[{i}]"), *v, c), 1.0)).collect(),
         (None, Some(hist)) => hist
             .iter()
             .enumerate()

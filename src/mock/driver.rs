@@ -47,11 +47,7 @@ impl Inner {
 
 impl Driver {
     pub fn new(engine: Engine) -> Arc<Self> {
-        Arc::new(Driver {
-            inner: Mutex::new(Inner { engine, subs: HashMap::new() }),
-            notify: Notify::new(),
-            epoch: Instant::now(),
-        })
+        Arc::new(Driver { inner: Mutex::new(Inner { engine, subs: HashMap::new() }), notify: Notify::new(), epoch: Instant::now() })
     }
 
     /// Nanoseconds on the engine clock.

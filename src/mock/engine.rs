@@ -172,16 +172,7 @@ impl Engine {
     pub fn new(profile: Profile, seed: u64) -> Self {
         let kv = KvPool::new(profile.kv_blocks);
         let stats = Stats::new(profile.max_model_len);
-        Engine {
-            profile,
-            seed,
-            next_id: 1,
-            waiting: VecDeque::new(),
-            running: Vec::new(),
-            kv,
-            clock_ns: 0,
-            stats,
-        }
+        Engine { profile, seed, next_id: 1, waiting: VecDeque::new(), running: Vec::new(), kv, clock_ns: 0, stats }
     }
 
     pub fn profile(&self) -> &Profile {
@@ -231,11 +222,7 @@ impl Engine {
         }
         let u = unit(self.seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)).max(1e-12);
         let natural = spec.min_tokens.max(1) as f64 + (-u.ln() * self.profile.eos_mean_tokens);
-        if natural >= f64::from(max) {
-            (max, Finish::Length)
-        } else {
-            (natural as u32, Finish::Stop)
-        }
+        if natural >= f64::from(max) { (max, Finish::Length) } else { (natural as u32, Finish::Stop) }
     }
 
     fn block_hashes(&self, prompt: &[u32]) -> Vec<u64> {

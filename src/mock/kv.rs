@@ -18,14 +18,7 @@ pub struct KvPool {
 impl KvPool {
     pub fn new(blocks: u32) -> Self {
         let n = blocks as usize;
-        KvPool {
-            refcnt: vec![0; n],
-            hash: vec![None; n],
-            free: (0..blocks).collect(),
-            in_free: vec![true; n],
-            nfree: n,
-            cached: HashMap::new(),
-        }
+        KvPool { refcnt: vec![0; n], hash: vec![None; n], free: (0..blocks).collect(), in_free: vec![true; n], nfree: n, cached: HashMap::new() }
     }
 
     pub fn total(&self) -> usize {

@@ -14,18 +14,12 @@ use super::App;
 use super::engine::Engine;
 
 pub fn routes(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/metrics", get(vllm_page))
-        .route("/dcgm/metrics", get(dcgm_page))
-        .with_state(app)
+    Router::new().route("/metrics", get(vllm_page)).route("/dcgm/metrics", get(dcgm_page)).with_state(app)
 }
 
 fn text(body: String) -> Response<Body> {
     let mut r = Response::new(Body::from(body));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     r
 }
 
@@ -54,7 +48,12 @@ pub fn render_vllm(e: &Engine, l: &str) -> String {
     let mut o = String::with_capacity(16 * 1024);
     gauge(&mut o, "vllm:num_requests_running", "Number of requests in model execution batches.", l, e.num_running() as f64);
     gauge(&mut o, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", l, e.num_waiting() as f64);
-    head(&mut o, "vllm:num_requests_waiting_by_reason", "gauge", "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.");
+    head(
+        &mut o,
+        "vllm:num_requests_waiting_by_reason",
+        "gauge",
+        "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
+    );
     // The simulator has no LoRA or KV transfer: every waiting request waits for capacity.
     for (reason, n) in [("capacity", e.num_waiting()), ("deferred", 0)] {
         let _ = writeln!(o, "vllm:num_requests_waiting_by_reason{{{l},reason=\"{reason}\"}} {:?}", n as f64);
@@ -150,7 +149,12 @@ pub fn render_dcgm(p: &super::Profile, l: &Load) -> String {
         ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", format!("{}", (p.fb_total_mib as f64 - used) as u64)),
         ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", format!("{}", used as u64)),
         ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.", format!("{:.6}", l.util)),
-        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.", format!("{:.6}", l.util * (0.3 + 0.002 * l.running.min(200) as f64))),
+        (
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "gauge",
+            "Ratio of cycles the tensor (HMMA) pipe is active.",
+            format!("{:.6}", l.util * (0.3 + 0.002 * l.running.min(200) as f64)),
+        ),
     ];
     let mut o = String::new();
     for (name, kind, help, v) in fields {

@@ -132,10 +132,7 @@ impl MockArgs {
             seed: self.seed,
             api_key: self.api_key.clone(),
             fault_rates: self.faults.clone(),
-            fault_params: FaultParams {
-                stall: std::time::Duration::from_millis(self.stall_ms),
-                ..FaultParams::default()
-            },
+            fault_params: FaultParams { stall: std::time::Duration::from_millis(self.stall_ms), ..FaultParams::default() },
             timestamps: self.timestamps,
             slowdown: self.slowdown,
         }
@@ -177,10 +174,7 @@ impl App {
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// The mock's routes; spawns the engine loop on the current tokio runtime.
@@ -192,17 +186,11 @@ fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
     let driver = Driver::new(Engine::new(opts.profile.slowed(opts.slowdown), opts.seed));
     tokio::spawn(driver.clone().run(stop.clone()));
     let app = Arc::new(App { opts, driver, draws: AtomicU64::new(0), created_unix: unix_now(), stop });
-    openai::routes(app.clone())
-        .merge(native::routes(app.clone()))
-        .merge(metrics::routes(app))
+    openai::routes(app.clone()).merge(native::routes(app.clone())).merge(metrics::routes(app))
 }
 
 /// Serves the mock on `listener` until `shutdown` is cancelled.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    opts: MockOptions,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
+pub async fn serve(listener: tokio::net::TcpListener, opts: MockOptions, shutdown: CancellationToken) -> std::io::Result<()> {
     let app = router_with_stop(opts, shutdown.child_token());
     axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

@@ -41,7 +41,13 @@ fn error_for(family: Family) -> fn(u16) -> Response<Body> {
         Family::Ollama { .. } => |s| json_response(s, format!(r#"{{"error":"mock fault: HTTP {s}"}}"#)),
         Family::LlamaCpp => |s| json_response(s, format!(r#"{{"error":{{"code":{s},"message":"mock fault: HTTP {s}","type":"server_error"}}}}"#)),
         Family::Tgi => |s| {
-            let kind = if s == 429 { "overloaded" } else if s == 400 { "validation" } else { "generation" };
+            let kind = if s == 429 {
+                "overloaded"
+            } else if s == 400 {
+                "validation"
+            } else {
+                "generation"
+            };
             json_response(s, format!(r#"{{"error":"mock fault: HTTP {s}","error_type":"{kind}"}}"#))
         },
     }
@@ -136,7 +142,8 @@ async fn run(app: Arc<App>, h: HeaderMap, body: Bytes, family: Family) -> Respon
         let end = collect(ticket.rx, seed, prompt_tokens).await;
         return finish_whole(render.whole(&end), fault, &app.params(&h)).await;
     }
-    let setup = WireSetup { render: Box::new(render), rx: ticket.rx, fault, params: app.params(&h), seed, started, timestamps: app.timestamps(&h), prompt_tokens };
+    let setup =
+        WireSetup { render: Box::new(render), rx: ticket.rx, fault, params: app.params(&h), seed, started, timestamps: app.timestamps(&h), prompt_tokens };
     let mut resp = Wire::new(setup).into_response();
     if family == Family::Tgi {
         tgi_headers(&mut resp, prompt_tokens, ticket.target);
@@ -184,9 +191,14 @@ impl Native {
         let stop_type = if e.finish == Some(super::engine::Finish::Stop) { "eos" } else { "limit" };
         format!(
             r#"{{"index":0,"content":{},"tokens":[],"id_slot":0,"stop":true,"model":{},"tokens_predicted":{dn},"tokens_evaluated":{pn},"generation_settings":{{"n_predict":-1,"seed":{}}},"prompt":"","has_new_line":false,"truncated":false,"stop_type":"{stop_type}","stopping_word":"","tokens_cached":{},"timings":{{"cache_n":0,"prompt_n":{pn},"prompt_ms":{pms},"prompt_per_token_ms":{},"prompt_per_second":{},"predicted_n":{dn},"predicted_ms":{dms},"predicted_per_token_ms":{},"predicted_per_second":{}}}}}"#,
-            js(content), js(&self.model), self.seed, pn + dn,
-            pms / f64::from(pn.max(1)), f64::from(pn) * 1000.0 / pms.max(1e-6),
-            dms / f64::from(dn.max(1)), f64::from(dn) * 1000.0 / dms.max(1e-6)
+            js(content),
+            js(&self.model),
+            self.seed,
+            pn + dn,
+            pms / f64::from(pn.max(1)),
+            f64::from(pn) * 1000.0 / pms.max(1e-6),
+            dms / f64::from(dn.max(1)),
+            f64::from(dn) * 1000.0 / dms.max(1e-6)
         )
     }
 
@@ -194,7 +206,10 @@ impl Native {
         let generated = if details.is_some() { js(&self.text) } else { "null".into() };
         format!(
             r#"{{"index":{},"token":{{"id":{},"text":{},"logprob":-0.5,"special":false}},"generated_text":{generated},"details":{}}}"#,
-            t.index, t.id, js(t.text), details.unwrap_or_else(|| "null".into())
+            t.index,
+            t.id,
+            js(t.text),
+            details.unwrap_or_else(|| "null".into())
         )
     }
 
@@ -221,7 +236,10 @@ impl Render for Native {
             Family::Ollama { chat } => format!("{}\n", self.ollama_line(chat, t.text)),
             Family::LlamaCpp => format!(
                 "data: {{\"index\":0,\"content\":{},\"tokens\":[{}],\"stop\":false,\"id_slot\":0,\"tokens_predicted\":{},\"tokens_evaluated\":{}}}\n\n",
-                js(t.text), t.id, t.completion_tokens, self.prompt_tokens
+                js(t.text),
+                t.id,
+                t.completion_tokens,
+                self.prompt_tokens
             ),
             Family::Tgi => {
                 let details = t.finish.map(|f| {

@@ -3,19 +3,19 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Response};
 use axum::middleware::{self, Next};
 use axum::routing::{get, post};
-use axum::Router;
 use serde_json::Value;
 
+use super::App;
 use super::engine::SeqSpec;
 use super::faults::Fault;
 use super::tokenizer::{decode_id, encode, encode_chat};
 use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response};
-use super::App;
 
 const FINGERPRINT: &str = "vllm-0.32.0-mock";
 
@@ -37,12 +37,7 @@ pub fn routes(app: Arc<App>) -> Router {
 
 async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response<Body> {
     if let Some(key) = &app.opts.api_key {
-        let ok = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|v| v == key);
+        let ok = req.headers().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).is_some_and(|v| v == key);
         if !ok {
             return json_response(401, r#"{"error":"Unauthorized"}"#.into());
         }
@@ -116,21 +111,13 @@ fn prompt_tokens(v: Option<&Value>) -> Vec<u32> {
 fn content_text(v: &Value) -> String {
     match v.get("content") {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" "),
         _ => String::new(),
     }
 }
 
 fn chat_tokens(body: &Value) -> Vec<u32> {
-    let msgs: Vec<String> = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(content_text).collect())
-        .unwrap_or_default();
+    let msgs: Vec<String> = body.get("messages").and_then(Value::as_array).map(|a| a.iter().map(content_text).collect()).unwrap_or_default();
     encode_chat(msgs.iter().map(String::as_str))
 }
 
@@ -205,16 +192,8 @@ async fn generate(app: Arc<App>, h: HeaderMap, body: axum::body::Bytes, chat: bo
     if !g.stream {
         return whole(render, collect(ticket.rx, seed, prompt_tokens).await, fault, &app, &h).await;
     }
-    let setup = WireSetup {
-        render: Box::new(render),
-        rx: ticket.rx,
-        fault,
-        params: app.params(&h),
-        seed,
-        started,
-        timestamps: app.timestamps(&h),
-        prompt_tokens,
-    };
+    let setup =
+        WireSetup { render: Box::new(render), rx: ticket.rx, fault, params: app.params(&h), seed, started, timestamps: app.timestamps(&h), prompt_tokens };
     Wire::new(setup).into_response()
 }
 
@@ -238,7 +217,9 @@ pub async fn finish_whole(body: String, fault: Option<Fault>, p: &super::FaultPa
     use super::faults::{corrupt_json, inject_bad_utf8};
     let bytes = match fault {
         Some(Fault::MalformedJson) => corrupt_json(body.as_bytes()),
-        Some(Fault::InvalidUtf8) => inject_bad_utf8(body.replacen("\"text\":\"", "\"text\":\"@@MOCK_BAD_UTF8@@", 1).replacen("\"content\":\"", "\"content\":\"@@MOCK_BAD_UTF8@@", 1).as_bytes()),
+        Some(Fault::InvalidUtf8) => inject_bad_utf8(
+            body.replacen("\"text\":\"", "\"text\":\"@@MOCK_BAD_UTF8@@", 1).replacen("\"content\":\"", "\"content\":\"@@MOCK_BAD_UTF8@@", 1).as_bytes(),
+        ),
         _ => body.into_bytes(),
     };
     if matches!(fault, Some(Fault::StallTtft | Fault::StallMidStream)) && !p.pause(p.stall).await {
@@ -292,7 +273,9 @@ impl OpenAi {
         let head = self.head.replace("chat.completion.chunk", "chat.completion");
         let usage = format!(
             r#""usage":{{"prompt_tokens":{},"total_tokens":{},"completion_tokens":{},"prompt_tokens_details":null,"completion_tokens_details":null}}"#,
-            e.prompt_tokens, e.prompt_tokens + e.completion_tokens, e.completion_tokens
+            e.prompt_tokens,
+            e.prompt_tokens + e.completion_tokens,
+            e.completion_tokens
         );
         if self.chat {
             format!(
@@ -349,11 +332,7 @@ impl Render for OpenAi {
         if !self.include_usage && !self.continuous {
             return Vec::new();
         }
-        vec![format!(
-            "data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n",
-            self.head,
-            self.usage(e.completion_tokens)
-        )]
+        vec![format!("data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n", self.head, self.usage(e.completion_tokens))]
     }
 
     fn done(&self) -> Option<String> {
@@ -370,9 +349,12 @@ async fn models(State(app): State<Arc<App>>) -> Response<Body> {
     let c = app.created_unix;
     let root = js(&format!("models/{}", app.opts.model));
     let len = app.opts.profile.max_model_len;
-    json_response(200, format!(
-        r#"{{"object":"list","data":[{{"id":{m},"object":"model","created":{c},"owned_by":"vllm","root":{root},"parent":null,"max_model_len":{len},"permission":[{{"id":"modelperm-mock","object":"model_permission","created":{c},"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}}]}}]}}"#
-    ))
+    json_response(
+        200,
+        format!(
+            r#"{{"object":"list","data":[{{"id":{m},"object":"model","created":{c},"owned_by":"vllm","root":{root},"parent":null,"max_model_len":{len},"permission":[{{"id":"modelperm-mock","object":"model_permission","created":{c},"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}}]}}]}}"#
+        ),
+    )
 }
 
 async fn tokenize(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response<Body> {
@@ -385,11 +367,7 @@ async fn tokenize(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respo
     }
     let toks = if v.get("messages").is_some() { chat_tokens(&v) } else { prompt_tokens(v.get("prompt")) };
     let list = toks.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-    json_response(200, format!(
-        r#"{{"count":{},"max_model_len":{},"tokens":[{list}],"token_strs":null}}"#,
-        toks.len(),
-        app.opts.profile.max_model_len
-    ))
+    json_response(200, format!(r#"{{"count":{},"max_model_len":{},"tokens":[{list}],"token_strs":null}}"#, toks.len(), app.opts.profile.max_model_len))
 }
 
 async fn detokenize(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response<Body> {

@@ -129,13 +129,16 @@ impl Profile {
     /// number leaves it unchanged).
     pub fn slowed(&self, factor: f64) -> Profile {
         let f = if factor.is_finite() && factor > 0.0 { factor } else { 1.0 };
-        Profile { step_base_us: self.step_base_us * f, prefill_us_per_token: self.prefill_us_per_token * f, decode_us_per_seq: self.decode_us_per_seq * f, ..self.clone() }
+        Profile {
+            step_base_us: self.step_base_us * f,
+            prefill_us_per_token: self.prefill_us_per_token * f,
+            decode_us_per_seq: self.decode_us_per_seq * f,
+            ..self.clone()
+        }
     }
 
     pub fn step_ns(&self, prefill_tokens: u32, decode_seqs: u32) -> u64 {
-        let us = self.step_base_us
-            + self.prefill_us_per_token * f64::from(prefill_tokens)
-            + self.decode_us_per_seq * f64::from(decode_seqs);
+        let us = self.step_base_us + self.prefill_us_per_token * f64::from(prefill_tokens) + self.decode_us_per_seq * f64::from(decode_seqs);
         (us * 1000.0) as u64
     }
 }

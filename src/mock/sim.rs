@@ -18,12 +18,8 @@ pub struct CurvePoint {
 pub fn closed_loop(profile: &Profile, concurrency: usize, requests: usize, prompt_len: usize, output_len: u32) -> CurvePoint {
     let mut e = Engine::new(profile.clone(), 7);
     let mut next = 0usize;
-    let spec = |n: usize| SeqSpec {
-        prompt: (0..prompt_len).map(|i| (n * 100_000 + i) as u32).collect(),
-        max_tokens: output_len,
-        min_tokens: 0,
-        ignore_eos: true,
-    };
+    let spec =
+        |n: usize| SeqSpec { prompt: (0..prompt_len).map(|i| (n * 100_000 + i) as u32).collect(), max_tokens: output_len, min_tokens: 0, ignore_eos: true };
     let mut now = 0u64;
     let mut start: std::collections::HashMap<u64, (u64, Option<u64>)> = Default::default();
     for _ in 0..concurrency {
@@ -74,7 +70,10 @@ fn p50(v: &mut [f64]) -> f64 {
 
 /// The README table for a profile.
 pub fn curve_table(profile: &Profile, levels: &[usize]) -> String {
-    let mut s = format!("profile {} (prompt 512 words, output 128 tokens)\n\n| concurrency | TTFT p50 (s) | TPOT p50 (ms) | tokens/s | preemptions |\n|---:|---:|---:|---:|---:|\n", profile.name);
+    let mut s = format!(
+        "profile {} (prompt 512 words, output 128 tokens)\n\n| concurrency | TTFT p50 (s) | TPOT p50 (ms) | tokens/s | preemptions |\n|---:|---:|---:|---:|---:|\n",
+        profile.name
+    );
     for &c in levels {
         let p = closed_loop(profile, c, (c * 4).max(32), 512, 128);
         s.push_str(&format!("| {} | {:.3} | {:.1} | {:.0} | {} |\n", c, p.ttft_p50_s, p.tpot_p50_s * 1e3, p.tokens_per_s, p.preemptions));

@@ -11,10 +11,9 @@ pub const CHAT_TOKENS_PER_MESSAGE: u32 = 4;
 pub const CHAT_TOKENS_GENERATION_PROMPT: u32 = 3;
 
 const VOCAB: &[&str] = &[
-    "the", "model", "token", "cache", "batch", "stream", "latency", "server", "prompt", "queue",
-    "block", "step", "prefill", "decode", "engine", "request", "answer", "simple", "quick", "data",
-    "graph", "signal", "value", "metric", "window", "budget", "river", "stone", "light", "cloud",
-    "north", "paper", "garden", "silver", "orange", "seven", "little", "bright", "quiet", "open",
+    "the", "model", "token", "cache", "batch", "stream", "latency", "server", "prompt", "queue", "block", "step", "prefill", "decode", "engine", "request",
+    "answer", "simple", "quick", "data", "graph", "signal", "value", "metric", "window", "budget", "river", "stone", "light", "cloud", "north", "paper",
+    "garden", "silver", "orange", "seven", "little", "bright", "quiet", "open",
 ];
 
 /// FNV-1a, used for word ids and prefix-cache block hashes.

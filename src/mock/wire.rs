@@ -132,14 +132,8 @@ impl Wire {
 
     /// Streaming response with this wire as body.
     pub fn into_response(self) -> Response<Body> {
-        let ct = if self.fault == Some(Fault::WrongContentType) {
-            "text/html; charset=utf-8"
-        } else {
-            self.render.content_type()
-        };
-        let stream = futures_util::stream::unfold(self, |mut w| async move {
-            w.next().await.map(|item| (item, w))
-        });
+        let ct = if self.fault == Some(Fault::WrongContentType) { "text/html; charset=utf-8" } else { self.render.content_type() };
+        let stream = futures_util::stream::unfold(self, |mut w| async move { w.next().await.map(|item| (item, w)) });
         let mut resp = Response::new(Body::from_stream(stream));
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
         resp
@@ -256,8 +250,7 @@ impl Wire {
         self.end.text.push(' ');
         self.end.text.push_str(word);
         let in_group = e.index + 1 - self.tokens_framed;
-        let group_full = self.fault != Some(Fault::MultiTokenFrames)
-            || in_group >= self.params.tokens_per_frame;
+        let group_full = self.fault != Some(Fault::MultiTokenFrames) || in_group >= self.params.tokens_per_frame;
         if e.finish.is_some() || group_full || self.fault == Some(Fault::TruncateAfterOne) {
             self.frame_tokens(id, &e);
         }
@@ -302,11 +295,7 @@ impl Wire {
     /// The one-frame faults fire on the frame numbered `params.after` (0-based, all frames).
     fn fault_frame_here(&self, n: u32) -> Option<Fault> {
         match self.fault {
-            Some(f @ (Fault::OversizedFrame | Fault::InvalidUtf8 | Fault::MalformedJson))
-                if n == self.params.after =>
-            {
-                Some(f)
-            }
+            Some(f @ (Fault::OversizedFrame | Fault::InvalidUtf8 | Fault::MalformedJson)) if n == self.params.after => Some(f),
             _ => None,
         }
     }
@@ -331,9 +320,7 @@ pub async fn collect(mut rx: UnboundedReceiver<Emit>, seed: u64, prompt_tokens: 
 /// A response whose body fails before its first byte: hyper drops the connection without
 /// writing the status line.
 pub fn drop_connection() -> Response<Body> {
-    let stream = futures_util::stream::once(async {
-        Err::<Bytes, _>(std::io::Error::other("mock fault: connection dropped"))
-    });
+    let stream = futures_util::stream::once(async { Err::<Bytes, _>(std::io::Error::other("mock fault: connection dropped")) });
     Response::new(Body::from_stream(stream))
 }
 

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openai::{error_summary, parse_json};
-use super::{from_ms, Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
+use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms};
 use crate::config::Target;
 
 pub struct LlamaCpp;
@@ -125,7 +125,8 @@ mod tests {
         let ev = parse(r#"{"index":0,"content":" over","tokens":[927],"stop":false,"id_slot":0}"#).unwrap();
         assert_eq!((ev.content_bytes, ev.tokens, ev.done), (5, Some(1), false));
         let mut st = StreamState::default();
-        let steps = [r#"{"content":" a b c d","tokens":[1],"stop":false,"tokens_predicted":4}"#, r#"{"content":" e","tokens":[2],"stop":false,"tokens_predicted":5}"#];
+        let steps =
+            [r#"{"content":" a b c d","tokens":[1],"stop":false,"tokens_predicted":4}"#, r#"{"content":" e","tokens":[2],"stop":false,"tokens_predicted":5}"#];
         let n: Vec<_> = steps.iter().map(|f| LlamaCpp.parse(f.as_bytes(), &mut st).unwrap().tokens).collect();
         assert_eq!(n, [Some(4), Some(1)], "tokens_predicted steps tell the tokens per chunk");
         let ev = parse(r#"{"content":" a b","tokens":[],"stop":false}"#).unwrap();

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openai::{error_summary, parse_json};
-use super::{from_ns, Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
+use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ns};
 use crate::config::Target;
 
 pub struct Ollama {

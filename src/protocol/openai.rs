@@ -85,10 +85,7 @@ pub(super) fn parse_frame(
 }
 
 /// A whole (non-streamed) response: the same shape as a chunk, with all the text.
-pub(super) fn parse_body(
-    body: &[u8],
-    read_chunk: fn(&[u8]) -> Result<StreamEvent, ProtocolError>,
-) -> Result<StreamEvent, ProtocolError> {
+pub(super) fn parse_body(body: &[u8], read_chunk: fn(&[u8]) -> Result<StreamEvent, ProtocolError>) -> Result<StreamEvent, ProtocolError> {
     match common(body)? {
         Some(ev) => Ok(ev),
         None => Ok(StreamEvent { done: true, ..read_chunk(body)? }),

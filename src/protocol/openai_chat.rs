@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{finish_body, parse_body, parse_frame, parse_json, WireUsage};
+use super::openai::{WireUsage, finish_body, parse_body, parse_frame, parse_json};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
@@ -124,7 +124,8 @@ mod tests {
 
     #[test]
     fn null_tool_calls_as_tgi_sends_them() {
-        let ev = parse(r#"{"choices":[{"delta":{"content":"Deep","role":"assistant","tool_calls":null},"finish_reason":null,"index":0}],"usage":null}"#).unwrap();
+        let ev =
+            parse(r#"{"choices":[{"delta":{"content":"Deep","role":"assistant","tool_calls":null},"finish_reason":null,"index":0}],"usage":null}"#).unwrap();
         assert_eq!(ev.content_bytes, 4);
     }
 

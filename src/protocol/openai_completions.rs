@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{finish_body, parse_body, parse_frame, parse_json, WireUsage};
+use super::openai::{WireUsage, finish_body, parse_body, parse_frame, parse_json};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 

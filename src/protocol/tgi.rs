@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openai::{error_summary, parse_json};
-use super::{from_ms, Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
+use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms};
 use crate::config::Target;
 
 pub struct Tgi;

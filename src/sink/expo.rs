@@ -47,11 +47,7 @@ fn flush_block(block: &mut Vec<&str>, out: &mut String) {
 
 /// The label set of a sample line without its `le` label, e.g. `target="a",scenario="b"`.
 fn series_key(line: &str) -> String {
-    split_labels(label_text(line))
-        .into_iter()
-        .filter(|pair| !pair.starts_with("le=\""))
-        .collect::<Vec<_>>()
-        .join(",")
+    split_labels(label_text(line)).into_iter().filter(|pair| !pair.starts_with("le=\"")).collect::<Vec<_>>().join(",")
 }
 
 /// The text between `{` and its matching `}` of a sample line, or `""` without labels.
@@ -99,10 +95,7 @@ mod tests {
     #[test]
     fn sorts_counters_by_labels() {
         let text = "# TYPE c counter\nc_total{t=\"b\"} 1\nc_total{t=\"a\"} 2\n# EOF\n";
-        assert_eq!(
-            sort_series(text),
-            "# TYPE c counter\nc_total{t=\"a\"} 2\nc_total{t=\"b\"} 1\n# EOF\n"
-        );
+        assert_eq!(sort_series(text), "# TYPE c counter\nc_total{t=\"a\"} 2\nc_total{t=\"b\"} 1\n# EOF\n");
     }
 
     #[test]
@@ -118,14 +111,8 @@ mod tests {
 
     #[test]
     fn label_values_with_braces_commas_and_quotes() {
-        assert_eq!(
-            series_key(r#"x{t="a},\"le=\"1",le="2"} 3"#),
-            r#"t="a},\"le=\"1""#
-        );
-        assert_eq!(
-            series_key(r#"x{le="+Inf",t="le=\"1\"",s="b"} 3"#),
-            r#"t="le=\"1\"",s="b""#
-        );
+        assert_eq!(series_key(r#"x{t="a},\"le=\"1",le="2"} 3"#), r#"t="a},\"le=\"1""#);
+        assert_eq!(series_key(r#"x{le="+Inf",t="le=\"1\"",s="b"} 3"#), r#"t="le=\"1\"",s="b""#);
         assert_eq!(series_key(r#"x{handle="h",le="1"} 3"#), r#"handle="h""#);
         assert_eq!(series_key("x 3"), "");
         assert_eq!(series_key("x{le=\"1\"} 3"), "");

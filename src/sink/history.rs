@@ -86,33 +86,17 @@ impl Default for History {
 
 impl History {
     pub fn new(recent_capacity: usize, failure_capacity: usize) -> Self {
-        let rings = Rings {
-            recent: VecDeque::with_capacity(recent_capacity),
-            failures: VecDeque::with_capacity(failure_capacity),
-        };
-        History {
-            rings: Mutex::new(rings),
-            recent_capacity,
-            failure_capacity,
-        }
+        let rings = Rings { recent: VecDeque::with_capacity(recent_capacity), failures: VecDeque::with_capacity(failure_capacity) };
+        History { rings: Mutex::new(rings), recent_capacity, failure_capacity }
     }
 
     /// Both rings, newest first, with ages relative to `now`.
     pub fn view_at(&self, now: Instant) -> HistoryView {
         let rings = self.lock();
         let render = |ring: &VecDeque<Entry>| -> Vec<ProbeView> {
-            ring.iter()
-                .rev()
-                .map(|e| ProbeView {
-                    age_ms: ms(now.saturating_duration_since(e.end)),
-                    ..e.view.clone()
-                })
-                .collect()
+            ring.iter().rev().map(|e| ProbeView { age_ms: ms(now.saturating_duration_since(e.end)), ..e.view.clone() }).collect()
         };
-        HistoryView {
-            recent: render(&rings.recent),
-            failures: render(&rings.failures),
-        }
+        HistoryView { recent: render(&rings.recent), failures: render(&rings.failures) }
     }
 
     /// The `/debug/probes` JSON body.
@@ -146,10 +130,7 @@ fn bounded(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
     }
-    let cut = (0..=max)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0);
+    let cut = (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
     format!("{}…", &s[..cut])
 }
 
@@ -169,11 +150,7 @@ fn view(outcome: &Outcome, sample: Option<&Sample>) -> ProbeView {
         prompt_sha256: outcome.prompt_sha256.clone(),
         outcome: class.map_or("success", ErrorClass::outcome_label),
         error: class.map(ErrorClass::as_str),
-        error_detail: outcome
-            .result
-            .as_ref()
-            .err()
-            .map(|f| bounded(&f.detail, DETAIL_MAX_BYTES)),
+        error_detail: outcome.result.as_ref().err().map(|f| bounded(&f.detail, DETAIL_MAX_BYTES)),
         http_status: outcome.http_status,
         ttft_ms: sample.map(|s| ms(s.ttft)),
         tpot_ms: sample.and_then(|s| s.tpot).map(ms),
@@ -188,15 +165,9 @@ fn view(outcome: &Outcome, sample: Option<&Sample>) -> ProbeView {
 
 impl Sink for History {
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
-        let entry = || Entry {
-            end: outcome.timeline.end,
-            view: view(outcome, sample),
-        };
+        let entry = || Entry { end: outcome.timeline.end, view: view(outcome, sample) };
         let mut rings = self.lock();
-        if outcome
-            .error_class()
-            .is_some_and(|c| c != ErrorClass::InFlightCap)
-        {
+        if outcome.error_class().is_some_and(|c| c != ErrorClass::InFlightCap) {
             push_bounded(&mut rings.failures, self.failure_capacity, entry());
         }
         push_bounded(&mut rings.recent, self.recent_capacity, entry());

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
-use opentelemetry::trace::{Span as _, SpanKind, Status, TraceId, SpanId, Tracer as _, TracerProvider as _};
+use opentelemetry::trace::{Span as _, SpanId, SpanKind, Status, TraceId, Tracer as _, TracerProvider as _};
 use opentelemetry::{Array, KeyValue, Value};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;

@@ -32,14 +32,12 @@ impl OtlpSettings {
             return None;
         }
         let mut notes = Vec::new();
-        let protocol = cfg.protocol.unwrap_or_else(|| {
-            match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL")) {
-                None => OtlpProtocol::HttpProtobuf,
-                Some(p) => OtlpProtocol::parse(p.trim()).unwrap_or_else(|| {
-                    notes.push(format!("OTEL_EXPORTER_OTLP_PROTOCOL={p} is not supported (grpc or http/protobuf): using http/protobuf"));
-                    OtlpProtocol::HttpProtobuf
-                }),
-            }
+        let protocol = cfg.protocol.unwrap_or_else(|| match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL")) {
+            None => OtlpProtocol::HttpProtobuf,
+            Some(p) => OtlpProtocol::parse(p.trim()).unwrap_or_else(|| {
+                notes.push(format!("OTEL_EXPORTER_OTLP_PROTOCOL={p} is not supported (grpc or http/protobuf): using http/protobuf"));
+                OtlpProtocol::HttpProtobuf
+            }),
         });
         let endpoint = cfg.endpoint.as_deref().map(|e| match protocol {
             OtlpProtocol::Grpc => e.to_owned(),

@@ -29,118 +29,57 @@ pub struct FamilySpec {
     pub help: &'static str,
 }
 
-pub const REQUESTS_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_requests_total",
-    help: "Scheduled probes by outcome and error class; every probe lands here once",
-};
-pub const GOODPUT_REQUESTS_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_goodput_requests_total",
-    help: "Probes that succeeded and met every configured SLO threshold",
-};
-pub const SLO_VIOLATIONS_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_slo_violations_total",
-    help: "Successful probes that missed the given SLO threshold",
-};
-pub const TTFT_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_ttft_seconds",
-    help: "Time from request sent to the first generated text (content or reasoning)",
-};
-pub const TPOT_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_tpot_seconds",
-    help: "Time per output token after the first: (E2E - TTFT) / (output tokens - 1)",
-};
-pub const ITL_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_itl_seconds",
-    help: "Gaps between consecutive text-bearing frames",
-};
-pub const E2E_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_e2e_seconds",
-    help: "Time from request sent to the end of the stream",
-};
-pub const INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_input_tokens_total",
-    help: "Prompt tokens reported by the server's usage",
-};
-pub const OUTPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_output_tokens_total",
-    help: "Output tokens of successful probes (usage, else counted frames)",
-};
-pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_token_count_fallback_total",
-    help: "Successful probes without usage whose tokens were counted from frames",
-};
+pub const REQUESTS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_requests_total", help: "Scheduled probes by outcome and error class; every probe lands here once" };
+pub const GOODPUT_REQUESTS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_goodput_requests_total", help: "Probes that succeeded and met every configured SLO threshold" };
+pub const SLO_VIOLATIONS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_slo_violations_total", help: "Successful probes that missed the given SLO threshold" };
+pub const TTFT_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_ttft_seconds", help: "Time from request sent to the first generated text (content or reasoning)" };
+pub const TPOT_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_tpot_seconds", help: "Time per output token after the first: (E2E - TTFT) / (output tokens - 1)" };
+pub const ITL_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_itl_seconds", help: "Gaps between consecutive text-bearing frames" };
+pub const E2E_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_e2e_seconds", help: "Time from request sent to the end of the stream" };
+pub const INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec { name: "llmprobe_input_tokens_total", help: "Prompt tokens reported by the server's usage" };
+pub const OUTPUT_TOKENS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_output_tokens_total", help: "Output tokens of successful probes (usage, else counted frames)" };
+pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_token_count_fallback_total", help: "Successful probes without usage whose tokens were counted from frames" };
 pub const TTFC_SECONDS: FamilySpec = FamilySpec {
     name: "llmprobe_ttfc_seconds",
     help: "Time from request sent to the first answer content (after any reasoning); equals TTFT without reasoning",
 };
-pub const TOKENS_PER_FRAME: FamilySpec = FamilySpec {
-    name: "llmprobe_tokens_per_frame",
-    help: "Output tokens per text-bearing frame (per frame where the API says, else the probe's mean)",
-};
-pub const MULTI_TOKEN_FRAMES_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_multi_token_frames_total",
-    help: "Text-bearing frames that carried more than one token (ITL is per frame)",
-};
-pub const STREAM_BUFFERED_TOTAL: FamilySpec = FamilySpec {
-    name: "llmprobe_stream_buffered_total",
-    help: "Successful streams whose text arrived in one burst at the end (fake streaming)",
-};
-pub const SERVER_TIME_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_server_time_seconds",
-    help: "Time the server reported for a phase of the request (queue, prefill, decode, total, load)",
-};
-pub const SCHEDULE_LAG_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_schedule_lag_seconds",
-    help: "Delay from a probe's scheduled time to its send time (prober health)",
-};
-pub const IN_FLIGHT_REQUESTS: FamilySpec = FamilySpec {
-    name: "llmprobe_in_flight_requests",
-    help: "Probes currently in flight",
-};
-pub const TARGET_RATE_PER_SECOND: FamilySpec = FamilySpec {
-    name: "llmprobe_target_rate_per_second",
-    help: "Configured arrival rate in probes per second",
-};
-pub const SLO_THRESHOLD_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_slo_threshold_seconds",
-    help: "Configured SLO threshold",
-};
-pub const SLO_OBJECTIVE_RATIO: FamilySpec = FamilySpec {
-    name: "llmprobe_slo_objective_ratio",
-    help: "Configured goodput objective",
-};
-pub const TARGET_INFO: FamilySpec = FamilySpec {
-    name: "llmprobe_target_info",
-    help: "Model and engine discovered on the target; a change marks a release",
-};
-pub const BUILD_INFO: FamilySpec = FamilySpec {
-    name: "llmprobe_build_info",
-    help: "llmprobe build",
-};
+pub const TOKENS_PER_FRAME: FamilySpec =
+    FamilySpec { name: "llmprobe_tokens_per_frame", help: "Output tokens per text-bearing frame (per frame where the API says, else the probe's mean)" };
+pub const MULTI_TOKEN_FRAMES_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_multi_token_frames_total", help: "Text-bearing frames that carried more than one token (ITL is per frame)" };
+pub const STREAM_BUFFERED_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_stream_buffered_total", help: "Successful streams whose text arrived in one burst at the end (fake streaming)" };
+pub const SERVER_TIME_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_server_time_seconds", help: "Time the server reported for a phase of the request (queue, prefill, decode, total, load)" };
+pub const SCHEDULE_LAG_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_schedule_lag_seconds", help: "Delay from a probe's scheduled time to its send time (prober health)" };
+pub const IN_FLIGHT_REQUESTS: FamilySpec = FamilySpec { name: "llmprobe_in_flight_requests", help: "Probes currently in flight" };
+pub const TARGET_RATE_PER_SECOND: FamilySpec = FamilySpec { name: "llmprobe_target_rate_per_second", help: "Configured arrival rate in probes per second" };
+pub const SLO_THRESHOLD_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_slo_threshold_seconds", help: "Configured SLO threshold" };
+pub const SLO_OBJECTIVE_RATIO: FamilySpec = FamilySpec { name: "llmprobe_slo_objective_ratio", help: "Configured goodput objective" };
+pub const TARGET_INFO: FamilySpec = FamilySpec { name: "llmprobe_target_info", help: "Model and engine discovered on the target; a change marks a release" };
+pub const BUILD_INFO: FamilySpec = FamilySpec { name: "llmprobe_build_info", help: "llmprobe build" };
 pub const PROMPT_TOKEN_ERROR_RATIO: FamilySpec = FamilySpec {
     name: "llmprobe_prompt_token_error_ratio",
     help: "Signed relative error of server-counted prompt tokens vs requested, (usage - requested) / requested",
 };
-pub const WORKLOAD_INFO: FamilySpec = FamilySpec {
-    name: "llmprobe_workload_info",
-    help: "SHA-256 of the whole workload spec and of each scenario's",
-};
-pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec = FamilySpec {
-    name: "llmprobe_config_last_reload_successful",
-    help: "Whether the last configuration (re)load succeeded",
-};
+pub const WORKLOAD_INFO: FamilySpec = FamilySpec { name: "llmprobe_workload_info", help: "SHA-256 of the whole workload spec and of each scenario's" };
+pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec =
+    FamilySpec { name: "llmprobe_config_last_reload_successful", help: "Whether the last configuration (re)load succeeded" };
 pub const TARGET_INFO_CHANGE_TIMESTAMP_SECONDS: FamilySpec = FamilySpec {
     name: "llmprobe_target_info_change_timestamp_seconds",
     help: "Unix time the target's model or engine version last changed (a release marker)",
 };
-pub const SOURCE_UP: FamilySpec = FamilySpec {
-    name: "llmprobe_source_up",
-    help: "Whether the last scrape of a telemetry source succeeded",
-};
-pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec = FamilySpec {
-    name: "llmprobe_source_scrape_duration_seconds",
-    help: "Duration of the last scrape of a telemetry source",
-};
+pub const SOURCE_UP: FamilySpec = FamilySpec { name: "llmprobe_source_up", help: "Whether the last scrape of a telemetry source succeeded" };
+pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_source_scrape_duration_seconds", help: "Duration of the last scrape of a telemetry source" };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
 pub const ALL_FAMILIES: [FamilySpec; 28] = [
@@ -176,32 +115,20 @@ pub const ALL_FAMILIES: [FamilySpec; 28] = [
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
 
-pub const TTFT_BUCKETS: [f64; 23] = [
-    0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0,
-    5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-];
+pub const TTFT_BUCKETS: [f64; 23] =
+    [0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
 /// Shared by TPOT and ITL.
-pub const TPOT_BUCKETS: [f64; 19] = [
-    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-    0.5, 0.75, 1.0, 2.5,
-];
-pub const E2E_BUCKETS: [f64; 20] = [
-    0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
-    120.0, 240.0, 480.0,
-];
+pub const TPOT_BUCKETS: [f64; 19] = [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5];
+pub const E2E_BUCKETS: [f64; 20] = [0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 240.0, 480.0];
 /// Tokens per frame: 1 is plain token-by-token streaming; more is speculative decoding or
 /// server-side batching of frames.
 pub const TOKENS_PER_FRAME_BUCKETS: [f64; 10] = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0];
 /// The server phases in `llmprobe_server_time_seconds{phase}`.
 pub const SERVER_PHASES: [&str; 5] = ["queue", "prefill", "decode", "total", "load"];
-pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
-];
+pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
 
 /// Signed ratio buckets, symmetric around 0: ±0.5%, ±1%, ±2% (the accuracy target), ±5%, ±10%, ±25%.
-pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [
-    -0.25, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
-];
+pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [-0.25, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25];
 
 // ---- Build identity ------------------------------------------------------------------------------
 
@@ -301,35 +228,19 @@ struct BuildLabels {
 
 impl TsLabels {
     fn new(target: &str, scenario: &str) -> Self {
-        TsLabels {
-            target: target.to_owned(),
-            scenario: scenario.to_owned(),
-        }
+        TsLabels { target: target.to_owned(), scenario: scenario.to_owned() }
     }
 
     fn request(&self, outcome: &'static str, error: &'static str) -> RequestLabels {
-        RequestLabels {
-            target: self.target.clone(),
-            scenario: self.scenario.clone(),
-            outcome,
-            error,
-        }
+        RequestLabels { target: self.target.clone(), scenario: self.scenario.clone(), outcome, error }
     }
 
     fn phase(&self, phase: &'static str) -> PhaseLabels {
-        PhaseLabels {
-            target: self.target.clone(),
-            scenario: self.scenario.clone(),
-            phase,
-        }
+        PhaseLabels { target: self.target.clone(), scenario: self.scenario.clone(), phase }
     }
 
     fn slo(&self, slo: &'static str) -> SloLabels {
-        SloLabels {
-            target: self.target.clone(),
-            scenario: self.scenario.clone(),
-            slo,
-        }
+        SloLabels { target: self.target.clone(), scenario: self.scenario.clone(), slo }
     }
 }
 
@@ -343,9 +254,7 @@ fn outcome_labels(class: Option<ErrorClass>) -> (&'static str, &'static str) {
 
 /// The `slo` label values with their configured thresholds, only those that are set.
 fn configured_slos(slo: &Slo) -> impl Iterator<Item = (&'static str, f64)> + '_ {
-    [("ttft", slo.ttft), ("tpot", slo.tpot), ("e2e", slo.e2e)]
-        .into_iter()
-        .filter_map(|(name, limit)| limit.map(|l| (name, l.as_secs_f64())))
+    [("ttft", slo.ttft), ("tpot", slo.tpot), ("e2e", slo.e2e)].into_iter().filter_map(|(name, limit)| limit.map(|l| (name, l.as_secs_f64())))
 }
 
 // ---- Families ------------------------------------------------------------------------------------
@@ -455,10 +364,7 @@ impl Metrics {
         }
         metrics.precreate(config);
         metrics.set_config_gauges(config);
-        let build = BuildLabels {
-            version: BUILD_VERSION,
-            revision: BUILD_REVISION,
-        };
+        let build = BuildLabels { version: BUILD_VERSION, revision: BUILD_REVISION };
         metrics.build_info.get_or_create(&build).set(1);
         metrics.reload_ok.set(1);
         metrics
@@ -534,9 +440,7 @@ impl Metrics {
     /// Creates at zero every series that can occur, so rates and ratios exist before the first event.
     fn precreate(&self, config: &Config) {
         for target in &config.targets {
-            let t = TargetLabels {
-                target: target.name.clone(),
-            };
+            let t = TargetLabels { target: target.name.clone() };
             touch(&self.schedule_lag, &t);
             touch(&self.in_flight, &t);
             for scenario in &config.scenarios {
@@ -562,14 +466,7 @@ impl Metrics {
         for (name, _) in configured_slos(slo) {
             touch(&self.slo_violations, &ts.slo(name));
         }
-        for family in [
-            &self.goodput,
-            &self.input_tokens,
-            &self.output_tokens,
-            &self.token_fallback,
-            &self.multi_token_frames,
-            &self.stream_buffered,
-        ] {
+        for family in [&self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback, &self.multi_token_frames, &self.stream_buffered] {
             touch(family, ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -588,9 +485,7 @@ impl Metrics {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 self.target_rate.get_or_create(&ts).set(scenario.rate);
-                self.slo_objective
-                    .get_or_create(&ts)
-                    .set(config.slo.objective);
+                self.slo_objective.get_or_create(&ts).set(config.slo.objective);
                 for (name, seconds) in configured_slos(&config.slo) {
                     self.slo_threshold.get_or_create(&ts.slo(name)).set(seconds);
                 }
@@ -599,25 +494,14 @@ impl Metrics {
     }
 
     pub fn set_in_flight(&self, target: &str, n: i64) {
-        self.in_flight
-            .get_or_create(&TargetLabels {
-                target: target.to_owned(),
-            })
-            .set(n);
+        self.in_flight.get_or_create(&TargetLabels { target: target.to_owned() }).set(n);
     }
 
     /// Sets `llmprobe_target_info` for a target, removing its previous label set if it differs.
     pub fn set_target_info(&self, target: &str, model: &str, engine: &str, engine_version: &str) {
-        let labels = TargetInfoLabels {
-            target: target.to_owned(),
-            model: model.to_owned(),
-            engine: engine.to_owned(),
-            engine_version: engine_version.to_owned(),
-        };
-        let mut current = self
-            .target_info_current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let labels =
+            TargetInfoLabels { target: target.to_owned(), model: model.to_owned(), engine: engine.to_owned(), engine_version: engine_version.to_owned() };
+        let mut current = self.target_info_current.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = current.insert(target.to_owned(), labels.clone()) {
             if old != labels {
                 self.target_info.remove(&old);
@@ -669,11 +553,7 @@ impl Metrics {
         if s.goodput {
             self.goodput.get_or_create(ts).inc();
         }
-        let missed = [
-            ("ttft", s.slo_missed.ttft),
-            ("tpot", s.slo_missed.tpot),
-            ("e2e", s.slo_missed.e2e),
-        ];
+        let missed = [("ttft", s.slo_missed.ttft), ("tpot", s.slo_missed.tpot), ("e2e", s.slo_missed.e2e)];
         for (name, _) in missed.into_iter().filter(|(_, m)| *m) {
             self.slo_violations.get_or_create(&ts.slo(name)).inc();
         }
@@ -723,23 +603,16 @@ impl Sink for Metrics {
         let ts = TsLabels::new(&outcome.target, &outcome.scenario);
         let class = outcome.error_class();
         let (outcome_label, error_label) = outcome_labels(class);
-        self.requests
-            .get_or_create(&ts.request(outcome_label, error_label))
-            .inc();
+        self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
         // A dropped probe was never sent, so it has no send time to lag.
         if class != Some(ErrorClass::InFlightCap) {
             let lag = outcome.timeline.schedule_lag().as_secs_f64();
-            let target = TargetLabels {
-                target: ts.target.clone(),
-            };
+            let target = TargetLabels { target: ts.target.clone() };
             self.schedule_lag.get_or_create(&target).observe(lag);
         }
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
             // Only a sampled trace is exported, so only it is worth linking to.
-            let exemplar = outcome
-                .trace
-                .filter(|ids| self.exemplars && ids.sampled)
-                .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
+            let exemplar = outcome.trace.filter(|ids| self.exemplars && ids.sampled).map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
             self.record_sample(&ts, s, exemplar.as_ref());
             self.record_server_time(&ts, outcome);
         }

@@ -65,11 +65,7 @@ impl Summary {
 
     /// As `new`, with an explicit start (the rate's denominator until a full window has passed).
     pub fn starting_at(window: Duration, started: Instant) -> Self {
-        Summary {
-            window,
-            started,
-            entries: Mutex::new(VecDeque::new()),
-        }
+        Summary { window, started, entries: Mutex::new(VecDeque::new()) }
     }
 
     /// The one-line summary as of now.
@@ -84,11 +80,7 @@ impl Summary {
     /// Statistics over probes that ended within the window before `now`.
     pub fn stats_at(&self, now: Instant) -> SummaryStats {
         let entries = self.lock();
-        let in_window: Vec<Entry> = entries
-            .iter()
-            .filter(|e| now.saturating_duration_since(e.end) <= self.window)
-            .copied()
-            .collect();
+        let in_window: Vec<Entry> = entries.iter().filter(|e| now.saturating_duration_since(e.end) <= self.window).copied().collect();
         drop(entries);
         let span = self.window.min(now.saturating_duration_since(self.started));
         compute(&in_window, span)
@@ -117,11 +109,7 @@ fn compute(entries: &[Entry], span: Duration) -> SummaryStats {
     }
     SummaryStats {
         scheduled,
-        rate: if span.is_zero() {
-            0.0
-        } else {
-            sent as f64 / span.as_secs_f64()
-        },
+        rate: if span.is_zero() { 0.0 } else { sent as f64 / span.as_secs_f64() },
         succeeded,
         success_ratio: ratio(succeeded),
         goodput_ratio: ratio(goodput),
@@ -135,8 +123,7 @@ fn compute(entries: &[Entry], span: Duration) -> SummaryStats {
 /// e.g. `rate 4.9/s | ok 147/150 (98.0%) | goodput 95.3% | ttft p50 123ms p95 340ms | tpot p50 21.0ms | errors: timeout_ttft=2 http_5xx=1`
 pub fn format_line(s: &SummaryStats) -> String {
     let pct = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{:.1}%", r * 100.0));
-    let dur =
-        |v: Option<f64>, decimals: usize| v.map_or("-".to_owned(), |v| format!("{v:.decimals$}ms"));
+    let dur = |v: Option<f64>, decimals: usize| v.map_or("-".to_owned(), |v| format!("{v:.decimals$}ms"));
     let mut line = format!(
         "rate {:.1}/s | ok {}/{} ({}) | goodput {} | ttft p50 {} p95 {} | tpot p50 {} | errors:",
         s.rate,
@@ -172,11 +159,7 @@ impl Sink for Summary {
         };
         let mut entries = self.lock();
         // Entries arrive roughly in end order: trim the front by the newest end seen.
-        while entries
-            .front()
-            .is_some_and(|f| entry.end.saturating_duration_since(f.end) > self.window)
-            || entries.len() >= MAX_ENTRIES
-        {
+        while entries.front().is_some_and(|f| entry.end.saturating_duration_since(f.end) > self.window) || entries.len() >= MAX_ENTRIES {
             entries.pop_front();
         }
         entries.push_back(entry);

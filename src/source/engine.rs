@@ -85,11 +85,7 @@ pub fn read(kind: EngineKind, page: &Page, previous: &mut Option<PrefixCounters>
                 ..Reading::default()
             }
         }
-        EngineKind::Tgi => Reading {
-            requests_running: page.sum("tgi_batch_current_size"),
-            requests_waiting: page.sum("tgi_queue_size"),
-            ..Reading::default()
-        },
+        EngineKind::Tgi => Reading { requests_running: page.sum("tgi_batch_current_size"), requests_waiting: page.sum("tgi_queue_size"), ..Reading::default() },
     }
 }
 

@@ -68,10 +68,5 @@ fn read(nvml: &Nvml, filter: &GpuFilter) -> Result<Reading, String> {
     if n == 0 {
         return Err(format!("none of the {count} GPUs matched the filter"));
     }
-    Ok(Reading {
-        gpu_utilization: Some(util / f64::from(n)),
-        gpu_memory_used_bytes: Some(used),
-        gpu_power_watts: Some(power),
-        ..Reading::default()
-    })
+    Ok(Reading { gpu_utilization: Some(util / f64::from(n)), gpu_memory_used_bytes: Some(used), gpu_power_watts: Some(power), ..Reading::default() })
 }

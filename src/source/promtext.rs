@@ -104,8 +104,7 @@ fn parse_line(line: &str) -> Option<Sample> {
 
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
 /// Go-style float text plus the spellings both formats allow for the special values.

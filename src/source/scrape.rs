@@ -9,7 +9,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::engine::{self, EngineKind, PrefixCounters};
-use super::{dcgm, promtext, Reading, SnapshotCache, Source, SourceKind, SourceSpec};
+use super::{Reading, SnapshotCache, Source, SourceKind, SourceSpec, dcgm, promtext};
 use crate::sink::prometheus::Metrics;
 
 /// A page larger than this is refused (a misconfigured URL must not eat memory).

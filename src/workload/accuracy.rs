@@ -88,13 +88,25 @@ pub async fn check(target: Target, lengths: &[u32], output: u32, probes: usize, 
 /// A table of the figures.
 pub fn render(report: &Report) -> String {
     let mut out = format!("calibration: {}\n", report.calibration);
-    let _ = writeln!(out, "| requested | server prompt tokens (first {} = warm-up) | max error after warm-up | output requested | output tokens | ok |", report.warmup);
+    let _ = writeln!(
+        out,
+        "| requested | server prompt tokens (first {} = warm-up) | max error after warm-up | output requested | output tokens | ok |",
+        report.warmup
+    );
     let _ = writeln!(out, "|---:|---|---:|---:|---|---|");
     for r in &report.rows {
         let err = r.max_abs_error(report.warmup).map_or("-".into(), |e| format!("{e} ({:.2}%)", 100.0 * e as f64 / r.requested as f64));
         let outputs_ok = r.output_tokens.iter().all(|&o| o == r.output_requested as u64);
         let ok = r.within_tolerance(report.warmup) && outputs_ok && r.failures.is_empty();
-        let _ = writeln!(out, "| {} | {:?} | {err} | {} | {:?} | {} |", r.requested, r.prompt_tokens, r.output_requested, r.output_tokens, if ok { "yes" } else { "NO" });
+        let _ = writeln!(
+            out,
+            "| {} | {:?} | {err} | {} | {:?} | {} |",
+            r.requested,
+            r.prompt_tokens,
+            r.output_requested,
+            r.output_tokens,
+            if ok { "yes" } else { "NO" }
+        );
         for f in &r.failures {
             let _ = writeln!(out, "  failure: {f}");
         }

@@ -196,19 +196,14 @@ async fn tokenize(target: &TargetRuntime, model: &str, chat: bool, text: &str) -
     };
     match post_count(target, &vllm).await {
         Ok(n) => Ok(n),
-        Err(first) => post_count(target, &json!({"content": text, "add_special": true}))
-            .await
-            .map_err(|_| first),
+        Err(first) => post_count(target, &json!({"content": text, "add_special": true})).await.map_err(|_| first),
     }
 }
 
 async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<u32, String> {
     let timeout = target.config.timeouts.connect + Duration::from_secs(10);
-    let send = target
-        .request(reqwest::Method::POST, "/tokenize")
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(body).expect("JSON body"))
-        .send();
+    let send =
+        target.request(reqwest::Method::POST, "/tokenize").header("content-type", "application/json").body(serde_json::to_vec(body).expect("JSON body")).send();
     let resp = tokio::time::timeout(timeout, send)
         .await
         .map_err(|_| "POST /tokenize timed out".to_owned())?
@@ -222,10 +217,7 @@ async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<
         .map_err(|_| "POST /tokenize body timed out".to_owned())?
         .map_err(|e| format!("POST /tokenize: {e}"))?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("POST /tokenize: {e}"))?;
-    let count = value
-        .get("count")
-        .and_then(serde_json::Value::as_u64)
-        .or_else(|| value.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64));
+    let count = value.get("count").and_then(serde_json::Value::as_u64).or_else(|| value.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64));
     count.map(|n| n as u32).ok_or_else(|| "POST /tokenize: no count or tokens in the answer".to_owned())
 }
 

@@ -38,9 +38,7 @@ impl LengthSpec {
             LengthSpec::Fixed(n) => Some(*n),
             LengthSpec::Uniform { min, .. } | LengthSpec::Normal { min, .. } | LengthSpec::LogNormal { min, .. } => Some(*min),
             LengthSpec::Empirical { bins } => bins.iter().map(|b| b.0).min(),
-            LengthSpec::Mixture { components, min, .. } => {
-                components.iter().filter_map(|c| c.1.min_value()).min().map(|m| m.max(*min))
-            }
+            LengthSpec::Mixture { components, min, .. } => components.iter().filter_map(|c| c.1.min_value()).min().map(|m| m.max(*min)),
         }
     }
 
@@ -56,8 +54,7 @@ impl LengthSpec {
             LengthSpec::Empirical { bins } => format!("empirical({} values)", bins.len()),
             LengthSpec::Mixture { components, .. } => {
                 let total: f64 = components.iter().map(|c| c.0).sum();
-                let parts: Vec<String> =
-                    components.iter().map(|(w, d)| format!("{:.0}% {}", 100.0 * w / total, d.describe())).collect();
+                let parts: Vec<String> = components.iter().map(|(w, d)| format!("{:.0}% {}", 100.0 * w / total, d.describe())).collect();
                 format!("mix[{}]", parts.join(" | "))
             }
         }

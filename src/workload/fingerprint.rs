@@ -24,8 +24,7 @@ fn canonical(s: &Scenario) -> String {
 }
 
 pub fn fingerprint(config: &Config) -> WorkloadHash {
-    let scenarios: Vec<(String, String)> =
-        config.scenarios.iter().map(|s| (s.name.clone(), sha256_hex(canonical(s).as_bytes()))).collect();
+    let scenarios: Vec<(String, String)> = config.scenarios.iter().map(|s| (s.name.clone(), sha256_hex(canonical(s).as_bytes()))).collect();
     let joined: String = scenarios.iter().map(|(n, h)| format!("{n}={h}\n")).collect();
     WorkloadHash { total: sha256_hex(joined.as_bytes()), scenarios }
 }

@@ -51,9 +51,7 @@ pub fn summarize(spec: &LengthSpec, seed: u64) -> LengthSummary {
 
 pub fn sparkline(bins: &[usize]) -> String {
     let top = bins.iter().copied().max().unwrap_or(0).max(1);
-    bins.iter()
-        .map(|&n| if n == 0 { ' ' } else { SPARK[((n * (SPARK.len() - 1)) as f64 / top as f64).round() as usize] })
-        .collect()
+    bins.iter().map(|&n| if n == 0 { ' ' } else { SPARK[((n * (SPARK.len() - 1)) as f64 / top as f64).round() as usize] }).collect()
 }
 
 fn arrival(a: &ArrivalSpec) -> String {
@@ -73,11 +71,8 @@ fn lengths(s: &Scenario) -> (Option<LengthSummary>, LengthSummary) {
     let input = s.dataset.is_none().then(|| summarize(&s.input_tokens, 1));
     let output = match &s.dataset {
         Some(d) => {
-            let values: Vec<(u32, f64)> = d
-                .entries
-                .iter()
-                .map(|e| (e.output_tokens.unwrap_or_else(|| s.output_tokens.sample(&mut StdRng::seed_from_u64(2))), 1.0))
-                .collect();
+            let values: Vec<(u32, f64)> =
+                d.entries.iter().map(|e| (e.output_tokens.unwrap_or_else(|| s.output_tokens.sample(&mut StdRng::seed_from_u64(2))), 1.0)).collect();
             summarize(&LengthSpec::Empirical { bins: values }, 2)
         }
         None => summarize(&s.output_tokens, 2),
@@ -88,7 +83,13 @@ fn lengths(s: &Scenario) -> (Option<LengthSummary>, LengthSummary) {
 fn row(label: &str, s: &LengthSummary) -> String {
     format!(
         "    {label:<7} mean {:>8.1}  p50 {:>7}  p90 {:>7}  p99 {:>7}  range {}..{}\n            {}\n",
-        s.mean, s.p50, s.p90, s.p99, s.min, s.max, sparkline(&s.bins)
+        s.mean,
+        s.p50,
+        s.p90,
+        s.p99,
+        s.min,
+        s.max,
+        sparkline(&s.bins)
     )
 }
 

@@ -8,9 +8,8 @@
 //! would not: many tokenizers split digits one by one).
 
 const WORDS: [&str; 32] = [
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
-    "had", "they", "you", "were", "their",
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at",
+    "which", "but", "have", "an", "had", "they", "you", "were", "their",
 ];
 
 /// Words that spell a 64-bit nonce, 5 bits each.

@@ -14,12 +14,7 @@ pub fn ms(n: u64) -> Duration {
 }
 
 pub fn slo() -> Slo {
-    Slo {
-        ttft: Some(ms(500)),
-        tpot: Some(ms(50)),
-        e2e: None,
-        objective: 0.99,
-    }
+    Slo { ttft: Some(ms(500)), tpot: Some(ms(50)), e2e: None, objective: 0.99 }
 }
 
 pub fn target(name: &str) -> Target {
@@ -30,12 +25,7 @@ pub fn target(name: &str) -> Target {
         model: None,
         api_key: None,
         headers: Vec::new(),
-        timeouts: Timeouts {
-            connect: ms(1000),
-            ttft: ms(5000),
-            idle: ms(5000),
-            total: ms(60_000),
-        },
+        timeouts: Timeouts { connect: ms(1000), ttft: ms(5000), idle: ms(5000), total: ms(60_000) },
         ignore_eos: true,
         stream: true,
         max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
@@ -52,12 +42,7 @@ pub fn scenario(name: &str, rate: f64) -> Scenario {
 pub fn config() -> Config {
     Config {
         listen: "127.0.0.1:9090".parse().unwrap(),
-        probe: ProbeSettings {
-            seed: Some(1),
-            max_in_flight: 8,
-            shutdown_grace: ms(1000),
-            discovery_interval: ms(60_000),
-        },
+        probe: ProbeSettings { seed: Some(1), max_in_flight: 8, shutdown_grace: ms(1000), discovery_interval: ms(60_000) },
         targets: vec![target("local")],
         scenarios: vec![scenario("chat", 2.0)],
         slo: slo(),
@@ -71,15 +56,7 @@ pub fn config() -> Config {
 /// A probe intended at `t0`, sent `lag_us` later, with text frames at the given ms after send.
 pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u64) -> Outcome {
     let sent = t0 + Duration::from_micros(lag_us);
-    let text_frames = frames_ms
-        .iter()
-        .map(|&f| TextFrame {
-            at: sent + ms(f),
-            content_bytes: 4,
-            reasoning_bytes: 0,
-            tokens: None,
-        })
-        .collect();
+    let text_frames = frames_ms.iter().map(|&f| TextFrame { at: sent + ms(f), content_bytes: 4, reasoning_bytes: 0, tokens: None }).collect();
     Outcome {
         target: Arc::from("local"),
         scenario: Arc::from("chat"),
@@ -91,13 +68,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         model: Arc::from("m"),
         requested_input_tokens: 128,
         requested_output_tokens: 4,
-        timeline: Timeline {
-            intended: t0,
-            sent,
-            first_byte: Some(sent + ms(1)),
-            text_frames,
-            end: sent + ms(end_ms),
-        },
+        timeline: Timeline { intended: t0, sent, first_byte: Some(sent + ms(1)), text_frames, end: sent + ms(end_ms) },
         http_status: Some(200),
         usage: None,
         api_counter: None,
@@ -111,10 +82,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
 }
 
 pub fn with_usage(mut o: Outcome, prompt: u64, completion: u64) -> Outcome {
-    o.usage = Some(Usage {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-    });
+    o.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: completion });
     o
 }
 
@@ -125,11 +93,7 @@ pub fn failed(mut o: Outcome, class: ErrorClass, detail: &str) -> Outcome {
 
 /// A dropped probe: never sent (`sent == intended`), no status.
 pub fn dropped(t0: Instant, seq: u64) -> Outcome {
-    let mut o = failed(
-        outcome(t0, seq, 0, &[], 0),
-        ErrorClass::InFlightCap,
-        "in-flight cap reached",
-    );
+    let mut o = failed(outcome(t0, seq, 0, &[], 0), ErrorClass::InFlightCap, "in-flight cap reached");
     o.http_status = None;
     o.timeline.first_byte = None;
     o
@@ -140,11 +104,7 @@ pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
     vec![
         with_usage(outcome(t0, 0, 2000, &[100, 120, 150], 160), 128, 4),
         outcome(t0 + ms(500), 1, 500, &[700, 800], 850),
-        failed(
-            outcome(t0 + ms(1000), 2, 1000, &[], 5000),
-            ErrorClass::TimeoutTtft,
-            "no token within 5s",
-        ),
+        failed(outcome(t0 + ms(1000), 2, 1000, &[], 5000), ErrorClass::TimeoutTtft, "no token within 5s"),
         dropped(t0 + ms(1500), 3),
     ]
 }
@@ -152,13 +112,7 @@ pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
 /// An Ollama-style success: 8 tokens from the API's counter in 4 frames, server phase times.
 pub fn with_server_report(mut o: Outcome) -> Outcome {
     o.api_counter = Some(Usage { prompt_tokens: 20, completion_tokens: 8 });
-    o.server_timing = llmprobe::protocol::ServerTiming {
-        prefill: Some(ms(40)),
-        decode: Some(ms(35)),
-        total: Some(ms(80)),
-        load: Some(ms(2)),
-        queue: None,
-    };
+    o.server_timing = llmprobe::protocol::ServerTiming { prefill: Some(ms(40)), decode: Some(ms(35)), total: Some(ms(80)), load: Some(ms(2)), queue: None };
     o
 }
 
