@@ -11,6 +11,10 @@ export PATH="$PWD/.tools/bin:$PATH"
 # Debug info is not needed to run tests and doubles link time on small machines.
 export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 
+echo "== cargo fmt --check and clippy (warnings are errors)"
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+
 echo "== cargo build (binary used by the demo check)"
 cargo build --locked --bin llmprobe
 

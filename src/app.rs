@@ -3,7 +3,6 @@
 //! rest as `cancelled`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::arrival::{self, stream_seed};
 use crate::config::Config;
+use crate::health::{Health, spawn_supervised};
 use crate::recorder::{self, Accounting};
 use crate::scheduler::{self, RunContext, Stream};
 use crate::server::{self, ServerState};
@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub summary_every: Option<Duration>,
     /// Where `POST /-/reload` sends reload requests (the run was started from a config file).
     pub reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    /// `--web.enable-lifecycle`: serve `POST /-/reload` (off by default, as in Prometheus).
+    pub lifecycle: bool,
 }
 
 /// What a finished run leaves behind (tests read it).
@@ -48,6 +50,7 @@ pub struct Running {
     pub metrics_addr: std::net::SocketAddr,
     pub metrics: Arc<Metrics>,
     pub accounting: Arc<Accounting>,
+    pub health: Arc<Health>,
     handle: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
@@ -59,27 +62,140 @@ impl Running {
     }
 }
 
-/// Starts the prober; it runs until `shutdown` is cancelled.
+/// Starts the prober with one config (no reload); it runs until `shutdown` is cancelled.
 pub async fn start(config: Config, options: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Running> {
-    let targets = config.targets.iter().map(|t| TargetRuntime::new(t.clone()).map(Arc::new)).collect::<anyhow::Result<Vec<_>>>()?;
-    let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding the metrics address {}", config.listen))?;
-    let metrics_addr = listener.local_addr()?;
-    let metrics = Arc::new(Metrics::new(&config));
-    let history = Arc::new(History::default());
-    let summary = Arc::new(Summary::default());
-    let ready = Arc::new(AtomicBool::new(false));
+    let listener = bind(config.listen).await?;
+    let station = Station::start(&config, listener, &options)?;
+    let prepared = prepare(&config).await?;
+    let generation = launch(config, prepared, &station, &options, shutdown.clone())?;
+    let (metrics_addr, metrics, health, accounting) = (station.addr, station.metrics.clone(), station.health.clone(), generation.accounting.clone());
+    let handle = tokio::spawn(async move {
+        shutdown.cancelled().await;
+        generation.finish().await?;
+        station.stop().await
+    });
+    Ok(Running { metrics_addr, metrics, accounting, health, handle })
+}
 
-    let server_state = ServerState { metrics: metrics.clone(), history: history.clone(), ready: ready.clone(), reload: options.reload.clone() };
-    let server_stop = CancellationToken::new();
-    let server_task = tokio::spawn(server::serve(listener, server_state, server_stop.clone()));
-    tracing::info!("serving /metrics on http://{metrics_addr}/metrics");
+/// What outlives a config generation: the metrics registry (so series that a reload keeps go
+/// on counting), the probe history, the health of the components, and the HTTP server.
+struct Station {
+    metrics: Arc<Metrics>,
+    history: Arc<History>,
+    summary: Arc<Summary>,
+    health: Arc<Health>,
+    addr: std::net::SocketAddr,
+    server_stop: CancellationToken,
+    server_task: tokio::task::JoinHandle<std::io::Result<()>>,
+    reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    lifecycle: bool,
+}
 
-    let telemetry = start_telemetry(&config, metrics.clone(), shutdown.clone()).await?;
-    let mut sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), history, summary.clone()];
-    if let Some(otlp) = &telemetry.otlp {
-        sinks.push(otlp.clone());
+async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("binding the metrics address {addr}"))
+}
+
+impl Station {
+    fn start(config: &Config, listener: TcpListener, options: &RunOptions) -> anyhow::Result<Station> {
+        let metrics = Arc::new(Metrics::new(config));
+        let health = Arc::new(Health::new(metrics.clone()));
+        let mut station = Station {
+            metrics,
+            history: Arc::new(History::default()),
+            summary: Arc::new(Summary::default()),
+            health,
+            addr: listener.local_addr()?,
+            server_stop: CancellationToken::new(),
+            server_task: tokio::spawn(async { Ok(()) }),
+            reload: options.reload.clone(),
+            lifecycle: options.lifecycle,
+        };
+        station.serve_on(listener)?;
+        Ok(station)
     }
-    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo.clone());
+
+    /// Serves the HTTP surface on `listener` (the previous server, if any, stops).
+    fn serve_on(&mut self, listener: TcpListener) -> anyhow::Result<()> {
+        self.server_stop.cancel();
+        self.addr = listener.local_addr()?;
+        let state = ServerState {
+            metrics: self.metrics.clone(),
+            history: self.history.clone(),
+            health: self.health.clone(),
+            reload: self.reload.clone(),
+            lifecycle: self.lifecycle,
+        };
+        self.server_stop = CancellationToken::new();
+        self.server_task = tokio::spawn(server::serve(listener, state, self.server_stop.clone()));
+        tracing::info!("serving /metrics on http://{}/metrics", self.addr);
+        Ok(())
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        self.server_stop.cancel();
+        self.server_task.await.context("server task")?.context("metrics server")
+    }
+}
+
+/// Everything about a generation that can fail, done while the running one goes on: API keys
+/// and header files read, TLS material loaded, trace export started.
+struct Prepared {
+    targets: Vec<Arc<TargetRuntime>>,
+    otlp: Option<(Arc<OtlpSink>, f64)>,
+}
+
+async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
+    let targets = config.targets.iter().map(|t| TargetRuntime::new(t.clone()).map(Arc::new)).collect::<anyhow::Result<Vec<_>>>()?;
+    let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
+        None => None,
+        Some(settings) => {
+            for note in &settings.notes {
+                tracing::warn!("tracing: {note}");
+            }
+            let cfg = config.clone();
+            let s = settings.clone();
+            // The snapshot cache is filled by this generation's sources (see `launch`).
+            let sink =
+                tokio::task::spawn_blocking(move || OtlpSink::start(&cfg, &s, Arc::new(SnapshotCache::default()))).await.context("starting trace export")??;
+            tracing::info!(protocol = ?settings.protocol, ratio = settings.sample_ratio, "exporting OTLP traces");
+            Some((Arc::new(sink), settings.sample_ratio))
+        }
+    };
+    Ok(Prepared { targets, otlp })
+}
+
+/// One config's probing: schedules, recorder, discovery, calibration and telemetry.
+struct Generation {
+    accounting: Arc<Accounting>,
+    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+    stop: CancellationToken,
+}
+
+impl Generation {
+    /// Waits for the generation to end (its stop token is cancelled by the caller or a parent).
+    async fn finish(self) -> anyhow::Result<()> {
+        self.handle.await.context("prober task panicked")?
+    }
+}
+
+/// Starts probing with `config` on the station; it runs until `shutdown` is cancelled.
+fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOptions, shutdown: CancellationToken) -> anyhow::Result<Generation> {
+    let Prepared { targets, otlp } = prepared;
+    let metrics = station.metrics.clone();
+    let health = station.health.clone();
+    // Tracing follows the config of the generation that runs: a reload can switch it off.
+    match &otlp {
+        Some((_, ratio)) => crate::trace::enable(*ratio),
+        None => crate::trace::disable(),
+    }
+    let otlp = otlp.map(|(sink, _)| sink);
+    let cache = otlp.as_ref().map(|o| o.snapshots()).unwrap_or_default();
+    let scrapers = start_sources(&config, cache, metrics.clone(), health.clone(), shutdown.clone())?;
+    let mut sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), station.history.clone(), station.summary.clone()];
+    if let Some(o) = &otlp {
+        sinks.push(o.clone());
+    }
+    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo.clone(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
         recorder,
@@ -95,45 +211,46 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let run_id = new_run_id();
     let workload = fingerprint(&config);
     tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
-    let mut schedules = Vec::new();
+    let mut loops = Vec::new();
     let mut streams = Vec::new();
     for target in &targets {
-        schedules.push(tokio::spawn(keep_discovering(
-            target.clone(),
-            config.probe.discovery_interval,
-            metrics.clone(),
-            telemetry.otlp.clone(),
-            shutdown.clone(),
-        )));
+        let (t, m, o, stop) = (target.clone(), metrics.clone(), otlp.clone(), shutdown.clone());
+        let every = config.probe.discovery_interval;
+        loops.push(spawn_supervised("discovery", target.name.to_string(), health.clone(), move || {
+            keep_discovering(t.clone(), every, m.clone(), o.clone(), stop.clone())
+        }));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
-        schedules.push(tokio::spawn(calibrate::run(target.clone(), calibration.clone(), shutdown.clone())));
+        let (t, c, stop) = (target.clone(), calibration.clone(), shutdown.clone());
+        loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || calibrate::run(t.clone(), c.clone(), stop.clone())));
         for scenario in &config.scenarios {
             let seed = stream_seed(run_seed, &format!("{}/{}", target.name, scenario.name));
-            let stream = Stream {
+            streams.push(Stream {
                 target: target.clone(),
                 scenario: Arc::from(scenario.name.as_str()),
                 arrival: arrival::build(&scenario.arrival, scenario.rate, seed),
                 sampler: Sampler::new(scenario.clone(), seed.rotate_left(17), calibration.clone()),
                 max_in_flight: config.probe.max_in_flight,
                 id_prefix: format!("{run_id}-{}-{}", target.name, scenario.name),
-            };
-            streams.push(stream);
+            });
         }
     }
-    let dispatcher = scheduler::spawn_dispatcher(streams, ctx.clone()).context("starting the scheduler thread")?;
-    ready.store(true, Ordering::Release);
+    let dispatcher = scheduler::spawn_dispatcher(streams, ctx.clone(), Some(health.clone())).context("starting the scheduler thread")?;
+    health.set_up("scheduler");
+    health.set_started(true);
     if let Some(every) = options.summary_every {
-        tokio::spawn(print_summaries(summary, every, shutdown.clone()));
+        tokio::spawn(print_summaries(station.summary.clone(), every, shutdown.clone()));
     }
 
     let grace = config.probe.shutdown_grace;
+    let stop = shutdown.clone();
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
-        tracing::info!("shutting down: waiting up to {grace:?} for in-flight probes");
+        tracing::info!("stopping probing: waiting up to {grace:?} for in-flight probes");
+        health.set_started(false);
         let _ = dispatcher.await;
-        for s in schedules {
-            let _ = s.await;
+        for l in loops {
+            let _ = l.await;
         }
         ctx.tracker.close();
         if tokio::time::timeout(grace, ctx.tracker.wait()).await.is_err() {
@@ -143,12 +260,16 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
         }
         drop(ctx);
         recorder_task.await.context("recorder task")?;
-        telemetry.finish().await;
-        server_stop.cancel();
-        server_task.await.context("server task")?.context("metrics server")?;
+        for s in scrapers {
+            let _ = s.await;
+        }
+        if let Some(otlp) = otlp {
+            // The exporter blocks while flushing; this task holds the last reference.
+            let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
+        }
         Ok(())
     });
-    Ok(Running { metrics_addr, metrics, accounting, handle })
+    Ok(Generation { accounting, handle, stop })
 }
 
 /// A short run id for readable probe ids: 8 hex digits, new on every start.
@@ -200,11 +321,13 @@ async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: Cancellat
 }
 
 /// Runs the prober until SIGINT/SIGTERM. With a config file, SIGHUP or `POST /-/reload` re-reads
-/// it: an invalid file is rejected with every problem logged and
-/// `llmprobe_config_last_reload_successful` set to 0 while the running config goes on; a valid
-/// one restarts probing gracefully (in-flight probes finish and are recorded first; counters
-/// restart from zero, which Prometheus treats as a reset).
-pub async fn run_until_signal(mut config: Config, file: Option<&std::path::Path>, mut options: RunOptions) -> anyhow::Result<std::process::ExitCode> {
+/// it. Everything that can fail is done first while the running config goes on: the file is
+/// validated, keys, header files and TLS material are read, trace export starts, a changed
+/// `listen` address is bound. Any failure keeps the running config, logs every problem and sets
+/// `llmprobe_config_last_reload_successful` to 0. Only then does the running generation stop
+/// (in-flight probes finish and are recorded) and the new one start; series the new config
+/// keeps go on counting. Requests that arrive while one is handled are coalesced into it.
+pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mut options: RunOptions) -> anyhow::Result<std::process::ExitCode> {
     let stop = CancellationToken::new();
     cancel_on_signals(stop.clone());
     let (reload_tx, mut reload_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -212,47 +335,71 @@ pub async fn run_until_signal(mut config: Config, file: Option<&std::path::Path>
         forward_sighup(reload_tx.clone());
         options.reload = Some(reload_tx);
     }
+    for w in &config.warnings {
+        tracing::warn!("config: {w}");
+    }
+    let mut station = Station::start(&config, bind(config.listen).await?, &options)?;
+    let prepared = prepare(&config).await?;
+    let mut generation = launch(config.clone(), prepared, &station, &options, stop.child_token())?;
+    let mut current = config;
     loop {
-        for w in &config.warnings {
-            tracing::warn!("config: {w}");
-        }
-        let generation = stop.child_token();
-        let running = start(config.clone(), options.clone(), generation.clone()).await?;
-        let next = loop {
-            tokio::select! {
-                _ = stop.cancelled() => break None,
-                Some(()) = reload_rx.recv() => {
-                    let Some(path) = file else { continue };
-                    match crate::config::load(path) {
-                        Ok(new) => break Some(new),
-                        Err(errors) => {
-                            for line in errors.to_string().lines() {
-                                tracing::error!("reload rejected, keeping the running config: {line}");
-                            }
-                            running.metrics.set_config_reload_ok(false);
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            Some(()) = reload_rx.recv() => {
+                while reload_rx.try_recv().is_ok() {}
+                let Some(path) = file else { continue };
+                let (new, prepared, listener) = match prepare_reload(path, &current).await {
+                    Ok(parts) => parts,
+                    Err(problems) => {
+                        for line in problems.lines() {
+                            tracing::error!("reload rejected, keeping the running config: {line}");
                         }
+                        station.metrics.set_config_reload_ok(false);
+                        continue;
                     }
+                };
+                for w in &new.warnings {
+                    tracing::warn!("config: {w}");
                 }
-            }
-        };
-        generation.cancel();
-        let report = running.wait().await?;
-        tracing::info!(scheduled = report.accounting.scheduled(), recorded = report.accounting.recorded(), "stopped");
-        match next {
-            None => return Ok(std::process::ExitCode::SUCCESS),
-            Some(new) => {
-                tracing::info!("config reloaded: probing restarts with it");
-                config = new;
+                generation.stop.cancel();
+                let accounting = generation.accounting.clone();
+                generation.finish().await?;
+                tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "previous config stopped");
+                station.metrics.reconfigure(&current, &new);
+                if let Some(listener) = listener {
+                    station.serve_on(listener)?;
+                }
+                generation = launch(new.clone(), prepared, &station, &options, stop.child_token())?;
+                station.metrics.set_config_reload_ok(true);
+                tracing::info!("config reloaded: probing goes on with it");
+                current = new;
             }
         }
     }
+    generation.stop.cancel();
+    let accounting = generation.accounting.clone();
+    generation.finish().await?;
+    tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "stopped");
+    station.stop().await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The fallible half of a reload: the new config, its prepared parts, and a listener when the
+/// `listen` address changed. The error is every problem, one per line.
+async fn prepare_reload(path: &std::path::Path, current: &Config) -> Result<(Config, Prepared, Option<TcpListener>), String> {
+    let new = crate::config::load(path).map_err(|errors| errors.to_string())?;
+    let prepared = prepare(&new).await.map_err(|e| format!("{e:#}"))?;
+    let listener = if new.listen != current.listen { Some(bind(new.listen).await.map_err(|e| format!("{e:#}"))?) } else { None };
+    Ok((new, prepared, listener))
 }
 
 /// Turns SIGHUP into a reload request.
 fn forward_sighup(reload: tokio::sync::mpsc::UnboundedSender<()>) {
     #[cfg(unix)]
     tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            return;
+        };
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading the config");
             if reload.send(()).is_err() {
@@ -278,46 +425,17 @@ pub fn cancel_on_signals(token: CancellationToken) {
     });
 }
 
-// ---- Telemetry: trace export and engine/GPU sources -------------------------------------------
+// ---- Engine and GPU sources ---------------------------------------------------------------------
 
-/// The telemetry parts of a run: the trace sink (when tracing is on), the snapshot cache the
-/// sources fill, and the scrape loops.
-struct Telemetry {
-    otlp: Option<Arc<OtlpSink>>,
-    scrapers: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Telemetry {
-    /// Waits for the scrape loops (stopped by the shutdown token) and flushes the trace exporter.
-    async fn finish(self) {
-        for s in self.scrapers {
-            let _ = s.await;
-        }
-        if let Some(otlp) = self.otlp {
-            // The exporter blocks while flushing; this task holds the last reference.
-            let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
-        }
-    }
-}
-
-/// Starts trace export (config `tracing:` over `OTEL_*`) and one scrape loop per `sources:` entry.
-async fn start_telemetry(config: &Config, metrics: Arc<Metrics>, stop: CancellationToken) -> anyhow::Result<Telemetry> {
-    let cache = Arc::new(SnapshotCache::default());
-    let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
-        None => None,
-        Some(settings) => {
-            for note in &settings.notes {
-                tracing::warn!("tracing: {note}");
-            }
-            let (cfg, c) = (config.clone(), cache.clone());
-            let s = settings.clone();
-            let sink = tokio::task::spawn_blocking(move || OtlpSink::start(&cfg, &s, c)).await.context("starting trace export")??;
-            crate::trace::enable(settings.sample_ratio);
-            tracing::info!(protocol = ?settings.protocol, ratio = settings.sample_ratio, "exporting OTLP traces");
-            Some(Arc::new(sink))
-        }
-    };
-    let client = reqwest::Client::builder().user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION"))).build().context("building the sources' HTTP client")?;
+/// One supervised scrape loop per `sources:` entry, filling `cache` (which the trace sink reads).
+fn start_sources(
+    config: &Config,
+    cache: Arc<SnapshotCache>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let client = crate::target::plain_client().context("building the sources' HTTP client")?;
     let mut scrapers = Vec::new();
     for spec in &config.sources {
         let mut spec = spec.clone();
@@ -326,10 +444,14 @@ async fn start_telemetry(config: &Config, metrics: Arc<Metrics>, stop: Cancellat
             spec.url = config.targets.iter().find(|t| Some(&t.name) == spec.target.as_ref()).map(|t| format!("{}/metrics", t.base_url));
         }
         cache.register(&spec.name, spec.target.as_deref(), spec.interval);
-        let source = crate::source::build(&spec, client.clone());
-        scrapers.push(tokio::spawn(crate::source::scrape::run(source, spec, cache.clone(), metrics.clone(), stop.clone())));
+        let (client, cache, metrics, stop) = (client.clone(), cache.clone(), metrics.clone(), stop.clone());
+        let name = spec.name.clone();
+        scrapers.push(spawn_supervised("source", name, health.clone(), move || {
+            let source = crate::source::build(&spec, client.clone());
+            crate::source::scrape::run(source, spec.clone(), cache.clone(), metrics.clone(), stop.clone())
+        }));
     }
-    Ok(Telemetry { otlp, scrapers })
+    Ok(scrapers)
 }
 
 /// A target's model or engine version changed: log it, keep the timestamp, and mark the trace.

@@ -37,8 +37,20 @@ impl Arrival for Poisson {
     fn next_gap(&mut self) -> Duration {
         // Inverse CDF on (0, 1]: `1 - u` never hits zero, so ln never returns -inf.
         let u: f64 = 1.0 - self.rng.random::<f64>();
-        Duration::from_secs_f64(-u.ln() / self.rate)
+        gap(-u.ln() / self.rate)
     }
+}
+
+/// The longest gap between two arrivals: beyond any rate config allows (≥ 1e-4/s), so it only
+/// guards the conversion against a degenerate draw.
+pub const MAX_GAP: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Seconds as a gap, never panicking: negative or NaN is 0, huge or infinite is `MAX_GAP`.
+fn gap(seconds: f64) -> Duration {
+    if seconds.is_nan() || seconds <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(seconds).map_or(MAX_GAP, |d| d.min(MAX_GAP))
 }
 
 /// Fixed gaps of `1 / rate` (a ticker, still open-loop).
@@ -49,7 +61,7 @@ pub struct Constant {
 impl Constant {
     pub fn new(rate_per_second: f64) -> Self {
         assert!(rate_per_second > 0.0, "rate must be positive");
-        Constant { gap: Duration::from_secs_f64(1.0 / rate_per_second) }
+        Constant { gap: gap(1.0 / rate_per_second) }
     }
 }
 
@@ -76,7 +88,7 @@ impl Gamma {
 
 impl Arrival for Gamma {
     fn next_gap(&mut self) -> Duration {
-        Duration::from_secs_f64(self.dist.sample(&mut self.rng))
+        gap(self.dist.sample(&mut self.rng))
     }
 }
 
@@ -142,7 +154,7 @@ impl Arrival for Modulated {
         let gap = (t - self.t).max(0.0);
         self.t = t;
         self.lambda = target;
-        Duration::from_secs_f64(gap)
+        self::gap(gap)
     }
 }
 

@@ -57,6 +57,10 @@ pub struct ProbeArgs {
     /// Send one probe per target and scenario, print each timeline, and exit (1 if any failed).
     #[arg(long)]
     pub once: bool,
+    /// Serve `POST /-/reload` (off by default, as in Prometheus: anyone who can reach the port
+    /// could otherwise make the prober re-read its file).
+    #[arg(long = "web.enable-lifecycle")]
+    pub web_enable_lifecycle: bool,
 }
 
 #[derive(Debug, Args)]

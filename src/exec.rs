@@ -5,12 +5,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use reqwest::Method;
+use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
+use crate::deadline::after;
 use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::framing::FrameDecoder;
-use crate::protocol::{Framing, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState};
+use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
 use crate::target::{TargetRuntime, classify_send_error, error_chain};
 use crate::workload::Draw;
 
@@ -33,8 +36,10 @@ pub struct Probe {
 /// Runs a probe to its end. `abort` (shutdown past the grace period) ends it as `cancelled`.
 pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
     let mut outcome = blank_outcome(&probe);
+    // A bug in a parser or here must cost one probe (`internal`), never the prober.
+    let guarded = AssertUnwindSafe(run(&probe, &mut outcome)).catch_unwind();
     let result = tokio::select! {
-        r = run(&probe, &mut outcome) => r,
+        r = guarded => r.unwrap_or_else(|panic| Err(Failure::new(ErrorClass::Internal, format!("internal error: {}", crate::health::panic_message(panic.as_ref()))))),
         _ = abort.cancelled() => Err(Failure::new(ErrorClass::Cancelled, "shut down before the probe finished")),
     };
     if result.is_err() {
@@ -65,7 +70,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         model: Arc::from(probe.target.config.model.as_deref().unwrap_or("")),
         requested_input_tokens: probe.draw.input_tokens,
         requested_output_tokens: probe.draw.output_tokens,
-        timeline: Timeline { intended: probe.intended, sent: now, first_byte: None, text_frames: Vec::new(), end: now },
+        timeline: Timeline::new(probe.intended, now),
         http_status: None,
         usage: None,
         api_counter: None,
@@ -114,13 +119,15 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     crate::scheduler::sleep_until_precise(probe.intended).await;
     out.timeline.sent = Instant::now();
     let sent = out.timeline.sent;
-    let total_deadline = sent + timeouts.total;
+    let total_deadline = after(sent, timeouts.total);
     // A non-streaming answer comes whole after generation: only the total limit applies.
     let (header_deadline, header_class) =
-        if stream { earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline) } else { (total_deadline, ErrorClass::TimeoutTotal) };
+        if stream { earliest(after(sent, timeouts.ttft), ErrorClass::TimeoutTtft, total_deadline) } else { (total_deadline, ErrorClass::TimeoutTotal) };
 
     let mut response = match tokio::time::timeout_at(header_deadline.into(), request.send()).await {
-        Err(_) => return Err(Failure::new(header_class, "no response headers before the deadline")),
+        Err(_) => {
+            return Err(Failure::new(header_class, "no response headers before the deadline"));
+        }
         Ok(Err(e)) => return Err(classify_send_error(&e, target)),
         Ok(Ok(r)) => r,
     };
@@ -131,7 +138,7 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
         let text = read_error_body(&mut response, total_deadline).await;
         return Err(Failure::new(ErrorClass::from_status(status.as_u16()), format!("HTTP {status}: {text}")));
     }
-    out.server_timing = protocol.header_timing(response.headers());
+    out.server_timing = protocol.header_timing(response.headers()).map_err(protocol_failure)?;
     if !stream {
         check_content_type(&response, None)?;
         return read_whole(response, protocol, total_deadline, target.config.max_response_bytes, out).await;
@@ -141,12 +148,14 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
     let mut reader = StreamReader::new(protocol.framing(), target.config.max_response_bytes);
     loop {
         let (deadline, class) = match out.timeline.first_token() {
-            None => earliest(sent + timeouts.ttft, ErrorClass::TimeoutTtft, total_deadline),
-            Some(_) => earliest(reader.last_chunk + timeouts.idle, ErrorClass::TimeoutIdle, total_deadline),
+            None => earliest(after(sent, timeouts.ttft), ErrorClass::TimeoutTtft, total_deadline),
+            Some(_) => earliest(after(reader.last_chunk, timeouts.idle), ErrorClass::TimeoutIdle, total_deadline),
         };
         let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
             Err(_) => return Err(Failure::new(class, timeout_detail(class, out))),
-            Ok(Err(e)) => return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e)))),
+            Ok(Err(e)) => {
+                return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
+            }
             Ok(Ok(None)) => break,
             Ok(Ok(Some(chunk))) => chunk,
         };
@@ -170,8 +179,12 @@ async fn read_whole(mut response: reqwest::Response, protocol: &dyn Protocol, de
     let mut body = Vec::new();
     loop {
         let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
-            Err(_) => return Err(Failure::new(ErrorClass::TimeoutTotal, "body not complete before the total deadline")),
-            Ok(Err(e)) => return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e)))),
+            Err(_) => {
+                return Err(Failure::new(ErrorClass::TimeoutTotal, "body not complete before the total deadline"));
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
+            }
             Ok(Ok(None)) => break,
             Ok(Ok(Some(chunk))) => chunk,
         };
@@ -225,6 +238,9 @@ fn protocol_failure(e: ProtocolError) -> Failure {
 /// Records one event. `usage_seen` is the completion count of the last usage report, so that
 /// per-chunk usage (vLLM `continuous_usage_stats`) yields the tokens of each frame.
 fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: &mut Outcome) -> bool {
+    // Server-reported counts are capped once here, so everything downstream can add and divide.
+    let cap = |u: Usage| Usage { prompt_tokens: u.prompt_tokens.min(MAX_REPORTED_TOKENS), completion_tokens: u.completion_tokens.min(MAX_REPORTED_TOKENS) };
+    let ev = StreamEvent { usage: ev.usage.map(cap), counter: ev.counter.map(cap), tokens: ev.tokens.map(|n| n.min(MAX_REPORTED_TOKENS)), ..ev };
     let mut tokens = ev.tokens;
     if let (Some(seen), Some(u)) = (usage_seen, ev.usage) {
         if tokens.is_none() && ev.has_text() && u.completion_tokens > *seen {
@@ -234,7 +250,7 @@ fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: 
     }
     if ev.has_text() {
         let frame = TextFrame { at, content_bytes: ev.content_bytes, reasoning_bytes: ev.reasoning_bytes, tokens };
-        out.timeline.text_frames.push(frame);
+        out.timeline.push_text_frame(frame);
     }
     if ev.usage.is_some() {
         out.usage = ev.usage;
@@ -302,12 +318,14 @@ fn earliest(phase: Instant, phase_class: ErrorClass, total: Instant) -> (Instant
 }
 
 fn timeout_detail(class: ErrorClass, out: &Outcome) -> String {
-    format!("{} after {} text frames", class.as_str(), out.timeline.text_frames.len())
+    format!("{} after {} text frames", class.as_str(), out.timeline.text_frame_count())
 }
 
 /// `framing`: the stream's framing, or `None` for a whole JSON answer.
 fn check_content_type(response: &reqwest::Response, framing: Option<Framing>) -> Result<(), Failure> {
-    let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else { return Ok(()) };
+    let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else {
+        return Ok(());
+    };
     let value = value.to_str().unwrap_or("").to_ascii_lowercase();
     let ok = match framing {
         Some(Framing::Sse) => value.starts_with("text/event-stream"),

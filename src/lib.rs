@@ -8,7 +8,9 @@ pub mod arrival;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod deadline;
 pub mod exec;
+pub mod health;
 pub mod measure;
 pub mod mock;
 pub mod once;
@@ -64,7 +66,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     print!("{text}");
                     return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
                 }
-                app::run_until_signal(cfg, Some(&args.config), app::RunOptions::default()).await
+                let options = app::RunOptions { lifecycle: args.web_enable_lifecycle, ..app::RunOptions::default() };
+                app::run_until_signal(cfg, Some(&args.config), options).await
             }
             Command::Workload(cmd) => workload_command(cmd).await,
             Command::Mock(args) => {
@@ -129,7 +132,7 @@ async fn demo(args: cli::DemoArgs) -> anyhow::Result<ExitCode> {
     let mock_stop = CancellationToken::new();
     let mock_task = tokio::spawn(mock::serve(listener, mock::MockOptions::default(), mock_stop.clone()));
     println!("llmprobe demo: mock engine on http://{mock_addr}, metrics on http://{}/metrics (Ctrl-C to stop)", cfg.listen);
-    let options = app::RunOptions { summary_every: Some(Duration::from_secs(args.summary_every.max(1))), reload: None };
+    let options = app::RunOptions { summary_every: Some(Duration::from_secs(args.summary_every.max(1))), ..app::RunOptions::default() };
     let code = app::run_until_signal(cfg, None, options).await;
     mock_stop.cancel();
     let _ = mock_task.await;

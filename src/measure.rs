@@ -98,7 +98,7 @@ pub fn measure(outcome: &Outcome, slo: &Slo) -> Option<Sample> {
     let ttft = first.saturating_duration_since(tl.sent);
     let e2e = tl.end.saturating_duration_since(tl.sent);
     let (output_tokens, token_source) = output_tokens(outcome);
-    let tpot = (streamed && output_tokens > 1).then(|| (e2e.saturating_sub(ttft)) / (output_tokens - 1) as u32);
+    let tpot = (streamed && output_tokens > 1).then(|| per(e2e.saturating_sub(ttft), output_tokens - 1));
     let itl = tl.text_frames.windows(2).map(|w| w[1].at.saturating_duration_since(w[0].at)).collect();
     let ttfc = tl.first_content().filter(|_| streamed).map(|t| t.saturating_duration_since(tl.sent));
     let (tokens_per_frame, multi_token_frames) = if streamed { frame_shape(tl, output_tokens, token_source) } else { (Vec::new(), 0) };
@@ -127,7 +127,7 @@ fn output_tokens(outcome: &Outcome) -> (u64, TokenSource) {
     match (outcome.usage, outcome.api_counter) {
         (Some(u), _) if u.completion_tokens > 0 => (u.completion_tokens, TokenSource::Usage),
         (_, Some(c)) if c.completion_tokens > 0 => (c.completion_tokens, TokenSource::ApiCounter),
-        _ => (outcome.timeline.text_frames.len() as u64, TokenSource::Events),
+        _ => (outcome.timeline.text_frame_count(), TokenSource::Events),
     }
 }
 
@@ -147,6 +147,12 @@ fn frame_shape(tl: &Timeline, tokens: u64, source: TokenSource) -> (Vec<f64>, u6
     (vec![mean; frames.len()], n.min(tokens.saturating_sub(n)))
 }
 
+/// `total / n` for any `n >= 1` (a `u32` divisor would truncate huge counts to 0).
+fn per(total: Duration, n: u64) -> Duration {
+    let nanos = total.as_nanos() / u128::from(n.max(1));
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
 /// The buffered-stream rule (see the module header).
 pub fn is_buffered(tl: &Timeline, e2e: Duration) -> bool {
     let frames = &tl.text_frames;
@@ -154,7 +160,7 @@ pub fn is_buffered(tl: &Timeline, e2e: Duration) -> bool {
         return false;
     }
     let span = frames[frames.len() - 1].at.saturating_duration_since(frames[0].at);
-    let mean_gap = span / (frames.len() - 1) as u32;
+    let mean_gap = per(span, (frames.len() - 1) as u64);
     mean_gap < BUFFERED_MAX_MEAN_GAP && span.as_secs_f64() < BUFFERED_MAX_SPAN_RATIO * e2e.as_secs_f64()
 }
 
@@ -174,7 +180,10 @@ mod tests {
                 TextFrame { at: t0 + Duration::from_millis(*ms), content_bytes: usize::from(!r), reasoning_bytes: usize::from(r), tokens: None }
             })
             .collect();
-        Timeline { intended: t0, sent: t0, first_byte: None, text_frames: frames, end: t0 + Duration::from_millis(offsets_ms.last().unwrap() + 1) }
+        let mut tl = Timeline::new(t0, t0);
+        tl.text_frames = frames;
+        tl.end = t0 + Duration::from_millis(offsets_ms.last().unwrap() + 1);
+        tl
     }
 
     #[test]

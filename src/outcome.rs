@@ -16,6 +16,8 @@ pub enum ErrorClass {
     TimeoutTtft,
     TimeoutIdle,
     TimeoutTotal,
+    /// A redirect, not followed (`follow_redirects: false`, the default).
+    Http3xx,
     Http429,
     Http4xx,
     Http5xx,
@@ -30,16 +32,19 @@ pub enum ErrorClass {
     Cancelled,
     /// Not sent: the target's in-flight cap was reached (`outcome="dropped"`).
     InFlightCap,
+    /// The prober caught a bug of its own while running this probe (counted, never silent).
+    Internal,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 15] = [
+    pub const ALL: [ErrorClass; 17] = [
         ErrorClass::Connect,
         ErrorClass::Tls,
         ErrorClass::TimeoutConnect,
         ErrorClass::TimeoutTtft,
         ErrorClass::TimeoutIdle,
         ErrorClass::TimeoutTotal,
+        ErrorClass::Http3xx,
         ErrorClass::Http429,
         ErrorClass::Http4xx,
         ErrorClass::Http5xx,
@@ -49,6 +54,7 @@ impl ErrorClass {
         ErrorClass::Parse,
         ErrorClass::Cancelled,
         ErrorClass::InFlightCap,
+        ErrorClass::Internal,
     ];
 
     /// The `error` label value.
@@ -60,6 +66,7 @@ impl ErrorClass {
             ErrorClass::TimeoutTtft => "timeout_ttft",
             ErrorClass::TimeoutIdle => "timeout_idle",
             ErrorClass::TimeoutTotal => "timeout_total",
+            ErrorClass::Http3xx => "http_3xx",
             ErrorClass::Http429 => "http_429",
             ErrorClass::Http4xx => "http_4xx",
             ErrorClass::Http5xx => "http_5xx",
@@ -69,6 +76,7 @@ impl ErrorClass {
             ErrorClass::Parse => "parse",
             ErrorClass::Cancelled => "cancelled",
             ErrorClass::InFlightCap => "in_flight_cap",
+            ErrorClass::Internal => "internal",
         }
     }
 
@@ -83,6 +91,7 @@ impl ErrorClass {
     /// The class for an HTTP status that is not a success.
     pub fn from_status(status: u16) -> ErrorClass {
         match status {
+            300..=399 => ErrorClass::Http3xx,
             429 => ErrorClass::Http429,
             500.. => ErrorClass::Http5xx,
             _ => ErrorClass::Http4xx,
@@ -124,13 +133,39 @@ pub struct Timeline {
     pub sent: Instant,
     /// Response headers received.
     pub first_byte: Option<Instant>,
-    /// Every text-bearing frame, in arrival order (the first one is the first token).
+    /// Text-bearing frames in arrival order (the first one is the first token), at most
+    /// `MAX_TEXT_FRAMES`; later ones are only counted in `text_frames_beyond_cap`.
     pub text_frames: Vec<TextFrame>,
+    /// Text frames after the first `MAX_TEXT_FRAMES`: counted (tokens, E2E) but not timed (ITL).
+    pub text_frames_beyond_cap: u64,
     /// End of the stream, or the moment the failure was detected.
     pub end: Instant,
 }
 
+/// Text frames whose timestamps a probe keeps (~3 MiB at most): a stream of millions of tiny
+/// frames cannot take the prober's memory, and 65,536 frames cover any real answer's ITL.
+pub const MAX_TEXT_FRAMES: usize = 65_536;
+
 impl Timeline {
+    /// A timeline with no frames yet, everything at `sent`.
+    pub fn new(intended: Instant, sent: Instant) -> Self {
+        Timeline { intended, sent, first_byte: None, text_frames: Vec::new(), text_frames_beyond_cap: 0, end: sent }
+    }
+
+    /// Keeps a text frame, or only counts it once `MAX_TEXT_FRAMES` are kept.
+    pub fn push_text_frame(&mut self, frame: TextFrame) {
+        if self.text_frames.len() < MAX_TEXT_FRAMES {
+            self.text_frames.push(frame);
+        } else {
+            self.text_frames_beyond_cap = self.text_frames_beyond_cap.saturating_add(1);
+        }
+    }
+
+    /// Every text frame seen, kept or only counted.
+    pub fn text_frame_count(&self) -> u64 {
+        (self.text_frames.len() as u64).saturating_add(self.text_frames_beyond_cap)
+    }
+
     pub fn first_token(&self) -> Option<Instant> {
         self.text_frames.first().map(|f| f.at)
     }

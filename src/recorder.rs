@@ -1,8 +1,10 @@
 //! The recorder: one task that receives every outcome over a bounded channel, measures it, and
 //! fans it out to the sinks. It also keeps the accounting that proves no probe is lost:
-//! scheduled = succeeded + failed (by class) + dropped (by reason).
+//! scheduled = succeeded + failed (by class) + dropped (by reason). A panic while measuring or
+//! in a sink costs that one record (counted as an internal error), never the recorder.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::config::Slo;
+use crate::health::{Health, panic_message};
 use crate::measure::measure;
 use crate::outcome::{ErrorClass, Outcome};
 use crate::sink::Sink;
@@ -41,12 +44,16 @@ impl Accounting {
 pub struct RecorderHandle {
     tx: mpsc::Sender<Outcome>,
     pub accounting: Arc<Accounting>,
+    sinks: Arc<[Arc<dyn Sink>]>,
 }
 
 impl RecorderHandle {
     /// Counts a probe as scheduled. Call exactly once per intended send.
-    pub fn scheduled(&self) {
+    pub fn scheduled(&self, target: &str, scenario: &str) {
         self.accounting.scheduled.fetch_add(1, Ordering::Relaxed);
+        for sink in self.sinks.iter() {
+            sink.scheduled(target, scenario);
+        }
     }
 
     pub async fn record(&self, outcome: Outcome) {
@@ -56,22 +63,33 @@ impl RecorderHandle {
 }
 
 /// Starts the recorder. It ends when every `RecorderHandle` is dropped and the queue is drained.
-pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: Slo) -> (RecorderHandle, JoinHandle<()>) {
+pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: Slo, health: Option<Arc<Health>>) -> (RecorderHandle, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<Outcome>(CHANNEL_CAPACITY);
     let accounting = Arc::new(Accounting::default());
     let counts = accounting.clone();
+    let sinks: Arc<[Arc<dyn Sink>]> = sinks.into();
+    let task_sinks = sinks.clone();
     let task = tokio::spawn(async move {
         let mut log = FailureLog::default();
         while let Some(outcome) = rx.recv().await {
-            let sample = measure(&outcome, &slo);
-            for sink in &sinks {
-                sink.record(&outcome, sample.as_ref());
+            let recorded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let sample = measure(&outcome, &slo);
+                for sink in task_sinks.iter() {
+                    sink.record(&outcome, sample.as_ref());
+                }
+                log.maybe_log(&outcome);
+            }));
+            if let Err(panic) = recorded {
+                let detail = format!("recording probe {}: {}", outcome.probe_id, panic_message(panic.as_ref()));
+                match &health {
+                    Some(h) => h.internal_error("recorder", &detail),
+                    None => tracing::error!("internal error: {detail}"),
+                }
             }
-            log.maybe_log(&outcome);
             counts.recorded.fetch_add(1, Ordering::Relaxed);
         }
     });
-    (RecorderHandle { tx, accounting }, task)
+    (RecorderHandle { tx, accounting, sinks }, task)
 }
 
 /// Rate-limited failure logging: one line per (target, class) per window, with a count.
@@ -82,7 +100,9 @@ struct FailureLog {
 
 impl FailureLog {
     fn maybe_log(&mut self, outcome: &Outcome) {
-        let Err(failure) = &outcome.result else { return };
+        let Err(failure) = &outcome.result else {
+            return;
+        };
         let now = Instant::now();
         let entry = self.last.entry((outcome.target.clone(), failure.class)).or_insert((now - LOG_EVERY * 2, 0));
         entry.1 += 1;

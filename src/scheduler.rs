@@ -7,6 +7,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::arrival::Arrival;
 use crate::exec::{self, Probe};
+use crate::health::{Health, panic_message};
 use crate::recorder::RecorderHandle;
 use crate::target::TargetRuntime;
 use crate::workload::{Calibration, Sampler};
@@ -63,7 +65,7 @@ struct Next {
 impl Stream {
     /// Draws the probe after `prev` (the intended time of the previous one).
     fn next(&mut self, seq: u64, prev: Instant) -> Next {
-        let intended = prev + self.arrival.next_gap();
+        let intended = crate::deadline::after(prev, self.arrival.next_gap());
         // Drawing happens before the wait, so its cost never shows up as schedule lag.
         let mut draw = self.sampler.draw();
         draw.probe_id = format!("{}-{seq}", self.id_prefix);
@@ -85,8 +87,8 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
             _ = ctx.stop.cancelled() => return,
         }
         due.pop();
-        ctx.recorder.scheduled();
         let stream = &mut streams[i];
+        ctx.recorder.scheduled(&stream.target.name, &stream.scenario);
         let following = stream.next(next[i].seq + 1, deadline);
         due.push(Reverse((following.intended, i)));
         let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
@@ -97,12 +99,18 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
 
 /// Starts `run` on a dedicated thread with its own single-threaded runtime; the returned
 /// receiver completes when it has stopped.
-pub fn spawn_dispatcher(streams: Vec<Stream>, ctx: RunContext) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+/// If the scheduler itself panics (a bug), the panic is counted and the scheduler is marked
+/// down, so `/readyz` fails instead of the prober going quiet while looking ready.
+pub fn spawn_dispatcher(streams: Vec<Stream>, ctx: RunContext, health: Option<Arc<Health>>) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
     let probes = tokio::runtime::Handle::current();
     let (done, finished) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("scheduler runtime");
-        runtime.block_on(run(streams, ctx, probes));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run(streams, ctx, probes))));
+        if let (Err(panic), Some(h)) = (result, health) {
+            h.internal_error("scheduler", &panic_message(panic.as_ref()));
+            h.set_down("scheduler", "the scheduler stopped after an internal error");
+        }
         let _ = done.send(());
     })?;
     Ok(finished)
@@ -117,6 +125,7 @@ async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibrati
         return;
     }
     (ctx.on_in_flight)(&target.name, in_flight as i64);
+    let slot = InFlightSlot { target, hook: ctx.on_in_flight.clone() };
     let ctx = ctx.clone();
     let words = probe.draw.words;
     ctx.tracker.clone().spawn_on(
@@ -125,12 +134,25 @@ async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibrati
             if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
                 calibration.observe(words, usage.prompt_tokens);
             }
-            let now = target.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
-            (ctx.on_in_flight)(&target.name, now as i64);
+            drop(slot);
             ctx.recorder.record(outcome).await;
         },
         probes,
     );
+}
+
+/// One taken in-flight slot of a target, given back when dropped: whatever ends the probe
+/// task (its end, a panic, the runtime shutting down), the slot cannot leak.
+struct InFlightSlot {
+    target: Arc<TargetRuntime>,
+    hook: InFlightHook,
+}
+
+impl Drop for InFlightSlot {
+    fn drop(&mut self) {
+        let now = self.target.in_flight.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        (self.hook)(&self.target.name, now as i64);
+    }
 }
 
 /// Sleeps until `deadline`: a timer for the bulk, then a blocking sleep (microsecond

@@ -28,7 +28,11 @@ pub struct TargetRuntime {
     pub name: Arc<str>,
     client: reqwest::Client,
     api_key: Option<KeySource>,
+    /// `headers_from` values (name, source), sent on every request and redacted like the key.
+    secret_headers: Vec<(String, KeySource)>,
     model: RwLock<Option<Arc<str>>>,
+    /// Held while a model discovery runs, so concurrent probes share one request.
+    discovering: tokio::sync::Mutex<()>,
     /// Probes of this target currently running (the in-flight cap reads it).
     pub in_flight: AtomicUsize,
 }
@@ -40,17 +44,35 @@ impl TargetRuntime {
             Some(r) => Some(KeySource::new(r).with_context(|| format!("target {}", config.name))?),
             None => None,
         };
+        let mut secret_headers = Vec::new();
+        for (name, reference) in &config.headers_from {
+            let source = KeySource::new(reference).with_context(|| format!("target {}: headers_from.{name}", config.name))?;
+            secret_headers.push((name.clone(), source));
+        }
         let client = build_client(&config).with_context(|| format!("target {}: building HTTP client", config.name))?;
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
-        Ok(TargetRuntime { name: Arc::from(config.name.as_str()), config, client, api_key, model, in_flight: AtomicUsize::new(0) })
+        Ok(TargetRuntime {
+            name: Arc::from(config.name.as_str()),
+            config,
+            client,
+            api_key,
+            secret_headers,
+            model,
+            discovering: tokio::sync::Mutex::new(()),
+            in_flight: AtomicUsize::new(0),
+        })
     }
 
-    /// Scrubs the API key from text that may be logged or exported.
+    /// Scrubs the API key and every `headers_from` value from text that may be logged or exported.
     pub fn redact(&self, text: &str) -> String {
-        match &self.api_key {
+        let mut text = match &self.api_key {
             Some(k) => k.redact(text),
             None => text.to_string(),
+        };
+        for (_, source) in &self.secret_headers {
+            text = source.redact(&text);
         }
+        text
     }
 
     /// A request to `base_url + path` with the key and the configured extra headers.
@@ -62,23 +84,38 @@ impl TargetRuntime {
         for (name, value) in &self.config.headers {
             req = req.header(name, value);
         }
+        for (name, source) in &self.secret_headers {
+            let mut value = reqwest::header::HeaderValue::from_str(source.current().expose()).unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
+            value.set_sensitive(true);
+            req = req.header(name.as_str(), value);
+        }
         req
     }
 
     /// The configured model, else the one discovered earlier, else discovers it now.
+    /// Single-flight: while one discovery runs, the other probes wait for its answer instead of
+    /// each sending its own `/v1/models`.
     pub async fn model(&self) -> Result<Arc<str>, Failure> {
-        if let Some(m) = self.model.read().expect("model lock").clone() {
+        if let Some(m) = self.known_model() {
+            return Ok(m);
+        }
+        let _turn = self.discovering.lock().await;
+        if let Some(m) = self.known_model() {
             return Ok(m);
         }
         let found = self.discover().await?;
-        Ok(self.model.write().expect("model lock").get_or_insert_with(|| Arc::from(found.model)).clone())
+        Ok(self.model.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| Arc::from(found.model)).clone())
+    }
+
+    fn known_model(&self) -> Option<Arc<str>> {
+        self.model.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Probes send `model` from now on, unless the config names one: after a release that
     /// renamed the model, the old name would only get 404s.
     pub fn use_discovered_model(&self, model: &str) {
         if self.config.model.is_none() {
-            *self.model.write().expect("model lock") = Some(Arc::from(model));
+            *self.model.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::from(model));
         }
     }
 
@@ -147,7 +184,7 @@ impl TargetRuntime {
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<T, Failure> {
-        let timeout = self.config.timeouts.connect + Duration::from_secs(5);
+        let timeout = self.config.timeouts.connect.saturating_add(Duration::from_secs(5));
         let resp = tokio::time::timeout(timeout, self.request(reqwest::Method::GET, path).send())
             .await
             .map_err(|_| Failure::new(ErrorClass::TimeoutTotal, format!("GET {path} timed out")))?
@@ -156,10 +193,10 @@ impl TargetRuntime {
         if !status.is_success() {
             return Err(Failure::new(ErrorClass::from_status(status.as_u16()), format!("GET {path}: HTTP {status}")));
         }
-        let body = tokio::time::timeout(timeout, resp.bytes())
+        let body = tokio::time::timeout(timeout, read_limited(resp, MAX_INFO_BYTES))
             .await
             .map_err(|_| Failure::new(ErrorClass::TimeoutTotal, format!("GET {path} body timed out")))?
-            .map_err(|e| Failure::new(ErrorClass::Truncated, self.redact(&error_chain(&e))))?;
+            .map_err(|f| Failure { detail: self.redact(&format!("GET {path}: {}", f.detail)), ..f })?;
         serde_json::from_slice(&body).map_err(|e| Failure::new(ErrorClass::Parse, format!("GET {path}: {e}")))
     }
 }
@@ -210,13 +247,28 @@ fn model_name(path: &str) -> String {
     path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
 }
 
-/// The HTTP client for one target: timeouts, TLS material, HTTP version.
+/// The project's user agent on every request it makes.
+pub const USER_AGENT: &str = concat!("llmprobe/", env!("CARGO_PKG_VERSION"));
+
+/// Redirects followed when a target sets `follow_redirects: true`.
+const MAX_REDIRECTS: usize = 5;
+
+/// A client for pages that are not a target's API (engine and GPU sources): no redirects, so
+/// a request never goes to a host the config did not name.
+pub fn plain_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().user_agent(USER_AGENT).redirect(reqwest::redirect::Policy::none()).build()
+}
+
+/// The HTTP client for one target: timeouts, TLS material, HTTP version, redirect policy
+/// (none unless `follow_redirects`: prompts and headers must not go to another host).
 fn build_client(config: &Target) -> anyhow::Result<reqwest::Client> {
+    let redirects = if config.follow_redirects { reqwest::redirect::Policy::limited(MAX_REDIRECTS) } else { reqwest::redirect::Policy::none() };
     let mut b = reqwest::Client::builder()
+        .redirect(redirects)
         .connect_timeout(config.timeouts.connect)
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(30))
-        .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")));
+        .user_agent(USER_AGENT);
     b = match config.http_version {
         HttpVersion::Auto => b,
         HttpVersion::Http1 => b.http1_only(),
@@ -242,6 +294,29 @@ fn build_client(config: &Target) -> anyhow::Result<reqwest::Client> {
     Ok(b.build()?)
 }
 
+/// Largest discovery or info answer read (`/v1/models`, `/version`, `/props`, `/info`, ...,
+/// `/tokenize`): real ones are a few KiB; a larger one is a `parse` error, not a memory spike.
+pub const MAX_INFO_BYTES: usize = 1 << 20;
+
+/// Reads a whole body, refusing it (`parse`) once it exceeds `max` bytes.
+pub async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>, Failure> {
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > max {
+                    return Err(Failure::new(ErrorClass::Parse, format!("answer exceeded {max} bytes")));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => {
+                return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
+            }
+        }
+    }
+}
+
 /// The error and all its sources, joined, for logs.
 pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
@@ -257,7 +332,16 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
 /// Classifies a failure to get response headers.
 pub fn classify_send_error(err: &reqwest::Error, target: &TargetRuntime) -> Failure {
     let chain = target.redact(&error_chain(err));
-    let lower = chain.to_ascii_lowercase();
+    // Classify from the error's sources only: reqwest's own message names the URL, and a host
+    // called `vllm-tls` must not make a refused connection a TLS error.
+    let mut causes = String::new();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        causes.push_str(&s.to_string().to_ascii_lowercase());
+        causes.push(' ');
+        source = s.source();
+    }
+    let lower = causes;
     let class = if err.is_connect() && err.is_timeout() {
         ErrorClass::TimeoutConnect
     } else if ["certificate", "tls", "handshake", "fatal alert"].iter().any(|w| lower.contains(w)) {

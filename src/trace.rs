@@ -1,8 +1,8 @@
 //! Per-probe trace identity: the W3C trace and span ids a probe carries from before it is sent
 //! (so its `traceparent` header and its exported span agree) and the sampling decision.
 //!
-//! Ids are made only while tracing is on (`enable`), which the app does once at start when an
-//! OTLP endpoint is configured. Sampling is decided here, from the trace id, so the `sampled`
+//! Ids are made only while tracing is on (`enable`), which the app sets at the start of every
+//! config generation from whether an OTLP endpoint is configured. Sampling is decided here, from the trace id, so the `sampled`
 //! flag sent to the server and the decision to export the span are the same.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +15,11 @@ static RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000); // 1.0
 pub fn enable(ratio: f64) {
     RATIO.store(ratio.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
     ENABLED.store(true, Ordering::Release);
+}
+
+/// Turns id generation off (a reload to a config without tracing): no `traceparent`, no exemplars.
+pub fn disable() {
+    ENABLED.store(false, Ordering::Release);
 }
 
 pub fn is_enabled() -> bool {

@@ -37,7 +37,10 @@ fn invalid_config_prints_every_problem_with_path_and_line_and_exits_2() {
         let out = Command::new(BIN).args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("probe.rate: must be a number greater than 0, got 0 (") && stderr.contains("several_problems.yaml:4)"), "{stderr}");
+        assert!(
+            stderr.contains("probe.rate: must be a rate between 0.0001 and 100000 probes per second, got 0 (") && stderr.contains("several_problems.yaml:4)"),
+            "{stderr}"
+        );
         assert!(stderr.lines().filter(|l| l.contains("several_problems.yaml:")).count() >= 5, "{stderr}");
     }
 }

@@ -33,6 +33,8 @@ fn target(addr: SocketAddr, connect: Duration) -> Target {
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         http_version: HttpVersion::Auto,
         tls: TlsSettings::default(),
+        headers_from: Vec::new(),
+        follow_redirects: false,
     }
 }
 

@@ -109,6 +109,8 @@ fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
         max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
         http_version: llmprobe::config::HttpVersion::Auto,
         tls: llmprobe::config::TlsSettings::default(),
+        headers_from: Vec::new(),
+        follow_redirects: false,
     }
 }
 

@@ -65,8 +65,7 @@ fn value(page: &str, series: &str) -> f64 {
 }
 
 async fn scrape_after_load() -> String {
-    let mut o = MockOptions::default();
-    o.model = "tiny-llama".into();
+    let mut o = MockOptions { model: "tiny-llama".into(), ..MockOptions::default() };
     o.profile.max_model_len = 2048; // the captured server's, so the token buckets match
     o.profile.step_base_us = 2_000.0;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

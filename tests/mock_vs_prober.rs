@@ -26,7 +26,9 @@ fn hist(text: &str, name: &str) -> Hist {
     let mut buckets: Vec<(f64, f64)> = Vec::new();
     let (mut sum, mut count) = (0.0, 0.0);
     for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, v)) = line.rsplit_once(' ') else { continue };
+        let Some((series, v)) = line.rsplit_once(' ') else {
+            continue;
+        };
         let v: f64 = v.parse().unwrap_or(0.0);
         let (n, labels) = series.split_once('{').unwrap_or((series, ""));
         if n == format!("{name}_sum") {

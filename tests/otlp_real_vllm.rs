@@ -64,7 +64,9 @@ async fn probe_spans_carry_the_vllm_engine_snapshot() {
     let (mut max_running, mut max_waiting, mut max_kv) = (0.0f64, 0.0f64, 0.0f64);
     for span in &probes {
         let a = &span.attributes;
-        let Some(running) = number(a, "engine.requests_running") else { continue };
+        let Some(running) = number(a, "engine.requests_running") else {
+            continue;
+        };
         let waiting = number(a, "engine.requests_waiting").expect("engine.requests_waiting");
         let kv = number(a, "engine.kv_cache_usage").expect("engine.kv_cache_usage");
         assert!(running >= 0.0 && waiting >= 0.0 && (0.0..=1.0).contains(&kv), "{running} {waiting} {kv}");

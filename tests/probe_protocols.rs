@@ -65,7 +65,9 @@ async fn every_api_counts_the_servers_tokens_and_times_each_frame() {
         // Ollama and llama.cpp report server phase times in the body.
         let phases: Vec<&str> = o.server_timing.phases().map(|(p, _)| p).collect();
         match api {
-            "ollama-generate" | "ollama-chat" => assert_eq!(phases, ["prefill", "decode", "total", "load"], "{api}"),
+            "ollama-generate" | "ollama-chat" => {
+                assert_eq!(phases, ["prefill", "decode", "total", "load"], "{api}")
+            }
             "llamacpp" => assert_eq!(phases, ["prefill", "decode", "total"]),
             _ => assert!(phases.is_empty(), "{api}: {phases:?}"),
         }

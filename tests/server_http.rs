@@ -1,17 +1,19 @@
-//! The HTTP surface in-process: content negotiation on /metrics, health, readiness, debug JSON,
-//! and graceful shutdown of a real listener.
+//! The HTTP surface in-process: content negotiation on /metrics, health, readiness (including a
+//! component that is down), debug JSON, the lifecycle switch of `/-/reload`, and over a real
+//! listener: graceful shutdown, the header-read timeout and the connection limit.
 
 mod metrics_common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, StatusCode, header};
+use llmprobe::health::Health;
 use llmprobe::server::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve};
 use llmprobe::sink::{History, Metrics, Sink};
 use metrics_common::{config, golden_outcomes, sample};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -23,7 +25,8 @@ fn state() -> ServerState {
         metrics.record(&o, s.as_ref());
         history.record(&o, s.as_ref());
     }
-    ServerState { metrics, history, ready: Arc::new(AtomicBool::new(false)), reload: None }
+    let health = Arc::new(Health::new(metrics.clone()));
+    ServerState { metrics, history, health, reload: None, lifecycle: false }
 }
 
 /// GET `path` with an optional Accept header; returns status, content type and body.
@@ -72,11 +75,73 @@ async fn healthz_is_always_ok() {
 }
 
 #[tokio::test]
-async fn readyz_follows_the_ready_flag() {
+async fn readyz_is_ready_only_when_started_and_no_component_is_down() {
     let st = state();
     assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::SERVICE_UNAVAILABLE);
-    st.ready.store(true, Ordering::Release);
+    st.health.set_started(true);
     assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::OK);
+    st.health.set_down("scheduler", "stopped after an internal error");
+    let (status, _, body) = get(&st, "/readyz", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.contains("scheduler down: stopped after an internal error"), "{body}");
+    st.health.set_up("scheduler");
+    assert_eq!(get(&st, "/readyz", None).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn internal_errors_are_counted_by_component() {
+    let st = state();
+    st.health.internal_error("recorder", "test panic");
+    let text = st.metrics.encode_prometheus_text();
+    assert!(text.contains("llmprobe_internal_errors_total{component=\"recorder\"} 1\n"), "{text}");
+    assert!(text.contains("llmprobe_internal_errors_total{component=\"scheduler\"} 0\n"), "pre-created at zero");
+}
+
+#[tokio::test]
+async fn reload_endpoint_is_off_unless_the_lifecycle_flag_is_set() {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut st = state();
+    st.reload = Some(tx);
+    let post = |st: ServerState| async move { router(st).oneshot(Request::post("/-/reload").body(Body::empty()).unwrap()).await.unwrap().status() };
+    assert_eq!(post(st.clone()).await, StatusCode::FORBIDDEN);
+    assert!(rx.try_recv().is_err(), "no reload requested");
+    st.lifecycle = true;
+    assert_eq!(post(st.clone()).await, StatusCode::ACCEPTED);
+    assert!(rx.try_recv().is_ok());
+}
+
+#[tokio::test]
+async fn slow_header_senders_are_cut_off_and_connections_are_capped() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(serve(listener, state(), shutdown.clone()));
+    // Fill every connection slot with clients that never finish their headers.
+    let mut idle = Vec::new();
+    for _ in 0..llmprobe::server::MAX_CONNECTIONS {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n").await.unwrap();
+        idle.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // One more is closed at once (read returns 0 bytes) instead of piling up.
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf)).await.expect("closed promptly").unwrap_or(0);
+    assert_eq!(n, 0, "a connection over the limit is closed");
+    // The slow ones are cut off by the header-read timeout, freeing the slots.
+    let mut first = idle.swap_remove(0);
+    let waited = Instant::now();
+    let _ = tokio::time::timeout(llmprobe::server::HEADER_READ_TIMEOUT + Duration::from_secs(5), first.read(&mut buf))
+        .await
+        .expect("cut off by the header timeout");
+    assert!(waited.elapsed() <= llmprobe::server::HEADER_READ_TIMEOUT + Duration::from_secs(2));
+    drop(idle);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let resp = reqwest::get(format!("http://{addr}/healthz")).await.unwrap();
+    assert_eq!(resp.status(), 200, "serving again once the slots are free");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), server).await.expect("server stops").unwrap().unwrap();
 }
 
 #[tokio::test]

@@ -57,7 +57,9 @@ async fn https_server(require_client_cert: bool) -> u16 {
             let (acceptor, body) = (acceptor.clone(), body.clone());
             tokio::spawn(async move {
                 // A refused handshake just ends this connection; the client sees the alert.
-                let Ok(mut tls) = acceptor.accept(sock).await else { return };
+                let Ok(mut tls) = acceptor.accept(sock).await else {
+                    return;
+                };
                 let mut seen = Vec::new();
                 let mut buf = [0u8; 8192];
                 while !seen.windows(4).any(|w| w == b"\r\n\r\n") {

@@ -36,7 +36,7 @@ pub fn esc(s: &str) -> String {
 
 /// "Nice" tick values covering [lo, hi] (1, 2, 5 × 10^k steps).
 pub fn ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
     let raw = (hi - lo) / want.max(1) as f64;

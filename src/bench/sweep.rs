@@ -46,7 +46,7 @@ impl Mix {
         Mix { entries, cumulative, rng: StdRng::seed_from_u64(seed) }
     }
 
-    pub fn next(&mut self) -> (Arc<str>, Draw) {
+    pub fn draw(&mut self) -> (Arc<str>, Draw) {
         let total = *self.cumulative.last().expect("at least one scenario");
         let x = self.rng.random::<f64>() * total;
         let i = self.cumulative.iter().position(|&c| x < c).unwrap_or(self.entries.len() - 1);
@@ -157,7 +157,7 @@ async fn closed(shared: Arc<Shared>, workers: usize) -> Vec<Outcome> {
             loop {
                 let now = Instant::now();
                 let Some(seq) = shared.claim(now) else { break };
-                let (scenario, draw) = shared.mix.lock().expect("mix lock").next();
+                let (scenario, draw) = shared.mix.lock().expect("mix lock").draw();
                 // Closed loop: the request is due the moment its worker is free.
                 let probe = Probe { target: shared.target.clone(), scenario, seq, draw, intended: now };
                 out.push(exec::execute(probe, &shared.abort).await);
@@ -181,7 +181,7 @@ async fn open(shared: Arc<Shared>, mut gaps: Box<dyn Arrival>, max_in_flight: us
         intended += gaps.next_gap();
         let Some(seq) = shared.claim(intended) else { break };
         // Draw before sleeping so its cost never shows up as schedule lag.
-        let (scenario, draw) = shared.mix.lock().expect("mix lock").next();
+        let (scenario, draw) = shared.mix.lock().expect("mix lock").draw();
         tokio::select! {
             _ = sleep_until_precise(intended) => {}
             _ = shared.abort.cancelled() => break,

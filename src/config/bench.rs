@@ -211,9 +211,7 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
     }
     let engine_metrics_url = raw.engine_metrics_url.clone();
     if let Some(u) = &engine_metrics_url {
-        if !(u.starts_with("http://") || u.starts_with("https://")) {
-            c.error("bench.engine_metrics_url", format!("must be an http:// or https:// URL, got \"{u}\""));
-        }
+        c.http_url("bench.engine_metrics_url", u);
     }
     let matrix = raw.matrix.as_ref().filter(|_| known).map(|m| matrix(mode, m, c));
     Some(Bench {
@@ -270,11 +268,11 @@ fn load_list(mode: BenchMode, at: &str, workers: &[i64], rates: &[f64], required
     for (i, &v) in values.iter().enumerate() {
         let path = format!("{at}.{own}[{i}]");
         let ok = match mode {
-            BenchMode::Concurrency => v >= 1.0 && v <= 100_000.0,
-            BenchMode::Rate => v.is_finite() && v > 0.0,
+            BenchMode::Concurrency => (1.0..=100_000.0).contains(&v),
+            BenchMode::Rate => v.is_finite() && (super::validate::MIN_RATE..=super::validate::MAX_RATE).contains(&v),
         };
         if !ok {
-            let want = if mode == BenchMode::Concurrency { "a whole number 1 to 100000" } else { "a number greater than 0" };
+            let want = if mode == BenchMode::Concurrency { "a whole number 1 to 100000" } else { "a rate between 0.0001 and 100000 per second" };
             c.error(path, format!("must be {want}, got {v}"));
         } else if i > 0 && v <= values[i - 1] {
             c.error(path, format!("points must be strictly increasing ({v} after {})", values[i - 1]));

@@ -31,8 +31,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let fraction: u128 = if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| invalid())? };
     let nanos = whole.checked_mul(nanos_per_unit).and_then(|n| n.checked_add(fraction * nanos_per_unit / scale)).ok_or_else(invalid)?;
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| invalid())?;
-    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+    let d = Duration::new(secs, (nanos % 1_000_000_000) as u32);
+    if d > MAX_DURATION {
+        return Err(format!("duration \"{text}\" is too long: at most 720h (30 days)"));
+    }
+    Ok(d)
 }
+
+/// The longest duration any config field accepts: every deadline and interval stays far from
+/// overflow, and nothing a prober or a benchmark does needs longer.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Formats a duration the way it would be written in the file (`500ms`, `2s`, `1.5s`).
 pub fn format_duration(d: Duration) -> String {

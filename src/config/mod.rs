@@ -30,7 +30,7 @@ use crate::protocol::ProtocolKind;
 use crate::workload::Dataset;
 
 pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
-pub use duration::{format_duration, parse_duration};
+pub use duration::{MAX_DURATION, format_duration, parse_duration};
 pub use telemetry::{OtlpProtocol, Tracing};
 
 /// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
@@ -200,6 +200,10 @@ pub struct Target {
     pub api_key: Option<SecretRef>,
     /// Extra request headers (name, value), sent on every probe.
     pub headers: Vec<(String, String)>,
+    /// Header values kept secret: read from env or a file at start, redacted like the key.
+    pub headers_from: Vec<(String, SecretRef)>,
+    /// Follow redirects (default false).
+    pub follow_redirects: bool,
     pub timeouts: Timeouts,
     /// Send `ignore_eos: true` so output length equals `max_tokens` (vLLM, SGLang accept it).
     pub ignore_eos: bool,

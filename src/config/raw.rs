@@ -139,6 +139,22 @@ pub struct RawTarget {
     /// TLS settings for an `https://` target.
     #[serde(default)]
     pub tls: RawTls,
+    /// Follow HTTP redirects (default false: a redirect is the error class `http_3xx`, so
+    /// prompts, the key and headers never go to a host the config did not name).
+    #[serde(default)]
+    pub follow_redirects: bool,
+    /// Header values read from an environment variable or a file (`{env: NAME}` or
+    /// `{file: PATH}`), redacted like the API key everywhere; files are re-read when they change.
+    #[serde(default)]
+    pub headers_from: std::collections::BTreeMap<String, RawHeaderSource>,
+}
+
+/// Where one `headers_from` value comes from: exactly one of `env` or `file`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with env or file")]
+pub struct RawHeaderSource {
+    pub env: Option<String>,
+    pub file: Option<String>,
 }
 
 fn default_true() -> bool {

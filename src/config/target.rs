@@ -3,7 +3,6 @@
 //! Secrets are never read here, and no message echoes a header value or a URL with
 //! credentials.
 
-use reqwest::Url;
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::duration::format_duration;
@@ -34,6 +33,8 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         api: api(&format!("{path}.api"), &raw.api, c),
         model: raw.model.clone(),
         headers: headers(&format!("{path}.headers"), &raw.headers, api_key.is_some(), c),
+        headers_from: headers_from(&format!("{path}.headers_from"), raw, api_key.is_some(), c),
+        follow_redirects: raw.follow_redirects,
         api_key,
         timeouts: timeouts(&format!("{path}.timeouts"), &raw.timeouts, c),
         ignore_eos: raw.ignore_eos,
@@ -105,20 +106,10 @@ fn tls(path: &str, raw: &RawTls, https: bool, c: &mut Checker) -> TlsSettings {
 fn base_url(path: &str, text: &str, c: &mut Checker) -> String {
     // A URL with `user:password@` must not be echoed back.
     let shown = if text.contains('@') { "(hidden)".to_owned() } else { format!("\"{text}\"") };
-    let url = match Url::parse(text) {
-        Ok(url) => url,
-        Err(e) => {
-            c.error(path, format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"));
-            return String::new();
-        }
+    let Some(url) = c.http_url(path, text) else {
+        return String::new();
     };
-    if !matches!(url.scheme(), "http" | "https") {
-        c.error(path, format!("invalid URL {shown}: scheme must be http or https"));
-    } else if url.host_str().is_none_or(str::is_empty) {
-        c.error(path, format!("invalid URL {shown}: a host is required"));
-    } else if !url.username().is_empty() || url.password().is_some() {
-        c.error(path, "URL must not contain credentials; use api_key_env or api_key_file");
-    } else if url.query().is_some() || url.fragment().is_some() {
+    if url.query().is_some() || url.fragment().is_some() {
         c.error(path, format!("invalid URL {shown}: must not have a query or fragment"));
     }
     let clean = url.as_str().trim_end_matches('/').to_owned();
@@ -182,6 +173,29 @@ fn headers(path: &str, raw: &RawHeaders, has_api_key: bool, c: &mut Checker) -> 
         seen.push(lower);
     }
     raw.0.clone()
+}
+
+fn headers_from(path: &str, raw: &RawTarget, has_api_key: bool, c: &mut Checker) -> Vec<(String, SecretRef)> {
+    let mut out = Vec::new();
+    for (name, source) in &raw.headers_from {
+        let at = format!("{path}.{name}");
+        let lower = name.to_ascii_lowercase();
+        if HeaderName::from_bytes(name.as_bytes()).is_err() {
+            c.error(&at, format!("invalid header name \"{name}\": must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)"));
+        }
+        if raw.headers.0.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            c.error(&at, format!("header \"{name}\" is also set in headers: set it in one place"));
+        }
+        if has_api_key && lower == "authorization" {
+            c.error(&at, "Authorization conflicts with api_key_env/api_key_file, which already send `Authorization: Bearer <key>`: remove one");
+        }
+        match (&source.env, &source.file) {
+            (Some(env), None) if !env.is_empty() => out.push((name.clone(), SecretRef::Env(env.clone()))),
+            (None, Some(file)) if !file.is_empty() => out.push((name.clone(), SecretRef::File(file.into()))),
+            _ => c.error(&at, "set exactly one of env (a variable name) or file (a path), not empty"),
+        }
+    }
+    out
 }
 
 fn timeouts(path: &str, raw: &RawTimeouts, c: &mut Checker) -> Timeouts {

@@ -124,9 +124,7 @@ impl OtlpProtocol {
 
 pub(super) fn tracing(raw: &RawTracing, c: &mut Checker) -> Tracing {
     if let Some(e) = &raw.endpoint {
-        if !(e.starts_with("http://") || e.starts_with("https://")) {
-            c.error("tracing.endpoint", format!("invalid endpoint \"{e}\": expected an http:// or https:// URL"));
-        }
+        c.http_url("tracing.endpoint", e);
     }
     let protocol = raw.protocol.as_deref().and_then(|p| {
         let parsed = OtlpProtocol::parse(p);
@@ -219,8 +217,8 @@ fn engine_kind(path: &str, engine: Option<&str>, c: &mut Checker) -> Option<Engi
 fn check_url(path: &str, raw: &RawSource, kind: &SourceKind, c: &mut Checker) {
     match (&raw.url, kind) {
         (Some(_), SourceKind::Nvml) => c.error(format!("{path}.url"), "an nvml source reads the local driver and takes no url"),
-        (Some(u), _) if !(u.starts_with("http://") || u.starts_with("https://")) => {
-            c.error(format!("{path}.url"), format!("invalid URL \"{u}\": expected http:// or https://"))
+        (Some(u), _) => {
+            c.http_url(&format!("{path}.url"), u);
         }
         (None, SourceKind::Dcgm) => c.error(path, "a dcgm source needs a url (dcgm-exporter's /metrics, usually on port 9400)"),
         (None, SourceKind::Engine(_)) if raw.target.is_none() => {

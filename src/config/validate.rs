@@ -64,6 +64,49 @@ impl Checker {
     }
 }
 
+/// The slowest probe rate accepted: one probe every ~2.8 hours. Slower schedules say nothing
+/// useful, and the arrival arithmetic stays well inside its range.
+pub const MIN_RATE: f64 = 1e-4;
+/// Most probes in flight per target: each holds a connection and its frames.
+pub const MAX_IN_FLIGHT: u64 = 100_000;
+/// The fastest: far beyond what one prober process can send.
+pub const MAX_RATE: f64 = 100_000.0;
+
+impl Checker {
+    /// An http(s) URL with a host and no `user:password@` (a URL holding credentials is never
+    /// echoed back). `None` after recording the problem.
+    pub(super) fn http_url(&mut self, path: &str, text: &str) -> Option<reqwest::Url> {
+        let shown = if text.contains('@') { "(hidden)".to_owned() } else { format!("\"{text}\"") };
+        let url = match reqwest::Url::parse(text) {
+            Ok(url) => url,
+            Err(e) => {
+                self.error(path, format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"));
+                return None;
+            }
+        };
+        if !matches!(url.scheme(), "http" | "https") {
+            self.error(path, format!("invalid URL {shown}: scheme must be http or https"));
+        } else if url.host_str().is_none_or(str::is_empty) {
+            self.error(path, format!("invalid URL {shown}: a host is required"));
+        } else if !url.username().is_empty() || url.password().is_some() {
+            self.error(path, "URL must not contain credentials (user:password@): they would end up in logs; use a key file or headers_from");
+        } else {
+            return Some(url);
+        }
+        None
+    }
+
+    /// A probe rate in `[MIN_RATE, MAX_RATE]`.
+    pub(super) fn rate(&mut self, path: &str, value: f64) -> f64 {
+        if value.is_finite() && (MIN_RATE..=MAX_RATE).contains(&value) {
+            value
+        } else {
+            self.error(path, format!("must be a rate between {MIN_RATE} and {MAX_RATE} probes per second, got {value}"));
+            1.0
+        }
+    }
+}
+
 /// Validates the whole file. The `Config` is meaningful only when `checker.errors` is empty.
 /// Relative dataset paths are resolved against `base_dir` (the config file's folder).
 pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
@@ -90,9 +133,9 @@ fn listen(text: &str, c: &mut Checker) -> SocketAddr {
 
 /// Returns the settings and the shared rate (`probe.rate`, default 1.0).
 fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
-    let rate = c.positive("probe.rate", raw.rate.unwrap_or(1.0));
-    if raw.max_in_flight == 0 {
-        c.error("probe.max_in_flight", "must be at least 1");
+    let rate = c.rate("probe.rate", raw.rate.unwrap_or(1.0));
+    if !(1..=MAX_IN_FLIGHT).contains(&raw.max_in_flight) {
+        c.error("probe.max_in_flight", format!("must be between 1 and {MAX_IN_FLIGHT}, got {}", raw.max_in_flight));
     }
     let settings = ProbeSettings {
         seed: raw.seed,
@@ -148,8 +191,8 @@ fn scenarios(raws: &[RawScenario], shared: &Shared, c: &mut Checker) -> Vec<Scen
             let path = format!("scenarios[{i}]");
             check_name(&format!("{path}.name"), &raw.name, c);
             let rate = match (raw.rate, w) {
-                (Some(own), _) => c.positive(&format!("{path}.rate"), own),
-                (None, Some(w)) => shared.probe_rate * w / total_weight,
+                (Some(own), _) => c.rate(&format!("{path}.rate"), own),
+                (None, Some(w)) => c.rate(&format!("{path}.weight"), shared.probe_rate * w / total_weight),
                 (None, None) => shared.probe_rate, // unreachable: no rate means a weight
             };
             scenario(&path, raw, rate, shared, c)

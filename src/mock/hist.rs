@@ -63,6 +63,11 @@ impl Histogram {
     }
 }
 
+/// Bucket bounds as Python prints floats (`1.0`, `0.25`), like vLLM's page.
+fn fmt_le(b: f64) -> String {
+    if b.fract() == 0.0 { format!("{b:.1}") } else { format!("{b}") }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -70,9 +75,4 @@ mod tests {
         assert_eq!(super::one_two_five(2048), [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0]);
         assert_eq!(super::one_two_five(5000).last(), Some(&5000.0));
     }
-}
-
-/// Bucket bounds as Python prints floats (`1.0`, `0.25`), like vLLM's page.
-fn fmt_le(b: f64) -> String {
-    if b.fract() == 0.0 { format!("{b:.1}") } else { format!("{b}") }
 }

@@ -205,10 +205,8 @@ impl Wire {
             Some(Fault::ResetMidStream) if self.frames_out > after => {
                 return Some(Err(std::io::Error::other("mock fault: reset_mid_stream")));
             }
-            Some(Fault::StallMidStream) if self.frames_out == after + 1 => {
-                if !self.params.pause(self.params.stall).await {
-                    return Some(Err(std::io::Error::other("mock: shutting down")));
-                }
+            Some(Fault::StallMidStream) if self.frames_out == after + 1 && !self.params.pause(self.params.stall).await => {
+                return Some(Err(std::io::Error::other("mock: shutting down")));
             }
             Some(Fault::SlowDrip) if b.len() > 1 => {
                 self.drip = Some(b.slice(1..));

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openai::{error_summary, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms};
+use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms, sum_durations};
 use crate::config::Target;
 
 pub struct LlamaCpp;
@@ -102,9 +102,9 @@ fn read_chunk(frame: &[u8], state: Option<&mut StreamState>) -> Result<StreamEve
         let prompt = t.and_then(|t| t.prompt_n).or(c.tokens_evaluated);
         ev.counter = completion.map(|n| Usage { prompt_tokens: prompt.unwrap_or(0), completion_tokens: n });
         if let Some(t) = t {
-            let prefill = from_ms(t.prompt_ms);
-            let decode = from_ms(t.predicted_ms);
-            let total = prefill.zip(decode).map(|(p, d)| p + d);
+            let prefill = from_ms("timings.prompt_ms", t.prompt_ms)?;
+            let decode = from_ms("timings.predicted_ms", t.predicted_ms)?;
+            let total = sum_durations("timings.prompt_ms + predicted_ms", prefill, decode)?;
             ev.server_timing = ServerTiming { prefill, decode, total, ..Default::default() };
         }
     }

@@ -199,7 +199,7 @@ impl StreamState {
         let base = if from_one { 0 } else { 1 };
         let n = match self.last_position {
             Some(last) => position.saturating_sub(last),
-            None => position + base,
+            None => position.saturating_add(base),
         };
         self.last_position = Some(position);
         n
@@ -233,18 +233,55 @@ pub trait Protocol: Send + Sync {
     fn end_needs_finish_reason(&self) -> bool {
         false
     }
-    /// Reads server timings from response headers (TGI); most APIs send none.
-    fn header_timing(&self, _headers: &reqwest::header::HeaderMap) -> ServerTiming {
-        ServerTiming::default()
+    /// Reads server timings from response headers (TGI); most APIs send none. A header that is
+    /// present but not a sane duration is a `parse` error.
+    fn header_timing(&self, _headers: &reqwest::header::HeaderMap) -> Result<ServerTiming, ProtocolError> {
+        Ok(ServerTiming::default())
     }
 }
 
-/// Nanoseconds (Ollama) as a duration.
-pub(crate) fn from_ns(ns: Option<u64>) -> Option<Duration> {
-    ns.map(Duration::from_nanos)
+/// Longest server-reported duration taken as real; anything longer (or negative, or not a
+/// number) is a malformed report and fails the probe as `parse`.
+pub const MAX_SERVER_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// Largest token count taken from a server's report (usage, API counters, per-frame steps);
+/// larger values are capped so that sums and divisions stay exact and counters never wrap.
+pub const MAX_REPORTED_TOKENS: u64 = 1 << 24;
+
+/// Nanoseconds (Ollama) as a duration, checked against `MAX_SERVER_DURATION`.
+pub(crate) fn from_ns(field: &str, ns: Option<u64>) -> Result<Option<Duration>, ProtocolError> {
+    match ns {
+        None => Ok(None),
+        Some(n) => checked_server_duration(field, Duration::from_nanos(n), &format!("{n} ns")).map(Some),
+    }
 }
 
-/// Milliseconds (llama.cpp, TGI headers) as a duration; negative or non-finite is ignored.
-pub(crate) fn from_ms(ms: Option<f64>) -> Option<Duration> {
-    ms.filter(|m| m.is_finite() && *m >= 0.0).map(|m| Duration::from_secs_f64(m / 1000.0))
+/// Milliseconds (llama.cpp, TGI headers) as a duration; negative, non-finite or absurd values
+/// are a `parse` error naming the field.
+pub(crate) fn from_ms(field: &str, ms: Option<f64>) -> Result<Option<Duration>, ProtocolError> {
+    let Some(m) = ms else { return Ok(None) };
+    let bad = || ProtocolError::Parse(format!("{field}: {m} ms is not a duration (negative, not finite or over {}h)", MAX_SERVER_DURATION.as_secs() / 3600));
+    if !m.is_finite() || m < 0.0 {
+        return Err(bad());
+    }
+    let d = Duration::try_from_secs_f64(m / 1000.0).map_err(|_| bad())?;
+    checked_server_duration(field, d, &format!("{m} ms")).map(Some)
+}
+
+/// The sum of two server phases, `None` when either is missing; checked like a single value.
+pub(crate) fn sum_durations(field: &str, a: Option<Duration>, b: Option<Duration>) -> Result<Option<Duration>, ProtocolError> {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let sum = a.checked_add(b).unwrap_or(Duration::MAX);
+            checked_server_duration(field, sum, &format!("{:?} + {:?}", a, b)).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+fn checked_server_duration(field: &str, d: Duration, shown: &str) -> Result<Duration, ProtocolError> {
+    if d > MAX_SERVER_DURATION {
+        return Err(ProtocolError::Parse(format!("{field}: {shown} is over {}h, not a real duration", MAX_SERVER_DURATION.as_secs() / 3600)));
+    }
+    Ok(d)
 }

@@ -104,10 +104,10 @@ fn read_line(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
         }
         ev.server_timing = ServerTiming {
             queue: None,
-            prefill: from_ns(line.prompt_eval_duration),
-            decode: from_ns(line.eval_duration),
-            total: from_ns(line.total_duration),
-            load: from_ns(line.load_duration),
+            prefill: from_ns("prompt_eval_duration", line.prompt_eval_duration)?,
+            decode: from_ns("eval_duration", line.eval_duration)?,
+            total: from_ns("total_duration", line.total_duration)?,
+            load: from_ns("load_duration", line.load_duration)?,
         };
     }
     Ok(ev)

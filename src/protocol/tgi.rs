@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openai::{error_summary, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms};
+use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms, sum_durations};
 use crate::config::Target;
 
 pub struct Tgi;
@@ -97,12 +97,24 @@ impl Protocol for Tgi {
         Ok(out)
     }
 
-    fn header_timing(&self, headers: &reqwest::header::HeaderMap) -> ServerTiming {
-        let ms = |name: &str| from_ms(headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()));
-        let queue = ms("x-queue-time");
-        let inference = ms("x-inference-time");
-        let total = ms("x-total-time").or_else(|| inference.map(|i| i + queue.unwrap_or_default()));
-        ServerTiming { queue, total, ..Default::default() }
+    fn header_timing(&self, headers: &reqwest::header::HeaderMap) -> Result<ServerTiming, ProtocolError> {
+        let ms = |name: &str| -> Result<Option<std::time::Duration>, ProtocolError> {
+            let Some(value) = headers.get(name) else {
+                return Ok(None);
+            };
+            let text = value.to_str().unwrap_or("").trim();
+            let number = text
+                .parse::<f64>()
+                .map_err(|_| ProtocolError::Parse(format!("header {name}: {:?} is not a number of milliseconds", super::truncate_chars(text, 40))))?;
+            from_ms(&format!("header {name}"), Some(number))
+        };
+        let queue = ms("x-queue-time")?;
+        let inference = ms("x-inference-time")?;
+        let total = match ms("x-total-time")? {
+            Some(t) => Some(t),
+            None => sum_durations("header x-inference-time + x-queue-time", inference, Some(queue.unwrap_or_default()))?,
+        };
+        Ok(ServerTiming { queue, total, ..Default::default() })
     }
 }
 
@@ -153,7 +165,7 @@ mod tests {
         let mut h = reqwest::header::HeaderMap::new();
         h.insert("x-queue-time", "3".parse().unwrap());
         h.insert("x-inference-time", "120".parse().unwrap());
-        let t = Tgi.header_timing(&h);
+        let t = Tgi.header_timing(&h).unwrap();
         assert_eq!((t.queue, t.total), (Some(Duration::from_millis(3)), Some(Duration::from_millis(123))));
     }
 }

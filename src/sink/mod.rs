@@ -19,4 +19,7 @@ pub use summary::Summary;
 pub trait Sink: Send + Sync {
     /// Records one probe. `sample` is `Some` only for a success that produced a first token.
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>);
+    /// A probe of (target, scenario) was scheduled (called once per intended send, before it
+    /// runs), so `scheduled − recorded` is visible while probes are in flight.
+    fn scheduled(&self, _target: &str, _scenario: &str) {}
 }

@@ -52,6 +52,11 @@ pub struct OtlpSink {
 impl OtlpSink {
     /// Builds the exporter and the batch span processor. Blocking (the HTTP exporter's client is
     /// a blocking one): call it from `spawn_blocking` inside the runtime.
+    /// The snapshot cache the sources of this run fill and spans are joined with.
+    pub fn snapshots(&self) -> Arc<SnapshotCache> {
+        self.cache.clone()
+    }
+
     pub fn start(config: &Config, settings: &OtlpSettings, cache: Arc<SnapshotCache>) -> anyhow::Result<OtlpSink> {
         let exporter = build_exporter(settings)?;
         let mut resource = Resource::builder().with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));

@@ -31,6 +31,10 @@ pub struct FamilySpec {
 
 pub const REQUESTS_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_requests_total", help: "Scheduled probes by outcome and error class; every probe lands here once" };
+pub const PROBES_SCHEDULED_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_probes_scheduled_total", help: "Probes scheduled; scheduled minus requests_total is what is in flight (or lost)" };
+pub const INTERNAL_ERRORS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_internal_errors_total", help: "Internal errors the prober caught in one of its own components (a bug; probing went on)" };
 pub const GOODPUT_REQUESTS_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_goodput_requests_total", help: "Probes that succeeded and met every configured SLO threshold" };
 pub const SLO_VIOLATIONS_TOTAL: FamilySpec =
@@ -82,8 +86,9 @@ pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec =
     FamilySpec { name: "llmprobe_source_scrape_duration_seconds", help: "Duration of the last scrape of a telemetry source" };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 28] = [
+pub const ALL_FAMILIES: [FamilySpec; 30] = [
     REQUESTS_TOTAL,
+    PROBES_SCHEDULED_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
     TTFT_SECONDS,
@@ -111,6 +116,7 @@ pub const ALL_FAMILIES: [FamilySpec; 28] = [
     TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
     SOURCE_UP,
     SOURCE_SCRAPE_DURATION_SECONDS,
+    INTERNAL_ERRORS_TOTAL,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -187,6 +193,19 @@ struct WorkloadLabels {
     scenario: String,
     sha256: String,
     scenario_sha256: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ComponentLabels {
+    component: String,
+}
+
+/// Longest label value taken from a server (model id, engine, version); longer ones are cut,
+/// so a hostile or buggy server cannot blow up series size.
+pub const MAX_SERVER_LABEL_CHARS: usize = 128;
+
+fn server_label(value: &str) -> String {
+    value.chars().take(MAX_SERVER_LABEL_CHARS).collect()
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -321,6 +340,8 @@ fn register(registry: &mut Registry, spec: FamilySpec, metric: impl Metric) {
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
+    scheduled: Family<TsLabels, Counter>,
+    internal_errors: Family<ComponentLabels, Counter>,
     goodput: Family<TsLabels, Counter>,
     slo_violations: Family<SloLabels, Counter>,
     ttft: HistogramFamily<TsLabels>,
@@ -350,20 +371,18 @@ pub struct Metrics {
     target_info_change: Family<TargetLabels, FloatGauge>,
     source_up: Family<SourceLabels, Gauge>,
     source_scrape_duration: Family<SourceLabels, FloatGauge>,
-    /// Whether traced probes leave exemplars (`tracing.exemplars`).
-    exemplars: bool,
+    /// Whether traced probes leave exemplars (`tracing.exemplars`); a reload may change it.
+    exemplars: std::sync::atomic::AtomicBool,
 }
 
 impl Metrics {
     /// Registers every family and pre-creates at zero every series whose labels config determines.
     pub fn new(config: &Config) -> Self {
-        let mut metrics = Self::register_all();
-        metrics.exemplars = config.tracing.exemplars;
-        for source in &config.sources {
-            touch(&metrics.source_up, &SourceLabels { source: source.name.clone() });
+        let metrics = Self::register_all();
+        metrics.apply_config(config);
+        for component in crate::health::COMPONENTS {
+            touch(&metrics.internal_errors, &ComponentLabels { component: component.to_owned() });
         }
-        metrics.precreate(config);
-        metrics.set_config_gauges(config);
         let build = BuildLabels { version: BUILD_VERSION, revision: BUILD_REVISION };
         metrics.build_info.get_or_create(&build).set(1);
         metrics.reload_ok.set(1);
@@ -375,6 +394,8 @@ impl Metrics {
         let m = Metrics {
             registry: Registry::default(),
             requests: Family::default(),
+            scheduled: Family::default(),
+            internal_errors: Family::default(),
             goodput: Family::default(),
             slo_violations: Family::default(),
             ttft: histogram_family(ttft_histogram),
@@ -403,10 +424,11 @@ impl Metrics {
             target_info_change: Family::default(),
             source_up: Family::default(),
             source_scrape_duration: Family::default(),
-            exemplars: true,
+            exemplars: std::sync::atomic::AtomicBool::new(true),
         };
         let r = &mut registry;
         register(r, REQUESTS_TOTAL, m.requests.clone());
+        register(r, PROBES_SCHEDULED_TOTAL, m.scheduled.clone());
         register(r, GOODPUT_REQUESTS_TOTAL, m.goodput.clone());
         register(r, SLO_VIOLATIONS_TOTAL, m.slo_violations.clone());
         register(r, TTFT_SECONDS, m.ttft.clone());
@@ -434,7 +456,93 @@ impl Metrics {
         register(r, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS, m.target_info_change.clone());
         register(r, SOURCE_UP, m.source_up.clone());
         register(r, SOURCE_SCRAPE_DURATION_SECONDS, m.source_scrape_duration.clone());
+        register(r, INTERNAL_ERRORS_TOTAL, m.internal_errors.clone());
         Metrics { registry, ..m }
+    }
+
+    /// Makes the exposition match a (new) config: series of its target×scenario pairs and
+    /// sources exist (at zero when new; an unchanged series keeps counting across a reload),
+    /// the config gauges hold its values, and `old`'s series that the new config no longer
+    /// has are removed.
+    pub fn reconfigure(&self, old: &Config, new: &Config) {
+        for target in &old.targets {
+            let kept = new.targets.iter().find(|t| t.name == target.name);
+            for scenario in &old.scenarios {
+                let ts = TsLabels::new(&target.name, &scenario.name);
+                if kept.is_none() || !new.scenarios.iter().any(|s| s.name == scenario.name) {
+                    self.forget_pair(&ts, target.api);
+                } else if let Some(t) = kept {
+                    // SLO thresholds or the API may have changed: drop what no longer applies.
+                    for (name, _) in configured_slos(&old.slo) {
+                        if !configured_slos(&new.slo).any(|(n, _)| n == name) {
+                            self.slo_violations.remove(&ts.slo(name));
+                            self.slo_threshold.remove(&ts.slo(name));
+                        }
+                    }
+                    for phase in target.api.server_phases().iter().filter(|p| !t.api.server_phases().contains(p)) {
+                        self.server_time.remove(&ts.phase(phase));
+                    }
+                }
+            }
+            if kept.is_none() {
+                let t = TargetLabels { target: target.name.clone() };
+                self.schedule_lag.remove(&t);
+                self.in_flight.remove(&t);
+                self.target_info_change.remove(&t);
+                let info = self.target_info_current.lock().unwrap_or_else(|e| e.into_inner()).remove(&target.name);
+                if let Some(labels) = info {
+                    self.target_info.remove(&labels);
+                }
+            }
+        }
+        for source in old.sources.iter().filter(|s| !new.sources.iter().any(|n| n.name == s.name)) {
+            let labels = SourceLabels { source: source.name.clone() };
+            self.source_up.remove(&labels);
+            self.source_scrape_duration.remove(&labels);
+        }
+        self.workload_info.clear();
+        self.apply_config(new);
+    }
+
+    fn apply_config(&self, config: &Config) {
+        self.exemplars.store(config.tracing.exemplars, std::sync::atomic::Ordering::Relaxed);
+        for source in &config.sources {
+            touch(&self.source_up, &SourceLabels { source: source.name.clone() });
+        }
+        self.precreate(config);
+        self.set_config_gauges(config);
+    }
+
+    /// Removes every series of one target×scenario pair.
+    fn forget_pair(&self, ts: &TsLabels, api: crate::protocol::ProtocolKind) {
+        for class in std::iter::once(None).chain(ErrorClass::ALL.into_iter().map(Some)) {
+            let (outcome, error) = outcome_labels(class);
+            self.requests.remove(&ts.request(outcome, error));
+        }
+        for name in ["ttft", "tpot", "e2e"] {
+            self.slo_violations.remove(&ts.slo(name));
+            self.slo_threshold.remove(&ts.slo(name));
+        }
+        for family in
+            [&self.scheduled, &self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback, &self.multi_token_frames, &self.stream_buffered]
+        {
+            family.remove(ts);
+        }
+        for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
+            family.remove(ts);
+        }
+        self.tokens_per_frame.remove(ts);
+        self.prompt_error.remove(ts);
+        self.target_rate.remove(ts);
+        self.slo_objective.remove(ts);
+        for phase in api.server_phases() {
+            self.server_time.remove(&ts.phase(phase));
+        }
+    }
+
+    /// Counts an internal error of one of the prober's components.
+    pub fn inc_internal_error(&self, component: &str) {
+        self.internal_errors.get_or_create(&ComponentLabels { component: component.to_owned() }).inc();
     }
 
     /// Creates at zero every series that can occur, so rates and ratios exist before the first event.
@@ -466,7 +574,9 @@ impl Metrics {
         for (name, _) in configured_slos(slo) {
             touch(&self.slo_violations, &ts.slo(name));
         }
-        for family in [&self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback, &self.multi_token_frames, &self.stream_buffered] {
+        for family in
+            [&self.scheduled, &self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback, &self.multi_token_frames, &self.stream_buffered]
+        {
             touch(family, ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -499,8 +609,12 @@ impl Metrics {
 
     /// Sets `llmprobe_target_info` for a target, removing its previous label set if it differs.
     pub fn set_target_info(&self, target: &str, model: &str, engine: &str, engine_version: &str) {
-        let labels =
-            TargetInfoLabels { target: target.to_owned(), model: model.to_owned(), engine: engine.to_owned(), engine_version: engine_version.to_owned() };
+        let labels = TargetInfoLabels {
+            target: target.to_owned(),
+            model: server_label(model),
+            engine: server_label(engine),
+            engine_version: server_label(engine_version),
+        };
         let mut current = self.target_info_current.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = current.insert(target.to_owned(), labels.clone()) {
             if old != labels {
@@ -599,9 +713,16 @@ impl Metrics {
 }
 
 impl Sink for Metrics {
+    fn scheduled(&self, target: &str, scenario: &str) {
+        self.scheduled.get_or_create(&TsLabels::new(target, scenario)).inc();
+    }
+
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
         let ts = TsLabels::new(&outcome.target, &outcome.scenario);
         let class = outcome.error_class();
+        if class == Some(ErrorClass::Internal) {
+            self.inc_internal_error("probe");
+        }
         let (outcome_label, error_label) = outcome_labels(class);
         self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
         // A dropped probe was never sent, so it has no send time to lag.
@@ -612,7 +733,10 @@ impl Sink for Metrics {
         }
         if let Some(s) = sample.filter(|_| outcome.is_success()) {
             // Only a sampled trace is exported, so only it is worth linking to.
-            let exemplar = outcome.trace.filter(|ids| self.exemplars && ids.sampled).map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
+            let exemplar = outcome
+                .trace
+                .filter(|ids| self.exemplars.load(std::sync::atomic::Ordering::Relaxed) && ids.sampled)
+                .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
             self.record_sample(&ts, s, exemplar.as_ref());
             self.record_server_time(&ts, outcome);
         }

@@ -76,7 +76,7 @@ pub fn parse(text: &str) -> Page {
 
 /// `name{labels} value [timestamp] [# exemplar]`.
 fn parse_line(line: &str) -> Option<Sample> {
-    let name_end = line.find(|c: char| c == '{' || c == ' ' || c == '\t').unwrap_or(line.len());
+    let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
     let name = &line[..name_end];
     if !valid_name(name) {
         return None;

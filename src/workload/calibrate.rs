@@ -60,17 +60,27 @@ pub struct Fit {
 impl Fit {
     /// Words for a prompt of `tokens` tokens (at least 1).
     pub fn words_for(&self, tokens: u32) -> u32 {
-        (((tokens as f64 - self.overhead) / self.per_word).round()).max(1.0) as u32
+        bounded_words((tokens as f64 - self.overhead) / self.per_word, tokens)
     }
 
     /// Words for `tokens` tokens of text inside a prompt (no overhead), e.g. a shared prefix.
     pub fn words_for_text(&self, tokens: u32) -> u32 {
-        ((tokens as f64 / self.per_word).round()).max(1.0) as u32
+        bounded_words(tokens as f64 / self.per_word, tokens)
     }
 
     pub fn tokens_for(&self, words: u32) -> f64 {
         self.overhead + self.per_word * words as f64
     }
+}
+
+/// Most words a prompt of N requested tokens may get, whatever the server reports: a server
+/// that always says `prompt_tokens: 1` must not grow prompts without bound. The synthetic
+/// words are one or two tokens on every tokenizer seen, so 4 leaves room for any real fit.
+pub const MAX_WORDS_PER_TOKEN: f64 = 4.0;
+
+fn bounded_words(words: f64, tokens: u32) -> u32 {
+    let cap = (f64::from(tokens) * MAX_WORDS_PER_TOKEN).max(1.0);
+    if words.is_finite() { words.round().clamp(1.0, cap) as u32 } else { tokens.max(1) }
 }
 
 /// Weighted sums for a least-squares line through (words, tokens).
@@ -201,7 +211,7 @@ async fn tokenize(target: &TargetRuntime, model: &str, chat: bool, text: &str) -
 }
 
 async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<u32, String> {
-    let timeout = target.config.timeouts.connect + Duration::from_secs(10);
+    let timeout = target.config.timeouts.connect.saturating_add(Duration::from_secs(10));
     let send =
         target.request(reqwest::Method::POST, "/tokenize").header("content-type", "application/json").body(serde_json::to_vec(body).expect("JSON body")).send();
     let resp = tokio::time::timeout(timeout, send)
@@ -212,13 +222,13 @@ async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<
     if !status.is_success() {
         return Err(format!("POST /tokenize: HTTP {status}"));
     }
-    let bytes = tokio::time::timeout(timeout, resp.bytes())
+    let bytes = tokio::time::timeout(timeout, crate::target::read_limited(resp, crate::target::MAX_INFO_BYTES))
         .await
         .map_err(|_| "POST /tokenize body timed out".to_owned())?
-        .map_err(|e| format!("POST /tokenize: {e}"))?;
+        .map_err(|f| target.redact(&format!("POST /tokenize: {}", f.detail)))?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("POST /tokenize: {e}"))?;
     let count = value.get("count").and_then(serde_json::Value::as_u64).or_else(|| value.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64));
-    count.map(|n| n as u32).ok_or_else(|| "POST /tokenize: no count or tokens in the answer".to_owned())
+    count.map(|n| u32::try_from(n).unwrap_or(u32::MAX)).ok_or_else(|| "POST /tokenize: no count or tokens in the answer".to_owned())
 }
 
 /// Background calibration of one target: retries `/tokenize` until it answers or is clearly

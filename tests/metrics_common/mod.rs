@@ -31,6 +31,8 @@ pub fn target(name: &str) -> Target {
         max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
         http_version: llmprobe::config::HttpVersion::Auto,
         tls: llmprobe::config::TlsSettings::default(),
+        headers_from: Vec::new(),
+        follow_redirects: false,
     }
 }
 
@@ -68,7 +70,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         model: Arc::from("m"),
         requested_input_tokens: 128,
         requested_output_tokens: 4,
-        timeline: Timeline { intended: t0, sent, first_byte: Some(sent + ms(1)), text_frames, end: sent + ms(end_ms) },
+        timeline: Timeline { intended: t0, sent, first_byte: Some(sent + ms(1)), text_frames, text_frames_beyond_cap: 0, end: sent + ms(end_ms) },
         http_status: Some(200),
         usage: None,
         api_counter: None,
