@@ -72,8 +72,8 @@ for t in sorted(glob.glob("alerts/tests/*.yml")):
 problems = []
 for name, block in sorted(alerts.items()):
     sev = re.search(r"\n\s*severity:\s*(\S+)", block)
-    if not sev or sev.group(1) not in ("page", "ticket", "info"):
-        problems.append(f"{name}: severity label missing or not page/ticket/info")
+    if not sev or sev.group(1) not in ("critical", "warning", "info"):
+        problems.append(f"{name}: severity label missing or not critical/warning/info")
     for key in ("summary", "description", "runbook_url"):
         if not re.search(rf"\n\s*{key}:", block):
             problems.append(f"{name}: annotation {key} missing")
