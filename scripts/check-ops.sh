@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the operations package: alert rules and their unit tests, the Helm chart in both modes and its
-# values schema (broken values files must be rejected), the chart's copies of rules and dashboards, the
-# dashboards' structure and PromQL, and metric names.
+# values schema (broken values files must be rejected), kube-prometheus-stack labels, values overrides
+# in the rendered rules, the prober-down alert under nameOverride, the chart's copies of rules and
+# dashboards, the dashboards' structure and PromQL, and metric names.
 #   scripts/check-ops.sh [METRICS_FILE]
 # METRICS_FILE is llmprobe's /metrics text (default: tests/fixtures/golden/metrics.openmetrics.txt).
 # Tools: promtool, helm v4, kubernetes-validate (scripts/install-test-tools.sh installs them).
