@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the operations package: alert rules and their unit tests, the Helm chart in both modes and its
-# values schema (broken values files must be rejected), the chart's copies of rules and dashboards, the
-# dashboards' structure and PromQL, and metric names.
+# values schema (broken values files must be rejected), kube-prometheus-stack labels, values overrides
+# in the rendered rules, the prober-down alert under nameOverride, the chart's copies of rules and
+# dashboards, the dashboards' structure and PromQL, and metric names.
 #   scripts/check-ops.sh [METRICS_FILE]
 # METRICS_FILE is llmprobe's /metrics text (default: tests/fixtures/golden/metrics.openmetrics.txt).
 # Tools: promtool, helm v4, kubernetes-validate (scripts/install-test-tools.sh installs them).
@@ -72,8 +73,8 @@ for t in sorted(glob.glob("alerts/tests/*.yml")):
 problems = []
 for name, block in sorted(alerts.items()):
     sev = re.search(r"\n\s*severity:\s*(\S+)", block)
-    if not sev or sev.group(1) not in ("page", "ticket", "info"):
-        problems.append(f"{name}: severity label missing or not page/ticket/info")
+    if not sev or sev.group(1) not in ("critical", "warning", "info"):
+        problems.append(f"{name}: severity label missing or not critical/warning/info")
     for key in ("summary", "description", "runbook_url"):
         if not re.search(rf"\n\s*{key}:", block):
             problems.append(f"{name}: annotation {key} missing")
@@ -139,16 +140,22 @@ check_rendered() {
     grep -q "^kind: $kind\$" "$WORK/sidecar.yaml" || { echo "sidecar mode: no $kind"; rc=1; }
   done
   grep -q '^kind: ServiceMonitor$' "$WORK/sidecar.yaml" && { echo "sidecar mode renders a ServiceMonitor"; rc=1; }
+  grep -q '^kind: AlertmanagerConfig$' "$WORK/deploy.yaml" || { echo "deployment mode: no AlertmanagerConfig"; rc=1; }
+  # deployment mode rolls the prober on a config change; sidecar mode with the reloader must not roll
+  # the inference pods, and the prober must serve POST /-/reload
   grep -q 'checksum/llmprobe-config:' "$WORK/deploy.yaml" || { echo "no config checksum annotation (deployment)"; rc=1; }
-  grep -q 'checksum/llmprobe-config:' "$WORK/sidecar.yaml" || { echo "no config checksum annotation (sidecar)"; rc=1; }
+  grep -q 'checksum/llmprobe-config:' "$WORK/sidecar.yaml" && { echo "sidecar mode with the reloader still rolls pods on config changes"; rc=1; }
+  grep -q 'name: llmprobe-config-reloader$' "$WORK/sidecar.yaml" || { echo "sidecar mode: no config reloader container"; rc=1; }
+  grep -q -- '- --web.enable-lifecycle$' "$WORK/sidecar.yaml" || { echo "sidecar mode: reloader on but the prober lacks --web.enable-lifecycle"; rc=1; }
+  grep -q -- '--web.enable-lifecycle' "$WORK/deploy.yaml" && { echo "deployment mode: --web.enable-lifecycle without the reloader"; rc=1; }
   grep -q 'helm.sh/hook: test' "$WORK/deploy.yaml" || { echo "no helm test hook"; rc=1; }
   grep -q 'api_key_file: /var/run/secrets/llmprobe/api-key' "$WORK/deploy.yaml" || { echo "api_key_file not injected"; rc=1; }
   local n_json n_cm
   n_json=$(ls grafana/*.json | wc -l)
   n_cm=$(grep -c '^    grafana_dashboard: "1"$' "$WORK/deploy.yaml")
   [ "$n_json" -eq "$n_cm" ] || { echo "dashboards: $n_json JSON files but $n_cm labelled ConfigMaps"; rc=1; }
-  # the rules inside the rendered PrometheusRule are valid and complete
-  helm template llmprobe "$CHART" "${DEPLOY_ARGS[@]}" --show-only templates/prometheusrule.yaml \
+  # the rules inside the rendered PrometheusRule are valid and complete (no alert disabled)
+  helm template llmprobe "$CHART" --set prometheusRule.enabled=true --show-only templates/prometheusrule.yaml \
     | awk 'f{sub(/^  /,""); print} /^spec:$/{f=1}' >"$WORK/rendered-rules.yml"
   local want got
   want=$(promtool check rules alerts/llmprobe-rules.yml 2>&1 | sed -n 's/.*SUCCESS: \([0-9]*\) rules found.*/\1/p')
@@ -160,7 +167,113 @@ check_rendered() {
   fi
   return $rc
 }
-run "rendered objects: kinds per mode, config checksum, test hook, api key file, dashboards, PrometheusRule rules" check_rendered
+run "rendered objects: kinds per mode, config checksum/reloader, test hook, api key file, dashboards, PrometheusRule rules" check_rendered
+
+# kube-prometheus-stack selects by `release: <name>`: with prometheus.release=kps (ci/ values) every
+# Prometheus Operator object carries it. Values overrides reach the rendered rules; extra env, secret
+# mounts and volumes reach the prober container in both modes.
+check_kps_and_overrides() {
+  python3 - "$WORK/deploy.yaml" "$WORK/sidecar.yaml" <<'PY'
+import sys, yaml
+problems = []
+for path, kinds in ((sys.argv[1], ["ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"]),
+                    (sys.argv[2], ["PodMonitor", "PrometheusRule", "AlertmanagerConfig"])):
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    for kind in kinds:
+        for d in by_kind.get(kind, []) or [None]:
+            if d is None:
+                problems.append(f"{path}: no {kind}"); continue
+            if d["metadata"].get("labels", {}).get("release") != "kps":
+                problems.append(f"{path}: {kind} {d['metadata']['name']} lacks the label release: kps")
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
+    probe = [(c, p) for p in pods for c in p["containers"] if c["name"] == "llmprobe"]
+    if not probe:
+        problems.append(f"{path}: no llmprobe container"); continue
+    c, pod = probe[0]
+    mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    if mounts.get("corp-ca", {}).get("mountPath") != "/etc/llmprobe-tls/ca" or vols.get("corp-ca", {}).get("secret", {}).get("secretName") != "corp-ca":
+        problems.append(f"{path}: extraSecretMounts corp-ca not mounted from its Secret")
+    if "deploy" in path:
+        env = {e["name"]: e for e in c.get("env", [])}
+        if env.get("OTEL_EXPORTER_OTLP_HEADERS", {}).get("valueFrom", {}).get("secretKeyRef", {}).get("name") != "otlp-auth":
+            problems.append(f"{path}: extraEnv secretKeyRef not rendered")
+        if c.get("envFrom") != [{"configMapRef": {"name": "llmprobe-otel"}}]:
+            problems.append(f"{path}: envFrom not rendered")
+        if "scratch" not in mounts or "scratch" not in vols:
+            problems.append(f"{path}: extraVolumes/extraVolumeMounts not rendered")
+        rules = [r for g in by_kind["PrometheusRule"][0]["spec"]["groups"] for r in g["rules"]]
+        if any(r.get("alert") == "LLMProbeSourceDown" for r in rules):
+            problems.append(f"{path}: LLMProbeSourceDown disabled in values but rendered")
+        am = by_kind["AlertmanagerConfig"][0]["spec"]["inhibitRules"][0]
+        if am["sourceMatch"][0]["value"] != "LLMProbeGoodputBudgetBurnCritical" or "namespace" not in am["equal"]:
+            problems.append(f"{path}: AlertmanagerConfig inhibit rule is not the critical burn over namespace")
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
+PY
+}
+run "release: kps on every Prometheus Operator object; rule overrides, extra env/secrets/volumes rendered (both modes)" check_kps_and_overrides
+
+# nameOverride must not change the scrape job the rules select: render with it, read the job the
+# ServiceMonitor/PodMonitor sets, and run LLMProbeProberDown from the RENDERED rules against `up` with
+# that job.
+check_name_override() {
+  local rc=0 mode job
+  local -a args
+  for mode in deployment sidecar; do
+    if [ "$mode" = deployment ]; then args=("${DEPLOY_ARGS[@]}"); else args=("${SIDECAR_ARGS[@]}"); fi
+    helm template other "$CHART" --namespace llm "${args[@]}" --set nameOverride=probe-x >"$WORK/override.yaml" || return 1
+    python3 - "$WORK/override.yaml" "$WORK/override-rules.yml" >"$WORK/override-job" <<'PY' || return 1
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+mon = [d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")][0]
+eps = mon["spec"].get("endpoints") or mon["spec"]["podMetricsEndpoints"]
+jobs = [r["replacement"] for r in eps[0].get("relabelings", []) if r.get("targetLabel") == "job"]
+if not jobs:
+    sys.exit(f"{mon['kind']} sets no job label")
+rule = [d for d in docs if d["kind"] == "PrometheusRule"][0]
+yaml.safe_dump({"groups": rule["spec"]["groups"]}, open(sys.argv[2], "w"), sort_keys=False)
+print(jobs[-1])
+PY
+    job=$(cat "$WORK/override-job")
+    sed -e "s/@JOB@/$job/g" -e "s/@MODE@/$mode/g" >"$WORK/override-test.yml" <<'YML'
+rule_files:
+  - override-rules.yml
+evaluation_interval: 1m
+tests:
+  - name: prober down with nameOverride (@MODE@ mode, job @JOB@)
+    interval: 1m
+    input_series:
+      - series: 'up{job="@JOB@",namespace="llm",instance="10.0.0.1:9464"}'
+        values: '0x20'
+      - series: 'up{job="@JOB@",namespace="llm",instance="10.0.0.2:9464"}'
+        values: '1x20'
+      - series: 'llmprobe_build_info{job="@JOB@",namespace="llm",instance="10.0.0.2:9464"}'
+        values: '1x20'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: LLMProbeProberDown
+        exp_alerts:
+          - exp_labels:
+              severity: warning
+              job: @JOB@
+              namespace: llm
+              instance: 10.0.0.1:9464
+            exp_annotations:
+              summary: "llmprobe scrape target 10.0.0.1:9464 is down"
+              description: "Prometheus has failed to scrape 10.0.0.1:9464 (job @JOB@) for 5 minutes; no SLO data is being collected from it."
+              runbook_url: https://github.com/llmprobe/llmprobe/blob/main/alerts/RUNBOOK.md#llmprobeproberdown
+YML
+    echo "$mode: job \"$job\""
+    promtool test rules "$WORK/override-test.yml" || rc=1
+  done
+  return $rc
+}
+run "nameOverride keeps the scrape job: LLMProbeProberDown from the rendered rules fires (both modes)" check_name_override
 
 # Each file in BAD_VALUES breaks one value and names, in a `# expect:` line, the schema error it must
 # cause. Both `helm lint --strict` and `helm template` must fail, and with that error, not another one.

@@ -4,9 +4,12 @@
 #   healthy: `llmprobe demo` (built-in mock engine, no faults, target "mock", 4 probes/s)
 #   faulty:  `llmprobe mock --fault http_500=0.2` probed by `llmprobe probe` at 10 probes/s
 #            (target "mock-faulty"), so the error ratio and the burn rates must move.
-# One Prometheus (scrape and rule evaluation every 1 s, storage in a temp dir) scrapes both probers
-# and the two mock engines (vLLM /metrics and the fake dcgm-exporter page), and runs every dashboard
-# panel query.
+# One Prometheus (scrape and rule evaluation every 1 s, storage in a temp dir) scrapes both probers,
+# the two mock engines (vLLM /metrics and the fake dcgm-exporter page) and two static pages from
+# tests/fixtures/ops/scrape/ served on loopback (a dcgm-exporter page with Kubernetes pod labels,
+# scraped the way dcgm-exporter's default ServiceMonitor does so they arrive as exported_pod, and a
+# real llama-server /metrics page), and runs every dashboard panel query. The GPU utilization panel
+# must find the inference pod's GPU through exported_pod.
 # After the wait it prints, per target and scenario, the recording rules, the TTFT p95 from
 # llmprobe_ttft_seconds_bucket, the error ratio computed from the prober's own counters, and the
 # alerts' states. Exits non-zero when a recording rule has no data, a rule evaluates with an error, or
@@ -51,7 +54,11 @@ cleanup() {
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-demo_port=$(free_port); mock_port=$(free_port); probe_port=$(free_port); prom_port=$(free_port)
+demo_port=$(free_port); mock_port=$(free_port); probe_port=$(free_port); prom_port=$(free_port); static_port=$(free_port)
+
+# --- static scrape pages (dcgm-exporter in Kubernetes, llama-server) -------------------------------
+python3 -m http.server --bind 127.0.0.1 --directory "$ROOT/tests/fixtures/ops/scrape" "$static_port" >"$tmp/static.log" 2>&1 &
+pids+=($!)
 
 # --- healthy: the demo --------------------------------------------------------------------------
 "$bin" demo --listen "127.0.0.1:$demo_port" --summary-every 3600 >"$tmp/demo.log" 2>&1 &
@@ -122,6 +129,20 @@ scrape_configs:
     metrics_path: /dcgm/metrics
     static_configs:
       - targets: ['127.0.0.1:18000', '127.0.0.1:$mock_port']
+  # dcgm-exporter as its default ServiceMonitor (honorLabels: false) scrapes it: the target carries the
+  # exporter pod's own namespace/pod, so the page's inference pod labels become exported_namespace and
+  # exported_pod
+  - job_name: dcgm-k8s
+    honor_labels: false
+    metrics_path: /dcgm-exporter-k8s.txt
+    static_configs:
+      - targets: ['127.0.0.1:$static_port']
+        labels: {namespace: gpu-operator, pod: nvidia-dcgm-exporter-x7k2p, container: nvidia-dcgm-exporter}
+  # a real llama-server page for the llama.cpp panels
+  - job_name: llamacpp
+    metrics_path: /llama-server-metrics.txt
+    static_configs:
+      - targets: ['127.0.0.1:$static_port']
 EOF
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
@@ -322,18 +343,45 @@ from grafana_exprs import panels, substitute
 GRAFANA_FIXED = {"__rate_interval": "1m", "__interval": "15s", "__range": "1m", "__range_s": "60"}
 def grafana_subst(expr):
     return substitute(expr, GRAFANA_FIXED, ".*")
-checked = 0
+# Engines this run has no page for (SGLang, TGI), and server-reported phases, which only the llama.cpp,
+# Ollama and TGI APIs report (both probers here speak openai-chat): such a query may be empty.
+NOT_HERE = re.compile(r"^(sglang:|tgi_)|^llmprobe_server_time_seconds_bucket$")
+checked, not_here = 0, 0
+gpu_panel = None
 for path in sorted(glob.glob("grafana/*.json")):
     d = json.load(open(path))
     for p in panels(d.get("panels", [])):
+        if p.get("title") == "GPU utilization":
+            gpu_panel = p
         for t in p.get("targets", []):
             expr = t.get("expr", "")
             if not expr:
                 continue
+            names = set(re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\{", expr))
+            if names and all(NOT_HERE.search(n) for n in names):
+                not_here += 1
+                continue
             checked += 1
             if not get("query", query=grafana_subst(expr), time=f"{AT:.3f}")["result"]:
                 problems.append(f"{path}: panel '{p.get('title')}' {t.get('refId')} returns no data: {expr}")
-print(f"dashboards: {checked} panel queries run against this Prometheus")
+print(f"dashboards: {checked} panel queries run against this Prometheus ({not_here} left out: SGLang/TGI pages "
+      "and server-reported phases are not part of this run)")
+
+# The GPU panel with the inference pod selected, against dcgm-exporter scraped with honor_labels: false.
+raw = get("query", query='DCGM_FI_DEV_GPU_UTIL{exported_pod="llm-vllm-0"}', time=f"{AT:.3f}")["result"]
+if not raw or raw[0]["metric"].get("pod") == "llm-vllm-0":
+    problems.append(f"the dcgm-k8s scrape did not move the page's pod label to exported_pod: {raw}")
+if gpu_panel is None:
+    problems.append("no 'GPU utilization' panel in the dashboards")
+else:
+    expr = substitute(gpu_panel["targets"][0]["expr"], dict(GRAFANA_FIXED, namespace="llm", pod="llm-vllm-0"), ".*")
+    res = get("query", query=expr, time=f"{AT:.3f}")["result"]
+    got = [(s["metric"].get("pod"), float(s["value"][1])) for s in res]
+    if got != [("llm-vllm-0", 87.0)]:
+        problems.append(f"GPU utilization panel for pod llm-vllm-0 (exported_pod on the page): got {got}, want [('llm-vllm-0', 87.0)]")
+    else:
+        print("GPU utilization panel, pod llm-vllm-0: 87% read through exported_pod "
+              f"(raw series pod={raw[0]['metric'].get('pod')}, exported_pod={raw[0]['metric'].get('exported_pod')})")
 
 print()
 if problems:

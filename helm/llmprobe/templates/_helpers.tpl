@@ -86,12 +86,18 @@ Inside this chart they are called with (dict "root" $ "values" .Values).
 {{- toYaml $cfg -}}
 {{- end -}}
 
-{{/* Pod annotations that roll the pods when the config changes. */}}
+{{/*
+Pod annotations that roll the pods when the config changes. In sidecar mode with the config reloader
+the prober reloads itself instead, so nothing is rendered: rolling inference pods reloads models.
+*/}}
 {{- define "llmprobe.podAnnotations" -}}
+{{- if or (eq .values.mode "deployment") (not .values.configReloader.enabled) -}}
 checksum/llmprobe-config: {{ include "llmprobe.configYaml" . | sha256sum }}
 {{- end -}}
+{{- end -}}
 
-{{/* The prober container (a list item). Used by this chart's Deployment and by sidecar users. */}}
+{{/* The prober container, and the config reloader when enabled (list items). Used by this chart's
+Deployment and by sidecar users. */}}
 {{- define "llmprobe.sidecarContainer" -}}
 {{- $v := .values -}}
 - name: llmprobe
@@ -101,6 +107,10 @@ checksum/llmprobe-config: {{ include "llmprobe.configYaml" . | sha256sum }}
     - probe
     - --config
     - /etc/llmprobe/config.yaml
+    {{- if $v.configReloader.enabled }}
+    # POST /-/reload is served only with this flag; the reloader container calls it
+    - --web.enable-lifecycle
+    {{- end }}
     {{- range $v.extraArgs }}
     - {{ . | quote }}
     {{- end }}
@@ -108,8 +118,13 @@ checksum/llmprobe-config: {{ include "llmprobe.configYaml" . | sha256sum }}
     - name: llmprobe
       containerPort: {{ $v.port }}
       protocol: TCP
-  {{- with $v.env }}
+  {{- $env := concat ($v.env | default list) ($v.extraEnv | default list) }}
+  {{- with $env }}
   env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.envFrom }}
+  envFrom:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   {{- with $v.livenessProbe }}
@@ -135,6 +150,40 @@ checksum/llmprobe-config: {{ include "llmprobe.configYaml" . | sha256sum }}
       mountPath: {{ $v.apiKey.mountPath }}
       readOnly: true
     {{- end }}
+    {{- range $v.extraSecretMounts }}
+    - name: {{ .name }}
+      mountPath: {{ .mountPath }}
+      readOnly: true
+      {{- with .subPath }}
+      subPath: {{ . }}
+      {{- end }}
+    {{- end }}
+    {{- with $v.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- if $v.configReloader.enabled }}
+{{- $r := $v.configReloader }}
+# Watches the mounted ConfigMap and asks the prober to reload it (no pod restart).
+- name: llmprobe-config-reloader
+  image: {{ printf "%s:%s" $r.image.repository $r.image.tag | quote }}
+  imagePullPolicy: {{ $r.image.pullPolicy }}
+  args:
+    - --volume-dir=/etc/llmprobe
+    - --webhook-url=http://127.0.0.1:{{ $v.port }}/-/reload
+    - --webhook-method=POST
+    - --web.listen-address=127.0.0.1:{{ $r.port }}
+    {{- range $r.extraArgs }}
+    - {{ . | quote }}
+    {{- end }}
+  resources:
+    {{- toYaml $r.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: llmprobe-config
+      mountPath: /etc/llmprobe
+      readOnly: true
+{{- end }}
 {{- end -}}
 
 {{/* The volumes the prober container needs (list items). */}}
@@ -153,5 +202,40 @@ checksum/llmprobe-config: {{ include "llmprobe.configYaml" . | sha256sum }}
     items:
       - key: {{ $v.apiKey.key }}
         path: {{ $v.apiKey.key }}
+{{- end }}
+{{- range $v.extraSecretMounts }}
+- name: {{ .name }}
+  secret:
+    secretName: {{ .secretName }}
+    {{- with .items }}
+    items:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- if hasKey . "defaultMode" }}
+    defaultMode: {{ .defaultMode }}
+    {{- end }}
+{{- end }}
+{{- with $v.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels for the Prometheus Operator objects: `release: <prometheus.release>` plus the object's own
+`labels` (which win). Call with (dict "root" $ "labels" <labels>). */}}
+{{- define "llmprobe.monitoringLabels" -}}
+{{- $l := dict -}}
+{{- with .root.Values.prometheus.release }}{{ $_ := set $l "release" . }}{{ end -}}
+{{- $l = merge (deepCopy (.labels | default dict)) $l -}}
+{{- with $l }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* Relabelings shared by the ServiceMonitor and PodMonitor: a fixed `job` label, so the rules find
+the prober whatever the release or nameOverride, then the user's own. */}}
+{{- define "llmprobe.relabelings" -}}
+- action: replace
+  targetLabel: job
+  replacement: {{ .root.Values.prometheus.job | quote }}
+{{- with .relabelings }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
