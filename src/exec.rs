@@ -33,11 +33,21 @@ pub struct Probe {
     pub intended: Instant,
 }
 
-/// Runs a probe to its end. `abort` (shutdown past the grace period) ends it as `cancelled`.
+/// Runs a probe to its end, sent at its intended time (a timer wake, up to about a millisecond
+/// late: lag is measured either way). `abort` (shutdown past the grace period) ends it as
+/// `cancelled`.
 pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
+    let at = probe.intended;
+    execute_when(probe, abort, crate::scheduler::wait_until(at)).await
+}
+
+/// Runs a probe whose request is sent when `send_at` completes: the request is built first, so
+/// building it never counts as lag. The scheduler completes it at the intended time from its
+/// own precisely sleeping thread (no spinning here).
+pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: impl std::future::Future<Output = ()>) -> Outcome {
     let mut outcome = blank_outcome(&probe);
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
-    let guarded = AssertUnwindSafe(run(&probe, &mut outcome)).catch_unwind();
+    let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at)).catch_unwind();
     let result = tokio::select! {
         r = guarded => r.unwrap_or_else(|panic| Err(Failure::new(ErrorClass::Internal, format!("internal error: {}", crate::health::panic_message(panic.as_ref()))))),
         _ = abort.cancelled() => Err(Failure::new(ErrorClass::Cancelled, "shut down before the probe finished")),
@@ -83,7 +93,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
     }
 }
 
-async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
+async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future<Output = ()>) -> Result<(), Failure> {
     let target = &probe.target;
     out.model = target.model().await?;
     let protocol = target.config.api.protocol();
@@ -115,8 +125,8 @@ async fn run(probe: &Probe, out: &mut Outcome) -> Result<(), Failure> {
 
     let timeouts = target.config.timeouts;
     // The scheduler hands probes over a little before their intended time so that waking a
-    // worker thread does not count as lag; the last stretch is waited out here, request built.
-    crate::scheduler::sleep_until_precise(probe.intended).await;
+    // worker thread does not count as lag; the request is built, now wait for the send time.
+    send_at.await;
     out.timeline.sent = Instant::now();
     let sent = out.timeline.sent;
     let total_deadline = after(sent, timeouts.total);

@@ -73,27 +73,70 @@ impl Stream {
     }
 }
 
+/// A handed-over probe waiting for its send time: the dispatcher fires `gate` at `at`.
+struct Gate {
+    at: Instant,
+    order: u64,
+    gate: tokio::sync::oneshot::Sender<()>,
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+impl Eq for Gate {}
+impl PartialOrd for Gate {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Gate {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.order).cmp(&(other.at, other.order))
+    }
+}
+
 /// Runs every schedule until `ctx.stop` is cancelled; probes are spawned on `probes`.
 /// Call it on a thread of its own (`spawn_dispatcher`): it blocks that thread for the last
-/// fraction of a millisecond before each send.
+/// fraction of a millisecond before each handover and each send, so probes wait for their
+/// send time parked (a oneshot the dispatcher fires), never spinning.
 pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runtime::Handle) {
     let start = Instant::now();
     let mut next: Vec<Next> = streams.iter_mut().map(|s| s.next(0, start)).collect();
     let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().map(|(i, n)| Reverse((n.intended, i))).collect();
-    while let Some(&Reverse((deadline, i))) = due.peek() {
-        let handover = deadline.checked_sub(HANDOVER_LEAD).unwrap_or(deadline);
+    let mut gates: BinaryHeap<Reverse<Gate>> = BinaryHeap::new();
+    let mut order = 0u64;
+    loop {
+        let handover = due.peek().map(|Reverse((at, _))| at.checked_sub(HANDOVER_LEAD).unwrap_or(*at));
+        let fire = gates.peek().map(|Reverse(g)| g.at);
+        let Some(wake) = [handover, fire].into_iter().flatten().min() else { return };
         tokio::select! {
-            _ = sleep_until_exact(handover) => {}
+            _ = sleep_until_exact(wake) => {}
             _ = ctx.stop.cancelled() => return,
         }
-        due.pop();
-        let stream = &mut streams[i];
-        ctx.recorder.scheduled(&stream.target.name, &stream.scenario);
-        let following = stream.next(next[i].seq + 1, deadline);
-        due.push(Reverse((following.intended, i)));
-        let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
-        let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
-        dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await;
+        let now = Instant::now();
+        while gates.peek().is_some_and(|Reverse(g)| g.at <= now) {
+            if let Some(Reverse(g)) = gates.pop() {
+                let _ = g.gate.send(());
+            }
+        }
+        while let Some(&Reverse((deadline, i))) = due.peek() {
+            if deadline.checked_sub(HANDOVER_LEAD).unwrap_or(deadline) > now {
+                break;
+            }
+            due.pop();
+            let stream = &mut streams[i];
+            ctx.recorder.scheduled(&stream.target.name, &stream.scenario);
+            let following = stream.next(next[i].seq + 1, deadline);
+            due.push(Reverse((following.intended, i)));
+            let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
+            let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
+            if let Some(gate) = dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await {
+                order += 1;
+                gates.push(Reverse(Gate { at: intended, order, gate }));
+            }
+        }
     }
 }
 
@@ -116,21 +159,36 @@ pub fn spawn_dispatcher(streams: Vec<Stream>, ctx: RunContext, health: Option<Ar
     Ok(finished)
 }
 
-async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibration>, ctx: &RunContext, probes: &tokio::runtime::Handle) {
+/// Starts a probe (or drops it at the cap); returns the gate that releases its send.
+async fn dispatch(
+    probe: Probe,
+    max_in_flight: usize,
+    calibration: Arc<Calibration>,
+    ctx: &RunContext,
+    probes: &tokio::runtime::Handle,
+) -> Option<tokio::sync::oneshot::Sender<()>> {
     let target = probe.target.clone();
     let in_flight = target.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
     if in_flight > max_in_flight {
         target.in_flight.fetch_sub(1, Ordering::AcqRel);
         ctx.recorder.record(exec::dropped(&probe)).await;
-        return;
+        return None;
     }
     (ctx.on_in_flight)(&target.name, in_flight as i64);
     let slot = InFlightSlot { target, hook: ctx.on_in_flight.clone() };
     let ctx = ctx.clone();
     let words = probe.draw.words;
+    let (gate, send_at) = tokio::sync::oneshot::channel::<()>();
+    let intended = probe.intended;
     ctx.tracker.clone().spawn_on(
         async move {
-            let outcome = exec::execute(probe, &ctx.abort).await;
+            // A gate dropped without firing (the scheduler stopped) falls back to the timer.
+            let send_at = async move {
+                if send_at.await.is_err() {
+                    wait_until(intended).await;
+                }
+            };
+            let outcome = exec::execute_when(probe, &ctx.abort, send_at).await;
             if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
                 calibration.observe(words, usage.prompt_tokens);
             }
@@ -139,6 +197,7 @@ async fn dispatch(probe: Probe, max_in_flight: usize, calibration: Arc<Calibrati
         },
         probes,
     );
+    Some(gate)
 }
 
 /// One taken in-flight slot of a target, given back when dropped: whatever ends the probe
@@ -168,15 +227,11 @@ async fn sleep_until_exact(deadline: Instant) {
     }
 }
 
-/// Sleeps until `deadline`: a timer for the bulk, then yields for the last millisecond (for
-/// tasks on a shared runtime, where blocking is not allowed).
-pub async fn sleep_until_precise(deadline: Instant) {
-    if let Some(early) = deadline.checked_sub(FINE_WINDOW) {
-        if early > Instant::now() {
-            tokio::time::sleep_until(early.into()).await;
-        }
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
+/// Waits until `deadline` on the runtime's timer (millisecond ticks, so up to about a
+/// millisecond late). For sends not released by the dispatcher (bench, `--once`); lag is
+/// measured and exported either way.
+pub async fn wait_until(deadline: Instant) {
+    if deadline > Instant::now() {
+        tokio::time::sleep_until(deadline.into()).await;
     }
 }

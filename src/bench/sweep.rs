@@ -16,7 +16,7 @@ use crate::arrival::{Arrival, Constant, Poisson};
 use crate::config::{BenchArrival, Scenario};
 use crate::exec::{self, Probe};
 use crate::outcome::Outcome;
-use crate::scheduler::sleep_until_precise;
+use crate::scheduler::wait_until;
 use crate::target::TargetRuntime;
 use crate::workload::{Calibration, Draw, Sampler};
 
@@ -183,7 +183,7 @@ async fn open(shared: Arc<Shared>, mut gaps: Box<dyn Arrival>, max_in_flight: us
         // Draw before sleeping so its cost never shows up as schedule lag.
         let (scenario, draw) = shared.mix.lock().expect("mix lock").draw();
         tokio::select! {
-            _ = sleep_until_precise(intended) => {}
+            _ = wait_until(intended) => {}
             _ = shared.abort.cancelled() => break,
         }
         let probe = Probe { target: shared.target.clone(), scenario, seq, draw, intended };
