@@ -50,6 +50,11 @@ impl Driver {
         Arc::new(Driver { inner: Mutex::new(Inner { engine, subs: HashMap::new() }), notify: Notify::new(), epoch: Instant::now() })
     }
 
+    /// Runs `f` on the engine, mutably (e.g. to change its profile at run time).
+    pub fn with_engine_mut<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
+        f(&mut self.lock().engine)
+    }
+
     /// Nanoseconds on the engine clock.
     pub fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64

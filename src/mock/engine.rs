@@ -179,6 +179,11 @@ impl Engine {
         &self.profile
     }
 
+    /// Changes the step costs from the next step on (the control endpoint's simulated release).
+    pub fn set_profile(&mut self, profile: Profile) {
+        self.profile = profile;
+    }
+
     pub fn num_running(&self) -> usize {
         self.running.len()
     }

@@ -4,6 +4,7 @@
 //!
 //! Writes every wire format itself; shares no code with the prober's parsers on purpose.
 
+mod control;
 mod driver;
 pub mod engine;
 mod faults;
@@ -143,6 +144,8 @@ impl MockArgs {
 pub(crate) struct App {
     pub opts: MockOptions,
     pub driver: Arc<Driver>,
+    /// What a simulated release changes at run time (`POST /mock/control`).
+    pub control: std::sync::Mutex<Control>,
     draws: AtomicU64,
     pub created_unix: u64,
     /// Cancelled at shutdown.
@@ -173,6 +176,22 @@ impl App {
     }
 }
 
+/// The run-time state a simulated release changes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Control {
+    /// Reported by `/version` and `/api/version` instead of the built-in one when set.
+    pub engine_version: Option<String>,
+    /// Multiplies every step's duration from the next step on.
+    pub slowdown: f64,
+}
+
+impl App {
+    /// The engine version `/version` reports: the control's, else `default`.
+    pub fn engine_version(&self, default: &str) -> String {
+        self.control.lock().unwrap_or_else(|e| e.into_inner()).engine_version.clone().unwrap_or_else(|| default.to_owned())
+    }
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
@@ -185,8 +204,9 @@ pub fn router(opts: MockOptions) -> Router {
 fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
     let driver = Driver::new(Engine::new(opts.profile.slowed(opts.slowdown), opts.seed));
     tokio::spawn(driver.clone().run(stop.clone()));
-    let app = Arc::new(App { opts, driver, draws: AtomicU64::new(0), created_unix: unix_now(), stop });
-    openai::routes(app.clone()).merge(native::routes(app.clone())).merge(metrics::routes(app))
+    let control = std::sync::Mutex::new(Control { engine_version: None, slowdown: opts.slowdown });
+    let app = Arc::new(App { opts, driver, control, draws: AtomicU64::new(0), created_unix: unix_now(), stop });
+    openai::routes(app.clone()).merge(native::routes(app.clone())).merge(metrics::routes(app.clone())).merge(control::routes(app))
 }
 
 /// Serves the mock on `listener` until `shutdown` is cancelled.

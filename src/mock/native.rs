@@ -21,7 +21,10 @@ use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, j
 pub fn routes(app: Arc<App>) -> Router {
     Router::new()
         .route("/", get(|| async { "Ollama is running" }))
-        .route("/api/version", get(|| async { json_response(200, r#"{"version":"0.12.0"}"#.into()) }))
+        .route(
+            "/api/version",
+            get(|State(app): State<Arc<App>>| async move { json_response(200, serde_json::json!({"version": app.engine_version("0.12.0")}).to_string()) }),
+        )
         .route("/api/generate", post(ollama_generate))
         .route("/api/chat", post(ollama_chat))
         .route("/completion", post(llamacpp_completion))

@@ -34,7 +34,10 @@ pub fn routes(app: Arc<App>) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/health", get(|| async { "" }))
-        .route("/version", get(|| async { json_response(200, r#"{"version":"0.32.0"}"#.into()) }))
+        .route(
+            "/version",
+            get(|State(app): State<Arc<App>>| async move { json_response(200, serde_json::json!({"version": app.engine_version("0.32.0")}).to_string()) }),
+        )
         .route("/load", get(load))
         .with_state(app)
 }
