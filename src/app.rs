@@ -195,7 +195,7 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     if let Some(o) = &otlp {
         sinks.push(o.clone());
     }
-    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo.clone(), Some(health.clone()));
+    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
         recorder,

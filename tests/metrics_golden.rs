@@ -84,7 +84,15 @@ fn prometheus_text_passes_promtool() {
 fn openmetrics_passes_promtool_except_known_counter_help_false_positive() {
     // promtool 2.x `check metrics` reads the text format, which has no exemplars: strip them
     // (`tests/otlp_export.rs` checks them against exported spans).
-    let text: String = recorded_metrics().encode_openmetrics().lines().map(|l| format!("{}\n", l.split(" # {").next().unwrap_or(l))).collect();
+    // Its parser has no `info` type either: an OpenMetrics info family `x` is what the text
+    // format calls the gauge `x_info` (which `encode_prometheus_text` writes), so rename it.
+    let text: String = recorded_metrics()
+        .encode_openmetrics()
+        .lines()
+        .map(|l| l.split(" # {").next().unwrap_or(l))
+        .map(info_as_text_format_gauge)
+        .map(|l| format!("{l}\n"))
+        .collect();
     let Some((_, msg)) = promtool_check(&text) else {
         eprintln!("promtool not installed; skipping");
         return;
@@ -92,4 +100,28 @@ fn openmetrics_passes_promtool_except_known_counter_help_false_positive() {
     // promtool 2.x reports `x_total no help text` for OpenMetrics counters (family `x`).
     let real: Vec<&str> = msg.lines().filter(|l| !l.trim().is_empty() && !l.ends_with("no help text")).collect();
     assert!(real.is_empty(), "promtool check metrics:\n{msg}");
+}
+
+/// `# TYPE x info` -> `# TYPE x_info gauge`, `# HELP x ...` -> `# HELP x_info ...` for info families.
+fn info_as_text_format_gauge(line: &str) -> String {
+    const INFO: [&str; 3] = ["llmprobe_target", "llmprobe_build", "llmprobe_workload"];
+    for family in INFO {
+        if line == format!("# TYPE {family} info") {
+            return format!("# TYPE {family}_info gauge");
+        }
+        if let Some(help) = line.strip_prefix(&format!("# HELP {family} ")) {
+            return format!("# HELP {family}_info {help}");
+        }
+    }
+    line.to_owned()
+}
+
+#[test]
+fn info_families_keep_their_scraped_names_in_both_formats() {
+    let m = recorded_metrics();
+    let (om, text) = (m.encode_openmetrics(), m.encode_prometheus_text());
+    for family in ["llmprobe_target", "llmprobe_build", "llmprobe_workload"] {
+        assert!(om.contains(&format!("\n# TYPE {family} info\n{family}_info{{")), "{family} is an OpenMetrics info family:\n{om}");
+        assert!(text.contains(&format!("\n# TYPE {family}_info gauge\n{family}_info{{")), "{family}_info is a text-format gauge:\n{text}");
+    }
 }
