@@ -253,7 +253,7 @@ fn target_meta(t: &crate::config::Target) -> TargetMeta {
 }
 
 /// `http://host:port/prefix` -> (`host`, port), with the scheme's default port.
-fn split_host_port(url: &str) -> (String, Option<u16>) {
+pub(super) fn split_host_port(url: &str) -> (String, Option<u16>) {
     let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
     let authority = rest.split('/').next().unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
