@@ -125,3 +125,76 @@ fn info_families_keep_their_scraped_names_in_both_formats() {
         assert!(text.contains(&format!("\n# TYPE {family}_info gauge\n{family}_info{{")), "{family}_info is a text-format gauge:\n{text}");
     }
 }
+
+/// The metric contract document, rendered from the registry's own exposition (name, type, unit,
+/// labels, buckets, help) so it cannot drift from `src/sink/prometheus.rs`.
+const METRICS_DOC: &str = "src/sink/METRICS.md";
+
+fn render_metrics_doc(text: &str) -> String {
+    let mut out = String::from(
+        "# Metric contract\n\n<!-- Generated from src/sink/prometheus.rs by tests/metrics_golden.rs; \
+         rewrite with `UPDATE_METRICS_DOC=1 cargo test --test metrics_golden`. -->\n\n\
+         Every family served on `/metrics`, in exposition order. Names are as scraped: counters end in \
+         `_total`, histograms add `_bucket`/`_sum`/`_count`, info families are `x_info` gauges in the \
+         Prometheus text format (OpenMetrics type `info`).\n\n\
+         | Series | Type | Labels | Buckets | Help |\n|---|---|---|---|---|\n",
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else { continue };
+        let (family, kind) = rest.split_once(' ').unwrap();
+        let help = lines[..i].iter().rev().find_map(|l| l.strip_prefix(&format!("# HELP {family} "))).unwrap_or("");
+        let samples: Vec<&str> = lines[i + 1..].iter().take_while(|l| !l.starts_with("# TYPE")).filter(|l| !l.starts_with('#')).copied().collect();
+        let series = match kind {
+            "counter" => format!("{family}_total"),
+            "info" => format!("{family}_info"),
+            _ => family.to_owned(),
+        };
+        let label_names = |s: &str| -> Vec<String> {
+            let Some((_, labels)) = s.split_once('{') else { return Vec::new() };
+            let labels = labels.split('}').next().unwrap_or("");
+            labels.split("\",").filter_map(|kv| kv.split_once('=')).map(|(k, _)| k.to_owned()).filter(|k| k != "le").collect()
+        };
+        let labels = samples.first().map(|s| label_names(s)).unwrap_or_default();
+        let buckets: Vec<&str> = if kind == "histogram" {
+            let one = samples.first().map(|s| s.split_once('{').map_or("", |(_, l)| l)).unwrap_or("");
+            let key = one.split_once("le=").map(|(_, rest)| rest.split_once(',').map_or("", |(_, r)| r)).unwrap_or("");
+            samples
+                .iter()
+                .filter(|s| s.contains("_bucket{") && s.ends_with_label_set(key))
+                .filter_map(|s| s.split("le=\"").nth(1)?.split('"').next())
+                .filter(|b| *b != "+Inf")
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let labels = if labels.is_empty() { "—".to_owned() } else { labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ") };
+        let buckets = if buckets.is_empty() { "—".to_owned() } else { buckets.join(", ") };
+        out.push_str(&format!("| `{series}` | {kind} | {labels} | {buckets} | {} |\n", help.trim_end_matches('.')));
+    }
+    out
+}
+
+trait SameLabels {
+    fn ends_with_label_set(&self, rest: &str) -> bool;
+}
+
+impl SameLabels for &str {
+    /// Whether this `_bucket` sample carries the label set `rest` (everything after `le`).
+    fn ends_with_label_set(&self, rest: &str) -> bool {
+        self.split_once("le=").and_then(|(_, r)| r.split_once(',')).is_some_and(|(_, r)| r == rest) || rest.is_empty()
+    }
+}
+
+#[test]
+fn metrics_doc_matches_the_registry() {
+    let text = normalise(&recorded_metrics().encode_openmetrics());
+    let doc = render_metrics_doc(&text);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(METRICS_DOC);
+    if std::env::var_os("UPDATE_METRICS_DOC").is_some() || std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &doc).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(doc == want, "{METRICS_DOC} is out of date; rerun with UPDATE_METRICS_DOC=1 and review.\n{doc}");
+    assert_eq!(doc.lines().filter(|l| l.starts_with("| `llmprobe_")).count(), llmprobe::sink::prometheus::ALL_FAMILIES.len());
+}

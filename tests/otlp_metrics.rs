@@ -97,7 +97,8 @@ fn check(received: &Received) {
     let violations = sum_of("llmprobe.slo.violations", &[("llmprobe.slo", "ttft")]);
     assert_eq!(violations, ok);
     assert!(all.iter().filter(|m| m.name == "llmprobe.goodput.requests").all(|m| match &m.data {
-        Some(metric::Data::Sum(s)) => s.data_points.iter().all(|p| matches!(p.value, Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(0)))),
+        Some(metric::Data::Sum(s)) =>
+            s.data_points.iter().all(|p| matches!(p.value, Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(0)))),
         _ => true,
     }));
 }

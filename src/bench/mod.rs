@@ -179,7 +179,8 @@ async fn sweep(
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
             }
             let place = Place { run_id: run_id.to_owned(), point, load, repeat };
-            let mut recs: Vec<Record> = driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo_for(&o.target, &o.scenario), &epoch, &place)).collect();
+            let mut recs: Vec<Record> =
+                driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo_for(&o.target, &o.scenario), &epoch, &place)).collect();
             recs.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
             if let (Some(r), Some(s), Some(before)) = (repeat, scraper, before) {
                 let first_tokens = recs.iter().filter(|x| x.ttft_ms.is_some()).count() as f64;

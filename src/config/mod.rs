@@ -298,7 +298,17 @@ pub struct Scenario {
 impl Scenario {
     /// A synthetic-prompt scenario with Poisson arrivals and no prefix sharing.
     pub fn synthetic(name: &str, rate: f64, input_tokens: LengthSpec, output_tokens: LengthSpec) -> Self {
-        Scenario { name: name.to_owned(), rate, input_tokens, output_tokens, arrival: ArrivalSpec::default(), prefix: None, dataset: None, cache_salt: None, slo: SloOverride::default() }
+        Scenario {
+            name: name.to_owned(),
+            rate,
+            input_tokens,
+            output_tokens,
+            arrival: ArrivalSpec::default(),
+            prefix: None,
+            dataset: None,
+            cache_salt: None,
+            slo: SloOverride::default(),
+        }
     }
 }
 

@@ -63,11 +63,8 @@ impl Config {
 
     /// The effective SLO of every target×scenario pair, for lookups per probe.
     pub fn slo_table(&self) -> SloTable {
-        let pairs = self
-            .targets
-            .iter()
-            .map(|t| (t.name.clone(), self.scenarios.iter().map(|s| (s.name.clone(), self.slo_for(&t.name, &s.name))).collect()))
-            .collect();
+        let pairs =
+            self.targets.iter().map(|t| (t.name.clone(), self.scenarios.iter().map(|s| (s.name.clone(), self.slo_for(&t.name, &s.name))).collect())).collect();
         SloTable { global: self.slo.clone(), pairs: Arc::new(pairs) }
     }
 }

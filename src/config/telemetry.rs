@@ -44,7 +44,16 @@ fn yes() -> bool {
 /// (a derived `Default` would make it false when the section is left out).
 impl Default for RawTracing {
     fn default() -> Self {
-        RawTracing { enabled: None, endpoint: None, protocol: None, headers: RawHeaders::default(), service_name: None, sample_ratio: None, exemplars: yes(), metrics: None }
+        RawTracing {
+            enabled: None,
+            endpoint: None,
+            protocol: None,
+            headers: RawHeaders::default(),
+            service_name: None,
+            sample_ratio: None,
+            exemplars: yes(),
+            metrics: None,
+        }
     }
 }
 
@@ -113,16 +122,7 @@ pub struct Tracing {
 
 impl Default for Tracing {
     fn default() -> Self {
-        Tracing {
-            enabled: None,
-            endpoint: None,
-            protocol: None,
-            headers: Vec::new(),
-            service_name: None,
-            sample_ratio: None,
-            exemplars: true,
-            metrics: None,
-        }
+        Tracing { enabled: None, endpoint: None, protocol: None, headers: Vec::new(), service_name: None, sample_ratio: None, exemplars: true, metrics: None }
     }
 }
 

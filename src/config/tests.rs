@@ -206,7 +206,10 @@ fn tracing_section_absent_empty_or_full_keeps_exemplars_on_by_default() {
         "{MINIMAL}tracing: {{enabled: true, endpoint: \"http://c:4318\", protocol: grpc, service_name: p, sample_ratio: 0.5, exemplars: false, metrics: true}}\n"
     ))
     .tracing;
-    assert_eq!((full.enabled, full.protocol, full.sample_ratio, full.exemplars, full.metrics), (Some(true), Some(OtlpProtocol::Grpc), Some(0.5), false, Some(true)));
+    assert_eq!(
+        (full.enabled, full.protocol, full.sample_ratio, full.exemplars, full.metrics),
+        (Some(true), Some(OtlpProtocol::Grpc), Some(0.5), false, Some(true))
+    );
 }
 
 const TWO_BY_TWO: &str = "\

@@ -49,8 +49,7 @@ pub const SLO_VIOLATIONS: &str = "llmprobe.slo.violations";
 /// Recommended explicit buckets for the GenAI durations (s): 0.01 doubling to 81.92.
 pub const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 /// Recommended explicit buckets for token usage: powers of 4 from 1 to 4^13.
-pub const TOKEN_BUCKETS: [f64; 14] =
-    [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0, 67108864.0];
+pub const TOKEN_BUCKETS: [f64; 14] = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0, 67108864.0];
 
 /// Default `OTEL_METRIC_EXPORT_INTERVAL`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
