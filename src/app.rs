@@ -19,6 +19,7 @@ use crate::server::{self, ServerState};
 use crate::sink::Sink;
 use crate::sink::history::History;
 use crate::sink::otlp::{OtlpSettings, OtlpSink};
+use crate::sink::otlp_metrics::{OtlpMetricsSettings, OtlpMetricsSink};
 use crate::sink::prometheus::Metrics;
 use crate::sink::summary::Summary;
 use crate::source::SnapshotCache;
@@ -142,6 +143,7 @@ impl Station {
 struct Prepared {
     targets: Vec<Arc<TargetRuntime>>,
     otlp: Option<(Arc<OtlpSink>, f64)>,
+    otlp_metrics: Option<Arc<OtlpMetricsSink>>,
 }
 
 async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
@@ -161,7 +163,19 @@ async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             Some((Arc::new(sink), settings.sample_ratio))
         }
     };
-    Ok(Prepared { targets, otlp })
+    let otlp_metrics = match OtlpMetricsSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
+        None => None,
+        Some(settings) => {
+            for note in &settings.notes {
+                tracing::warn!("metrics export: {note}");
+            }
+            let (cfg, s) = (config.clone(), settings.clone());
+            let sink = tokio::task::spawn_blocking(move || OtlpMetricsSink::start(&cfg, &s)).await.context("starting metric export")??;
+            tracing::info!(protocol = ?settings.protocol, interval = ?settings.interval, "exporting OTLP metrics");
+            Some(Arc::new(sink))
+        }
+    };
+    Ok(Prepared { targets, otlp, otlp_metrics })
 }
 
 /// One config's probing: schedules, recorder, discovery, calibration and telemetry.
@@ -180,7 +194,7 @@ impl Generation {
 
 /// Starts probing with `config` on the station; it runs until `shutdown` is cancelled.
 fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOptions, shutdown: CancellationToken) -> anyhow::Result<Generation> {
-    let Prepared { targets, otlp } = prepared;
+    let Prepared { targets, otlp, otlp_metrics } = prepared;
     let metrics = station.metrics.clone();
     let health = station.health.clone();
     // Tracing follows the config of the generation that runs: a reload can switch it off.
@@ -195,7 +209,10 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     if let Some(o) = &otlp {
         sinks.push(o.clone());
     }
-    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo.clone(), Some(health.clone()));
+    if let Some(m) = &otlp_metrics {
+        sinks.push(m.clone());
+    }
+    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
         recorder,
@@ -215,9 +232,10 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     let mut streams = Vec::new();
     for target in &targets {
         let (t, m, o, stop) = (target.clone(), metrics.clone(), otlp.clone(), shutdown.clone());
+        let om = otlp_metrics.clone();
         let every = config.probe.discovery_interval;
         loops.push(spawn_supervised("discovery", target.name.to_string(), health.clone(), move || {
-            keep_discovering(t.clone(), every, m.clone(), o.clone(), stop.clone())
+            keep_discovering(t.clone(), every, m.clone(), (o.clone(), om.clone()), stop.clone())
         }));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
@@ -267,6 +285,10 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
             // The exporter blocks while flushing; this task holds the last reference.
             let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
         }
+        if let Some(m) = otlp_metrics {
+            // Exports the last interval's data; this task holds the last reference.
+            let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
+        }
         Ok(())
     });
     Ok(Generation { accounting, handle, stop })
@@ -278,7 +300,13 @@ pub fn new_run_id() -> String {
 }
 
 /// Discovers a target's model and engine, and re-reads them so a release shows up.
-async fn keep_discovering(target: Arc<TargetRuntime>, every: Duration, metrics: Arc<Metrics>, otlp: Option<Arc<OtlpSink>>, stop: CancellationToken) {
+async fn keep_discovering(
+    target: Arc<TargetRuntime>,
+    every: Duration,
+    metrics: Arc<Metrics>,
+    (otlp, otlp_metrics): (Option<Arc<OtlpSink>>, Option<Arc<OtlpMetricsSink>>),
+    stop: CancellationToken,
+) {
     let mut last: Option<crate::target::Discovery> = None;
     loop {
         let wait = match target.discover().await {
@@ -292,6 +320,9 @@ async fn keep_discovering(target: Arc<TargetRuntime>, every: Duration, metrics: 
                     }
                     if let Some(o) = &otlp {
                         o.set_engine(&target.name, &found.engine);
+                    }
+                    if let Some(m) = &otlp_metrics {
+                        m.set_engine(&target.name, &found.engine);
                     }
                     last = Some(found);
                 }

@@ -39,9 +39,10 @@ pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
             draw.probe_id = format!("{run_id}-{}-{}-0", target.name, scenario.name);
             let probe = Probe { target: target.clone(), scenario: Arc::from(scenario.name.as_str()), seq: 0, draw, intended: Instant::now() };
             let outcome = exec::execute(probe, &CancellationToken::new()).await;
-            let sample = measure(&outcome, &config.slo);
+            let slo = config.slo_for(&target.name, &scenario.name);
+            let sample = measure(&outcome, &slo);
             all_ok &= outcome.is_success();
-            render(&outcome, sample.as_ref(), &config.slo, out);
+            render(&outcome, sample.as_ref(), &slo, out);
         }
     }
     Ok(all_ok)

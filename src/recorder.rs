@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::config::Slo;
+use crate::config::SloTable;
 use crate::health::{Health, panic_message};
 use crate::measure::measure;
 use crate::outcome::{ErrorClass, Outcome};
@@ -63,7 +63,8 @@ impl RecorderHandle {
 }
 
 /// Starts the recorder. It ends when every `RecorderHandle` is dropped and the queue is drained.
-pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: Slo, health: Option<Arc<Health>>) -> (RecorderHandle, JoinHandle<()>) {
+/// `slo` gives each probe the effective SLO of its target×scenario.
+pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>) -> (RecorderHandle, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<Outcome>(CHANNEL_CAPACITY);
     let accounting = Arc::new(Accounting::default());
     let counts = accounting.clone();
@@ -73,7 +74,7 @@ pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: Slo, health: Option<Arc<Health>>) -
         let mut log = FailureLog::default();
         while let Some(outcome) = rx.recv().await {
             let recorded = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let sample = measure(&outcome, &slo);
+                let sample = measure(&outcome, slo.get(&outcome.target, &outcome.scenario));
                 for sink in task_sinks.iter() {
                     sink.record(&outcome, sample.as_ref());
                 }

@@ -28,7 +28,11 @@ pub struct Manifest {
     pub arrival: Option<String>,
     pub seed: u64,
     pub scenarios: Vec<String>,
+    /// The target's SLO (global `slo:` with the target's overrides).
     pub slo: SloManifest,
+    /// Scenarios whose own `slo:` makes their effective SLO differ from `slo`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub scenario_slo: std::collections::BTreeMap<String, SloManifest>,
     pub target: TargetManifest,
     /// `Some(profile)` when the built-in mock engine served the run in-process.
     pub mock_profile: Option<String>,

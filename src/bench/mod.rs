@@ -179,7 +179,8 @@ async fn sweep(
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
             }
             let place = Place { run_id: run_id.to_owned(), point, load, repeat };
-            let mut recs: Vec<Record> = driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo, &epoch, &place)).collect();
+            let mut recs: Vec<Record> =
+                driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo_for(&o.target, &o.scenario), &epoch, &place)).collect();
             recs.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
             if let (Some(r), Some(s), Some(before)) = (repeat, scraper, before) {
                 let first_tokens = recs.iter().filter(|x| x.ttft_ms.is_some()).count() as f64;
@@ -270,9 +271,14 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn slo_manifest(slo: &crate::config::Slo) -> SloManifest {
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    SloManifest { ttft_ms: ms(slo.ttft), tpot_ms: ms(slo.tpot), e2e_ms: ms(slo.e2e), objective: slo.objective }
+}
+
 fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
     let b = &plan.bench;
-    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    let target_slo = plan.config.slo.overridden(&t.slo);
     Manifest {
         run_id: run_id.to_owned(),
         tool: "llmprobe".into(),
@@ -291,12 +297,15 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         arrival: (b.mode == BenchMode::Rate).then(|| format!("{:?}", b.arrival).to_lowercase()),
         seed,
         scenarios: plan.config.scenarios.iter().map(|s| s.name.clone()).collect(),
-        slo: SloManifest {
-            ttft_ms: ms(plan.config.slo.ttft),
-            tpot_ms: ms(plan.config.slo.tpot),
-            e2e_ms: ms(plan.config.slo.e2e),
-            objective: plan.config.slo.objective,
-        },
+        slo: slo_manifest(&target_slo),
+        scenario_slo: plan
+            .config
+            .scenarios
+            .iter()
+            .map(|s| (s.name.clone(), plan.config.slo_for(&t.name, &s.name)))
+            .filter(|(_, slo)| *slo != target_slo)
+            .map(|(name, slo)| (name, slo_manifest(&slo)))
+            .collect(),
         target: TargetManifest {
             name: t.name.clone(),
             base_url: t.base_url.clone(),

@@ -80,7 +80,7 @@ fn attach_agreement(summary: &mut SummaryFile, windows: &[super::engine::Window]
 fn check_compatible(a: &Manifest, b: &Manifest, dir: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(a.mode == b.mode, "{}: mode {} differs from {} — only runs of one sweep can be merged", dir.display(), b.mode, a.mode);
     anyhow::ensure!(a.points.len() == b.points.len(), "{}: {} points, the first run has {}", dir.display(), b.points.len(), a.points.len());
-    anyhow::ensure!(a.slo == b.slo, "{}: different SLO thresholds; goodput would not be comparable", dir.display());
+    anyhow::ensure!(a.slo == b.slo && a.scenario_slo == b.scenario_slo, "{}: different SLO thresholds; goodput would not be comparable", dir.display());
     Ok(())
 }
 

@@ -5,7 +5,8 @@
 //!
 //! Files: `raw.rs` (stage 1: serde structs and defaults), `validate.rs` and `target.rs`
 //! (stage 2: every check), `telemetry.rs` (the `tracing:` and `sources:` sections), `duration.rs`
-//! (`250ms`-style durations), `locate.rs` (path -> line), `bench.rs` (the `bench:` section).
+//! (`250ms`-style durations), `locate.rs` (path -> line), `bench.rs` (the `bench:` section),
+//! `slo.rs` (per-target and per-scenario SLO overrides).
 //! The file format is documented in `config/README.md`.
 
 mod bench;
@@ -13,6 +14,7 @@ mod duration;
 mod locate;
 mod raw;
 mod raw_workload;
+mod slo;
 mod target;
 mod telemetry;
 mod validate;
@@ -31,6 +33,7 @@ use crate::workload::Dataset;
 
 pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
+pub use slo::{SloOverride, SloTable};
 pub use telemetry::{OtlpProtocol, Tracing};
 
 /// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
@@ -213,6 +216,8 @@ pub struct Target {
     pub max_response_bytes: usize,
     pub http_version: HttpVersion,
     pub tls: TlsSettings,
+    /// `slo:` fields replacing the global ones for this target (a scenario's own win over them).
+    pub slo: SloOverride,
 }
 
 /// Default `max_response_bytes`: a runaway stream must not eat memory.
@@ -286,12 +291,24 @@ pub struct Scenario {
     pub dataset: Option<Arc<Dataset>>,
     /// vLLM `cache_salt` body field (prefix-cache isolation per trust group).
     pub cache_salt: Option<String>,
+    /// `slo:` fields replacing the target's and the global ones for this scenario.
+    pub slo: SloOverride,
 }
 
 impl Scenario {
     /// A synthetic-prompt scenario with Poisson arrivals and no prefix sharing.
     pub fn synthetic(name: &str, rate: f64, input_tokens: LengthSpec, output_tokens: LengthSpec) -> Self {
-        Scenario { name: name.to_owned(), rate, input_tokens, output_tokens, arrival: ArrivalSpec::default(), prefix: None, dataset: None, cache_salt: None }
+        Scenario {
+            name: name.to_owned(),
+            rate,
+            input_tokens,
+            output_tokens,
+            arrival: ArrivalSpec::default(),
+            prefix: None,
+            dataset: None,
+            cache_salt: None,
+            slo: SloOverride::default(),
+        }
     }
 }
 

@@ -31,17 +31,24 @@ pub struct RawConfig {
     /// The request shapes sent to every target; at least one.
     #[serde(default)]
     pub scenarios: Vec<RawScenario>,
-    /// Latency objectives used for goodput.
-    #[serde(default)]
+    /// Latency objectives used for goodput; `targets[].slo` and `scenarios[].slo` override fields.
+    /// An empty section (`slo:` or `slo: {}`) is the same as none.
+    #[serde(default, deserialize_with = "null_as_default")]
     pub slo: RawSlo,
-    /// OTLP trace export and exemplars (`config/README.md` "tracing").
-    #[serde(default)]
+    /// OTLP trace and metric export and exemplars (`config/README.md` "tracing"). An empty
+    /// section is the same as none.
+    #[serde(default, deserialize_with = "null_as_default")]
     pub tracing: super::telemetry::RawTracing,
     /// Engine and GPU telemetry scraped alongside the probes (`config/README.md` "sources").
     #[serde(default)]
     pub sources: Vec<super::telemetry::RawSource>,
     /// Benchmark mode (`llmprobe bench`); ignored by the prober.
     pub bench: Option<super::bench::RawBench>,
+}
+
+/// An empty YAML value (`slo:` with nothing after it) reads as the section's default.
+fn null_as_default<'de, D: de::Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 fn default_listen() -> String {
@@ -147,6 +154,9 @@ pub struct RawTarget {
     /// `{file: PATH}`), redacted like the API key everywhere; files are re-read when they change.
     #[serde(default)]
     pub headers_from: std::collections::BTreeMap<String, RawHeaderSource>,
+    /// SLO fields replacing the global `slo:` ones for this target's probes (ttft, tpot, e2e,
+    /// objective; a threshold `off` drops the inherited one). A scenario's own `slo:` wins.
+    pub slo: Option<super::slo::RawSloOverride>,
 }
 
 /// Where one `headers_from` value comes from: exactly one of `env` or `file`.
@@ -247,6 +257,9 @@ pub struct RawScenario {
     /// vLLM `cache_salt` sent in the body: requests with different salts never share cached
     /// prefixes (one salt per trust group).
     pub cache_salt: Option<String>,
+    /// SLO fields replacing the target's and the global ones for this scenario (ttft, tpot, e2e,
+    /// objective; a threshold `off` drops the inherited one).
+    pub slo: Option<super::slo::RawSloOverride>,
 }
 
 /// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and

@@ -42,6 +42,7 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         max_response_bytes: max_response_bytes(&format!("{path}.max_response_bytes"), raw.max_response_bytes, c),
         http_version: http_version(&format!("{path}.http_version"), &raw.http_version, c),
         tls: tls(&format!("{path}.tls"), &raw.tls, base_url_is_https(&raw.base_url), c),
+        slo: super::slo::slo_override(&format!("{path}.slo"), raw.slo.as_ref(), c),
     }
 }
 

@@ -11,8 +11,8 @@ use super::validate::{Checker, check_name, check_unique};
 use crate::source::{EngineKind, GpuFilter, SourceKind, SourceSpec};
 
 /// `tracing:` section. Every field falls back to the standard `OTEL_*` variable, then a default.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with enabled, endpoint, protocol, headers, service_name, sample_ratio, exemplars")]
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with enabled, endpoint, protocol, headers, service_name, sample_ratio, exemplars, metrics")]
 pub struct RawTracing {
     /// Export traces. Default: on when `endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
     pub enabled: Option<bool>,
@@ -31,10 +31,30 @@ pub struct RawTracing {
     /// Attach `trace_id`/`span_id` exemplars to the latency histograms. Default true.
     #[serde(default = "yes")]
     pub exemplars: bool,
+    /// Also export OTLP metrics (GenAI client metrics and `llmprobe.*` counters) to the same
+    /// collector. Default: on when `OTEL_METRICS_EXPORTER=otlp`, else off.
+    pub metrics: Option<bool>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// An absent section is the same as an empty one: `exemplars` defaults to true in both
+/// (a derived `Default` would make it false when the section is left out).
+impl Default for RawTracing {
+    fn default() -> Self {
+        RawTracing {
+            enabled: None,
+            endpoint: None,
+            protocol: None,
+            headers: RawHeaders::default(),
+            service_name: None,
+            sample_ratio: None,
+            exemplars: yes(),
+            metrics: None,
+        }
+    }
 }
 
 /// One entry of `sources:`.
@@ -96,11 +116,13 @@ pub struct Tracing {
     pub service_name: Option<String>,
     pub sample_ratio: Option<f64>,
     pub exemplars: bool,
+    /// OTLP metric export; `None` = `OTEL_METRICS_EXPORTER` decides (see `crate::sink::otlp_metrics`).
+    pub metrics: Option<bool>,
 }
 
 impl Default for Tracing {
     fn default() -> Self {
-        Tracing { enabled: None, endpoint: None, protocol: None, headers: Vec::new(), service_name: None, sample_ratio: None, exemplars: true }
+        Tracing { enabled: None, endpoint: None, protocol: None, headers: Vec::new(), service_name: None, sample_ratio: None, exemplars: true, metrics: None }
     }
 }
 
@@ -147,6 +169,7 @@ pub(super) fn tracing(raw: &RawTracing, c: &mut Checker) -> Tracing {
         service_name: raw.service_name.clone(),
         sample_ratio: raw.sample_ratio,
         exemplars: raw.exemplars,
+        metrics: raw.metrics,
     }
 }
 

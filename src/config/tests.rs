@@ -184,3 +184,67 @@ scenarios: [{name: z, input_tokens: 1, output_tokens: 1}]
     assert!(c.warnings[0].to_string().contains("reported as timeout_ttft"));
     assert!(ok(MINIMAL).warnings.iter().all(|w| !w.path.ends_with("connect")));
 }
+
+#[test]
+fn slo_section_absent_empty_or_full() {
+    let none = Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 };
+    assert_eq!(ok(MINIMAL).slo, none, "absent");
+    assert_eq!(ok(&format!("{MINIMAL}slo:\n")).slo, none, "present with no value");
+    assert_eq!(ok(&format!("{MINIMAL}slo: {{}}\n")).slo, none, "present and empty");
+    let full = ok(&format!("{MINIMAL}slo: {{ttft: 1s, tpot: 50ms, e2e: 10s, objective: 0.95}}\n")).slo;
+    assert_eq!(full, Slo { ttft: Some(Duration::from_secs(1)), tpot: Some(Duration::from_millis(50)), e2e: Some(Duration::from_secs(10)), objective: 0.95 });
+}
+
+#[test]
+fn tracing_section_absent_empty_or_full_keeps_exemplars_on_by_default() {
+    for text in [MINIMAL.to_owned(), format!("{MINIMAL}tracing:\n"), format!("{MINIMAL}tracing: {{}}\n")] {
+        let t = ok(&text).tracing;
+        assert_eq!(t, Tracing::default(), "{text}");
+        assert!(t.exemplars, "exemplars default to true:\n{text}");
+    }
+    let full = ok(&format!(
+        "{MINIMAL}tracing: {{enabled: true, endpoint: \"http://c:4318\", protocol: grpc, service_name: p, sample_ratio: 0.5, exemplars: false, metrics: true}}\n"
+    ))
+    .tracing;
+    assert_eq!(
+        (full.enabled, full.protocol, full.sample_ratio, full.exemplars, full.metrics),
+        (Some(true), Some(OtlpProtocol::Grpc), Some(0.5), false, Some(true))
+    );
+}
+
+const TWO_BY_TWO: &str = "\
+targets:
+  - {name: a, base_url: \"http://127.0.0.1:8000\", api: openai-chat, slo: {ttft: 2s, e2e: 9s}}
+  - {name: b, base_url: \"http://127.0.0.1:8001\", api: openai-chat}
+scenarios:
+  - {name: s, input_tokens: 16, output_tokens: 4, slo: {ttft: 300ms, tpot: off, objective: 0.9}}
+  - {name: u, input_tokens: 16, output_tokens: 4}
+";
+
+#[test]
+fn slo_overrides_scenario_over_target_over_global_field_by_field() {
+    let ms = Duration::from_millis;
+    let c = ok(&format!("{TWO_BY_TWO}slo: {{ttft: 1s, tpot: 50ms, objective: 0.99}}\n"));
+    assert_eq!(c.slo_for("a", "s"), Slo { ttft: Some(ms(300)), tpot: None, e2e: Some(ms(9000)), objective: 0.9 });
+    assert_eq!(c.slo_for("a", "u"), Slo { ttft: Some(ms(2000)), tpot: Some(ms(50)), e2e: Some(ms(9000)), objective: 0.99 });
+    assert_eq!(c.slo_for("b", "s"), Slo { ttft: Some(ms(300)), tpot: None, e2e: None, objective: 0.9 });
+    assert_eq!(c.slo_for("b", "u"), c.slo);
+    let table = c.slo_table();
+    assert_eq!(table.get("a", "s"), &c.slo_for("a", "s"));
+    assert_eq!(table.get("gone", "s"), &c.slo, "unknown pairs get the global SLO");
+    // Absent, empty and full global sections under the same overrides.
+    for global in ["", "slo:\n", "slo: {}\n"] {
+        let c = ok(&format!("{TWO_BY_TWO}{global}"));
+        assert_eq!(c.slo_for("b", "u"), Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }, "{global:?}");
+        assert_eq!(c.slo_for("a", "s").ttft, Some(ms(300)));
+    }
+}
+
+#[test]
+fn slo_override_errors_name_their_path() {
+    let e = err(&format!("{MINIMAL}    slo: {{ttft: 0s, objective: 1.5}}\n"));
+    assert!(e.iter().any(|l| l.starts_with("scenarios[0].slo.ttft: must be greater than 0")), "{e:?}");
+    assert!(e.iter().any(|l| l.starts_with("scenarios[0].slo.objective: must be between 0 and 1")), "{e:?}");
+    let e = err(&MINIMAL.replace("    api: openai-completions\n", "    api: openai-completions\n    slo: {ttfb: 1s}\n"));
+    assert!(e.iter().any(|l| l.contains("targets[0].slo") && l.contains("ttfb")), "{e:?}");
+}

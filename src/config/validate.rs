@@ -248,6 +248,7 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
         prefix,
         dataset,
         cache_salt: raw.cache_salt.clone(),
+        slo: super::slo::slo_override(&format!("{path}.slo"), raw.slo.as_ref(), c),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod history;
 pub mod otlp;
+pub mod otlp_metrics;
 pub mod prometheus;
 pub mod summary;
 

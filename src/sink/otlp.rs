@@ -46,7 +46,7 @@ pub struct OtlpSink {
     /// Engine name per target from discovery (`gen_ai.provider.name`).
     engines: Mutex<HashMap<String, String>>,
     cache: Arc<SnapshotCache>,
-    slo: crate::config::Slo,
+    slo: crate::config::SloTable,
 }
 
 impl OtlpSink {
@@ -71,7 +71,7 @@ impl OtlpSink {
             .build();
         let tracer = provider.tracer("llmprobe");
         let targets = config.targets.iter().map(|t| (t.name.clone(), target_meta(t))).collect();
-        Ok(OtlpSink { provider, tracer, targets, engines: Mutex::new(HashMap::new()), cache, slo: config.slo.clone() })
+        Ok(OtlpSink { provider, tracer, targets, engines: Mutex::new(HashMap::new()), cache, slo: config.slo_table() })
     }
 
     /// Records the engine a target runs (from discovery) as its `gen_ai.provider.name`.
@@ -107,7 +107,7 @@ impl OtlpSink {
         let operation = meta.map_or("text_completion", |m| m.operation);
         let provider = self.engines.lock().unwrap_or_else(|e| e.into_inner()).get(&*o.target).cloned().unwrap_or_else(|| "openai".into());
         let mut attrs = genai_attributes(o, operation, &provider, meta);
-        attrs.extend(probe_attributes(o, sample, &self.slo));
+        attrs.extend(probe_attributes(o, sample, self.slo.get(&o.target, &o.scenario)));
         let at_send = self.cache.at(&o.target, tl.sent);
         attrs.extend(joined_attributes(at_send.as_ref()));
 
@@ -177,7 +177,7 @@ fn genai_attributes(o: &Outcome, operation: &'static str, provider: &str, meta: 
         KeyValue::new("gen_ai.provider.name", provider.to_owned()),
         KeyValue::new("gen_ai.request.model", o.model.to_string()),
         KeyValue::new("gen_ai.request.max_tokens", i64::from(o.requested_output_tokens)),
-        KeyValue::new("gen_ai.request.stream", true),
+        KeyValue::new("gen_ai.request.stream", o.streamed),
     ];
     if let Some(m) = meta {
         a.push(KeyValue::new("server.address", m.address.clone()));
@@ -253,7 +253,7 @@ fn target_meta(t: &crate::config::Target) -> TargetMeta {
 }
 
 /// `http://host:port/prefix` -> (`host`, port), with the scheme's default port.
-fn split_host_port(url: &str) -> (String, Option<u16>) {
+pub(super) fn split_host_port(url: &str) -> (String, Option<u16>) {
     let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
     let authority = rest.split('/').next().unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

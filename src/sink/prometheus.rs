@@ -7,11 +7,13 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use super::Sink;
@@ -282,6 +284,19 @@ fn configured_slos(slo: &Slo) -> impl Iterator<Item = (&'static str, f64)> + '_ 
 type LatencyHistogram = HistogramWithExemplars<TraceExemplar>;
 type HistogramFamily<L> = Family<L, LatencyHistogram, fn() -> LatencyHistogram>;
 type FloatGauge = Gauge<f64, AtomicU64>;
+/// An `info` family: OpenMetrics `# TYPE x info` with samples `x_info{...} 1`; Prometheus text
+/// 0.0.4 has no info type and gets a gauge named `x_info`, so the scraped series name is the same
+/// in both. The labels are the family's; the info value itself carries none. Series come and go
+/// with the family (a release replaces `target_info`, a reload `workload_info`).
+type InfoFamily<L> = Family<L, Info<Vec<(String, String)>>, fn() -> Info<Vec<(String, String)>>>;
+
+fn info() -> Info<Vec<(String, String)>> {
+    Info::new(Vec::new())
+}
+
+fn info_family<L: Clone + std::hash::Hash + Eq>() -> InfoFamily<L> {
+    Family::new_with_constructor(info)
+}
 
 fn ttft_histogram() -> LatencyHistogram {
     LatencyHistogram::new(TTFT_BUCKETS.into_iter())
@@ -328,7 +343,10 @@ fn observe_latency(family: &HistogramFamily<TsLabels>, labels: &TsLabels, second
 /// suffix itself, so both are stripped here to keep the constants above the single source of truth.
 fn register(registry: &mut Registry, spec: FamilySpec, metric: impl Metric) {
     let FamilySpec { name, help } = spec;
-    if let Some(base) = name.strip_suffix("_seconds") {
+    if matches!(metric.metric_type(), MetricType::Info) {
+        // The encoder appends `_info` to an info family's samples.
+        registry.register(name.strip_suffix("_info").unwrap_or(name), help, metric);
+    } else if let Some(base) = name.strip_suffix("_seconds") {
         registry.register_with_unit(base, help, Unit::Seconds, metric);
     } else {
         registry.register(name.strip_suffix("_total").unwrap_or(name), help, metric);
@@ -361,13 +379,13 @@ pub struct Metrics {
     target_rate: Family<TsLabels, FloatGauge>,
     slo_threshold: Family<SloLabels, FloatGauge>,
     slo_objective: Family<TsLabels, FloatGauge>,
-    target_info: Family<TargetInfoLabels, Gauge>,
+    target_info: InfoFamily<TargetInfoLabels>,
     /// The current `target_info` label set per target, so a change replaces the old series.
     target_info_current: Mutex<HashMap<String, TargetInfoLabels>>,
-    build_info: Family<BuildLabels, Gauge>,
+    build_info: InfoFamily<BuildLabels>,
     reload_ok: Gauge,
     prompt_error: Family<TsLabels, Histogram, fn() -> Histogram>,
-    workload_info: Family<WorkloadLabels, Gauge>,
+    workload_info: InfoFamily<WorkloadLabels>,
     target_info_change: Family<TargetLabels, FloatGauge>,
     source_up: Family<SourceLabels, Gauge>,
     source_scrape_duration: Family<SourceLabels, FloatGauge>,
@@ -384,7 +402,7 @@ impl Metrics {
             touch(&metrics.internal_errors, &ComponentLabels { component: component.to_owned() });
         }
         let build = BuildLabels { version: BUILD_VERSION, revision: BUILD_REVISION };
-        metrics.build_info.get_or_create(&build).set(1);
+        touch(&metrics.build_info, &build);
         metrics.reload_ok.set(1);
         metrics
     }
@@ -415,12 +433,12 @@ impl Metrics {
             target_rate: Family::default(),
             slo_threshold: Family::default(),
             slo_objective: Family::default(),
-            target_info: Family::default(),
+            target_info: info_family(),
             target_info_current: Mutex::new(HashMap::new()),
-            build_info: Family::default(),
+            build_info: info_family(),
             reload_ok: Gauge::default(),
             prompt_error: Family::new_with_constructor(prompt_error_histogram),
-            workload_info: Family::default(),
+            workload_info: info_family(),
             target_info_change: Family::default(),
             source_up: Family::default(),
             source_scrape_duration: Family::default(),
@@ -473,8 +491,9 @@ impl Metrics {
                     self.forget_pair(&ts, target.api);
                 } else if let Some(t) = kept {
                     // SLO thresholds or the API may have changed: drop what no longer applies.
-                    for (name, _) in configured_slos(&old.slo) {
-                        if !configured_slos(&new.slo).any(|(n, _)| n == name) {
+                    let (old_slo, new_slo) = (old.slo_for(&target.name, &scenario.name), new.slo_for(&target.name, &scenario.name));
+                    for (name, _) in configured_slos(&old_slo) {
+                        if !configured_slos(&new_slo).any(|(n, _)| n == name) {
                             self.slo_violations.remove(&ts.slo(name));
                             self.slo_threshold.remove(&ts.slo(name));
                         }
@@ -553,7 +572,7 @@ impl Metrics {
             touch(&self.in_flight, &t);
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
-                self.precreate_pair(&ts, &config.slo);
+                self.precreate_pair(&ts, &config.slo_for(&target.name, &scenario.name));
                 // Replayed prompts have no requested length, so no error to measure.
                 if scenario.dataset.is_none() {
                     touch(&self.prompt_error, &ts);
@@ -589,14 +608,15 @@ impl Metrics {
         let workload = crate::workload::fingerprint(config);
         for (scenario, scenario_sha256) in workload.scenarios {
             let labels = WorkloadLabels { scenario, sha256: workload.total.clone(), scenario_sha256 };
-            self.workload_info.get_or_create(&labels).set(1);
+            touch(&self.workload_info, &labels);
         }
         for target in &config.targets {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 self.target_rate.get_or_create(&ts).set(scenario.rate);
-                self.slo_objective.get_or_create(&ts).set(config.slo.objective);
-                for (name, seconds) in configured_slos(&config.slo) {
+                let slo = config.slo_for(&target.name, &scenario.name);
+                self.slo_objective.get_or_create(&ts).set(slo.objective);
+                for (name, seconds) in configured_slos(&slo) {
                     self.slo_threshold.get_or_create(&ts.slo(name)).set(seconds);
                 }
             }
@@ -621,7 +641,7 @@ impl Metrics {
                 self.target_info.remove(&old);
             }
         }
-        self.target_info.get_or_create(&labels).set(1);
+        touch(&self.target_info, &labels);
     }
 
     /// Marks a release: the target's model or engine version changed at `unix_seconds`.

@@ -33,6 +33,7 @@ pub fn target(name: &str) -> Target {
         tls: llmprobe::config::TlsSettings::default(),
         headers_from: Vec::new(),
         follow_redirects: false,
+        slo: Default::default(),
     }
 }
 
