@@ -8,6 +8,7 @@ pub mod arrival;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod detect;
 pub mod exec;
 pub mod measure;
 pub mod mock;
@@ -80,6 +81,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Report(args) => bench::cmd::report(args),
             Command::Compare(args) => bench::cmd::compare(args),
             Command::Capacity(args) => bench::cmd::capacity(args),
+            Command::Detect(cmd) => detect::cmd::run(cmd),
         }
     })
 }
