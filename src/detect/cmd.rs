@@ -69,6 +69,9 @@ pub struct SimulateArgs {
     /// How long after the release a detection trial runs (minutes).
     #[arg(long, default_value_t = 60.0)]
     pub horizon_min: f64,
+    /// Do not mark the release: measure the continuous detector alone on a silent regression.
+    #[arg(long)]
+    pub no_marker: bool,
     /// Worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -129,6 +132,7 @@ fn simulate(a: SimulateArgs) -> anyhow::Result<ExitCode> {
     p.seed = a.seed;
     p.horizon_s = a.horizon_min * 60.0;
     p.threads = a.threads;
+    p.marker = !a.no_marker;
     if let Some(path) = &a.replay {
         let pools = read_replay(path)?;
         let bad = pools.iter().flatten().filter(|r| !r.good).count() as f64

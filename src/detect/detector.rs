@@ -248,16 +248,16 @@ impl LatencyFrozen {
         })
     }
 
-    /// ln LR of "post mean of winsorized logs = pre + δ" against "= pre", for the translation-
+    /// ln LR of "post mean of winsorized logs = pre + null + δ" against "= pre + null", for the translation-
     /// invariant statistic (post mean − pre mean ~ N(δ, σ²(1/n + 1/m))): the baseline's own
     /// sampling error is in the variance.
-    fn llr(&self, post: &LatencyPost, delta: f64) -> f64 {
+    fn llr(&self, post: &LatencyPost, null: f64, delta: f64) -> f64 {
         if post.n == 0 {
             return 0.0;
         }
         let (n, m) = (post.n as f64, self.m as f64);
         let neff = n * m / (n + m);
-        let d = post.sum / n - self.mean;
+        let d = post.sum / n - self.mean - null;
         neff / self.var * (delta * d - delta * delta / 2.0)
     }
 }
@@ -357,7 +357,8 @@ struct TargetState {
     rate_last: f64,
 }
 
-/// Latency mixture grid: min_effect^(2^k), k = 0..3 (1.10, 1.21, 1.46, 2.14 at the default).
+/// Latency mixture grid: tolerance · (min_effect/tolerance)^(2^k), k = 0..3 (1.10, 1.15, 1.27,
+/// 1.52 at the defaults).
 const LATENCY_GRID: usize = 4;
 /// Goodput mixture grid: min_effect·2^k, k = 0..2 (+1, +2, +4 points at the default).
 const GOODPUT_GRID: usize = 3;
@@ -592,8 +593,9 @@ impl Detector {
             && now - warm_since >= s.continuous_warmup_s
         {
             let sd = lk.ewma.var.sqrt().max(1e-3);
-            let z = ((y - lk.ewma.mean) / sd).clamp(-s.clip_sigmas, s.clip_sigmas);
-            let d = s.continuous_latency_min_effect.ln() / sd;
+            let null = s.latency_tolerance.ln();
+            let z = ((y - lk.ewma.mean) / sd).clamp(-s.clip_sigmas, s.clip_sigmas) - null / sd;
+            let d = (s.continuous_latency_min_effect.ln() - null) / sd;
             t.cusum[k] = (t.cusum[k] + d * z - d * d / 2.0).max(0.0);
             alarm = t.cusum[k] >= h;
         }
@@ -622,11 +624,13 @@ impl Detector {
             let sd = var.sqrt();
             let yc = y.clamp(mu - s.clip_sigmas * sd, mu + s.clip_sigmas * sd);
             let source = t.pooled[k].source.or(t.scenarios[si].rows[k].source);
-            let d = match source {
+            // ln LR of "shift = tolerance" against "shift = min effect".
+            let a = s.latency_tolerance.ln();
+            let b = match source {
                 Some(Source::Continuous) => s.continuous_latency_min_effect.ln(),
                 _ => s.latency_min_effect.ln(),
             };
-            let inc = (-d * (yc - mu) + d * d / 2.0) / var;
+            let inc = (b - a) * ((a + b) / 2.0 - (yc - mu)) / var;
             for r in [&mut t.pooled[k], &mut t.scenarios[si].rows[k]] {
                 if r.state == State::Regressed {
                     r.recovery = (r.recovery + inc).max(0.0);
@@ -772,9 +776,10 @@ impl Detector {
         } else {
             let lk = &sc.latency[signal.index()];
             let f = lk.frozen.as_ref()?;
-            let d0 = s.latency_min_effect.ln();
+            let null = s.latency_tolerance.ln();
+            let d0 = s.latency_min_effect.ln() - null;
             for (i, o) in out.iter_mut().enumerate() {
-                *o = f.llr(&lk.post, d0 * (1u32 << i) as f64);
+                *o = f.llr(&lk.post, null, d0 * (1u32 << i) as f64);
             }
         }
         Some(out)
@@ -1410,7 +1415,7 @@ mod tests {
         let t = feed(&mut d, &mut rng, t, 120, |r| probe(r, 2.0));
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
         // Rolled back: the next probes look like the baseline again.
-        let t = feed(&mut d, &mut rng, t, 300, |r| probe(r, 1.0));
+        let t = feed(&mut d, &mut rng, t, 600, |r| probe(r, 1.0));
         let r = pooled(&d, Signal::Ttft);
         assert_eq!(r.state, State::Recovered, "{r:?}");
         assert!(

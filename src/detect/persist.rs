@@ -52,7 +52,8 @@ pub fn load(dir: &Path, det: &mut Detector, now: f64, max_age_s: f64) -> Option<
         Ok(h) => h.saved_at,
         Err(e) => return Some(format!("{}: ignored, corrupt: {e}", path.display())),
     };
-    if !(now - saved_at <= max_age_s) {
+    let age = now - saved_at;
+    if age.is_nan() || age > max_age_s {
         return Some(format!(
             "{}: ignored, stale: saved {:.0} s ago (max age {max_age_s:.0} s)",
             path.display(),

@@ -25,6 +25,10 @@ pub struct DetectSettings {
     pub min_goodput_baseline: usize,
     /// Smallest latency slowdown (post/pre ratio) the armed test is built to find.
     pub latency_min_effect: f64,
+    /// Slowdown (post/pre ratio) still counted as no regression: the null hypothesis of the latency
+    /// tests is "ratio ≤ tolerance". It absorbs slow drift: a ±20% daily cycle moves the mean of an
+    /// hour after the marker against a 30 min baseline by up to about 4%.
+    pub latency_tolerance: f64,
     /// Smallest rise of the bad fraction (absolute, 0.01 = one point) the armed test is built to find.
     pub goodput_min_effect: f64,
     /// Log latencies are winsorized at baseline median ± this many robust standard deviations.
@@ -42,7 +46,9 @@ pub struct DetectSettings {
     pub continuous_latency_min_effect: f64,
     /// Smallest rise of the bad fraction the continuous detector is built to find.
     pub continuous_goodput_min_effect: f64,
-    /// Time constant of the continuous detector's latency baseline (EWMA, seconds).
+    /// Time constant of the continuous detector's latency baseline (EWMA, seconds). An EWMA lags a
+    /// daily cycle of amplitude A by about A·(2π/86400)·τ in log latency: 0.035 for ±20% at 2400 s,
+    /// inside `latency_tolerance` (ln 1.05 = 0.049).
     pub continuous_latency_tau_s: f64,
     /// Time constant of the continuous detector's bad-fraction baseline (EWMA, seconds).
     pub continuous_goodput_tau_s: f64,
@@ -63,6 +69,7 @@ impl Default for DetectSettings {
             min_latency_baseline: 30,
             min_goodput_baseline: 200,
             latency_min_effect: 1.10,
+            latency_tolerance: 1.05,
             goodput_min_effect: 0.01,
             clip_sigmas: 3.0,
             attribution_alpha: 0.05,
@@ -71,7 +78,7 @@ impl Default for DetectSettings {
             continuous_arl_days: 60.0,
             continuous_latency_min_effect: 1.20,
             continuous_goodput_min_effect: 0.02,
-            continuous_latency_tau_s: 1200.0,
+            continuous_latency_tau_s: 2400.0,
             continuous_goodput_tau_s: 21600.0,
             continuous_warmup_s: 3600.0,
             max_keys: 256,
@@ -150,6 +157,15 @@ impl DetectSettings {
             if v < lo || v > hi {
                 errors.push(format!("{name}: must be in [{lo}, {hi}], got {v}"));
             }
+        }
+        if !(self.latency_tolerance >= 1.0
+            && self.latency_tolerance < self.latency_min_effect
+            && self.latency_tolerance < self.continuous_latency_min_effect)
+        {
+            errors.push(format!(
+                "latency_tolerance: must be in [1, latency_min_effect) and below continuous_latency_min_effect, got {}",
+                self.latency_tolerance
+            ));
         }
         if self.min_latency_baseline > self.baseline_max_samples {
             errors.push("min_latency_baseline: must not exceed baseline_max_samples".to_string());

@@ -55,6 +55,8 @@ pub struct PlanParams {
     pub warmup_s: f64,
     /// Worker threads (0: all cores).
     pub threads: usize,
+    /// Mark the release (false: a silent regression, only the continuous detector can see it).
+    pub marker: bool,
     /// Recorded probes per scenario; when set they replace the synthetic distributions.
     pub replay: Option<Vec<Vec<ReplayProbe>>>,
     pub settings: DetectSettings,
@@ -87,6 +89,7 @@ impl PlanParams {
             horizon_s: 3600.0,
             warmup_s,
             threads: 0,
+            marker: true,
             replay: None,
             settings,
         }
@@ -225,7 +228,9 @@ fn detection_trial(p: &PlanParams, seed: u64) -> Option<f64> {
     loop {
         t += g.next_gap();
         if !released && t >= release {
-            det.mark_release(TARGET, release);
+            if p.marker {
+                det.mark_release(TARGET, release);
+            }
             det.drain_events();
             released = true;
         }
@@ -417,9 +422,14 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "detection ({} trials, release after {:.0} h of baseline):",
+        "detection ({} trials, release after {:.0} h of baseline{}):",
         r.trials,
-        p.warmup_s / 3600.0
+        p.warmup_s / 3600.0,
+        if p.marker {
+            ""
+        } else {
+            ", no marker: continuous detector only"
+        }
     );
     for m in [5.0, 15.0, 60.0] {
         if m * 60.0 <= p.horizon_s + 1e-9 {
