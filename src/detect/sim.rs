@@ -11,7 +11,7 @@
 //!   release-armed tests and the continuous detector are measured together, on the same probes.
 
 use rand::rngs::SmallRng;
-use rand::{Rng, RngExt, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
 use super::detector::{Detector, Observation, Signal, Source, State};
@@ -480,10 +480,4 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         by.join(", ")
     );
     o
-}
-
-/// Synthetic-probe helper for tests: `n` probes of a lognormal TTFT stream.
-pub fn lognormal_ttft(rng: &mut impl Rng, median_s: f64, sigma: f64) -> f64 {
-    let z: f64 = StandardNormal.sample(rng);
-    median_s * (sigma * z).exp()
 }
