@@ -1,5 +1,6 @@
 //! Command line: `probe`, `check-config`, `workload`, `mock`, `demo`, and the bench-mode commands
-//! (`bench`, `report`, `compare`, `capacity`; their flags live in `bench::cmd`).
+//! (`bench`, `report`, `compare`, `capacity`; their flags live in `bench::cmd`), and `detect`
+//! (flags in `detect::cmd`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub enum Command {
     Compare(crate::bench::cmd::CompareArgs),
     /// Capacity planner: memory- and compute-bound concurrency, demand vs supply, cost per 1M good tokens.
     Capacity(crate::bench::cmd::CapacityArgs),
+    /// Release regression detection: `simulate` sizes the probe rate (detection power, false alarms).
+    #[command(subcommand)]
+    Detect(crate::detect::cmd::DetectCommand),
 }
 
 #[derive(Debug, Args)]

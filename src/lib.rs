@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod deadline;
+pub mod detect;
 pub mod exec;
 pub mod health;
 pub mod measure;
@@ -83,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Report(args) => bench::cmd::report(args),
             Command::Compare(args) => bench::cmd::compare(args),
             Command::Capacity(args) => bench::cmd::capacity(args),
+            Command::Detect(cmd) => detect::cmd::run(cmd),
         }
     })
 }

@@ -1,0 +1,63 @@
+//! Baselines that survive restarts: the detector's snapshot in `state_dir`, written atomically
+//! (temporary file + rename) and read back unless stale or corrupt.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::detector::Detector;
+
+/// The file inside `state_dir`.
+pub const STATE_FILE: &str = "detect-state.json";
+
+pub fn state_path(dir: &Path) -> PathBuf {
+    dir.join(STATE_FILE)
+}
+
+/// Writes the detector's snapshot to `dir/detect-state.json` (creating `dir`): a temporary file
+/// in the same directory, flushed, then renamed over the old one, so a reader sees the old or
+/// the new file, never half of one.
+pub fn save(dir: &Path, det: &Detector) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&det.snapshot())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, state_path(dir))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[derive(Deserialize)]
+struct Header {
+    saved_at: f64,
+}
+
+/// Restores `det`'s baselines from `dir` if the file is there, readable, and saved at most
+/// `max_age_s` before `now` (same clock as the detector's). Returns a warning when a file was
+/// there but ignored (stale, corrupt, unreadable); `None` when restored or when there was none.
+pub fn load(dir: &Path, det: &mut Detector, now: f64, max_age_s: f64) -> Option<String> {
+    let path = state_path(dir);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(format!("{}: ignored, unreadable: {e}", path.display())),
+    };
+    let saved_at = match serde_json::from_slice::<Header>(&bytes) {
+        Ok(h) => h.saved_at,
+        Err(e) => return Some(format!("{}: ignored, corrupt: {e}", path.display())),
+    };
+    let age = now - saved_at;
+    if age.is_nan() || age > max_age_s {
+        return Some(format!("{}: ignored, stale: saved {:.0} s ago (max age {max_age_s:.0} s)", path.display(), now - saved_at));
+    }
+    match det.restore(&bytes, now) {
+        Ok(_) => None,
+        Err(e) => Some(format!("{}: ignored, corrupt: {e}", path.display())),
+    }
+}
