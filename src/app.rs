@@ -14,9 +14,11 @@ use crate::arrival::{self, stream_seed};
 use crate::config::Config;
 use crate::health::{Health, spawn_supervised};
 use crate::recorder::{self, Accounting};
+use crate::release::Releases;
 use crate::scheduler::{self, RunContext, Stream};
 use crate::server::{self, ServerState};
 use crate::sink::Sink;
+use crate::sink::detect::{DetectSink, unix_now};
 use crate::sink::history::History;
 use crate::sink::otlp::{OtlpSettings, OtlpSink};
 use crate::sink::otlp_metrics::{OtlpMetricsSettings, OtlpMetricsSink};
@@ -82,6 +84,11 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
 /// on counting), the probe history, the health of the components, and the HTTP server.
 struct Station {
     metrics: Arc<Metrics>,
+    /// The regression detector (`detect.enabled`); it keeps its baselines across reloads.
+    detect: Option<Arc<DetectSink>>,
+    releases: Arc<Releases>,
+    detect_stop: CancellationToken,
+    detect_task: Option<tokio::task::JoinHandle<()>>,
     history: Arc<History>,
     summary: Arc<Summary>,
     health: Arc<Health>,
@@ -100,8 +107,25 @@ impl Station {
     fn start(config: &Config, listener: TcpListener, options: &RunOptions) -> anyhow::Result<Station> {
         let metrics = Arc::new(Metrics::new(config));
         let health = Arc::new(Health::new(metrics.clone()));
+        let detect = config.detect.enabled.then(|| {
+            let (sink, warning) = DetectSink::new(&config.detect, metrics.detect.clone());
+            if let Some(w) = warning {
+                tracing::warn!("detector: {w}");
+            }
+            Arc::new(sink)
+        });
+        let releases = Arc::new(Releases::new(metrics.clone(), detect.clone(), config.detect.state_dir.clone()));
+        let detect_stop = CancellationToken::new();
+        let detect_task = detect.clone().map(|d| {
+            let stop = detect_stop.clone();
+            spawn_supervised("detect", "detector".into(), health.clone(), move || publish_detector(d.clone(), stop.clone()))
+        });
         let mut station = Station {
             metrics,
+            detect,
+            releases,
+            detect_stop,
+            detect_task,
             history: Arc::new(History::default()),
             summary: Arc::new(Summary::default()),
             health,
@@ -125,6 +149,7 @@ impl Station {
             health: self.health.clone(),
             reload: self.reload.clone(),
             lifecycle: self.lifecycle,
+            releases: Some(self.releases.clone()),
         };
         self.server_stop = CancellationToken::new();
         self.server_task = tokio::spawn(server::serve(listener, state, self.server_stop.clone()));
@@ -132,7 +157,24 @@ impl Station {
         Ok(())
     }
 
+    /// Applies what a reloaded config changes outside a generation (the detector's settings).
+    fn reconfigure(&self, new: &Config) {
+        match &self.detect {
+            Some(d) => d.reconfigure(&new.detect),
+            None if new.detect.enabled => tracing::warn!("detect.enabled takes effect at the next start"),
+            None => {}
+        }
+    }
+
     async fn stop(self) -> anyhow::Result<()> {
+        self.detect_stop.cancel();
+        if let Some(t) = self.detect_task {
+            let _ = t.await;
+        }
+        if let Some(d) = &self.detect {
+            d.publish(unix_now());
+            d.save();
+        }
         self.server_stop.cancel();
         self.server_task.await.context("server task")?.context("metrics server")
     }
@@ -144,10 +186,16 @@ struct Prepared {
     targets: Vec<Arc<TargetRuntime>>,
     otlp: Option<(Arc<OtlpSink>, f64)>,
     otlp_metrics: Option<Arc<OtlpMetricsSink>>,
+    /// The bearer token of `POST /api/v1/releases` (`detect.release_token_file`).
+    release_token: Option<crate::secret::Secret>,
 }
 
 async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let targets = config.targets.iter().map(|t| TargetRuntime::new(t.clone()).map(Arc::new)).collect::<anyhow::Result<Vec<_>>>()?;
+    let release_token = match &config.detect.release_token_file {
+        Some(file) => Some(crate::secret::resolve(&crate::config::SecretRef::File(file.clone())).context("detect.release_token_file")?),
+        None => None,
+    };
     let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
         None => None,
         Some(settings) => {
@@ -175,7 +223,7 @@ async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             Some(Arc::new(sink))
         }
     };
-    Ok(Prepared { targets, otlp, otlp_metrics })
+    Ok(Prepared { targets, otlp, otlp_metrics, release_token })
 }
 
 /// One config's probing: schedules, recorder, discovery, calibration and telemetry.
@@ -194,7 +242,7 @@ impl Generation {
 
 /// Starts probing with `config` on the station; it runs until `shutdown` is cancelled.
 fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOptions, shutdown: CancellationToken) -> anyhow::Result<Generation> {
-    let Prepared { targets, otlp, otlp_metrics } = prepared;
+    let Prepared { targets, otlp, otlp_metrics, release_token } = prepared;
     let metrics = station.metrics.clone();
     let health = station.health.clone();
     // Tracing follows the config of the generation that runs: a reload can switch it off.
@@ -212,6 +260,11 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     if let Some(m) = &otlp_metrics {
         sinks.push(m.clone());
     }
+    if let Some(d) = &station.detect {
+        sinks.push(d.clone());
+    }
+    let names = config.targets.iter().map(|t| t.name.clone()).collect();
+    station.releases.set_generation(otlp.clone(), names, release_token, config.detect.state_dir.clone());
     let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
@@ -232,10 +285,10 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     let mut streams = Vec::new();
     for target in &targets {
         let (t, m, o, stop) = (target.clone(), metrics.clone(), otlp.clone(), shutdown.clone());
-        let om = otlp_metrics.clone();
+        let (om, r) = (otlp_metrics.clone(), station.releases.clone());
         let every = config.probe.discovery_interval;
         loops.push(spawn_supervised("discovery", target.name.to_string(), health.clone(), move || {
-            keep_discovering(t.clone(), every, m.clone(), (o.clone(), om.clone()), stop.clone())
+            keep_discovering(t.clone(), every, m.clone(), r.clone(), (o.clone(), om.clone()), stop.clone())
         }));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
@@ -304,6 +357,7 @@ async fn keep_discovering(
     target: Arc<TargetRuntime>,
     every: Duration,
     metrics: Arc<Metrics>,
+    releases: Arc<Releases>,
     (otlp, otlp_metrics): (Option<Arc<OtlpSink>>, Option<Arc<OtlpMetricsSink>>),
     stop: CancellationToken,
 ) {
@@ -315,9 +369,7 @@ async fn keep_discovering(
                     tracing::info!(target_name = %target.name, model = %found.model, engine = %found.engine, version = %found.engine_version, "target discovered");
                     metrics.set_target_info(&target.name, &found.model, &found.engine, &found.engine_version);
                     target.use_discovered_model(&found.model);
-                    if let Some(before) = &last {
-                        mark_release(&target.name, before, &found, &metrics, otlp.as_deref());
-                    }
+                    releases.discovered(&target.name, &found);
                     if let Some(o) = &otlp {
                         o.set_engine(&target.name, &found.engine);
                     }
@@ -397,6 +449,7 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
                 generation.finish().await?;
                 tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "previous config stopped");
                 station.metrics.reconfigure(&current, &new);
+                station.reconfigure(&new);
                 if let Some(listener) = listener {
                     station.serve_on(listener)?;
                 }
@@ -485,17 +538,24 @@ fn start_sources(
     Ok(scrapers)
 }
 
-/// A target's model or engine version changed: log it, keep the timestamp, and mark the trace.
-fn mark_release(target: &str, before: &crate::target::Discovery, after: &crate::target::Discovery, metrics: &Metrics, otlp: Option<&OtlpSink>) {
-    tracing::info!(
-        target_name = %target,
-        previous_model = %before.model, model = %after.model,
-        previous_version = %before.engine_version, version = %after.engine_version,
-        "release: the target's model or engine version changed"
-    );
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    metrics.set_target_info_change(target, now);
-    if let Some(o) = otlp {
-        o.release(target, [&before.model, &before.engine_version], [&after.model, &after.engine_version]);
+/// How often the detector's state is exported, and (every `SAVE_EVERY` of these) saved.
+const PUBLISH_EVERY: Duration = Duration::from_secs(5);
+const SAVE_EVERY: u32 = 12;
+
+/// Exports the detector's state every few seconds and saves its baselines every minute.
+async fn publish_detector(detect: Arc<DetectSink>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(PUBLISH_EVERY);
+    let mut n = 0u32;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        detect.publish(unix_now());
+        n += 1;
+        if n % SAVE_EVERY == 0 {
+            let d = detect.clone();
+            let _ = tokio::task::spawn_blocking(move || d.save()).await;
+        }
     }
 }

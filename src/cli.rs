@@ -51,6 +51,9 @@ pub enum Command {
     /// Release regression detection: `simulate` sizes the probe rate (detection power, false alarms).
     #[command(subcommand)]
     Detect(crate::detect::cmd::DetectCommand),
+    /// Release markers: `mark` tells a running prober that a target was released (for CI/CD).
+    #[command(subcommand)]
+    Release(ReleaseCommand),
 }
 
 #[derive(Debug, Args)]
@@ -65,6 +68,32 @@ pub struct ProbeArgs {
     /// could otherwise make the prober re-read its file).
     #[arg(long = "web.enable-lifecycle")]
     pub web_enable_lifecycle: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReleaseCommand {
+    /// POST a release marker to a running prober's /api/v1/releases (it arms the detector).
+    Mark(ReleaseMarkArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(disable_version_flag = true)]
+pub struct ReleaseMarkArgs {
+    /// The prober's base URL, e.g. http://llmprobe:9464.
+    #[arg(long)]
+    pub url: String,
+    /// The target name as in the prober's config.
+    #[arg(long)]
+    pub target: String,
+    /// The version released (image tag, git revision, ...).
+    #[arg(long)]
+    pub version: String,
+    /// A short note (change ticket, pipeline id).
+    #[arg(long)]
+    pub note: Option<String>,
+    /// File holding the bearer token (the prober's detect.release_token_file).
+    #[arg(long, env = "LLMPROBE_RELEASE_TOKEN_FILE")]
+    pub token_file: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use futures_util::FutureExt;
 use crate::sink::prometheus::Metrics;
 
 /// Components named in `llmprobe_internal_errors_total{component}` (pre-created at zero).
-pub const COMPONENTS: [&str; 6] = ["probe", "recorder", "scheduler", "source", "discovery", "calibration"];
+pub const COMPONENTS: [&str; 7] = ["probe", "recorder", "scheduler", "source", "discovery", "calibration", "detect"];
 
 /// A restarted component waits this long first, so a component that panics at once cannot spin.
 const RESTART_BACKOFF: Duration = Duration::from_secs(1);

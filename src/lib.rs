@@ -18,6 +18,7 @@ pub mod once;
 pub mod outcome;
 pub mod protocol;
 pub mod recorder;
+pub mod release;
 pub mod rfc3339;
 pub mod scheduler;
 pub mod secret;
@@ -85,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Compare(args) => bench::cmd::compare(args),
             Command::Capacity(args) => bench::cmd::capacity(args),
             Command::Detect(cmd) => detect::cmd::run(cmd),
+            Command::Release(cli::ReleaseCommand::Mark(args)) => release::post_marker(&args).await.map(|()| ExitCode::SUCCESS),
         }
     })
 }

@@ -48,6 +48,8 @@ pub struct ServerState {
     pub reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
     /// Whether `POST /-/reload` is enabled (`--web.enable-lifecycle`).
     pub lifecycle: bool,
+    /// Where `POST /api/v1/releases` markers go; the endpoint answers 404 while it has no token.
+    pub releases: Option<Arc<crate::release::Releases>>,
 }
 
 pub fn router(state: ServerState) -> Router {
@@ -57,6 +59,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/readyz", get(readyz))
         .route("/debug/probes", get(debug_probes))
         .route("/-/reload", post(reload))
+        .route("/api/v1/releases", post(post_release))
         .with_state(state)
 }
 
@@ -124,6 +127,26 @@ async fn reload(State(state): State<ServerState>) -> Response {
     match state.reload.as_ref().map(|tx| tx.send(())) {
         Some(Ok(())) => (StatusCode::ACCEPTED, "reloading\n").into_response(),
         _ => (StatusCode::NOT_IMPLEMENTED, "this run has no config file to reload\n").into_response(),
+    }
+}
+
+/// Largest release-marker request read.
+const MAX_RELEASE_BODY: usize = 4096;
+
+async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    use crate::release::Refused;
+    let Some(releases) = &state.releases else {
+        return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
+    };
+    if body.len() > MAX_RELEASE_BODY {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "release marker body too large\n").into_response();
+    }
+    let auth = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match releases.mark_from_api(auth, &body) {
+        Ok(()) => (StatusCode::ACCEPTED, "release marked\n").into_response(),
+        Err(Refused::Disabled) => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
+        Err(Refused::Unauthorized) => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
+        Err(Refused::Bad(why)) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
     }
 }
 

@@ -10,6 +10,7 @@
 //! The file format is documented in `config/README.md`.
 
 mod bench;
+mod detect;
 mod duration;
 mod locate;
 mod raw;
@@ -32,6 +33,7 @@ use crate::protocol::ProtocolKind;
 use crate::workload::Dataset;
 
 pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
+pub use detect::Detect;
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
 pub use slo::{SloOverride, SloTable};
 pub use telemetry::{OtlpProtocol, Tracing};
@@ -170,6 +172,8 @@ pub struct Config {
     pub sources: Vec<crate::source::SourceSpec>,
     /// The `bench:` section, when present (`llmprobe bench` needs it; the prober ignores it).
     pub bench: Option<Bench>,
+    /// The release-regression detector (`detect:`).
+    pub detect: Detect,
     /// Non-fatal findings (e.g. an in-flight cap that may drop probes), in file order.
     pub warnings: Vec<ConfigIssue>,
 }

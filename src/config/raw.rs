@@ -17,7 +17,7 @@ pub use super::raw_workload::{RawArrival, RawDataset, RawLength, RawPrefix};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench")]
+#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench, detect")]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
     #[serde(default = "default_listen")]
@@ -44,6 +44,10 @@ pub struct RawConfig {
     pub sources: Vec<super::telemetry::RawSource>,
     /// Benchmark mode (`llmprobe bench`); ignored by the prober.
     pub bench: Option<super::bench::RawBench>,
+    /// The release-regression detector (`config/README.md` "detect"). An empty section is the
+    /// same as none: the detector on with its defaults.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub detect: super::detect::RawDetect,
 }
 
 /// An empty YAML value (`slo:` with nothing after it) reads as the section's default.

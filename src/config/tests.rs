@@ -142,7 +142,7 @@ fn a_non_mapping_file_says_what_is_expected() {
         err("- 1\n"),
         vec![
             "invalid type: sequence, expected a mapping with the sections listen, probe, targets, \
-             scenarios, slo, tracing, sources, bench (test.yaml:1)"
+             scenarios, slo, tracing, sources, bench, detect (test.yaml:1)"
         ]
     );
 }
@@ -247,4 +247,29 @@ fn slo_override_errors_name_their_path() {
     assert!(e.iter().any(|l| l.starts_with("scenarios[0].slo.objective: must be between 0 and 1")), "{e:?}");
     let e = err(&MINIMAL.replace("    api: openai-completions\n", "    api: openai-completions\n    slo: {ttfb: 1s}\n"));
     assert!(e.iter().any(|l| l.contains("targets[0].slo") && l.contains("ttfb")), "{e:?}");
+}
+
+#[test]
+fn detect_section_absent_empty_and_full() {
+    let base =
+        "targets: [{name: t, base_url: \"http://127.0.0.1:1\", api: openai-chat, model: m}]\nscenarios: [{name: s, input_tokens: 8, output_tokens: 8}]\n";
+    let defaults = crate::detect::DetectSettings::default();
+    for section in ["", "detect:\n", "detect: {}\n"] {
+        let c = parse(&format!("{base}{section}"), "t.yaml").unwrap_or_else(|e| panic!("{section:?}: {e}"));
+        assert!(c.detect.enabled, "{section:?}");
+        assert_eq!(c.detect.tuning, defaults, "{section:?}: the documented defaults");
+        assert_eq!(c.detect.state_dir, None);
+        assert_eq!(c.detect.state_max_age, std::time::Duration::from_secs(6 * 3600));
+    }
+    let full =
+        "detect:\n  enabled: false\n  state_dir: /var/lib/llmprobe\n  state_max_age: 1h\n  release_token_file: /run/token\n  tuning: {armed_alpha: 0.01}\n";
+    let c = parse(&format!("{base}{full}"), "t.yaml").unwrap();
+    assert!(!c.detect.enabled);
+    assert_eq!(c.detect.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/llmprobe")));
+    assert_eq!(c.detect.tuning.armed_alpha, 0.01);
+    assert_eq!(c.detect.tuning.armed_window_s, defaults.armed_window_s, "fields not given keep their defaults");
+    let bad = parse(&format!("{base}detect: {{tuning: {{armed_alpha: 2}}, state_dir: \"\"}}\n"), "t.yaml").unwrap_err().to_string();
+    assert!(bad.contains("detect.tuning.armed_alpha") && bad.contains("detect.state_dir"), "{bad}");
+    let typo = parse(&format!("{base}detect: {{tunning: {{}}}}\n"), "t.yaml").unwrap_err().to_string();
+    assert!(typo.contains("tunning"), "{typo}");
 }

@@ -121,7 +121,8 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let tracing = super::telemetry::tracing(&raw.tracing, c);
     let sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
     let bench = super::bench::bench(raw.bench.as_ref(), c);
-    Config { listen, probe, targets, scenarios, slo, tracing, sources, bench, warnings: Vec::new() }
+    let detect = super::detect::detect(&raw.detect, c);
+    Config { listen, probe, targets, scenarios, slo, tracing, sources, bench, detect, warnings: Vec::new() }
 }
 
 fn listen(text: &str, c: &mut Checker) -> SocketAddr {

@@ -1,6 +1,7 @@
 //! Where recorded probes go. One recorder task hands every finished probe to each sink;
 //! sinks keep their own state behind interior mutability so they can be shared with the server.
 
+pub mod detect;
 pub mod history;
 pub mod otlp;
 pub mod otlp_metrics;

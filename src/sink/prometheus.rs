@@ -87,8 +87,33 @@ pub const SOURCE_UP: FamilySpec = FamilySpec { name: "llmprobe_source_up", help:
 pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec =
     FamilySpec { name: "llmprobe_source_scrape_duration_seconds", help: "Duration of the last scrape of a telemetry source" };
 
+pub const DETECT_STATE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_state",
+    help: "Release-regression detector state per target, scenario (* = all pooled) and signal: 1 for the current state",
+};
+pub const DETECT_LATENCY_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_latency_ratio",
+    help: "Detector effect estimate: post/pre-release ratio of the latency median or p95, with its 95% interval",
+};
+pub const DETECT_BAD_FRACTION_DELTA: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_bad_fraction_delta",
+    help: "Detector effect estimate: post minus pre-release share of probes that missed goodput, with its 95% interval",
+};
+pub const DETECT_EVIDENCE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_evidence",
+    help: "Detector evidence: ln of the release test's likelihood ratio (regressed at llmprobe_detect_threshold)",
+};
+pub const DETECT_THRESHOLD: FamilySpec =
+    FamilySpec { name: "llmprobe_detect_threshold", help: "Detector evidence threshold, ln(1/alpha) of the signal's share of the false-alarm budget" };
+pub const DETECT_SAMPLES: FamilySpec =
+    FamilySpec { name: "llmprobe_detect_samples", help: "Probes since the last release marker that entered the detector's test" };
+pub const RELEASE_INFO: FamilySpec =
+    FamilySpec { name: "llmprobe_release_info", help: "The target's last release marker: version and where it came from (discovery, api)" };
+pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_release_timestamp_seconds", help: "Unix time of the target's last release marker (discovery change, POST /api/v1/releases)" };
+
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 30] = [
+pub const ALL_FAMILIES: [FamilySpec; 38] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
@@ -119,6 +144,14 @@ pub const ALL_FAMILIES: [FamilySpec; 30] = [
     SOURCE_UP,
     SOURCE_SCRAPE_DURATION_SECONDS,
     INTERNAL_ERRORS_TOTAL,
+    DETECT_STATE,
+    DETECT_LATENCY_RATIO,
+    DETECT_BAD_FRACTION_DELTA,
+    DETECT_EVIDENCE,
+    DETECT_THRESHOLD,
+    DETECT_SAMPLES,
+    RELEASE_INFO,
+    RELEASE_TIMESTAMP_SECONDS,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -353,6 +386,110 @@ fn register(registry: &mut Registry, spec: FamilySpec, metric: impl Metric) {
     }
 }
 
+// ---- Detector families ---------------------------------------------------------------------------
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectStateLabels {
+    pub target: String,
+    pub scenario: String,
+    pub signal: &'static str,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectSignalLabels {
+    pub target: String,
+    pub scenario: String,
+    pub signal: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectRatioLabels {
+    pub target: String,
+    pub scenario: String,
+    pub signal: &'static str,
+    /// `0.5` (median) or `0.95`.
+    pub quantile: &'static str,
+    /// `estimate`, `low` or `high` (95% interval).
+    pub bound: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectDeltaLabels {
+    pub target: String,
+    pub scenario: String,
+    pub bound: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReleaseLabels {
+    pub target: String,
+    pub version: String,
+    pub source: String,
+}
+
+/// The detector's exported state; the detector sink (`sink/detect.rs`) writes it.
+#[derive(Debug, Clone)]
+pub struct DetectFamilies {
+    pub state: Family<DetectStateLabels, Gauge>,
+    pub latency_ratio: Family<DetectRatioLabels, FloatGauge>,
+    pub bad_delta: Family<DetectDeltaLabels, FloatGauge>,
+    pub evidence: Family<DetectSignalLabels, FloatGauge>,
+    pub threshold: Family<DetectSignalLabels, FloatGauge>,
+    pub samples: Family<DetectSignalLabels, Gauge>,
+    release_info: InfoFamily<ReleaseLabels>,
+    release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
+    release_timestamp: Family<TargetLabels, FloatGauge>,
+}
+
+impl DetectFamilies {
+    fn new() -> Self {
+        DetectFamilies {
+            state: Family::default(),
+            latency_ratio: Family::default(),
+            bad_delta: Family::default(),
+            evidence: Family::default(),
+            threshold: Family::default(),
+            samples: Family::default(),
+            release_info: info_family(),
+            release_current: Default::default(),
+            release_timestamp: Family::default(),
+        }
+    }
+
+    fn register(&self, r: &mut Registry) {
+        register(r, DETECT_STATE, self.state.clone());
+        register(r, DETECT_LATENCY_RATIO, self.latency_ratio.clone());
+        register(r, DETECT_BAD_FRACTION_DELTA, self.bad_delta.clone());
+        register(r, DETECT_EVIDENCE, self.evidence.clone());
+        register(r, DETECT_THRESHOLD, self.threshold.clone());
+        register(r, DETECT_SAMPLES, self.samples.clone());
+        register(r, RELEASE_INFO, self.release_info.clone());
+        register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
+    }
+
+    /// A release marker: replaces the target's `llmprobe_release_info` series and sets its time.
+    pub fn set_release(&self, target: &str, version: &str, source: &str, unix_seconds: f64) {
+        let labels = ReleaseLabels { target: target.to_owned(), version: server_label(version), source: source.to_owned() };
+        let mut current = self.release_current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = current.insert(target.to_owned(), labels.clone()) {
+            if old != labels {
+                self.release_info.remove(&old);
+            }
+        }
+        touch(&self.release_info, &labels);
+        self.release_timestamp.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
+    }
+
+    /// Removes a target's release series (it left the config).
+    pub fn forget_target(&self, target: &str) {
+        if let Some(old) = self.release_current.lock().unwrap_or_else(|e| e.into_inner()).remove(target) {
+            self.release_info.remove(&old);
+        }
+        self.release_timestamp.remove(&TargetLabels { target: target.to_owned() });
+    }
+}
+
 /// Owns the registry and every family of the metric contract.
 #[derive(Debug)]
 pub struct Metrics {
@@ -360,6 +497,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     scheduled: Family<TsLabels, Counter>,
     internal_errors: Family<ComponentLabels, Counter>,
+    /// The release-regression detector's state and the release markers.
+    pub detect: DetectFamilies,
     goodput: Family<TsLabels, Counter>,
     slo_violations: Family<SloLabels, Counter>,
     ttft: HistogramFamily<TsLabels>,
@@ -414,6 +553,7 @@ impl Metrics {
             requests: Family::default(),
             scheduled: Family::default(),
             internal_errors: Family::default(),
+            detect: DetectFamilies::new(),
             goodput: Family::default(),
             slo_violations: Family::default(),
             ttft: histogram_family(ttft_histogram),
@@ -475,6 +615,7 @@ impl Metrics {
         register(r, SOURCE_UP, m.source_up.clone());
         register(r, SOURCE_SCRAPE_DURATION_SECONDS, m.source_scrape_duration.clone());
         register(r, INTERNAL_ERRORS_TOTAL, m.internal_errors.clone());
+        m.detect.register(r);
         Metrics { registry, ..m }
     }
 

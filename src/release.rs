@@ -1,0 +1,200 @@
+//! Release markers from every source, in one place. A marker is a discovery change (a target's
+//! model or engine version differs from the last one seen — also across a restart, when
+//! `detect.state_dir` keeps the last identity), a `POST /api/v1/releases` (CI/CD pipelines,
+//! `llmprobe release mark`). Each marker is a log line, `llmprobe_release_info` and
+//! `llmprobe_release_timestamp_seconds` series, an `llmprobe.release` span when tracing is on, and
+//! arms the regression detector for that target.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::secret::Secret;
+use crate::sink::detect::{DetectSink, unix_now};
+use crate::sink::otlp::OtlpSink;
+use crate::sink::prometheus::Metrics;
+use crate::target::Discovery;
+
+/// The file in `detect.state_dir` that keeps each target's last discovered identity.
+pub const IDENTITY_FILE: &str = "release-identities.json";
+/// Longest version or note taken from a marker request.
+const MAX_TEXT: usize = 128;
+
+/// What a target was last seen as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Identity {
+    model: String,
+    engine_version: String,
+}
+
+pub struct Releases {
+    metrics: Arc<Metrics>,
+    detect: Option<Arc<DetectSink>>,
+    /// Per config generation: the trace sink, the configured targets, the API token.
+    generation: Mutex<Generation>,
+    identities: Mutex<HashMap<String, Identity>>,
+}
+
+#[derive(Default)]
+struct Generation {
+    otlp: Option<Arc<OtlpSink>>,
+    targets: Vec<String>,
+    token: Option<Secret>,
+    state_dir: Option<PathBuf>,
+}
+
+/// Why a marker request was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No `detect.release_token_file`: the endpoint is off.
+    Disabled,
+    Unauthorized,
+    Bad(String),
+}
+
+/// The body of `POST /api/v1/releases`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkRequest {
+    pub target: String,
+    pub version: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl Releases {
+    /// `state_dir` is where the last identities were kept (read now, if there).
+    pub fn new(metrics: Arc<Metrics>, detect: Option<Arc<DetectSink>>, state_dir: Option<PathBuf>) -> Releases {
+        let identities = state_dir
+            .as_deref()
+            .map(|d| d.join(IDENTITY_FILE))
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Releases { metrics, detect, generation: Mutex::new(Generation { state_dir, ..Generation::default() }), identities: Mutex::new(identities) }
+    }
+
+    /// The running config generation's parts.
+    pub fn set_generation(&self, otlp: Option<Arc<OtlpSink>>, targets: Vec<String>, token: Option<Secret>, state_dir: Option<PathBuf>) {
+        *self.lock_generation() = Generation { otlp, targets, token, state_dir };
+    }
+
+    /// A discovery of `target`: a release when its model or engine version differs from the
+    /// last one seen (by this process, or before a restart when the state directory kept it).
+    pub fn discovered(&self, target: &str, found: &Discovery) {
+        let now = Identity { model: found.model.clone(), engine_version: found.engine_version.clone() };
+        let before = {
+            let mut ids = self.identities.lock().unwrap_or_else(|e| e.into_inner());
+            let before = ids.insert(target.to_owned(), now.clone());
+            if before.as_ref() != Some(&now) {
+                self.save_identities(&ids);
+            }
+            before
+        };
+        let Some(before) = before.filter(|b| *b != now) else { return };
+        tracing::info!(
+            target_name = %target,
+            previous_model = %before.model, model = %now.model,
+            previous_version = %before.engine_version, version = %now.engine_version,
+            "release: the target's model or engine version changed"
+        );
+        let at = unix_now();
+        self.metrics.set_target_info_change(target, at);
+        let version = if now.engine_version.is_empty() { now.model.clone() } else { now.engine_version.clone() };
+        self.apply(target, &version, "discovery", at, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
+    }
+
+    /// A marker from the API. `authorization` is the request's header value.
+    pub fn mark_from_api(&self, authorization: Option<&str>, body: &[u8]) -> Result<(), Refused> {
+        let (targets, token_ok) = {
+            let g = self.lock_generation();
+            let Some(token) = &g.token else { return Err(Refused::Disabled) };
+            let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+            (g.targets.clone(), constant_time_eq(given.as_bytes(), token.expose().as_bytes()))
+        };
+        if !token_ok {
+            return Err(Refused::Unauthorized);
+        }
+        let req: MarkRequest = serde_json::from_slice(body).map_err(|e| Refused::Bad(format!("expected {{\"target\", \"version\", \"note\"?}}: {e}")))?;
+        if !targets.contains(&req.target) {
+            return Err(Refused::Bad(format!("unknown target {:?}", crate::protocol::truncate_chars(&req.target, 64))));
+        }
+        let version: String = req.version.chars().take(MAX_TEXT).collect();
+        if version.is_empty() {
+            return Err(Refused::Bad("version must not be empty".into()));
+        }
+        let note: String = req.note.unwrap_or_default().chars().take(MAX_TEXT).collect();
+        tracing::info!(target_name = %req.target, version = %version, note = %note, "release: marker posted to /api/v1/releases");
+        self.apply(&req.target, &version, "api", unix_now(), ["", ""], ["", &version]);
+        Ok(())
+    }
+
+    fn apply(&self, target: &str, version: &str, source: &str, at: f64, before: [&str; 2], after: [&str; 2]) {
+        self.metrics.detect.set_release(target, version, source, at);
+        if let Some(d) = &self.detect {
+            d.mark_release(target, at);
+        }
+        let otlp = self.lock_generation().otlp.clone();
+        if let Some(o) = otlp {
+            o.release(target, before, after);
+        }
+    }
+
+    fn save_identities(&self, ids: &HashMap<String, Identity>) {
+        let Some(dir) = self.lock_generation().state_dir.clone() else { return };
+        let tmp = dir.join(format!("{IDENTITY_FILE}.tmp"));
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&tmp, serde_json::to_vec(ids).unwrap_or_default()))
+            .and_then(|()| std::fs::rename(&tmp, dir.join(IDENTITY_FILE)));
+        if let Err(e) = written {
+            tracing::warn!(dir = %dir.display(), "release identities not saved: {e}");
+        }
+    }
+
+    fn lock_generation(&self) -> std::sync::MutexGuard<'_, Generation> {
+        self.generation.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `llmprobe release mark`: posts a marker to a running prober. Errors name the URL without
+/// credentials and never show the token.
+pub async fn post_marker(args: &crate::cli::ReleaseMarkArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let token = crate::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
+    let url = format!("{}/api/v1/releases", args.url.trim_end_matches('/'));
+    let body = serde_json::json!({"target": args.target, "version": args.version, "note": args.note});
+    let client = crate::target::plain_client()?;
+    let resp = client
+        .post(&url)
+        .bearer_auth(token.expose())
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("POST {url}: {}", token.redact(&crate::target::error_chain(&e))))?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    anyhow::ensure!(status.is_success(), "POST {url}: HTTP {status}: {}", crate::protocol::truncate_chars(text.trim(), 200));
+    println!("release marked: target {} version {}", args.target, args.version);
+    Ok(())
+}
+
+/// Compares without an early exit on the first differing byte (the token is a secret).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}
