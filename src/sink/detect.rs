@@ -179,7 +179,7 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
     match (outcome.error_class(), sample) {
         (Some(ErrorClass::InFlightCap | ErrorClass::Cancelled | ErrorClass::Internal), _) => Observation::default(),
         (None, Some(s)) => Observation {
-            ttft: s.streamed.then(|| s.ttft.as_secs_f64()),
+            ttft: s.streamed.then_some(s.ttft.as_secs_f64()),
             tpot: s.tpot.map(|d| d.as_secs_f64()),
             e2e: Some(s.e2e.as_secs_f64()),
             good: Some(s.goodput),
