@@ -35,6 +35,7 @@ fn target(addr: SocketAddr, connect: Duration) -> Target {
         tls: TlsSettings::default(),
         headers_from: Vec::new(),
         follow_redirects: false,
+        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
     }
 }
 

@@ -111,6 +111,7 @@ fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
         tls: llmprobe::config::TlsSettings::default(),
         headers_from: Vec::new(),
         follow_redirects: false,
+        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
     }
 }
 

@@ -372,6 +372,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
             api_counter: usage(rng),
             server_timing: Default::default(),
             streamed: rng.below(4) != 0,
+            content_encoding: None,
             finish_reason: Some("length".into()),
             response_model: None,
             result: if rng.below(5) == 0 { Err(Failure::new(ErrorClass::Parse, "x")) } else { Ok(()) },

@@ -147,6 +147,9 @@ pub struct RawTarget {
     /// `{file: PATH}`), redacted like the API key everywhere; files are re-read when they change.
     #[serde(default)]
     pub headers_from: std::collections::BTreeMap<String, RawHeaderSource>,
+    /// Content codings to accept (`Accept-Encoding`): `identity` (default), `gzip`, `deflate`.
+    /// Asking for compression makes frames be timed as they come out of the decoder.
+    pub accept_encoding: Option<Vec<String>>,
 }
 
 /// Where one `headers_from` value comes from: exactly one of `env` or `file`.

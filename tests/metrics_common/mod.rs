@@ -33,6 +33,7 @@ pub fn target(name: &str) -> Target {
         tls: llmprobe::config::TlsSettings::default(),
         headers_from: Vec::new(),
         follow_redirects: false,
+        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
     }
 }
 
@@ -76,6 +77,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         api_counter: None,
         server_timing: Default::default(),
         streamed: true,
+        content_encoding: None,
         finish_reason: Some("length".to_owned()),
         response_model: None,
         result: Ok(()),
