@@ -98,7 +98,8 @@ async fn raw_server(answer: Answer) -> (std::net::SocketAddr, Arc<Mutex<Vec<Stri
 }
 
 async fn probe_at(base: &str, api: &str, extra: &str, headers: &str) -> Outcome {
-    let yaml = format!("    model: mock-llama\n    headers: {{x-test: \"1\"{headers}}}\n    timeouts: {{connect: 1s, ttft: 3s, idle: 3s, total: 10s}}\n{extra}");
+    let yaml =
+        format!("    model: mock-llama\n    headers: {{x-test: \"1\"{headers}}}\n    timeouts: {{connect: 1s, ttft: 3s, idle: 3s, total: 10s}}\n{extra}");
     let cfg = config(base, api, "{rate: 1}", &yaml, 12);
     let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
     let draw = Draw { input_tokens: 8, output_tokens: 12, prompt: "why is the sky blue".into(), ..Draw::default() };
@@ -310,7 +311,8 @@ async fn accept_encoding_is_identity_by_default_and_gzip_when_configured() {
     assert_eq!(probe_at(&base, f.api, "", "").await.result, Ok(()));
     assert_eq!(probe_at(&base, f.api, "    accept_encoding: [gzip, deflate]\n", "").await.result, Ok(()));
     let heads = heads.lock().unwrap().clone();
-    let value = |h: &str| h.lines().find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("accept-encoding")).map(|(_, v)| v.trim().to_owned()));
+    let value =
+        |h: &str| h.lines().find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("accept-encoding")).map(|(_, v)| v.trim().to_owned()));
     assert_eq!(value(&heads[0]).as_deref(), Some("identity"), "{}", heads[0]);
     assert_eq!(value(&heads[1]).as_deref(), Some("gzip, deflate"), "{}", heads[1]);
 }
@@ -333,14 +335,20 @@ async fn unrequested_gzip_and_deflate_are_decoded_on_every_family() {
     let mut wrong = Vec::new();
     for f in FAMILIES {
         let frames: Vec<Vec<u8>> = f.stream(3).iter().map(|fr| f.plain(&[fr])).collect();
-        let a = Answer { content_type: f.content_type(), extra_headers: "content-encoding: gzip\r\n".into(), pieces: gzip_flushed(&frames), delim: Delim::Chunked };
+        let a =
+            Answer { content_type: f.content_type(), extra_headers: "content-encoding: gzip\r\n".into(), pieces: gzip_flushed(&frames), delim: Delim::Chunked };
         let (o, _) = probe_raw(f.api, a).await;
         if o.result.is_err() || o.timeline.text_frames.len() != 3 + f.end_texts || o.content_encoding.map(|c| c.as_str()) != Some("gzip") {
             wrong.push(format!("{} gzip: {:?} {:?}", f.api, o.result, o.content_encoding));
         }
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         std::io::Write::write_all(&mut z, &frames.concat()).unwrap();
-        let a = Answer { content_type: f.content_type(), extra_headers: "content-encoding: deflate\r\n".into(), pieces: vec![z.finish().unwrap()], delim: Delim::Length };
+        let a = Answer {
+            content_type: f.content_type(),
+            extra_headers: "content-encoding: deflate\r\n".into(),
+            pieces: vec![z.finish().unwrap()],
+            delim: Delim::Length,
+        };
         let (o, _) = probe_raw(f.api, a).await;
         if o.result.is_err() || o.timeline.text_frames.len() != 3 + f.end_texts {
             wrong.push(format!("{} deflate: {:?}", f.api, o.result));
