@@ -229,10 +229,13 @@ fn framing_is_independent_of_how_the_body_is_split() {
     });
 }
 
+/// An event as the reference sees it: type, data, last event ID.
+type RefEvent = (String, Vec<u8>, Vec<u8>);
+
 /// A literal reading of the WHATWG "event stream interpretation", for whole bodies only: the
 /// reference the incremental decoder is compared with. Returns the dispatched events (type,
 /// data, last event ID), the reconnection time, and whether an event was pending at EOF.
-fn reference_sse(body: &[u8]) -> (Vec<(String, Vec<u8>, Vec<u8>)>, Option<u64>, bool) {
+fn reference_sse(body: &[u8]) -> (Vec<RefEvent>, Option<u64>, bool) {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     // Lines: CRLF, LF or CR each end one; what follows the last line end is an unfinished line.
     let mut lines: Vec<&[u8]> = Vec::new();
@@ -255,7 +258,7 @@ fn reference_sse(body: &[u8]) -> (Vec<(String, Vec<u8>, Vec<u8>)>, Option<u64>, 
     }
     let unfinished = &body[start..];
     let (mut events, mut data, mut event_type, mut last_id, mut retry) = (Vec::new(), Vec::<u8>::new(), Vec::new(), Vec::new(), None);
-    let mut process = |line: &[u8], data: &mut Vec<u8>, events: &mut Vec<(String, Vec<u8>, Vec<u8>)>| {
+    let mut process = |line: &[u8], data: &mut Vec<u8>, events: &mut Vec<RefEvent>| {
         if line.is_empty() {
             if !data.is_empty() {
                 data.pop(); // the spec appends LF after every data line, and removes the last
@@ -356,7 +359,7 @@ fn sse_decoder_matches_the_whatwg_reference_under_random_splits() {
         for piece in random_pieces(rng, &body) {
             d.feed_events(piece, &mut got);
         }
-        let got: Vec<(String, Vec<u8>, Vec<u8>)> = got.into_iter().map(|e| (e.event, e.data, e.last_event_id)).collect();
+        let got: Vec<RefEvent> = got.into_iter().map(|e| (e.event, e.data, e.last_event_id)).collect();
         assert_eq!(got, want, "body {:?}", String::from_utf8_lossy(&body));
         assert_eq!(d.retry_ms(), want_retry, "retry, body {:?}", String::from_utf8_lossy(&body));
         assert_eq!(d.finish().is_some(), want_pending, "pending event at EOF, body {:?}", String::from_utf8_lossy(&body));

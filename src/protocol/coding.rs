@@ -80,8 +80,8 @@ pub struct BodyDecoder {
 #[derive(Debug)]
 enum State {
     Identity,
-    /// `deflate` before its first byte tells zlib from raw deflate.
-    DeflateStart,
+    /// `deflate` before its first two bytes tell zlib from raw deflate (held here until then).
+    DeflateStart(Vec<u8>),
     Deflate(Box<Decompress>),
     /// gzip: collecting a member's header.
     GzHeader(Vec<u8>),
@@ -97,7 +97,7 @@ impl BodyDecoder {
         let state = match coding {
             ContentCoding::Identity => State::Identity,
             ContentCoding::Gzip => State::GzHeader(Vec::new()),
-            ContentCoding::Deflate => State::DeflateStart,
+            ContentCoding::Deflate => State::DeflateStart(Vec::with_capacity(2)),
         };
         BodyDecoder { state }
     }
@@ -123,11 +123,22 @@ impl BodyDecoder {
                 out.extend_from_slice(input);
                 Ok(&[])
             }
-            State::DeflateStart => {
+            State::DeflateStart(head) => {
+                let take = input.len().min(2 - head.len());
+                head.extend_from_slice(&input[..take]);
+                if head.len() < 2 {
+                    return Ok(&input[take..]);
+                }
                 // zlib: CM = 8 in the low nibble, a window of at most 32 KiB, header checksum.
-                let zlib = input.len() >= 2 && input[0] & 0x0F == 8 && input[0] >> 4 <= 7 && (u16::from(input[0]) << 8 | u16::from(input[1])) % 31 == 0;
-                self.state = State::Deflate(Box::new(Decompress::new(zlib)));
-                Ok(input)
+                let zlib = head[0] & 0x0F == 8 && head[0] >> 4 <= 7 && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+                let head = std::mem::take(head);
+                let mut z = Box::new(Decompress::new(zlib));
+                let (used, end) = inflate(&mut z, &head, out, limit, None)?;
+                if used < head.len() && !end {
+                    return Err("corrupt compressed data at its start".to_owned());
+                }
+                self.state = if end { State::Done } else { State::Deflate(z) };
+                Ok(&input[take..])
             }
             State::Deflate(z) => {
                 let (used, end) = inflate(z, input, out, limit, None)?;
@@ -294,7 +305,10 @@ mod tests {
     fn deflate_zlib_and_raw_and_concatenated_gzip() {
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(b"{\"a\":1}\n").unwrap();
-        assert_eq!(decode_all(ContentCoding::Deflate, &z.finish().unwrap(), 1).unwrap(), b"{\"a\":1}\n");
+        let zlib = z.finish().unwrap();
+        for cut in 0..=zlib.len() {
+            assert_eq!(decode_all(ContentCoding::Deflate, &zlib, cut).unwrap(), b"{\"a\":1}\n", "cut {cut}");
+        }
         let mut r = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
         r.write_all(b"{\"a\":1}\n").unwrap();
         assert_eq!(decode_all(ContentCoding::Deflate, &r.finish().unwrap(), 0).unwrap(), b"{\"a\":1}\n");
