@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deadline::after;
 use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
+use crate::protocol::coding::{BodyDecoder, ContentCoding};
 use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
 use crate::target::{TargetRuntime, classify_send_error, error_chain};
@@ -86,6 +87,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         api_counter: None,
         server_timing: ServerTiming::default(),
         streamed: probe.target.config.stream,
+        content_encoding: None,
         finish_reason: None,
         response_model: None,
         result: Ok(()),
@@ -116,6 +118,9 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
         .request(Method::POST, protocol.path(stream))
         .header("content-type", "application/json")
         .header("accept", accept)
+        // Explicit, so no layer picks a coding for us: `identity` unless the target asks for
+        // compression (then frames are timed as they leave the decoder).
+        .header("accept-encoding", target.config.accept_encoding_header())
         .header("x-request-id", &out.request_id)
         .body(body);
     let request = match out.trace {
@@ -149,13 +154,15 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
         return Err(Failure::new(ErrorClass::from_status(status.as_u16()), format!("HTTP {status}: {text}")));
     }
     out.server_timing = protocol.header_timing(response.headers()).map_err(protocol_failure)?;
+    let coding = ContentCoding::from_headers(response.headers()).map_err(|e| Failure::new(ErrorClass::Parse, e))?;
+    out.content_encoding = Some(coding);
     if !stream {
         check_content_type(&response, None)?;
-        return read_whole(response, protocol, total_deadline, target.config.max_response_bytes, out).await;
+        return read_whole(response, protocol, coding, total_deadline, target.config.max_response_bytes, out).await;
     }
     check_content_type(&response, Some(protocol.framing()))?;
 
-    let mut reader = StreamReader::new(protocol.framing(), target.config.max_response_bytes);
+    let mut reader = StreamReader::new(protocol.framing(), coding, target.config.max_response_bytes);
     loop {
         let (deadline, class) = match out.timeline.first_token() {
             None => earliest(after(sent, timeouts.ttft), ErrorClass::TimeoutTtft, total_deadline),
@@ -179,13 +186,36 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
     }
     let now = Instant::now();
     out.timeline.end = now;
-    let frames = reader.finish();
+    let (frames, tail) = reader.finish();
     let done = apply_frames(frames, now, &mut reader, protocol, out)?;
+    if let (false, Some(tail)) = (done, tail) {
+        return Err(unterminated_event(&tail, protocol, &mut reader.state));
+    }
     finish(done, protocol, out)
 }
 
+/// A stream that ended cleanly inside an SSE event (no blank line after it). The WHATWG rules
+/// never dispatch such an event, and neither do the clients built on them (browsers, the OpenAI
+/// SDKs), so its text does not count and its end marker does not complete the stream: the
+/// stream is `truncated`. It is still read, for the one thing it can tell: an error object in it
+/// is the server's own account of why it stopped (`stream_error`).
+fn unterminated_event(tail: &[u8], protocol: &dyn Protocol, state: &mut StreamState) -> Failure {
+    match protocol.parse(tail, state) {
+        Err(ProtocolError::Stream(msg)) => Failure::new(ErrorClass::StreamError, format!("{msg} (in an event the stream ended inside)")),
+        _ => Failure::new(ErrorClass::Truncated, "stream ended inside an event (no blank line after its last event)"),
+    }
+}
+
 /// A non-streaming answer: the whole body (bounded in size and time) read as one event.
-async fn read_whole(mut response: reqwest::Response, protocol: &dyn Protocol, deadline: Instant, max_bytes: usize, out: &mut Outcome) -> Result<(), Failure> {
+async fn read_whole(
+    mut response: reqwest::Response,
+    protocol: &dyn Protocol,
+    coding: ContentCoding,
+    deadline: Instant,
+    max_bytes: usize,
+    out: &mut Outcome,
+) -> Result<(), Failure> {
+    let mut decoder = BodyDecoder::new(coding);
     let mut body = Vec::new();
     loop {
         let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
@@ -198,6 +228,7 @@ async fn read_whole(mut response: reqwest::Response, protocol: &dyn Protocol, de
             Ok(Ok(None)) => break,
             Ok(Ok(Some(chunk))) => chunk,
         };
+        let chunk = decoder.decode(&chunk, max_bytes - body.len()).map_err(|e| Failure::new(ErrorClass::Parse, e))?;
         if body.len() + chunk.len() > max_bytes {
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {max_bytes} bytes")));
         }
@@ -280,6 +311,8 @@ fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: 
 
 /// Cuts the body into frames and enforces the size caps.
 struct StreamReader {
+    /// The content coding, undone before framing.
+    body: BodyDecoder,
     decoder: FrameDecoder,
     state: StreamState,
     total_bytes: usize,
@@ -290,8 +323,9 @@ struct StreamReader {
 }
 
 impl StreamReader {
-    fn new(framing: Framing, max_bytes: usize) -> Self {
+    fn new(framing: Framing, coding: ContentCoding, max_bytes: usize) -> Self {
         StreamReader {
+            body: BodyDecoder::new(coding),
             decoder: FrameDecoder::new(framing),
             state: StreamState::default(),
             total_bytes: 0,
@@ -302,12 +336,14 @@ impl StreamReader {
     }
 
     fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
+        // The cap is on decoded bytes (what the prober holds); a bomb stops at the cap.
+        let chunk = self.body.decode(chunk, self.max_bytes - self.total_bytes.min(self.max_bytes)).map_err(|e| Failure::new(ErrorClass::Parse, e))?;
         self.total_bytes += chunk.len();
         if self.total_bytes > self.max_bytes {
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {} bytes", self.max_bytes)));
         }
         let mut frames = Vec::new();
-        self.decoder.feed(chunk, &mut frames);
+        self.decoder.feed(&chunk, &mut frames);
         let largest = frames.iter().map(Vec::len).max().unwrap_or(0).max(self.decoder.pending_bytes());
         if largest > MAX_FRAME_BYTES {
             return Err(Failure::new(ErrorClass::Parse, format!("frame exceeded {MAX_FRAME_BYTES} bytes")));
@@ -315,10 +351,11 @@ impl StreamReader {
         Ok(frames)
     }
 
-    fn finish(&mut self) -> Vec<Vec<u8>> {
+    /// The last frames, and an SSE event the stream ended inside (see `FrameDecoder::finish`).
+    fn finish(&mut self) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
         let mut frames = Vec::new();
-        self.decoder.finish(&mut frames);
-        frames
+        let tail = self.decoder.finish(&mut frames);
+        (frames, tail)
     }
 }
 

@@ -211,6 +211,9 @@ pub struct Outcome {
     /// Whether the request streamed. A non-streaming probe has one "frame" (the whole body) at
     /// its end: only E2E is meaningful.
     pub streamed: bool,
+    /// The content coding a 2xx response body came in (`None`: no 2xx headers, or a coding the
+    /// prober cannot decode, which fails the probe as `parse`).
+    pub content_encoding: Option<crate::protocol::coding::ContentCoding>,
     pub finish_reason: Option<String>,
     pub response_model: Option<String>,
     /// `Ok` = success; otherwise the classified failure.

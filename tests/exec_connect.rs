@@ -36,6 +36,7 @@ fn target(addr: SocketAddr, connect: Duration) -> Target {
         headers_from: Vec::new(),
         follow_redirects: false,
         slo: Default::default(),
+        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
     }
 }
 

@@ -112,6 +112,7 @@ fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
         headers_from: Vec::new(),
         follow_redirects: false,
         slo: Default::default(),
+        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
     }
 }
 

@@ -229,6 +229,179 @@ fn framing_is_independent_of_how_the_body_is_split() {
     });
 }
 
+/// An event as the reference sees it: type, data, last event ID.
+type RefEvent = (String, Vec<u8>, Vec<u8>);
+
+/// A literal reading of the WHATWG "event stream interpretation", for whole bodies only: the
+/// reference the incremental decoder is compared with. Returns the dispatched events (type,
+/// data, last event ID), the reconnection time, and whether an event was pending at EOF.
+fn reference_sse(body: &[u8]) -> (Vec<RefEvent>, Option<u64>, bool) {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    // Lines: CRLF, LF or CR each end one; what follows the last line end is an unfinished line.
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b'\r' => {
+                lines.push(&body[start..i]);
+                i += if body.get(i + 1) == Some(&b'\n') { 2 } else { 1 };
+                start = i;
+            }
+            b'\n' => {
+                lines.push(&body[start..i]);
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    let unfinished = &body[start..];
+    let (mut events, mut data, mut event_type, mut last_id, mut retry) = (Vec::new(), Vec::<u8>::new(), Vec::new(), Vec::new(), None);
+    let mut process = |line: &[u8], data: &mut Vec<u8>, events: &mut Vec<RefEvent>| {
+        if line.is_empty() {
+            if !data.is_empty() {
+                data.pop(); // the spec appends LF after every data line, and removes the last
+                let t = if event_type.is_empty() { "message".to_owned() } else { String::from_utf8_lossy(&event_type).into_owned() };
+                events.push((t, std::mem::take(data), last_id.clone()));
+            }
+            data.clear();
+            event_type.clear();
+            return;
+        }
+        if line[0] == b':' {
+            return;
+        }
+        let (name, mut value) = match line.iter().position(|&b| b == b':') {
+            Some(c) => (&line[..c], &line[c + 1..]),
+            None => (line, &[][..]),
+        };
+        if value.first() == Some(&b' ') {
+            value = &value[1..];
+        }
+        match name {
+            b"event" => event_type = value.to_vec(),
+            b"data" => {
+                data.extend_from_slice(value);
+                data.push(b'\n');
+            }
+            b"id" if !value.contains(&0) => last_id = value.to_vec(),
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => retry = std::str::from_utf8(value).unwrap().parse().ok(),
+            _ => {}
+        }
+    };
+    for line in lines {
+        process(line, &mut data, &mut events);
+    }
+    // The spec discards what is pending at EOF; the prober is told whether there was an event.
+    let mut pending = !data.is_empty();
+    if !unfinished.is_empty() {
+        let field = unfinished.split(|&b| b == b':').next().unwrap_or(b"");
+        pending |= field == b"data";
+    }
+    (events, retry, pending)
+}
+
+/// A stream from the grammar: random fields in random order, random line ends, comments,
+/// unknown fields, fields without a colon, values with 0-2 leading spaces, an optional BOM, and
+/// an optional unterminated last event.
+fn sse_from_grammar(rng: &mut Rng) -> Vec<u8> {
+    const VALUES: &[&str] = &["{\"a\":1}", "[DONE]", "x:y", " lead", "", "h\u{e9}llo \u{1F600}", "\u{feff}bom", "a\u{0}b", "12", "1x", "data: inner"];
+    const NAMES: &[&str] = &["data", "data", "data", "event", "id", "retry", "foo", "Data", "data ", "\u{feff}data"];
+    const ENDS: &[&str] = &["\n", "\r\n", "\r"];
+    let mut out = Vec::new();
+    if rng.below(3) == 0 {
+        out.extend_from_slice(b"\xEF\xBB\xBF");
+    }
+    for _ in 0..rng.below(8) {
+        for _ in 0..rng.below(5) {
+            let end = rng.pick(ENDS);
+            match rng.below(6) {
+                0 => out.extend(format!(":{}{end}", rng.pick(VALUES)).bytes()),
+                1 => out.extend(format!("{}{end}", rng.pick(NAMES)).bytes()),
+                _ => {
+                    let spaces = " ".repeat(rng.below(3) as usize);
+                    out.extend(format!("{}:{spaces}{}{end}", rng.pick(NAMES), rng.pick(VALUES)).bytes());
+                }
+            }
+        }
+        out.extend(rng.pick(ENDS).bytes());
+    }
+    if rng.below(3) == 0 {
+        out.extend(format!("data: {}", rng.pick(VALUES)).bytes());
+        if rng.below(2) == 0 {
+            out.extend(rng.pick(ENDS).bytes());
+        }
+    }
+    out
+}
+
+/// Cuts `body` into random pieces (empty ones included) and feeds them one by one.
+fn random_pieces<'a>(rng: &mut Rng, body: &'a [u8]) -> Vec<&'a [u8]> {
+    let mut pieces = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let n = rng.below(rest.len().min(12) as u64 + 1) as usize;
+        pieces.push(&rest[..n]);
+        rest = &rest[n..];
+    }
+    pieces
+}
+
+#[test]
+fn sse_decoder_matches_the_whatwg_reference_under_random_splits() {
+    use llmprobe::protocol::framing::{SseDecoder, SseEvent};
+    for_seeds("sse grammar", iters(3000), |rng| {
+        let body = sse_from_grammar(rng);
+        let (want, want_retry, want_pending) = reference_sse(&body);
+        let mut d = SseDecoder::default();
+        let mut got: Vec<SseEvent> = Vec::new();
+        for piece in random_pieces(rng, &body) {
+            d.feed_events(piece, &mut got);
+        }
+        let got: Vec<RefEvent> = got.into_iter().map(|e| (e.event, e.data, e.last_event_id)).collect();
+        assert_eq!(got, want, "body {:?}", String::from_utf8_lossy(&body));
+        assert_eq!(d.retry_ms(), want_retry, "retry, body {:?}", String::from_utf8_lossy(&body));
+        assert_eq!(d.finish().is_some(), want_pending, "pending event at EOF, body {:?}", String::from_utf8_lossy(&body));
+        // The frames the parsers get are the dispatched events' data, blank ones left out.
+        let frames = frames_whole(Framing::Sse, &body);
+        let datas: Vec<Vec<u8>> = want.into_iter().map(|e| e.1).filter(|d| !d.iter().all(u8::is_ascii_whitespace)).collect();
+        assert_eq!(frames, datas);
+    });
+}
+
+#[test]
+fn ndjson_decoder_matches_a_reference_under_random_splits() {
+    const LINES: &[&str] = &["{\"a\":1}", "", "  ", "\t", "{\"done\":true}", "[1,2]", "h\u{e9}llo", "\r"];
+    for_seeds("ndjson grammar", iters(3000), |rng| {
+        let mut body = Vec::new();
+        if rng.below(3) == 0 {
+            body.extend_from_slice(b"\xEF\xBB\xBF");
+        }
+        for _ in 0..rng.below(8) {
+            body.extend(rng.pick(LINES).bytes());
+            body.extend(rng.pick(&["\n", "\r\n"]).bytes());
+        }
+        if rng.below(2) == 0 {
+            body.extend(rng.pick(LINES).bytes());
+        }
+        let text = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&body);
+        let want: Vec<Vec<u8>> = text
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut d = FrameDecoder::new(Framing::Ndjson);
+        let mut got = Vec::new();
+        for piece in random_pieces(rng, &body) {
+            d.feed(piece, &mut got);
+        }
+        assert_eq!(d.finish(&mut got), None);
+        assert_eq!(got, want, "body {:?}", String::from_utf8_lossy(&body));
+    });
+}
+
 #[test]
 fn every_real_capture_mutated_byte_by_byte_never_panics() {
     let dir = format!("{}/tests/fixtures/streams", env!("CARGO_MANIFEST_DIR"));
@@ -372,6 +545,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
             api_counter: usage(rng),
             server_timing: Default::default(),
             streamed: rng.below(4) != 0,
+            content_encoding: None,
             finish_reason: Some("length".into()),
             response_model: None,
             result: if rng.below(5) == 0 { Err(Failure::new(ErrorClass::Parse, "x")) } else { Ok(()) },

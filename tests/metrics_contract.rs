@@ -135,3 +135,16 @@ fn prometheus_text_types_counters_by_their_sample_name() {
     assert!(!text.contains("# EOF") && !text.contains("# UNIT"));
     print!("{text}");
 }
+
+#[test]
+fn stream_encoding_counts_responses_by_coding() {
+    let metrics = Metrics::new(&config());
+    let mut o = outcome(Instant::now(), 1, 0, &[10, 20], 30);
+    o.content_encoding = Some(llmprobe::protocol::coding::ContentCoding::Gzip);
+    metrics.record(&o, None);
+    let text = metrics.encode_openmetrics();
+    let series = lines_with(&text, "llmprobe_stream_encoding_total{");
+    assert_eq!(series.len(), 3, "identity, gzip, deflate pre-created: {series:?}");
+    assert!(series.contains(&"llmprobe_stream_encoding_total{target=\"local\",encoding=\"gzip\"} 1"), "{series:?}");
+    assert!(series.contains(&"llmprobe_stream_encoding_total{target=\"local\",encoding=\"identity\"} 0"), "{series:?}");
+}

@@ -1,4 +1,4 @@
-//! All twenty fault kinds on every streaming front-end besides chat (which `mock_faults.rs`
+//! Every fault kind on every streaming front-end besides chat (which `mock_faults.rs`
 //! covers in detail): OpenAI completions, Ollama NDJSON, llama.cpp native SSE and TGI SSE, read
 //! by a raw HTTP client and checked against each family's framing.
 
@@ -96,7 +96,7 @@ fn is_json(s: &str) -> bool {
     serde_json::from_str::<Value>(s).is_ok()
 }
 
-/// Checks all twenty kinds on one family; returns the kinds checked.
+/// Checks every kind on one family; returns the kinds checked.
 async fn check_family(b: &str, f: &Family) -> Vec<&'static str> {
     let name = f.name;
     let normal = |n: usize| n + f.trailer;
@@ -170,6 +170,15 @@ async fn check_family(b: &str, f: &Family) -> Vec<&'static str> {
     let fr = send(b, f, "truncate_after_one", &[], 8).await.unwrap().frames(f);
     assert_eq!(fr.len(), 1 + usize::from(f.has_done), "{name} truncate_after_one {fr:?}");
     checked.extend(["buffered", "multi_token_frames", "truncate_after_one"]);
+
+    let g = send(b, f, "gzip_stream", &[], 6).await.unwrap();
+    assert_eq!(g.headers["content-encoding"], "gzip", "{name} gzip_stream");
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&g.body()[..]), &mut plain).unwrap();
+    let decoded = Got { status: g.status, headers: g.headers.clone(), chunks: vec![(Duration::ZERO, plain)], error: false };
+    assert_eq!(decoded.frames(f).len(), normal(6), "{name} gzip_stream: the normal frames, compressed");
+    assert!(g.chunks.len() > 6, "{name} gzip_stream still streams: {} chunks", g.chunks.len());
+    checked.push("gzip_stream");
     checked
 }
 
@@ -178,7 +187,7 @@ async fn every_fault_on_every_streaming_family() {
     let (b, stop) = start().await;
     for f in FAMILIES {
         let checked = check_family(&b, f).await;
-        assert_eq!(checked.len(), 20, "{}: {checked:?}", f.name);
+        assert_eq!(checked.len(), 21, "{}: {checked:?}", f.name);
     }
     stop.cancel();
 }

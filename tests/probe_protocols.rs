@@ -158,6 +158,8 @@ async fn every_fault_kind_maps_to_its_class_on_every_api() {
             ("slow_drip", Some(TimeoutTtft)),
             ("buffered", None),
             ("multi_token_frames", None),
+            // Compressed without being asked: decoded, and measured like the plain stream.
+            ("gzip_stream", None),
         ];
         for (fault, expected) in table {
             let o = probe(addr, api, &format!(", x-mock-fault: {fault}"), "").await;

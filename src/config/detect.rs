@@ -55,6 +55,14 @@ pub struct Detect {
     pub tuning: DetectSettings,
 }
 
+/// The documented defaults: what an absent section gives.
+impl Default for Detect {
+    fn default() -> Self {
+        let mut c = Checker::default();
+        detect(&RawDetect::default(), &mut c)
+    }
+}
+
 pub(super) fn detect(raw: &RawDetect, c: &mut Checker) -> Detect {
     if let Err(problems) = raw.tuning.validate() {
         for p in problems {

@@ -222,6 +222,17 @@ pub struct Target {
     pub tls: TlsSettings,
     /// `slo:` fields replacing the global ones for this target (a scenario's own win over them).
     pub slo: SloOverride,
+    /// Content codings the probe accepts (`Accept-Encoding`); default `[identity]`, so the stream
+    /// is timed as it leaves the server. A coded response is decoded whether asked for or not.
+    pub accept_encoding: Vec<crate::protocol::coding::ContentCoding>,
+}
+
+impl Target {
+    /// The `Accept-Encoding` header value probes send.
+    pub fn accept_encoding_header(&self) -> String {
+        let names: Vec<&str> = self.accept_encoding.iter().map(|c| c.as_str()).collect();
+        if names.is_empty() { "identity".to_owned() } else { names.join(", ") }
+    }
 }
 
 /// Default `max_response_bytes`: a runaway stream must not eat memory.

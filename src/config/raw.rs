@@ -161,6 +161,9 @@ pub struct RawTarget {
     /// SLO fields replacing the global `slo:` ones for this target's probes (ttft, tpot, e2e,
     /// objective; a threshold `off` drops the inherited one). A scenario's own `slo:` wins.
     pub slo: Option<super::slo::RawSloOverride>,
+    /// Content codings to accept (`Accept-Encoding`): `identity` (default), `gzip`, `deflate`.
+    /// Asking for compression makes frames be timed as they come out of the decoder.
+    pub accept_encoding: Option<Vec<String>>,
 }
 
 /// Where one `headers_from` value comes from: exactly one of `env` or `file`.

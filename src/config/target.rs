@@ -10,6 +10,7 @@ use super::raw::{RawHeaders, RawTarget, RawTimeouts, RawTls};
 use super::validate::{Checker, check_name, check_unique};
 use super::{HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
 use crate::protocol::ProtocolKind;
+use crate::protocol::coding::ContentCoding;
 
 /// Every target, plus the checks across them (at least one, unique names).
 pub(super) fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {
@@ -43,7 +44,25 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         http_version: http_version(&format!("{path}.http_version"), &raw.http_version, c),
         tls: tls(&format!("{path}.tls"), &raw.tls, base_url_is_https(&raw.base_url), c),
         slo: super::slo::slo_override(&format!("{path}.slo"), raw.slo.as_ref(), c),
+        accept_encoding: accept_encoding(&format!("{path}.accept_encoding"), raw.accept_encoding.as_deref(), c),
     }
+}
+
+/// `accept_encoding`: codings the prober decodes; `br` and `zstd` are named as unsupported.
+fn accept_encoding(path: &str, raw: Option<&[String]>, c: &mut Checker) -> Vec<ContentCoding> {
+    let Some(raw) = raw else { return vec![ContentCoding::Identity] };
+    if raw.is_empty() {
+        c.error(path, "must name at least one coding (identity, gzip, deflate); omit it for identity");
+    }
+    let mut out = Vec::new();
+    for (i, name) in raw.iter().enumerate() {
+        match ContentCoding::parse(name) {
+            Some(coding) if out.contains(&coding) => c.error(format!("{path}[{i}]"), format!("{name:?} is listed twice")),
+            Some(coding) => out.push(coding),
+            None => c.error(format!("{path}[{i}]"), format!("unsupported coding {name:?}: llmprobe decodes identity, gzip and deflate")),
+        }
+    }
+    out
 }
 
 fn base_url_is_https(text: &str) -> bool {
@@ -167,6 +186,9 @@ fn headers(path: &str, raw: &RawHeaders, has_api_key: bool, c: &mut Checker) -> 
         }
         if has_api_key && lower == "authorization" {
             c.error(&at, "Authorization conflicts with api_key_env/api_key_file, which already send `Authorization: Bearer <key>`: remove one");
+        }
+        if lower == "accept-encoding" {
+            c.error(&at, "set the target's accept_encoding instead (the prober must know which codings it asked for)");
         }
         if seen.contains(&lower) {
             c.error(&at, format!("header \"{name}\" is set more than once (names are case-insensitive)"));

@@ -28,6 +28,8 @@ pub enum Fault {
     Buffered,
     MultiTokenFrames,
     TruncateAfterOne,
+    /// The stream body gzip-compressed (`content-encoding: gzip`), flushed after every frame.
+    GzipStream,
 }
 
 pub const ALL: &[(Fault, &str)] = &[
@@ -51,6 +53,7 @@ pub const ALL: &[(Fault, &str)] = &[
     (Fault::Buffered, "buffered"),
     (Fault::MultiTokenFrames, "multi_token_frames"),
     (Fault::TruncateAfterOne, "truncate_after_one"),
+    (Fault::GzipStream, "gzip_stream"),
 ];
 
 impl Fault {

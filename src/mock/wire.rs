@@ -88,6 +88,8 @@ pub struct Wire {
     finished: bool,
     stalled: bool,
     drip: Option<Bytes>,
+    /// `gzip_stream`: the encoder every written frame goes through (sync-flushed per frame).
+    gzip: Option<flate2::write::GzEncoder<Vec<u8>>>,
 }
 
 pub struct WireSetup {
@@ -120,6 +122,7 @@ impl Wire {
             finished: false,
             stalled: false,
             drip: None,
+            gzip: (s.fault == Some(Fault::GzipStream)).then(|| flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())),
         };
         if w.fault == Some(Fault::EmptyStream) {
             w.rx = None;
@@ -133,10 +136,32 @@ impl Wire {
     /// Streaming response with this wire as body.
     pub fn into_response(self) -> Response<Body> {
         let ct = if self.fault == Some(Fault::WrongContentType) { "text/html; charset=utf-8" } else { self.render.content_type() };
-        let stream = futures_util::stream::unfold(self, |mut w| async move { w.next().await.map(|item| (item, w)) });
+        let gzip = self.gzip.is_some();
+        let stream = futures_util::stream::unfold(self, |mut w| async move { w.next_coded().await.map(|item| (item, w)) });
         let mut resp = Response::new(Body::from_stream(stream));
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        if gzip {
+            resp.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
         resp
+    }
+
+    /// The next write, through the gzip encoder under `gzip_stream`: each frame is compressed
+    /// and sync-flushed at once (so the body still streams), the gzip trailer follows the end.
+    async fn next_coded(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        use std::io::Write;
+        if self.gzip.is_none() {
+            return self.next().await;
+        }
+        match self.next().await {
+            Some(Ok(b)) => {
+                let gz = self.gzip.as_mut()?;
+                let written = gz.write_all(&b).and_then(|()| gz.flush());
+                Some(written.map(|()| Bytes::from(std::mem::take(gz.get_mut()))))
+            }
+            None => Some(self.gzip.take()?.finish().map(Bytes::from)),
+            other => other,
+        }
     }
 
     fn push(&mut self, frame: String) {

@@ -3,6 +3,7 @@
 //! `parse` is pure: it sees one complete frame (an SSE `data` payload or an NDJSON line) and the
 //! per-request `StreamState`, and says what the frame carried. The executor owns clocks and I/O.
 
+pub mod coding;
 pub mod framing;
 mod llamacpp;
 mod ollama;

@@ -21,6 +21,7 @@ use super::expo::sort_series;
 use crate::config::{Config, Slo};
 use crate::measure::{Sample, TokenSource};
 use crate::outcome::{ErrorClass, Outcome};
+use crate::protocol::coding::ContentCoding;
 
 // ---- Families: exported names and help texts ----------------------------------------------------
 
@@ -86,6 +87,10 @@ pub const TARGET_INFO_CHANGE_TIMESTAMP_SECONDS: FamilySpec = FamilySpec {
 pub const SOURCE_UP: FamilySpec = FamilySpec { name: "llmprobe_source_up", help: "Whether the last scrape of a telemetry source succeeded" };
 pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec =
     FamilySpec { name: "llmprobe_source_scrape_duration_seconds", help: "Duration of the last scrape of a telemetry source" };
+pub const STREAM_ENCODING_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_stream_encoding_total",
+    help: "2xx responses by the content coding their body came in (identity, gzip, deflate), asked for or not",
+};
 
 pub const DETECT_STATE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_state",
@@ -113,7 +118,7 @@ pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
     FamilySpec { name: "llmprobe_release_timestamp_seconds", help: "Unix time of the target's last release marker (discovery change, POST /api/v1/releases)" };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 38] = [
+pub const ALL_FAMILIES: [FamilySpec; 39] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
@@ -129,6 +134,7 @@ pub const ALL_FAMILIES: [FamilySpec; 38] = [
     TOKENS_PER_FRAME,
     MULTI_TOKEN_FRAMES_TOTAL,
     STREAM_BUFFERED_TOTAL,
+    STREAM_ENCODING_TOTAL,
     SERVER_TIME_SECONDS,
     SCHEDULE_LAG_SECONDS,
     IN_FLIGHT_REQUESTS,
@@ -213,6 +219,12 @@ struct PhaseLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TargetLabels {
     target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EncodingLabels {
+    target: String,
+    encoding: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -512,6 +524,7 @@ pub struct Metrics {
     tokens_per_frame: Family<TsLabels, Histogram, fn() -> Histogram>,
     multi_token_frames: Family<TsLabels, Counter>,
     stream_buffered: Family<TsLabels, Counter>,
+    stream_encoding: Family<EncodingLabels, Counter>,
     server_time: HistogramFamily<PhaseLabels>,
     schedule_lag: Family<TargetLabels, Histogram, fn() -> Histogram>,
     in_flight: Family<TargetLabels, Gauge>,
@@ -567,6 +580,7 @@ impl Metrics {
             tokens_per_frame: Family::new_with_constructor(tokens_per_frame_histogram),
             multi_token_frames: Family::default(),
             stream_buffered: Family::default(),
+            stream_encoding: Family::default(),
             server_time: histogram_family(ttft_histogram),
             schedule_lag: Family::new_with_constructor(schedule_lag_histogram),
             in_flight: Family::default(),
@@ -600,6 +614,7 @@ impl Metrics {
         register(r, TOKENS_PER_FRAME, m.tokens_per_frame.clone());
         register(r, MULTI_TOKEN_FRAMES_TOTAL, m.multi_token_frames.clone());
         register(r, STREAM_BUFFERED_TOTAL, m.stream_buffered.clone());
+        register(r, STREAM_ENCODING_TOTAL, m.stream_encoding.clone());
         register(r, SERVER_TIME_SECONDS, m.server_time.clone());
         register(r, SCHEDULE_LAG_SECONDS, m.schedule_lag.clone());
         register(r, IN_FLIGHT_REQUESTS, m.in_flight.clone());
@@ -649,6 +664,9 @@ impl Metrics {
                 self.schedule_lag.remove(&t);
                 self.in_flight.remove(&t);
                 self.target_info_change.remove(&t);
+                for coding in ContentCoding::ALL {
+                    self.stream_encoding.remove(&EncodingLabels { target: target.name.clone(), encoding: coding.as_str() });
+                }
                 let info = self.target_info_current.lock().unwrap_or_else(|e| e.into_inner()).remove(&target.name);
                 if let Some(labels) = info {
                     self.target_info.remove(&labels);
@@ -711,6 +729,9 @@ impl Metrics {
             let t = TargetLabels { target: target.name.clone() };
             touch(&self.schedule_lag, &t);
             touch(&self.in_flight, &t);
+            for coding in ContentCoding::ALL {
+                touch(&self.stream_encoding, &EncodingLabels { target: target.name.clone(), encoding: coding.as_str() });
+            }
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 self.precreate_pair(&ts, &config.slo_for(&target.name, &scenario.name));
@@ -886,6 +907,9 @@ impl Sink for Metrics {
         }
         let (outcome_label, error_label) = outcome_labels(class);
         self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
+        if let Some(coding) = outcome.content_encoding {
+            self.stream_encoding.get_or_create(&EncodingLabels { target: ts.target.clone(), encoding: coding.as_str() }).inc();
+        }
         // A dropped probe was never sent, so it has no send time to lag.
         if class != Some(ErrorClass::InFlightCap) {
             let lag = outcome.timeline.schedule_lag().as_secs_f64();

@@ -34,6 +34,7 @@ pub fn target(name: &str) -> Target {
         headers_from: Vec::new(),
         follow_redirects: false,
         slo: Default::default(),
+        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
     }
 }
 
@@ -52,6 +53,7 @@ pub fn config() -> Config {
         tracing: Default::default(),
         sources: vec![],
         bench: None,
+        detect: Default::default(),
         warnings: vec![],
     }
 }
@@ -77,6 +79,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         api_counter: None,
         server_timing: Default::default(),
         streamed: true,
+        content_encoding: None,
         finish_reason: Some("length".to_owned()),
         response_model: None,
         result: Ok(()),
