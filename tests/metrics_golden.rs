@@ -29,6 +29,7 @@ fn recorded_metrics() -> Metrics {
     metrics.set_in_flight("local", 1);
     metrics.set_target_info("local", "Qwen/Qwen3-0.6B", "vllm", "0.11.0");
     metrics.set_target_info_change("local", 1_767_225_600.0);
+    metrics.detect.set_release("local", "0.11.0", "discovery", 1_767_225_600.0);
     metrics.set_source_up("engine-local", true);
     metrics.set_source_scrape_duration("engine-local", 0.0125);
     metrics
@@ -104,7 +105,7 @@ fn openmetrics_passes_promtool_except_known_counter_help_false_positive() {
 
 /// `# TYPE x info` -> `# TYPE x_info gauge`, `# HELP x ...` -> `# HELP x_info ...` for info families.
 fn info_as_text_format_gauge(line: &str) -> String {
-    const INFO: [&str; 3] = ["llmprobe_target", "llmprobe_build", "llmprobe_workload"];
+    const INFO: [&str; 4] = ["llmprobe_target", "llmprobe_build", "llmprobe_workload", "llmprobe_release"];
     for family in INFO {
         if line == format!("# TYPE {family} info") {
             return format!("# TYPE {family}_info gauge");

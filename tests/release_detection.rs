@@ -75,7 +75,7 @@ async fn a_slower_release_is_detected_as_regressed() {
     assert_eq!(regressed(&text, "ttft"), 1.0, "TTFT regressed after a 2.5x slower release:\n{text}");
     assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"0.33.0\"", "source=\"discovery\""]), 1.0, "{text}");
     assert!(metric(&text, "llmprobe_release_timestamp_seconds", &["target=\"t\""]) > 1.0e9);
-    let ratio = metric(&text, "llmprobe_detect_latency_ratio", &["scenario=\"*\"", "signal=\"ttft\"", "quantile=\"0.5\"", "bound=\"estimate\""]);
+    let ratio = metric(&text, "llmprobe_detect_latency_ratio", &["scenario=\"*\"", "signal=\"ttft\"", "percentile=\"p50\"", "bound=\"estimate\""]);
     assert!(ratio > 1.5, "median TTFT ratio estimate {ratio}");
     assert!(
         metric(&text, "llmprobe_detect_evidence", &["scenario=\"*\"", "signal=\"ttft\""])

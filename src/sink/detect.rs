@@ -88,8 +88,11 @@ impl DetectSink {
             now_exported.insert((row.target.clone(), scenario, row.signal.as_str()));
         }
         let mut exported = self.exported.lock().unwrap_or_else(|e| e.into_inner());
-        for (target, scenario, signal) in exported.difference(&now_exported) {
-            self.forget(target, scenario, signal);
+        let gone: HashSet<(&String, &String)> = exported.difference(&now_exported).map(|(t, s, _)| (t, s)).collect();
+        for (target, scenario) in gone {
+            if !now_exported.iter().any(|(t, s, _)| t == target && s == scenario) {
+                self.families.forget_row(target, scenario);
+            }
         }
         *exported = now_exported;
     }
@@ -125,28 +128,11 @@ impl DetectSink {
                 f.bad_delta.get_or_create(&DetectDeltaLabels { target: row.target.clone(), scenario: scenario.to_owned(), bound }).set(v);
             }
         } else {
-            for (quantile, est) in [("0.5", row.median_ratio), ("0.95", row.p95_ratio)] {
+            for (percentile, est) in [("p50", row.median_ratio), ("p95", row.p95_ratio)] {
                 for (bound, v) in bounds(est) {
-                    let labels = DetectRatioLabels { target: row.target.clone(), scenario: scenario.to_owned(), signal, quantile, bound };
+                    let labels = DetectRatioLabels { target: row.target.clone(), scenario: scenario.to_owned(), signal, percentile, bound };
                     f.latency_ratio.get_or_create(&labels).set(v);
                 }
-            }
-        }
-    }
-
-    fn forget(&self, target: &str, scenario: &str, signal: &'static str) {
-        let f = &self.families;
-        for state in STATES {
-            f.state.remove(&DetectStateLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, state: state.as_str() });
-        }
-        let sig = DetectSignalLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal };
-        f.evidence.remove(&sig);
-        f.threshold.remove(&sig);
-        f.samples.remove(&sig);
-        for bound in ["estimate", "low", "high"] {
-            f.bad_delta.remove(&DetectDeltaLabels { target: target.to_owned(), scenario: scenario.to_owned(), bound });
-            for quantile in ["0.5", "0.95"] {
-                f.latency_ratio.remove(&DetectRatioLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, quantile, bound });
             }
         }
     }

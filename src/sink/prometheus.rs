@@ -420,8 +420,8 @@ pub struct DetectRatioLabels {
     pub target: String,
     pub scenario: String,
     pub signal: &'static str,
-    /// `0.5` (median) or `0.95`.
-    pub quantile: &'static str,
+    /// `p50` (median) or `p95` (not `quantile`: that label belongs to summaries).
+    pub percentile: &'static str,
     /// `estimate`, `low` or `high` (95% interval).
     pub bound: &'static str,
 }
@@ -491,6 +491,62 @@ impl DetectFamilies {
         }
         touch(&self.release_info, &labels);
         self.release_timestamp.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
+    }
+
+    /// Every detector row a config can have, at its starting value (watching, no evidence, no
+    /// estimate yet), so rules and dashboards see the series before the first probe. Rows
+    /// are the target's pooled one (`scenario="*"`) and one per scenario, for each signal.
+    fn precreate(&self, config: &Config) {
+        if !config.detect.enabled {
+            return;
+        }
+        for target in &config.targets {
+            let rows = std::iter::once("*").chain(config.scenarios.iter().map(|s| s.name.as_str()));
+            for scenario in rows {
+                for signal in ["ttft", "tpot", "e2e", "goodput"] {
+                    for state in ["watching", "regressed", "recovered"] {
+                        let labels = DetectStateLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal, state };
+                        self.state.get_or_create(&labels).set(i64::from(state == "watching"));
+                    }
+                    let sig = DetectSignalLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal };
+                    touch(&self.evidence, &sig);
+                    touch(&self.samples, &sig);
+                    touch(&self.threshold, &sig);
+                    // No estimate before a marker: NaN, never a misleading 0.
+                    for bound in ["estimate", "low", "high"] {
+                        if signal == "goodput" {
+                            self.bad_delta
+                                .get_or_create(&DetectDeltaLabels { target: target.name.clone(), scenario: scenario.to_owned(), bound })
+                                .set(f64::NAN);
+                        } else {
+                            for percentile in ["p50", "p95"] {
+                                let labels = DetectRatioLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal, percentile, bound };
+                                self.latency_ratio.get_or_create(&labels).set(f64::NAN);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes one detector row (target × scenario, `*` for the pooled one), every signal.
+    pub fn forget_row(&self, target: &str, scenario: &str) {
+        for signal in ["ttft", "tpot", "e2e", "goodput"] {
+            for state in ["watching", "regressed", "recovered"] {
+                self.state.remove(&DetectStateLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, state });
+            }
+            let sig = DetectSignalLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal };
+            self.evidence.remove(&sig);
+            self.threshold.remove(&sig);
+            self.samples.remove(&sig);
+            for bound in ["estimate", "low", "high"] {
+                self.bad_delta.remove(&DetectDeltaLabels { target: target.to_owned(), scenario: scenario.to_owned(), bound });
+                for percentile in ["p50", "p95"] {
+                    self.latency_ratio.remove(&DetectRatioLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, percentile, bound });
+                }
+            }
+        }
     }
 
     /// Removes a target's release series (it left the config).
@@ -671,6 +727,8 @@ impl Metrics {
                 if let Some(labels) = info {
                     self.target_info.remove(&labels);
                 }
+                self.detect.forget_row(&target.name, "*");
+                self.detect.forget_target(&target.name);
             }
         }
         for source in old.sources.iter().filter(|s| !new.sources.iter().any(|n| n.name == s.name)) {
@@ -688,11 +746,13 @@ impl Metrics {
             touch(&self.source_up, &SourceLabels { source: source.name.clone() });
         }
         self.precreate(config);
+        self.detect.precreate(config);
         self.set_config_gauges(config);
     }
 
     /// Removes every series of one target×scenario pair.
     fn forget_pair(&self, ts: &TsLabels, api: crate::protocol::ProtocolKind) {
+        self.detect.forget_row(&ts.target, &ts.scenario);
         for class in std::iter::once(None).chain(ErrorClass::ALL.into_iter().map(Some)) {
             let (outcome, error) = outcome_labels(class);
             self.requests.remove(&ts.request(outcome, error));
