@@ -58,6 +58,7 @@ fn all_names_are_exported() {
     metrics.set_target_info("local", "m", "vllm", "1");
     // Series that exist only once their event happened: a release, a configured source's scrape.
     metrics.set_target_info_change("local", 1.0);
+    metrics.detect.set_release("local", "v1", "api", 1.0);
     metrics.set_source_up("engine-local", true);
     metrics.set_source_scrape_duration("engine-local", 0.01);
     let om = metrics.encode_openmetrics();
