@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::health::{Health, spawn_supervised};
 use crate::recorder::{self, Accounting};
 use crate::release::Releases;
+use crate::replicas::Endpoints;
 use crate::scheduler::{self, RunContext, Stream};
 use crate::server::{self, ServerState};
 use crate::sink::Sink;
@@ -23,6 +24,7 @@ use crate::sink::history::History;
 use crate::sink::otlp::{OtlpSettings, OtlpSink};
 use crate::sink::otlp_metrics::{OtlpMetricsSettings, OtlpMetricsSink};
 use crate::sink::prometheus::Metrics;
+use crate::sink::replicas::ReplicaSink;
 use crate::sink::summary::Summary;
 use crate::source::SnapshotCache;
 use crate::target::TargetRuntime;
@@ -40,6 +42,19 @@ pub struct RunOptions {
     pub reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
     /// `--web.enable-lifecycle`: serve `POST /-/reload` (off by default, as in Prometheus).
     pub lifecycle: bool,
+    /// How `discover: {kind: dns}` names are resolved (default: the system resolver; tests map
+    /// names to loopback addresses).
+    pub resolver: Option<ResolverHandle>,
+}
+
+/// A shared resolver for replica discovery.
+#[derive(Clone)]
+pub struct ResolverHandle(pub Arc<dyn crate::discover::Resolver>);
+
+impl std::fmt::Debug for ResolverHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResolverHandle")
+    }
 }
 
 /// What a finished run leaves behind (tests read it).
@@ -86,6 +101,8 @@ struct Station {
     metrics: Arc<Metrics>,
     /// The regression detector (`detect.enabled`); it keeps its baselines across reloads.
     detect: Option<Arc<DetectSink>>,
+    /// Canary and outlier comparisons of discovered replicas.
+    replicas: Arc<ReplicaSink>,
     releases: Arc<Releases>,
     detect_stop: CancellationToken,
     detect_task: Option<tokio::task::JoinHandle<()>>,
@@ -115,14 +132,16 @@ impl Station {
             Arc::new(sink)
         });
         let releases = Arc::new(Releases::new(metrics.clone(), detect.clone(), config.detect.state_dir.clone()));
+        let t = &config.detect.tuning;
+        // The canary spends the release test's budget for one latency signal, per signal.
+        let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), t.latency_tolerance, t.clip_sigmas, t.armed_alpha / 6.0));
         let detect_stop = CancellationToken::new();
-        let detect_task = detect.clone().map(|d| {
-            let stop = detect_stop.clone();
-            spawn_supervised("detect", "detector".into(), health.clone(), move || publish_detector(d.clone(), stop.clone()))
-        });
+        let (d, r, stop) = (detect.clone(), replicas.clone(), detect_stop.clone());
+        let detect_task = Some(spawn_supervised("detect", "detector".into(), health.clone(), move || publish_detector(d.clone(), r.clone(), stop.clone())));
         let mut station = Station {
             metrics,
             detect,
+            replicas,
             releases,
             detect_stop,
             detect_task,
@@ -263,6 +282,7 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     if let Some(d) = &station.detect {
         sinks.push(d.clone());
     }
+    sinks.push(station.replicas.clone());
     let names = config.targets.iter().map(|t| t.name.clone()).collect();
     station.releases.set_generation(otlp.clone(), names, release_token, config.detect.state_dir.clone());
     let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));
@@ -283,7 +303,16 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
     tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
     let mut loops = Vec::new();
     let mut streams = Vec::new();
+    let shared_config = Arc::new(config.clone());
     for target in &targets {
+        let endpoints = Arc::new(Endpoints::new(target.clone()));
+        if let Some(spec) = target.config.replicas.clone() {
+            let (e, c, m, r, stop) = (endpoints.clone(), shared_config.clone(), metrics.clone(), station.replicas.clone(), shutdown.clone());
+            let resolver = options.resolver.clone().map_or_else(|| Arc::new(crate::discover::SystemResolver) as Arc<dyn crate::discover::Resolver>, |h| h.0);
+            loops.push(spawn_supervised("discovery", format!("{} replicas", target.name), health.clone(), move || {
+                crate::replicas::follow(e.clone(), spec.clone(), c.clone(), m.clone(), r.clone(), resolver.clone(), stop.clone())
+            }));
+        }
         let (t, m, o, stop) = (target.clone(), metrics.clone(), otlp.clone(), shutdown.clone());
         let (om, r) = (otlp_metrics.clone(), station.releases.clone());
         let every = config.probe.discovery_interval;
@@ -297,7 +326,7 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
         for scenario in &config.scenarios {
             let seed = stream_seed(run_seed, &format!("{}/{}", target.name, scenario.name));
             streams.push(Stream {
-                target: target.clone(),
+                endpoints: endpoints.clone(),
                 scenario: Arc::from(scenario.name.as_str()),
                 arrival: arrival::build(&scenario.arrival, scenario.rate, seed),
                 sampler: Sampler::new(scenario.clone(), seed.rotate_left(17), calibration.clone()),
@@ -542,8 +571,9 @@ fn start_sources(
 const PUBLISH_EVERY: Duration = Duration::from_secs(5);
 const SAVE_EVERY: u32 = 12;
 
-/// Exports the detector's state every few seconds and saves its baselines every minute.
-async fn publish_detector(detect: Arc<DetectSink>, stop: CancellationToken) {
+/// Exports the detector's state and the replica comparisons every few seconds, and saves the
+/// detector's baselines every minute.
+async fn publish_detector(detect: Option<Arc<DetectSink>>, replicas: Arc<ReplicaSink>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     let mut n = 0u32;
     loop {
@@ -551,6 +581,8 @@ async fn publish_detector(detect: Arc<DetectSink>, stop: CancellationToken) {
             _ = tick.tick() => {}
             _ = stop.cancelled() => return,
         }
+        replicas.publish(unix_now());
+        let Some(detect) = &detect else { continue };
         detect.publish(unix_now());
         n += 1;
         if n % SAVE_EVERY == 0 {

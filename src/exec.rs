@@ -73,6 +73,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
     Outcome {
         target: probe.target.name.clone(),
         scenario: probe.scenario.clone(),
+        replica: probe.target.replica.clone(),
         seq: probe.seq,
         request_id: uuid::Uuid::new_v4().to_string(),
         probe_id: probe.draw.probe_id.clone(),

@@ -185,6 +185,8 @@ impl Timeline {
 pub struct Outcome {
     pub target: Arc<str>,
     pub scenario: Arc<str>,
+    /// The replica probed, when the target's replicas are discovered (pod name or `ip:port`).
+    pub replica: Option<Arc<str>>,
     /// Sequence number within (target, scenario), from 0.
     pub seq: u64,
     /// UUID sent as `x-request-id`.

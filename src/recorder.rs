@@ -49,10 +49,10 @@ pub struct RecorderHandle {
 
 impl RecorderHandle {
     /// Counts a probe as scheduled. Call exactly once per intended send.
-    pub fn scheduled(&self, target: &str, scenario: &str) {
+    pub fn scheduled(&self, target: &str, scenario: &str, replica: Option<&str>) {
         self.accounting.scheduled.fetch_add(1, Ordering::Relaxed);
         for sink in self.sinks.iter() {
-            sink.scheduled(target, scenario);
+            sink.scheduled(target, scenario, replica);
         }
     }
 

@@ -34,7 +34,8 @@ pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
 
 /// What one schedule needs.
 pub struct Stream {
-    pub target: Arc<TargetRuntime>,
+    /// The target's endpoints: `base_url`, or its discovered replicas.
+    pub endpoints: Arc<crate::replicas::Endpoints>,
     pub scenario: Arc<str>,
     pub arrival: Box<dyn Arrival>,
     pub sampler: Sampler,
@@ -127,14 +128,17 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
             }
             due.pop();
             let stream = &mut streams[i];
-            ctx.recorder.scheduled(&stream.target.name, &stream.scenario);
             let following = stream.next(next[i].seq + 1, deadline);
             due.push(Reverse((following.intended, i)));
             let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
-            let probe = Probe { target: stream.target.clone(), scenario: stream.scenario.clone(), seq, draw, intended };
-            if let Some(gate) = dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await {
-                order += 1;
-                gates.push(Reverse(Gate { at: intended, order, gate }));
+            // One endpoint, or every replica at the same moment (`replicas.rate: per_replica`).
+            for target in stream.endpoints.pick() {
+                ctx.recorder.scheduled(&target.name, &stream.scenario, target.replica.as_deref());
+                let probe = Probe { target, scenario: stream.scenario.clone(), seq, draw: draw.clone(), intended };
+                if let Some(gate) = dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await {
+                    order += 1;
+                    gates.push(Reverse(Gate { at: intended, order, gate }));
+                }
             }
         }
     }

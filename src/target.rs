@@ -27,21 +27,24 @@ pub struct TargetRuntime {
     pub config: Target,
     pub name: Arc<str>,
     client: reqwest::Client,
-    api_key: Option<KeySource>,
+    api_key: Option<Arc<KeySource>>,
     /// `headers_from` values (name, source), sent on every request and redacted like the key.
-    secret_headers: Vec<(String, KeySource)>,
+    secret_headers: Arc<Vec<(String, KeySource)>>,
     model: RwLock<Option<Arc<str>>>,
     /// Held while a model discovery runs, so concurrent probes share one request.
     discovering: tokio::sync::Mutex<()>,
-    /// Probes of this target currently running (the in-flight cap reads it).
-    pub in_flight: AtomicUsize,
+    /// Probes of this target currently running (the in-flight cap reads it); shared by the
+    /// target's replicas, since the cap is per target.
+    pub in_flight: Arc<AtomicUsize>,
+    /// The replica this runtime probes (pod name or `ip:port`), when replicas are discovered.
+    pub replica: Option<Arc<str>>,
 }
 
 impl TargetRuntime {
     /// Builds the client and resolves the API key. Errors name the key's source, never its value.
     pub fn new(config: Target) -> anyhow::Result<Self> {
         let api_key = match &config.api_key {
-            Some(r) => Some(KeySource::new(r).with_context(|| format!("target {}", config.name))?),
+            Some(r) => Some(Arc::new(KeySource::new(r).with_context(|| format!("target {}", config.name))?)),
             None => None,
         };
         let mut secret_headers = Vec::new();
@@ -56,11 +59,36 @@ impl TargetRuntime {
             config,
             client,
             api_key,
-            secret_headers,
+            secret_headers: Arc::new(secret_headers),
             model,
             discovering: tokio::sync::Mutex::new(()),
-            in_flight: AtomicUsize::new(0),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            replica: None,
         })
+    }
+
+    /// The runtime of one discovered replica: the same client, key, headers and in-flight
+    /// counter (the cap is per target), `base_url` pointed at the replica's address (path prefix
+    /// kept), and a model discovery of its own.
+    pub fn for_replica(&self, id: &str, addr: std::net::SocketAddr) -> TargetRuntime {
+        let mut config = self.config.clone();
+        if let Ok(mut url) = reqwest::Url::parse(&self.config.base_url) {
+            let _ = url.set_ip_host(addr.ip());
+            let _ = url.set_port(Some(addr.port()));
+            config.base_url = url.as_str().trim_end_matches('/').to_owned();
+        }
+        let model = RwLock::new(config.model.as_deref().map(Arc::from));
+        TargetRuntime {
+            name: self.name.clone(),
+            config,
+            client: self.client.clone(),
+            api_key: self.api_key.clone(),
+            secret_headers: self.secret_headers.clone(),
+            model,
+            discovering: tokio::sync::Mutex::new(()),
+            in_flight: self.in_flight.clone(),
+            replica: Some(Arc::from(id)),
+        }
     }
 
     /// Scrubs the API key and every `headers_from` value from text that may be logged or exported.
@@ -69,7 +97,7 @@ impl TargetRuntime {
             Some(k) => k.redact(text),
             None => text.to_string(),
         };
-        for (_, source) in &self.secret_headers {
+        for (_, source) in self.secret_headers.iter() {
             text = source.redact(&text);
         }
         text
@@ -84,7 +112,7 @@ impl TargetRuntime {
         for (name, value) in &self.config.headers {
             req = req.header(name, value);
         }
-        for (name, source) in &self.secret_headers {
+        for (name, source) in self.secret_headers.iter() {
             let mut value = reqwest::header::HeaderValue::from_str(source.current().expose()).unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
             value.set_sensitive(true);
             req = req.header(name.as_str(), value);

@@ -37,6 +37,7 @@ fn target(addr: SocketAddr, connect: Duration) -> Target {
         follow_redirects: false,
         slo: Default::default(),
         accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
+        replicas: None,
     }
 }
 

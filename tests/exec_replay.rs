@@ -113,6 +113,7 @@ fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
         follow_redirects: false,
         slo: Default::default(),
         accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
+        replicas: None,
     }
 }
 

@@ -531,6 +531,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
         let outcome = Outcome {
             target: Arc::from("t"),
             scenario: Arc::from("s"),
+            replica: None,
             seq: 0,
             request_id: String::new(),
             probe_id: String::new(),

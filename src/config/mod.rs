@@ -15,6 +15,7 @@ mod duration;
 mod locate;
 mod raw;
 mod raw_workload;
+mod replicas;
 mod slo;
 mod target;
 mod telemetry;
@@ -35,6 +36,7 @@ use crate::workload::Dataset;
 pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
 pub use detect::Detect;
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
+pub use replicas::{ReplicaRate, Replicas};
 pub use slo::{SloOverride, SloTable};
 pub use telemetry::{OtlpProtocol, Tracing};
 
@@ -225,6 +227,8 @@ pub struct Target {
     /// Content codings the probe accepts (`Accept-Encoding`); default `[identity]`, so the stream
     /// is timed as it leaves the server. A coded response is decoded whether asked for or not.
     pub accept_encoding: Vec<crate::protocol::coding::ContentCoding>,
+    /// Replica discovery (`discover:` and `replicas:`); `None` probes `base_url` only.
+    pub replicas: Option<Replicas>,
 }
 
 impl Target {

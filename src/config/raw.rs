@@ -164,6 +164,10 @@ pub struct RawTarget {
     /// Content codings to accept (`Accept-Encoding`): `identity` (default), `gzip`, `deflate`.
     /// Asking for compression makes frames be timed as they come out of the decoder.
     pub accept_encoding: Option<Vec<String>>,
+    /// Find the replicas behind the target and probe each (`dns` or `kubernetes`).
+    pub discover: Option<super::replicas::RawDiscover>,
+    /// How the target's rate is shared by its replicas, the cap and the grace period.
+    pub replicas: Option<super::replicas::RawReplicas>,
 }
 
 /// Where one `headers_from` value comes from: exactly one of `env` or `file`.

@@ -45,6 +45,7 @@ fn target(path: &str, raw: &RawTarget, c: &mut Checker) -> Target {
         tls: tls(&format!("{path}.tls"), &raw.tls, base_url_is_https(&raw.base_url), c),
         slo: super::slo::slo_override(&format!("{path}.slo"), raw.slo.as_ref(), c),
         accept_encoding: accept_encoding(&format!("{path}.accept_encoding"), raw.accept_encoding.as_deref(), c),
+        replicas: super::replicas::replicas(path, raw.discover.as_ref(), raw.replicas.as_ref(), c),
     }
 }
 

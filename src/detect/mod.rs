@@ -37,6 +37,7 @@
 //! key at the cap.
 
 pub mod cmd;
+pub mod compare;
 pub mod detector;
 pub mod math;
 pub mod persist;

@@ -6,6 +6,7 @@ pub mod history;
 pub mod otlp;
 pub mod otlp_metrics;
 pub mod prometheus;
+pub mod replicas;
 pub mod summary;
 
 mod expo;
@@ -23,5 +24,5 @@ pub trait Sink: Send + Sync {
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>);
     /// A probe of (target, scenario) was scheduled (called once per intended send, before it
     /// runs), so `scheduled − recorded` is visible while probes are in flight.
-    fn scheduled(&self, _target: &str, _scenario: &str) {}
+    fn scheduled(&self, _target: &str, _scenario: &str, _replica: Option<&str>) {}
 }

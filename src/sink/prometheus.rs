@@ -117,8 +117,26 @@ pub const RELEASE_INFO: FamilySpec =
 pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
     FamilySpec { name: "llmprobe_release_timestamp_seconds", help: "Unix time of the target's last release marker (discovery change, POST /api/v1/releases)" };
 
+pub const REPLICA_INFO: FamilySpec =
+    FamilySpec { name: "llmprobe_replica_info", help: "A probed replica of a target: its version (pod label or its own discovery), node and zone" };
+pub const REPLICAS: FamilySpec = FamilySpec { name: "llmprobe_replicas", help: "Replicas of a target by state: discovered, or probed (at most replicas.max)" };
+pub const CANARY_STATE: FamilySpec = FamilySpec {
+    name: "llmprobe_canary_state",
+    help: "During a rollout, the newest version against the others over the same window: 1 for the current state (ok, regressed)",
+};
+pub const CANARY_EFFECT: FamilySpec = FamilySpec {
+    name: "llmprobe_canary_effect",
+    help: "Canary effect: new/old latency ratio (geometric mean) or bad-fraction difference, with its 95% interval",
+};
+pub const CANARY_EVIDENCE: FamilySpec =
+    FamilySpec { name: "llmprobe_canary_evidence", help: "Canary evidence: ln likelihood ratio of the comparison; regressed at ln(1/alpha)" };
+pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
+    name: "llmprobe_replica_outlier",
+    help: "1 when a replica is significantly worse than its peers of the same version over the last 15 minutes",
+};
+
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 39] = [
+pub const ALL_FAMILIES: [FamilySpec; 45] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
@@ -158,6 +176,12 @@ pub const ALL_FAMILIES: [FamilySpec; 39] = [
     DETECT_SAMPLES,
     RELEASE_INFO,
     RELEASE_TIMESTAMP_SECONDS,
+    REPLICA_INFO,
+    REPLICAS,
+    CANARY_STATE,
+    CANARY_EFFECT,
+    CANARY_EVIDENCE,
+    REPLICA_OUTLIER,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
@@ -188,32 +212,72 @@ pub const BUILD_REVISION: &str = match option_env!("LLMPROBE_REVISION") {
 
 // ---- Label sets ----------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// target × scenario, and for a target whose replicas are discovered the `replica` (pod name or
+/// `ip:port`). Without discovery there is no `replica` label at all, so those series keep the
+/// shape they always had; with it, every per-probe series is per replica and the target's
+/// aggregate is their sum.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct TsLabels {
     target: String,
     scenario: String,
+    replica: Option<String>,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// Encodes `target`, `scenario`, `replica` (only when set), then `extra`.
+fn encode_ts(ts: &TsLabels, extra: &[(&str, &str)], encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> std::fmt::Result {
+    use prometheus_client::encoding::EncodeLabel;
+    ("target", ts.target.as_str()).encode(encoder.encode_label())?;
+    ("scenario", ts.scenario.as_str()).encode(encoder.encode_label())?;
+    if let Some(r) = &ts.replica {
+        ("replica", r.as_str()).encode(encoder.encode_label())?;
+    }
+    for label in extra {
+        label.encode(encoder.encode_label())?;
+    }
+    Ok(())
+}
+
+impl EncodeLabelSet for TsLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> std::fmt::Result {
+        encode_ts(self, &[], encoder)
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct RequestLabels {
-    target: String,
-    scenario: String,
+    ts: TsLabels,
     outcome: &'static str,
     error: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl EncodeLabelSet for RequestLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> std::fmt::Result {
+        encode_ts(&self.ts, &[("outcome", self.outcome), ("error", self.error)], encoder)
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct SloLabels {
-    target: String,
-    scenario: String,
+    ts: TsLabels,
     slo: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl EncodeLabelSet for SloLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> std::fmt::Result {
+        encode_ts(&self.ts, &[("slo", self.slo)], encoder)
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct PhaseLabels {
-    target: String,
-    scenario: String,
+    ts: TsLabels,
     phase: &'static str,
+}
+
+impl EncodeLabelSet for PhaseLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> std::fmt::Result {
+        encode_ts(&self.ts, &[("phase", self.phase)], encoder)
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -294,19 +358,23 @@ struct BuildLabels {
 
 impl TsLabels {
     fn new(target: &str, scenario: &str) -> Self {
-        TsLabels { target: target.to_owned(), scenario: scenario.to_owned() }
+        TsLabels { target: target.to_owned(), scenario: scenario.to_owned(), replica: None }
+    }
+
+    fn with_replica(self, replica: Option<&str>) -> Self {
+        TsLabels { replica: replica.map(str::to_owned), ..self }
     }
 
     fn request(&self, outcome: &'static str, error: &'static str) -> RequestLabels {
-        RequestLabels { target: self.target.clone(), scenario: self.scenario.clone(), outcome, error }
+        RequestLabels { ts: self.clone(), outcome, error }
     }
 
     fn phase(&self, phase: &'static str) -> PhaseLabels {
-        PhaseLabels { target: self.target.clone(), scenario: self.scenario.clone(), phase }
+        PhaseLabels { ts: self.clone(), phase }
     }
 
     fn slo(&self, slo: &'static str) -> SloLabels {
-        SloLabels { target: self.target.clone(), scenario: self.scenario.clone(), slo }
+        SloLabels { ts: self.clone(), slo }
     }
 }
 
@@ -558,6 +626,161 @@ impl DetectFamilies {
     }
 }
 
+// ---- Replica families ----------------------------------------------------------------------------
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaInfoLabels {
+    pub target: String,
+    pub replica: String,
+    pub version: String,
+    pub node: String,
+    pub zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaCountLabels {
+    pub target: String,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CanaryLabels {
+    pub target: String,
+    pub version: String,
+    pub signal: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CanaryStateLabels {
+    pub target: String,
+    pub version: String,
+    pub signal: String,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CanaryEffectLabels {
+    pub target: String,
+    pub version: String,
+    pub signal: String,
+    pub bound: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutlierLabels {
+    pub target: String,
+    pub replica: String,
+    pub signal: String,
+}
+
+/// Replica state: info, counts, canary verdicts and outliers (`replicas.rs`, `sink/replicas.rs`).
+#[derive(Debug, Clone)]
+pub struct ReplicaFamilies {
+    info: InfoFamily<ReplicaInfoLabels>,
+    info_current: std::sync::Arc<Mutex<HashMap<(String, String), ReplicaInfoLabels>>>,
+    counts: Family<ReplicaCountLabels, Gauge>,
+    canary_state: Family<CanaryStateLabels, Gauge>,
+    canary_effect: Family<CanaryEffectLabels, FloatGauge>,
+    canary_evidence: Family<CanaryLabels, FloatGauge>,
+    /// Canary series per target, to clear them when the rollout ends.
+    canary_current: std::sync::Arc<Mutex<HashMap<String, Vec<CanaryLabels>>>>,
+    outlier: Family<OutlierLabels, Gauge>,
+}
+
+impl ReplicaFamilies {
+    fn new() -> Self {
+        ReplicaFamilies {
+            info: info_family(),
+            info_current: Default::default(),
+            counts: Family::default(),
+            canary_state: Family::default(),
+            canary_effect: Family::default(),
+            canary_evidence: Family::default(),
+            canary_current: Default::default(),
+            outlier: Family::default(),
+        }
+    }
+
+    fn register(&self, r: &mut Registry) {
+        register(r, REPLICA_INFO, self.info.clone());
+        register(r, REPLICAS, self.counts.clone());
+        register(r, CANARY_STATE, self.canary_state.clone());
+        register(r, CANARY_EFFECT, self.canary_effect.clone());
+        register(r, CANARY_EVIDENCE, self.canary_evidence.clone());
+        register(r, REPLICA_OUTLIER, self.outlier.clone());
+    }
+
+    /// The canary verdict of `version` on `signal`.
+    pub fn set_canary(&self, target: &str, version: &str, signal: &str, v: &crate::detect::compare::Verdict) {
+        let (regressed, effect, evidence) = (v.regressed, v.effect, v.log_evidence);
+        let labels = CanaryLabels { target: target.to_owned(), version: server_label(version), signal: signal.to_owned() };
+        for state in ["ok", "regressed"] {
+            let l = CanaryStateLabels { target: labels.target.clone(), version: labels.version.clone(), signal: labels.signal.clone(), state };
+            self.canary_state.get_or_create(&l).set(i64::from((state == "regressed") == regressed));
+        }
+        let e = effect.unwrap_or(crate::detect::Estimate { value: f64::NAN, low: f64::NAN, high: f64::NAN });
+        for (bound, v) in [("estimate", e.value), ("low", e.low), ("high", e.high)] {
+            let l = CanaryEffectLabels { target: labels.target.clone(), version: labels.version.clone(), signal: labels.signal.clone(), bound };
+            self.canary_effect.get_or_create(&l).set(v);
+        }
+        self.canary_evidence.get_or_create(&labels).set(evidence);
+        let mut current = self.canary_current.lock().unwrap_or_else(|e| e.into_inner());
+        let list = current.entry(target.to_owned()).or_default();
+        if !list.contains(&labels) {
+            list.push(labels);
+        }
+    }
+
+    /// The rollout ended: the target's canary series go.
+    pub fn clear_canary(&self, target: &str) {
+        let Some(list) = self.canary_current.lock().unwrap_or_else(|e| e.into_inner()).remove(target) else { return };
+        for l in list {
+            for state in ["ok", "regressed"] {
+                self.canary_state.remove(&CanaryStateLabels { target: l.target.clone(), version: l.version.clone(), signal: l.signal.clone(), state });
+            }
+            for bound in ["estimate", "low", "high"] {
+                self.canary_effect.remove(&CanaryEffectLabels { target: l.target.clone(), version: l.version.clone(), signal: l.signal.clone(), bound });
+            }
+            self.canary_evidence.remove(&l);
+        }
+    }
+
+    pub fn set_outlier(&self, target: &str, replica: &str, signal: &str, outlier: bool) {
+        self.outlier
+            .get_or_create(&OutlierLabels { target: target.to_owned(), replica: replica.to_owned(), signal: signal.to_owned() })
+            .set(i64::from(outlier));
+    }
+
+    pub fn forget_outlier(&self, target: &str, replica: &str) {
+        for signal in ["ttft", "e2e", "goodput"] {
+            self.outlier.remove(&OutlierLabels { target: target.to_owned(), replica: replica.to_owned(), signal: signal.to_owned() });
+        }
+    }
+
+    fn set_info(&self, target: &str, replica: &str, version: &str, node: &str, zone: &str) {
+        let labels = ReplicaInfoLabels {
+            target: target.to_owned(),
+            replica: replica.to_owned(),
+            version: server_label(version),
+            node: server_label(node),
+            zone: server_label(zone),
+        };
+        let mut current = self.info_current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = current.insert((target.to_owned(), replica.to_owned()), labels.clone()) {
+            if old != labels {
+                self.info.remove(&old);
+            }
+        }
+        touch(&self.info, &labels);
+    }
+
+    fn forget_info(&self, target: &str, replica: &str) {
+        if let Some(old) = self.info_current.lock().unwrap_or_else(|e| e.into_inner()).remove(&(target.to_owned(), replica.to_owned())) {
+            self.info.remove(&old);
+        }
+    }
+}
+
 /// Owns the registry and every family of the metric contract.
 #[derive(Debug)]
 pub struct Metrics {
@@ -567,6 +790,8 @@ pub struct Metrics {
     internal_errors: Family<ComponentLabels, Counter>,
     /// The release-regression detector's state and the release markers.
     pub detect: DetectFamilies,
+    /// Discovered replicas: info, counts, canary verdicts, outliers.
+    pub replicas: ReplicaFamilies,
     goodput: Family<TsLabels, Counter>,
     slo_violations: Family<SloLabels, Counter>,
     ttft: HistogramFamily<TsLabels>,
@@ -623,6 +848,7 @@ impl Metrics {
             scheduled: Family::default(),
             internal_errors: Family::default(),
             detect: DetectFamilies::new(),
+            replicas: ReplicaFamilies::new(),
             goodput: Family::default(),
             slo_violations: Family::default(),
             ttft: histogram_family(ttft_histogram),
@@ -687,6 +913,7 @@ impl Metrics {
         register(r, SOURCE_SCRAPE_DURATION_SECONDS, m.source_scrape_duration.clone());
         register(r, INTERNAL_ERRORS_TOTAL, m.internal_errors.clone());
         m.detect.register(r);
+        m.replicas.register(r);
         Metrics { registry, ..m }
     }
 
@@ -701,6 +928,7 @@ impl Metrics {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 if kept.is_none() || !new.scenarios.iter().any(|s| s.name == scenario.name) {
                     self.forget_pair(&ts, target.api);
+                    self.detect.forget_row(&ts.target, &ts.scenario);
                 } else if let Some(t) = kept {
                     // SLO thresholds or the API may have changed: drop what no longer applies.
                     let (old_slo, new_slo) = (old.slo_for(&target.name, &scenario.name), new.slo_for(&target.name, &scenario.name));
@@ -752,7 +980,6 @@ impl Metrics {
 
     /// Removes every series of one target×scenario pair.
     fn forget_pair(&self, ts: &TsLabels, api: crate::protocol::ProtocolKind) {
-        self.detect.forget_row(&ts.target, &ts.scenario);
         for class in std::iter::once(None).chain(ErrorClass::ALL.into_iter().map(Some)) {
             let (outcome, error) = outcome_labels(class);
             self.requests.remove(&ts.request(outcome, error));
@@ -775,6 +1002,39 @@ impl Metrics {
         self.slo_objective.remove(ts);
         for phase in api.server_phases() {
             self.server_time.remove(&ts.phase(phase));
+        }
+    }
+
+    /// Creates a discovered replica's series at zero (every scenario), like a configured pair's.
+    pub fn add_replica(&self, config: &Config, target: &str, replica: &str) {
+        let Some(t) = config.targets.iter().find(|t| t.name == target) else { return };
+        for scenario in &config.scenarios {
+            let ts = TsLabels::new(target, &scenario.name).with_replica(Some(replica));
+            self.precreate_pair(&ts, config.slo_table().get(target, &scenario.name));
+            for phase in t.api.server_phases() {
+                touch(&self.server_time, &ts.phase(phase));
+            }
+        }
+    }
+
+    /// A replica's version (and node, zone) as discovered.
+    pub fn set_replica_info(&self, target: &str, replica: &str, version: &str, node: &str, zone: &str) {
+        self.replicas.set_info(target, replica, version, node, zone);
+    }
+
+    /// How many replicas discovery found and how many are probed.
+    pub fn set_replica_counts(&self, target: &str, discovered: usize, probed: usize) {
+        for (state, n) in [("discovered", discovered), ("probed", probed)] {
+            self.replicas.counts.get_or_create(&ReplicaCountLabels { target: target.to_owned(), state }).set(n as i64);
+        }
+    }
+
+    /// Removes every series of a replica that is gone (after its grace period).
+    pub fn forget_replica(&self, config: &Config, target: &str, replica: &str) {
+        self.replicas.forget_info(target, replica);
+        let Some(t) = config.targets.iter().find(|t| t.name == target) else { return };
+        for scenario in &config.scenarios {
+            self.forget_pair(&TsLabels::new(target, &scenario.name).with_replica(Some(replica)), t.api);
         }
     }
 
@@ -955,12 +1215,12 @@ impl Metrics {
 }
 
 impl Sink for Metrics {
-    fn scheduled(&self, target: &str, scenario: &str) {
-        self.scheduled.get_or_create(&TsLabels::new(target, scenario)).inc();
+    fn scheduled(&self, target: &str, scenario: &str, replica: Option<&str>) {
+        self.scheduled.get_or_create(&TsLabels::new(target, scenario).with_replica(replica)).inc();
     }
 
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
-        let ts = TsLabels::new(&outcome.target, &outcome.scenario);
+        let ts = TsLabels::new(&outcome.target, &outcome.scenario).with_replica(outcome.replica.as_deref());
         let class = outcome.error_class();
         if class == Some(ErrorClass::Internal) {
             self.inc_internal_error("probe");

@@ -35,6 +35,7 @@ pub fn target(name: &str) -> Target {
         follow_redirects: false,
         slo: Default::default(),
         accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
+        replicas: None,
     }
 }
 
@@ -65,6 +66,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
     Outcome {
         target: Arc::from("local"),
         scenario: Arc::from("chat"),
+        replica: None,
         seq,
         request_id: format!("req-{seq}"),
         probe_id: format!("run-local-chat-{seq}"),

@@ -1,0 +1,267 @@
+//! Concurrent comparison of two groups of probes over the same recent window: the new version's
+//! replicas against the old version's during a rollout (canary), or one replica against its
+//! peers of the same version (outlier). Both groups see the same time and load, so there is no
+//! drift to allow for beyond `tolerance`.
+//!
+//! The test is the release detector's, on the difference of the groups' means: per latency signal
+//! the log latencies of both groups are winsorized at the reference group's median ± `clip_sigmas`
+//! robust standard deviations; d̂ = mean(new) − mean(ref) with variance V = s²(1/n + 1/m) from the
+//! pooled winsorized variance. The evidence is the mixture, over slowdowns of 1.10, 1.21, 1.46 and
+//! 2.14 times `tolerance`, of the Gaussian likelihood ratios of "δ = δₖ" against "δ = ln
+//! tolerance"; `regressed` when it reaches ln(1/α). Goodput compares bad fractions the same way
+//! (normal approximation with the pooled share; alternatives +1, +2, +4 points). Only probes of
+//! the last `window_s` count, and a group needs `min_samples` before it is judged.
+
+use std::collections::VecDeque;
+
+use super::detector::{Estimate, Signal};
+use super::math::Z95;
+
+/// Latency slowdowns (multiples of the tolerance) the evidence is mixed over.
+const LATENCY_GRID: [f64; 4] = [1.10, 1.21, 1.46, 2.14];
+/// Goodput alternatives: the bad fraction this much above the reference's.
+const GOODPUT_GRID: [f64; 3] = [0.01, 0.02, 0.04];
+/// Values kept per group and signal (the newest).
+const MAX_SAMPLES: usize = 4096;
+
+/// Settings of a comparison (`detect.tuning` supplies `tolerance` and `clip_sigmas`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompareSettings {
+    /// Only probes of this many recent seconds count.
+    pub window_s: f64,
+    /// A group needs this many probes of a signal before it is judged.
+    pub min_samples: usize,
+    /// Slowdown still counted as equal (the null is "ratio ≤ tolerance").
+    pub tolerance: f64,
+    pub clip_sigmas: f64,
+    /// False-alarm probability of one comparison (per signal).
+    pub alpha: f64,
+}
+
+impl Default for CompareSettings {
+    fn default() -> Self {
+        CompareSettings { window_s: 900.0, min_samples: 30, tolerance: 1.05, clip_sigmas: 3.0, alpha: 0.0025 }
+    }
+}
+
+/// The probes of one group: (time, value) per latency signal, (time, bad) for goodput.
+#[derive(Debug, Clone, Default)]
+pub struct Group {
+    latency: [VecDeque<(f64, f64)>; 3],
+    outcomes: VecDeque<(f64, bool)>,
+}
+
+/// One observation (the detector's `Observation`: seconds, `good: None` = not counted).
+pub use super::detector::Observation;
+
+impl Group {
+    pub fn observe(&mut self, obs: &Observation, now: f64) {
+        let Some(good) = obs.good else { return };
+        for (i, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {
+            if let Some(v) = v.filter(|v| v.is_finite() && *v > 0.0) {
+                push(&mut self.latency[i], (now, v.ln()));
+            }
+        }
+        push(&mut self.outcomes, (now, !good));
+    }
+
+    /// Drops what is older than the window.
+    pub fn expire(&mut self, now: f64, window_s: f64) {
+        let cut = now - window_s;
+        for q in &mut self.latency {
+            while q.front().is_some_and(|(t, _)| *t < cut) {
+                q.pop_front();
+            }
+        }
+        while self.outcomes.front().is_some_and(|(t, _)| *t < cut) {
+            self.outcomes.pop_front();
+        }
+    }
+
+    /// Probes of `signal` in the window.
+    pub fn samples(&self, signal: Signal) -> usize {
+        match latency_index(signal) {
+            Some(i) => self.latency[i].len(),
+            None => self.outcomes.len(),
+        }
+    }
+
+    /// Merges `other` into this group (a version's replicas pooled).
+    pub fn extend(&mut self, other: &Group) {
+        for (mine, theirs) in self.latency.iter_mut().zip(&other.latency) {
+            mine.extend(theirs.iter().copied());
+        }
+        self.outcomes.extend(other.outcomes.iter().copied());
+    }
+}
+
+fn push<T>(q: &mut VecDeque<T>, v: T) {
+    if q.len() >= MAX_SAMPLES {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+fn latency_index(signal: Signal) -> Option<usize> {
+    match signal {
+        Signal::Ttft => Some(0),
+        Signal::Tpot => Some(1),
+        Signal::E2e => Some(2),
+        Signal::Goodput => None,
+    }
+}
+
+/// The outcome of comparing `new` with `reference` for one signal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    pub regressed: bool,
+    /// Both groups had enough probes to be judged.
+    pub judged: bool,
+    /// Latency: new/reference ratio of the (winsorized) geometric means, with a 95% interval;
+    /// goodput: new − reference bad fraction.
+    pub effect: Option<Estimate>,
+    /// ln of the mixture likelihood ratio, and the threshold ln(1/α).
+    pub log_evidence: f64,
+    pub threshold: f64,
+    pub new_samples: usize,
+    pub reference_samples: usize,
+}
+
+/// Compares `new` with `reference` on `signal`.
+pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettings) -> Verdict {
+    let threshold = (1.0 / s.alpha).ln();
+    let mut v = Verdict {
+        regressed: false,
+        judged: false,
+        effect: None,
+        log_evidence: 0.0,
+        threshold,
+        new_samples: new.samples(signal),
+        reference_samples: reference.samples(signal),
+    };
+    if v.new_samples < s.min_samples || v.reference_samples < s.min_samples {
+        return v;
+    }
+    let (d, var, null, grid): (f64, f64, f64, Vec<f64>) = match latency_index(signal) {
+        Some(i) => {
+            let r: Vec<f64> = reference.latency[i].iter().map(|(_, y)| *y).collect();
+            let n: Vec<f64> = new.latency[i].iter().map(|(_, y)| *y).collect();
+            let Some((lo, hi)) = clip_bounds(&r, s.clip_sigmas) else { return v };
+            let (mr, vr) = mean_var(r.iter().map(|y| y.clamp(lo, hi)));
+            let (mn, vn) = mean_var(n.iter().map(|y| y.clamp(lo, hi)));
+            let (nr, nn) = (r.len() as f64, n.len() as f64);
+            let pooled = ((nr - 1.0) * vr + (nn - 1.0) * vn) / (nr + nn - 2.0);
+            let var = pooled.max(1e-12) * (1.0 / nr + 1.0 / nn);
+            let tol = s.tolerance.ln();
+            (mn - mr, var, tol, LATENCY_GRID.iter().map(|g| tol + g.ln()).collect())
+        }
+        None => {
+            let bad = |g: &Group| g.outcomes.iter().filter(|(_, b)| *b).count() as f64;
+            let (nr, nn) = (reference.outcomes.len() as f64, new.outcomes.len() as f64);
+            let (br, bn) = (bad(reference), bad(new));
+            let p = ((br + bn + 1.0) / (nr + nn + 2.0)).clamp(1e-4, 1.0 - 1e-4);
+            let var = p * (1.0 - p) * (1.0 / nr + 1.0 / nn);
+            (bn / nn - br / nr, var, 0.0, GOODPUT_GRID.to_vec())
+        }
+    };
+    let logs: Vec<f64> = grid.iter().map(|dk| ((d - null) * (dk - null) - 0.5 * (dk - null).powi(2)) / var).collect();
+    v.log_evidence = super::math::log_sum_exp(&logs) - (grid.len() as f64).ln();
+    v.regressed = v.log_evidence >= threshold;
+    v.judged = true;
+    let half = Z95 * var.sqrt();
+    v.effect = Some(match latency_index(signal) {
+        Some(_) => Estimate { value: d.exp(), low: (d - half).exp(), high: (d + half).exp() },
+        None => Estimate { value: d, low: d - half, high: d + half },
+    });
+    v
+}
+
+/// Winsorizing bounds from the reference: median ± k robust sd (1.4826 × MAD).
+fn clip_bounds(values: &[f64], k: f64) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let mut sorted = values.to_vec();
+    let m = median(&mut sorted);
+    let mut dev: Vec<f64> = values.iter().map(|y| (y - m).abs()).collect();
+    let sd = (1.4826 * median(&mut dev)).max(1e-3);
+    Some((m - k * sd, m + k * sd))
+}
+
+fn mean_var(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut n, mut sum, mut sq) = (0.0_f64, 0.0_f64, 0.0_f64);
+    for y in values {
+        n += 1.0;
+        sum += y;
+        sq += y * y;
+    }
+    let mean = sum / n.max(1.0);
+    (mean, ((sq - n * mean * mean) / (n - 1.0).max(1.0)).max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
+
+    fn lognormal(rng: &mut SmallRng, median: f64, sigma: f64) -> f64 {
+        let u1: f64 = rng.random::<f64>().max(1e-12);
+        let u2: f64 = rng.random();
+        median * (sigma * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()).exp()
+    }
+
+    fn group(rng: &mut SmallRng, n: usize, factor: f64, bad: f64) -> Group {
+        let mut g = Group::default();
+        for i in 0..n {
+            let ok = rng.random::<f64>() >= bad;
+            let t = lognormal(rng, 0.2 * factor, 0.5);
+            let obs = Observation { ttft: ok.then_some(t), tpot: None, e2e: ok.then_some(t * 2.0), good: Some(ok) };
+            g.observe(&obs, i as f64);
+        }
+        g
+    }
+
+    #[test]
+    fn a_slower_group_is_regressed_and_an_equal_one_is_not() {
+        let s = CompareSettings::default();
+        let mut rng = SmallRng::seed_from_u64(3);
+        let old = group(&mut rng, 300, 1.0, 0.0);
+        let slow = group(&mut rng, 300, 1.3, 0.0);
+        let v = compare(&slow, &old, Signal::Ttft, &s);
+        assert!(v.regressed && v.judged, "{v:?}");
+        let e = v.effect.unwrap();
+        assert!(e.low < 1.3 && 1.3 < e.high, "interval brackets the true ratio: {e:?}");
+        let mut false_alarms = 0;
+        for seed in 0..200 {
+            let mut rng = SmallRng::seed_from_u64(100 + seed);
+            let a = group(&mut rng, 300, 1.0, 0.0);
+            let b = group(&mut rng, 300, 1.0, 0.0);
+            false_alarms += usize::from(compare(&a, &b, Signal::Ttft, &s).regressed);
+        }
+        assert!(false_alarms <= 2, "{false_alarms} of 200 equal pairs flagged at alpha 0.25%");
+    }
+
+    #[test]
+    fn few_probes_are_not_judged_and_goodput_is_compared() {
+        let s = CompareSettings::default();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let v = compare(&group(&mut rng, 10, 3.0, 0.0), &group(&mut rng, 300, 1.0, 0.0), Signal::Ttft, &s);
+        assert!(!v.judged && !v.regressed);
+        let v = compare(&group(&mut rng, 600, 1.0, 0.08), &group(&mut rng, 600, 1.0, 0.0), Signal::Goodput, &s);
+        assert!(v.regressed, "{v:?}");
+    }
+
+    #[test]
+    fn the_window_expires_old_probes() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut g = group(&mut rng, 100, 1.0, 0.0);
+        g.expire(150.0, 100.0);
+        assert_eq!(g.samples(Signal::Ttft), 50);
+        assert_eq!(g.samples(Signal::Goodput), 50);
+    }
+}

@@ -1,0 +1,214 @@
+//! Replica comparisons from the probes of discovered replicas (`detect::compare`):
+//! - **canary**: while a target's replicas report more than one version (a rolling update), the
+//!   newest version's probes against the other versions' since the rollout began, per signal;
+//!   the verdict clears when one version is left;
+//! - **outlier**: each replica against its peers of the same version over the last 15 minutes
+//!   (with three or more replicas of that version), per signal.
+//!
+//! Both groups see the same time and load, so neither needs a baseline from before.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use super::Sink;
+use super::detect::observation;
+use super::prometheus::ReplicaFamilies;
+use crate::detect::Signal;
+use crate::detect::compare::{CompareSettings, Group, compare};
+use crate::measure::Sample;
+use crate::outcome::Outcome;
+
+/// Outliers are judged on the last this many seconds.
+const OUTLIER_WINDOW_S: f64 = 900.0;
+
+#[derive(Default)]
+struct TargetState {
+    /// Replica id → its version.
+    versions: HashMap<String, String>,
+    /// When each version was first seen (the newest one is the canary).
+    first_seen: HashMap<String, f64>,
+    /// Per version, the probes since the rollout began (only while there are several versions).
+    rollout: HashMap<String, Group>,
+    rollout_started: Option<f64>,
+    /// Per replica, the recent probes (outliers).
+    recent: HashMap<String, Group>,
+}
+
+pub struct ReplicaSink {
+    targets: Mutex<HashMap<String, TargetState>>,
+    families: ReplicaFamilies,
+    canary: CompareSettings,
+    outlier: CompareSettings,
+}
+
+impl ReplicaSink {
+    /// `tolerance` and `clip_sigmas` come from `detect.tuning`; the canary spends `alpha` per
+    /// signal, an outlier test `alpha / replicas`.
+    pub fn new(families: ReplicaFamilies, tolerance: f64, clip_sigmas: f64, alpha: f64) -> Self {
+        let canary = CompareSettings { window_s: f64::INFINITY, min_samples: 30, tolerance, clip_sigmas, alpha };
+        let outlier = CompareSettings { window_s: OUTLIER_WINDOW_S, ..canary };
+        ReplicaSink { targets: Mutex::new(HashMap::new()), families, canary, outlier }
+    }
+
+    pub fn set_version(&self, target: &str, replica: &str, version: &str) {
+        let mut all = self.lock();
+        let t = all.entry(target.to_owned()).or_default();
+        t.versions.insert(replica.to_owned(), version.to_owned());
+        t.first_seen.entry(version.to_owned()).or_insert_with(super::detect::unix_now);
+    }
+
+    /// A replica gone for good: its probes and version leave every comparison.
+    pub fn forget(&self, target: &str, replica: &str) {
+        let mut all = self.lock();
+        if let Some(t) = all.get_mut(target) {
+            t.versions.remove(replica);
+            t.recent.remove(replica);
+        }
+        self.families.forget_outlier(target, replica);
+    }
+
+    /// Runs the comparisons and exports the verdicts.
+    pub fn publish(&self, now: f64) {
+        let mut all = self.lock();
+        for (target, t) in all.iter_mut() {
+            for g in t.recent.values_mut() {
+                g.expire(now, OUTLIER_WINDOW_S);
+            }
+            let versions: BTreeMap<String, usize> = t.versions.values().fold(BTreeMap::new(), |mut m, v| {
+                *m.entry(v.clone()).or_insert(0) += 1;
+                m
+            });
+            self.publish_canary(target, t, &versions, now);
+            self.publish_outliers(target, t);
+        }
+    }
+
+    fn publish_canary(&self, target: &str, t: &mut TargetState, versions: &BTreeMap<String, usize>, now: f64) {
+        if versions.len() < 2 {
+            if t.rollout_started.take().is_some() {
+                tracing::info!(target_name = %target, "rollout complete: one version left, canary verdict cleared");
+            }
+            t.rollout.clear();
+            self.families.clear_canary(target);
+            return;
+        }
+        if t.rollout_started.is_none() {
+            tracing::info!(target_name = %target, versions = ?versions.keys().collect::<Vec<_>>(), "rollout: several versions serve; comparing the newest with the others");
+            t.rollout_started = Some(now);
+        }
+        let Some(new) = newest_version(versions.keys(), &t.first_seen) else { return };
+        let mut old = Group::default();
+        for (v, g) in &t.rollout {
+            if v != new {
+                old.extend(g);
+            }
+        }
+        let empty = Group::default();
+        let newest = t.rollout.get(new).unwrap_or(&empty);
+        for signal in Signal::ALL {
+            let v = compare(newest, &old, signal, &self.canary);
+            self.families.set_canary(target, new, signal.as_str(), &v);
+        }
+    }
+
+    fn publish_outliers(&self, target: &str, t: &TargetState) {
+        let mut by_version: HashMap<&String, Vec<&String>> = HashMap::new();
+        for (replica, version) in &t.versions {
+            by_version.entry(version).or_default().push(replica);
+        }
+        for replicas in by_version.values() {
+            let judged = replicas.len() >= 3;
+            let settings = CompareSettings { alpha: self.outlier.alpha / replicas.len().max(1) as f64, ..self.outlier };
+            for replica in replicas {
+                for signal in [Signal::Ttft, Signal::E2e, Signal::Goodput] {
+                    let outlier = judged && {
+                        let mut peers = Group::default();
+                        for other in replicas.iter().filter(|o| *o != replica) {
+                            if let Some(g) = t.recent.get(*other) {
+                                peers.extend(g);
+                            }
+                        }
+                        t.recent.get(*replica).is_some_and(|g| compare(g, &peers, signal, &settings).regressed)
+                    };
+                    self.families.set_outlier(target, replica, signal.as_str(), outlier);
+                }
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, TargetState>> {
+        self.targets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Versions first seen this close together (e.g. at the prober's start, mid-rollout) are told
+/// apart by their names instead of by time.
+const SEEN_TOGETHER_S: f64 = 30.0;
+
+/// The rollout's new version: the one that appeared last; among versions that appeared
+/// together, the greatest in natural order (`0.10.0` > `0.9.2`, `v2` > `v1`).
+fn newest_version<'a>(versions: impl Iterator<Item = &'a String>, first_seen: &HashMap<String, f64>) -> Option<&'a String> {
+    let seen = |v: &String| first_seen.get(v).copied().unwrap_or(0.0);
+    versions.max_by(|a, b| if (seen(a) - seen(b)).abs() > SEEN_TOGETHER_S { seen(a).total_cmp(&seen(b)) } else { natural_cmp(a, b) })
+}
+
+/// Compares runs of digits as numbers and the rest as text.
+fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parts(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (pa, pb) = (parts(a), parts(b));
+    for (x, y) in pa.iter().zip(&pb) {
+        let ord = match (x, y) {
+            ((true, x), (true, y)) => {
+                x.trim_start_matches('0').len().cmp(&y.trim_start_matches('0').len()).then_with(|| x.trim_start_matches('0').cmp(y.trim_start_matches('0')))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
+        }
+    }
+    pa.len().cmp(&pb.len())
+}
+
+impl Sink for ReplicaSink {
+    fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
+        let Some(replica) = outcome.replica.as_deref() else { return };
+        let obs = observation(outcome, sample);
+        let now = super::detect::unix_now();
+        let mut all = self.lock();
+        let t = all.entry(outcome.target.to_string()).or_default();
+        t.recent.entry(replica.to_owned()).or_default().observe(&obs, now);
+        if t.rollout_started.is_some() {
+            if let Some(version) = t.versions.get(replica).cloned() {
+                t.rollout.entry(version).or_default().observe(&obs, now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_new_version_is_the_later_or_the_greater() {
+        assert_eq!(natural_cmp("0.10.0", "0.9.2"), std::cmp::Ordering::Greater);
+        assert_eq!(natural_cmp("v2", "v10"), std::cmp::Ordering::Less);
+        let seen: HashMap<String, f64> = [("0.33.0".to_owned(), 100.0), ("0.32.0".to_owned(), 101.0), ("abc".to_owned(), 500.0)].into();
+        let together = ["0.32.0".to_owned(), "0.33.0".to_owned()];
+        assert_eq!(newest_version(together.iter(), &seen).unwrap(), "0.33.0", "seen together: by name");
+        let later = ["0.33.0".to_owned(), "abc".to_owned()];
+        assert_eq!(newest_version(later.iter(), &seen).unwrap(), "abc", "seen later: by time");
+    }
+}
