@@ -208,6 +208,9 @@ for path, kinds in ((sys.argv[1], ["ServiceMonitor", "PrometheusRule", "Alertman
         rules = [r for g in by_kind["PrometheusRule"][0]["spec"]["groups"] for r in g["rules"]]
         if any(r.get("alert") == "LLMProbeSourceDown" for r in rules):
             problems.append(f"{path}: LLMProbeSourceDown disabled in values but rendered")
+        sev = [r["labels"]["severity"] for r in rules if r.get("alert") == "LLMProbeReleaseRegression"]
+        if sev != ["critical"]:
+            problems.append(f"{path}: LLMProbeReleaseRegression severity override (critical) not rendered: {sev}")
         am = by_kind["AlertmanagerConfig"][0]["spec"]["inhibitRules"][0]
         if am["sourceMatch"][0]["value"] != "LLMProbeGoodputBudgetBurnCritical" or "namespace" not in am["equal"]:
             problems.append(f"{path}: AlertmanagerConfig inhibit rule is not the critical burn over namespace")
