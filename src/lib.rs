@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod deadline;
 pub mod detect;
+pub mod discover;
 pub mod exec;
 pub mod health;
 pub mod measure;

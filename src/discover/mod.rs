@@ -1,0 +1,204 @@
+//! Replica discovery: the replicas behind one target, each a probed endpoint of its own.
+//!
+//! Two sources: the A/AAAA records of a DNS name (a Kubernetes headless Service, Consul, any
+//! DNS), refreshed on an interval, and the EndpointSlices of a Kubernetes Service, listed and
+//! then watched through the API server with the pod's service account. Either publishes the
+//! full replica set, sorted by id, on a `watch` channel whenever it changes.
+//!
+//! A failed refresh keeps the last published set (logged once per failure streak): a
+//! discovery outage must not drop every replica from probing.
+
+pub mod dns;
+pub mod kubernetes;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+pub use dns::{Resolver, StaticResolver, SystemResolver};
+
+/// One replica of a target.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Replica {
+    /// The pod name when known, else `ip:port`.
+    pub id: String,
+    pub addr: SocketAddr,
+    /// The node the pod runs on (Kubernetes `nodeName`), when known.
+    pub node: Option<String>,
+    /// The zone of the endpoint (Kubernetes `zone`), when known.
+    pub zone: Option<String>,
+    /// The pod's `version_label` value, when configured and readable.
+    pub version: Option<String>,
+}
+
+/// Where a target's replicas come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiscoverSpec {
+    /// Every A/AAAA record of `name`, at `port`, re-resolved every `interval`.
+    Dns { name: String, port: u16, interval: Duration },
+    /// The ready endpoints of a Kubernetes Service's EndpointSlices.
+    Kubernetes(KubernetesSpec),
+}
+
+/// A Kubernetes Service whose EndpointSlices name the replicas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesSpec {
+    pub service: String,
+    /// Default: the pod's own namespace from the service-account files (else `default`).
+    pub namespace: Option<String>,
+    /// The EndpointSlice port (the pods' target port) by name or number.
+    pub port: PortRef,
+    /// A pod label (e.g. `app.kubernetes.io/version`, `pod-template-hash`) read from each Pod
+    /// as the replica's version, when the service account may `get` pods.
+    pub version_label: Option<String>,
+    /// `None`: in-cluster (`KUBERNETES_SERVICE_HOST`/`_PORT` and the service-account files).
+    pub api: Option<ApiAccess>,
+}
+
+/// An EndpointSlice port, by name or by number. Either must match a TCP port the slice lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortRef {
+    Name(String),
+    Number(u16),
+}
+
+impl std::fmt::Display for PortRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortRef::Name(n) => write!(f, "{n:?}"),
+            PortRef::Number(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// An API server reached from outside the cluster (or an explicit in-cluster setup).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiAccess {
+    /// `https://host:port` (a path prefix is kept).
+    pub url: String,
+    /// A bearer token, re-read when the file changes; `None`: no `Authorization` header.
+    pub token_file: Option<PathBuf>,
+    /// PEM certificates trusted besides the system roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Runs until `stop`; publishes the full, sorted (by id) replica set on every change. A failed
+/// refresh keeps the last set (logged once per failure streak). DNS names go through the
+/// system resolver.
+pub async fn run(spec: DiscoverSpec, out: tokio::sync::watch::Sender<Vec<Replica>>, stop: CancellationToken) {
+    run_with(spec, Arc::new(SystemResolver), out, stop).await
+}
+
+/// [`run`] with the resolver for `DiscoverSpec::Dns` given (tests: a [`StaticResolver`]).
+pub async fn run_with(spec: DiscoverSpec, resolver: Arc<dyn Resolver>, out: tokio::sync::watch::Sender<Vec<Replica>>, stop: CancellationToken) {
+    let work = async {
+        match spec {
+            DiscoverSpec::Dns { name, port, interval } => dns::run(&name, port, interval, resolver.as_ref(), &out).await,
+            DiscoverSpec::Kubernetes(k) => kubernetes::run(&k, &out).await,
+        }
+    };
+    tokio::select! {
+        () = stop.cancelled() => {}
+        () = work => {}
+    }
+}
+
+/// Sorts by id and publishes when the set differs from the last one published.
+fn publish(out: &tokio::sync::watch::Sender<Vec<Replica>>, mut replicas: Vec<Replica>) -> bool {
+    replicas.sort_by(|a, b| a.id.cmp(&b.id).then_with(|| a.addr.cmp(&b.addr)));
+    replicas.dedup_by(|a, b| a.id == b.id);
+    out.send_if_modified(|current| {
+        if *current == replicas {
+            false
+        } else {
+            *current = replicas;
+            true
+        }
+    })
+}
+
+/// Error backoff: 1 s doubling to 30 s.
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_secs(1);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn new() -> Self {
+        Backoff { next: Self::FIRST }
+    }
+
+    fn next(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        d
+    }
+
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+/// Logs the first failure of a streak as a warning (later ones at debug) and the recovery.
+#[derive(Debug)]
+struct Streak {
+    what: String,
+    failing: bool,
+}
+
+impl Streak {
+    fn new(what: String) -> Self {
+        Streak { what, failing: false }
+    }
+
+    fn fail(&mut self, error: &str) {
+        if self.failing {
+            tracing::debug!("{}: {error}", self.what);
+        } else {
+            self.failing = true;
+            tracing::warn!("{}: {error} (keeping the last replica set; retrying)", self.what);
+        }
+    }
+
+    fn ok(&mut self) {
+        if self.failing {
+            self.failing = false;
+            tracing::info!("{}: recovered", self.what);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(id: &str, port: u16) -> Replica {
+        Replica { id: id.into(), addr: SocketAddr::from(([127, 0, 0, 1], port)), node: None, zone: None, version: None }
+    }
+
+    #[test]
+    fn backoff_doubles_to_thirty_seconds_and_resets() {
+        let mut b = Backoff::new();
+        let got: Vec<u64> = (0..7).map(|_| b.next().as_secs()).collect();
+        assert_eq!(got, [1, 2, 4, 8, 16, 30, 30]);
+        b.reset();
+        assert_eq!(b.next(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn publish_sorts_dedups_and_reports_changes_only() {
+        let (tx, rx) = tokio::sync::watch::channel(Vec::new());
+        assert!(publish(&tx, vec![replica("b", 2), replica("a", 1), replica("b", 3)]));
+        let ids: Vec<_> = rx.borrow().iter().map(|r| (r.id.clone(), r.addr.port())).collect();
+        assert_eq!(ids, [("a".to_string(), 1), ("b".to_string(), 2)]);
+        assert!(!publish(&tx, vec![replica("a", 1), replica("b", 2)]));
+        assert!(publish(&tx, vec![]));
+        assert!(rx.borrow().is_empty());
+    }
+}
