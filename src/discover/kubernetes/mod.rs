@@ -512,7 +512,10 @@ mod tests {
         };
         let api = Api::new(&spec, &dir).unwrap();
         assert_eq!(api.namespace(), "inference");
-        assert_eq!(api.slices_url().unwrap().as_str(), "http://127.0.0.1:1/apis/discovery.k8s.io/v1/namespaces/inference/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dvllm");
+        assert_eq!(
+            api.slices_url().unwrap().as_str(),
+            "http://127.0.0.1:1/apis/discovery.k8s.io/v1/namespaces/inference/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dvllm"
+        );
         let bad = KubernetesSpec { service: "../x".into(), ..spec.clone() };
         assert!(Api::new(&bad, &dir).is_err());
         let bad = KubernetesSpec { api: Some(crate::discover::ApiAccess { url: "ftp://x".into(), token_file: None, ca_file: None }), ..spec };

@@ -192,9 +192,7 @@ pub fn is_object_name(name: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let bytes = name.as_bytes();
     match (bytes.first(), bytes.last()) {
-        (Some(&first), Some(&last)) => {
-            name.len() <= MAX_NAME && alnum(first) && alnum(last) && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.')
-        }
+        (Some(&first), Some(&last)) => name.len() <= MAX_NAME && alnum(first) && alnum(last) && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.'),
         _ => false,
     }
 }
@@ -385,7 +383,10 @@ impl LineSplitter {
 
     /// What is left when the stream ends (a last line without `\n`), if anything.
     pub fn finish(&mut self) -> Option<Vec<u8>> {
-        let line = std::mem::take(&mut self.buf);
+        let mut line = std::mem::take(&mut self.buf);
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
         (!line.iter().all(u8::is_ascii_whitespace)).then_some(line)
     }
 }
@@ -396,7 +397,9 @@ mod tests {
 
     #[test]
     fn null_lists_read_as_empty() {
-        let list = parse_list(br#"{"kind":"EndpointSliceList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"s"},"endpoints":null,"ports":null}]}"#).unwrap();
+        let list =
+            parse_list(br#"{"kind":"EndpointSliceList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"s"},"endpoints":null,"ports":null}]}"#)
+                .unwrap();
         assert_eq!(list.metadata.resource_version.as_deref(), Some("7"));
         assert!(list.items[0].endpoints.is_empty());
     }
