@@ -129,6 +129,7 @@ validate_mode() {  # validate_mode OUTFILE HELM_ARGS...
 run "helm template (deployment, defaults) | kubernetes-validate --strict" validate_mode "$WORK/deploy-default.yaml"
 run "helm template (deployment, all options) | kubernetes-validate --strict" validate_mode "$WORK/deploy.yaml" "${DEPLOY_ARGS[@]}"
 run "helm template (sidecar) | kubernetes-validate --strict" validate_mode "$WORK/sidecar.yaml" "${SIDECAR_ARGS[@]}"
+run "helm template (discovery RBAC) | kubernetes-validate --strict" validate_mode "$WORK/discovery.yaml" --set discovery.kubernetes.enabled=true --set discovery.kubernetes.readPodVersions=true
 
 check_rendered() {
   local rc=0

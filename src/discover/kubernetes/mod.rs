@@ -307,7 +307,7 @@ pub(super) async fn run(spec: &KubernetesSpec, out: &tokio::sync::watch::Sender<
         };
         loop {
             let started = Instant::now();
-            match w.watch_once(&mut rv, out).await {
+            match w.watch_once(&mut rv, out, &mut streak).await {
                 WatchEnd::Ended { events } if events == 0 && started.elapsed() < WATCH_MIN => {
                     tracing::debug!(service = %spec.service, "watch ended at once; re-watching after the backoff");
                     tokio::time::sleep(backoff.next()).await;
@@ -332,13 +332,15 @@ pub(super) async fn run(spec: &KubernetesSpec, out: &tokio::sync::watch::Sender<
 }
 
 impl Watcher<'_> {
-    async fn watch_once(&mut self, rv: &mut String, out: &tokio::sync::watch::Sender<Vec<Replica>>) -> WatchEnd {
+    async fn watch_once(&mut self, rv: &mut String, out: &tokio::sync::watch::Sender<Vec<Replica>>, streak: &mut Streak) -> WatchEnd {
         let mut resp = match self.api.watch(rv).await {
             Ok(r) => r,
             Err(ApiError::Gone(_)) => return WatchEnd::Gone,
             Err(ApiError::Transport(e)) => return WatchEnd::Broken(e),
             Err(e) => return WatchEnd::Failed(e.to_string()),
         };
+        // An open watch ends a failure streak that a broken stream started.
+        streak.ok();
         let mut lines = LineSplitter::new(MAX_WATCH_LINE);
         let mut events = 0;
         loop {

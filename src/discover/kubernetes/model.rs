@@ -383,7 +383,10 @@ impl LineSplitter {
 
     /// What is left when the stream ends (a last line without `\n`), if anything.
     pub fn finish(&mut self) -> Option<Vec<u8>> {
-        let line = std::mem::take(&mut self.buf);
+        let mut line = std::mem::take(&mut self.buf);
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
         (!line.iter().all(u8::is_ascii_whitespace)).then_some(line)
     }
 }
