@@ -128,6 +128,17 @@ pub fn render(config: &Config) -> String {
     let _ = writeln!(out, "\nper target: {total_rate:.4} req/s, ~{in_tps:.1} prompt tokens/s + ~{out_tps:.1} output tokens/s");
     for t in &config.targets {
         let _ = writeln!(out, "  {}: {total_rate:.4} req/s, {in_tps:.1} in + {out_tps:.1} out tokens/s", t.name);
+        if let Some(r) = &t.replicas {
+            let line = match r.rate {
+                crate::config::ReplicaRate::Split => format!("replicas discovered at run time (at most {} probed): the rate above in total, {total_rate:.4}/N req/s per replica", r.max),
+                crate::config::ReplicaRate::PerReplica => format!(
+                    "replicas discovered at run time (at most {} probed): {total_rate:.4} req/s per replica, N x that in total (up to {:.4} req/s)",
+                    r.max,
+                    total_rate * r.max as f64
+                ),
+            };
+            let _ = writeln!(out, "    {line}");
+        }
     }
     if config.detect.enabled && total_rate > 0.0 {
         out.push_str(&detection(config, total_rate));
