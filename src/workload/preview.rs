@@ -130,7 +130,9 @@ pub fn render(config: &Config) -> String {
         let _ = writeln!(out, "  {}: {total_rate:.4} req/s, {in_tps:.1} in + {out_tps:.1} out tokens/s", t.name);
         if let Some(r) = &t.replicas {
             let line = match r.rate {
-                crate::config::ReplicaRate::Split => format!("replicas discovered at run time (at most {} probed): the rate above in total, {total_rate:.4}/N req/s per replica", r.max),
+                crate::config::ReplicaRate::Split => {
+                    format!("replicas discovered at run time (at most {} probed): the rate above in total, {total_rate:.4}/N req/s per replica", r.max)
+                }
                 crate::config::ReplicaRate::PerReplica => format!(
                     "replicas discovered at run time (at most {} probed): {total_rate:.4} req/s per replica, N x that in total (up to {:.4} req/s)",
                     r.max,
