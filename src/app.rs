@@ -42,9 +42,18 @@ pub struct RunOptions {
     pub reload: Option<tokio::sync::mpsc::UnboundedSender<()>>,
     /// `--web.enable-lifecycle`: serve `POST /-/reload` (off by default, as in Prometheus).
     pub lifecycle: bool,
+    /// Command-line settings that win over the file's, on every (re)load.
+    pub overrides: ProbeOverrides,
     /// How `discover: {kind: dns}` names are resolved (default: the system resolver; tests map
     /// names to loopback addresses).
     pub resolver: Option<ResolverHandle>,
+}
+
+/// `--shard` and `--prober`, applied to the config at start and at every reload.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeOverrides {
+    pub shard: Option<crate::config::Shard>,
+    pub prober: Option<String>,
 }
 
 /// A shared resolver for replica discovery.
@@ -324,7 +333,10 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
         let (t, c, stop) = (target.clone(), calibration.clone(), shutdown.clone());
         loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || calibrate::run(t.clone(), c.clone(), stop.clone())));
         for scenario in &config.scenarios {
-            let seed = stream_seed(run_seed, &format!("{}/{}", target.name, scenario.name));
+            // Shards draw independent streams (the same seed would send the same probes).
+            let shard = config.probe.shard;
+            let key = if shard.count > 1 { format!("{}/{}#{}", target.name, scenario.name, shard.index) } else { format!("{}/{}", target.name, scenario.name) };
+            let seed = stream_seed(run_seed, &key);
             streams.push(Stream {
                 endpoints: endpoints.clone(),
                 scenario: Arc::from(scenario.name.as_str()),
@@ -460,7 +472,7 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
             Some(()) = reload_rx.recv() => {
                 while reload_rx.try_recv().is_ok() {}
                 let Some(path) = file else { continue };
-                let (new, prepared, listener) = match prepare_reload(path, &current).await {
+                let (new, prepared, listener) = match prepare_reload(path, &current, &options.overrides).await {
                     Ok(parts) => parts,
                     Err(problems) => {
                         for line in problems.lines() {
@@ -499,8 +511,12 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
 
 /// The fallible half of a reload: the new config, its prepared parts, and a listener when the
 /// `listen` address changed. The error is every problem, one per line.
-async fn prepare_reload(path: &std::path::Path, current: &Config) -> Result<(Config, Prepared, Option<TcpListener>), String> {
-    let new = crate::config::load(path).map_err(|errors| errors.to_string())?;
+async fn prepare_reload(path: &std::path::Path, current: &Config, overrides: &ProbeOverrides) -> Result<(Config, Prepared, Option<TcpListener>), String> {
+    let mut new = crate::config::load(path).map_err(|errors| errors.to_string())?;
+    new.override_probe(overrides.shard, overrides.prober.as_deref());
+    if new.probe.prober != current.probe.prober {
+        return Err("probe.prober changed: the prober label is set at start; restart to change it".into());
+    }
     let prepared = prepare(&new).await.map_err(|e| format!("{e:#}"))?;
     let listener = if new.listen != current.listen { Some(bind(new.listen).await.map_err(|e| format!("{e:#}"))?) } else { None };
     Ok((new, prepared, listener))

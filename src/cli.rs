@@ -68,6 +68,13 @@ pub struct ProbeArgs {
     /// could otherwise make the prober re-read its file).
     #[arg(long = "web.enable-lifecycle")]
     pub web_enable_lifecycle: bool,
+    /// This prober's share of the schedule, `INDEX/COUNT` (overrides `probe.shard`): COUNT
+    /// probers with one config together send the configured rate.
+    #[arg(long, env = "LLMPROBE_SHARD", value_parser = crate::config::Shard::parse)]
+    pub shard: Option<crate::config::Shard>,
+    /// This prober's name, the `prober` label on every series (overrides `probe.prober`).
+    #[arg(long, env = "LLMPROBE_PROBER")]
+    pub prober: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

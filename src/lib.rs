@@ -60,17 +60,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(errors) => config_failed(&errors),
             }),
             Command::Probe(args) => {
-                let cfg = match config::load(&args.config) {
+                let mut cfg = match config::load(&args.config) {
                     Ok(cfg) => cfg,
                     Err(errors) => return Ok(config_failed(&errors)),
                 };
+                cfg.override_probe(args.shard, args.prober.as_deref());
                 if args.once {
                     let mut text = String::new();
                     let ok = once::run(&cfg, &mut text).await?;
                     print!("{text}");
                     return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
                 }
-                let options = app::RunOptions { lifecycle: args.web_enable_lifecycle, ..app::RunOptions::default() };
+                let overrides = app::ProbeOverrides { shard: args.shard, prober: args.prober.clone() };
+                let options = app::RunOptions { lifecycle: args.web_enable_lifecycle, overrides, ..app::RunOptions::default() };
                 app::run_until_signal(cfg, Some(&args.config), options).await
             }
             Command::Workload(cmd) => workload_command(cmd).await,

@@ -192,7 +192,58 @@ pub struct ProbeSettings {
     pub shutdown_grace: Duration,
     /// How often each target's model and engine version are re-read (release marker).
     pub discovery_interval: Duration,
+    /// This prober's share of the schedule (`index` of `count`); scenario rates are already
+    /// divided by `count`.
+    pub shard: Shard,
+    /// The `prober` label on every series (vantage point), when set.
+    pub prober: Option<String>,
 }
+
+/// Shard `index` (from 0) of `count` probers sharing one schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard { index: 0, count: 1 }
+    }
+}
+
+impl Shard {
+    /// `I/N`, e.g. `0/3` (from the command line or `LLMPROBE_SHARD`).
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("invalid shard {text:?}: expected INDEX/COUNT with INDEX below COUNT, e.g. 0/3");
+        let (i, n) = text.trim().split_once('/').ok_or_else(bad)?;
+        let (index, count): (usize, usize) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+        if count == 0 || index >= count || count as u64 > MAX_SHARDS {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl Config {
+    /// Command-line overrides of `probe.shard` and `probe.prober` (a StatefulSet passes the
+    /// pod's index): the scenario rates follow the new shard count.
+    pub fn override_probe(&mut self, shard: Option<Shard>, prober: Option<&str>) {
+        if let Some(s) = shard {
+            let scale = self.probe.shard.count as f64 / s.count as f64;
+            for scenario in &mut self.scenarios {
+                scenario.rate *= scale;
+            }
+            self.probe.shard = s;
+        }
+        if let Some(p) = prober {
+            self.probe.prober = Some(p.to_owned());
+        }
+    }
+}
+
+/// Most probers that may share one schedule.
+pub const MAX_SHARDS: u64 = 1000;
 
 /// One server to probe.
 #[derive(Debug, Clone)]

@@ -61,7 +61,7 @@ fn default_listen() -> String {
 
 /// `probe:` section.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, discovery_interval, arrival")]
+#[serde(deny_unknown_fields, expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, discovery_interval, arrival, shard, prober")]
 pub struct RawProbe {
     /// Total requests per second sent to EACH target, split across the scenarios without their
     /// own `rate` in proportion to their `weight`. Default 1.0.
@@ -81,6 +81,20 @@ pub struct RawProbe {
     pub discovery_interval: RawDuration,
     /// Arrival process of every scenario without its own `arrival`. Default Poisson.
     pub arrival: Option<RawArrival>,
+    /// This prober's share of the schedule when several probers share one config: shard
+    /// `index` of `count` sends rate/count of every scenario (independent Poisson streams add up
+    /// to the configured rate). Default `{index: 0, count: 1}`.
+    pub shard: Option<RawShard>,
+    /// This prober's name (vantage point: zone, cluster), the `prober` label on every series.
+    pub prober: Option<String>,
+}
+
+/// `probe.shard`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShard {
+    pub index: u64,
+    pub count: u64,
 }
 
 impl Default for RawProbe {
@@ -92,6 +106,8 @@ impl Default for RawProbe {
             shutdown_grace: default_shutdown_grace(),
             discovery_interval: default_discovery_interval(),
             arrival: None,
+            shard: None,
+            prober: None,
         }
     }
 }

@@ -115,7 +115,11 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let targets = target::targets(&raw.targets, c);
     let arrival = workload::arrival("probe.arrival", raw.probe.arrival.as_ref(), c);
     let shared = Shared { explicit_probe_rate: raw.probe.rate, probe_rate, arrival, base_dir };
-    let scenarios = scenarios(&raw.scenarios, &shared, c);
+    let mut scenarios = scenarios(&raw.scenarios, &shared, c);
+    // A shard sends its share; the shards' independent streams add up to the configured rate.
+    for s in &mut scenarios {
+        s.rate /= probe.shard.count as f64;
+    }
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
     let tracing = super::telemetry::tracing(&raw.tracing, c);
@@ -138,11 +142,27 @@ fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
     if !(1..=MAX_IN_FLIGHT).contains(&raw.max_in_flight) {
         c.error("probe.max_in_flight", format!("must be between 1 and {MAX_IN_FLIGHT}, got {}", raw.max_in_flight));
     }
+    let shard = match &raw.shard {
+        None => super::Shard::default(),
+        Some(s) => {
+            if !(1..=super::MAX_SHARDS).contains(&s.count) {
+                c.error("probe.shard.count", format!("must be 1 to {}, got {}", super::MAX_SHARDS, s.count));
+            } else if s.index >= s.count {
+                c.error("probe.shard.index", format!("must be below count ({}), got {}", s.count, s.index));
+            }
+            super::Shard { index: s.index.min(s.count.saturating_sub(1)) as usize, count: s.count.clamp(1, super::MAX_SHARDS) as usize }
+        }
+    };
+    if let Some(p) = &raw.prober {
+        check_name("probe.prober", p, c);
+    }
     let settings = ProbeSettings {
         seed: raw.seed,
         max_in_flight: usize::try_from(raw.max_in_flight).unwrap_or(usize::MAX),
         shutdown_grace: c.duration("probe.shutdown_grace", &raw.shutdown_grace),
         discovery_interval: c.positive_duration("probe.discovery_interval", &raw.discovery_interval),
+        shard,
+        prober: raw.prober.clone(),
     };
     (settings, rate)
 }

@@ -829,7 +829,7 @@ pub struct Metrics {
 impl Metrics {
     /// Registers every family and pre-creates at zero every series whose labels config determines.
     pub fn new(config: &Config) -> Self {
-        let metrics = Self::register_all();
+        let metrics = Self::register_all(config.probe.prober.as_deref());
         metrics.apply_config(config);
         for component in crate::health::COMPONENTS {
             touch(&metrics.internal_errors, &ComponentLabels { component: component.to_owned() });
@@ -840,8 +840,10 @@ impl Metrics {
         metrics
     }
 
-    fn register_all() -> Self {
-        let mut registry = Registry::default();
+    /// Every family, under the constant label `prober` when this prober has a name.
+    fn register_all(prober: Option<&str>) -> Self {
+        let labels = prober.map(|p| (std::borrow::Cow::Borrowed("prober"), std::borrow::Cow::Owned(p.to_owned())));
+        let mut registry = Registry::with_labels(labels.into_iter());
         let m = Metrics {
             registry: Registry::default(),
             requests: Family::default(),

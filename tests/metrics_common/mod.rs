@@ -47,7 +47,14 @@ pub fn scenario(name: &str, rate: f64) -> Scenario {
 pub fn config() -> Config {
     Config {
         listen: "127.0.0.1:9090".parse().unwrap(),
-        probe: ProbeSettings { seed: Some(1), max_in_flight: 8, shutdown_grace: ms(1000), discovery_interval: ms(60_000) },
+        probe: ProbeSettings {
+            seed: Some(1),
+            max_in_flight: 8,
+            shutdown_grace: ms(1000),
+            discovery_interval: ms(60_000),
+            shard: Default::default(),
+            prober: None,
+        },
         targets: vec![target("local")],
         scenarios: vec![scenario("chat", 2.0)],
         slo: slo(),
