@@ -26,6 +26,10 @@ sys.exit("the demo produced no TTFT samples within 90 s")
 PY
 # The release series exist only once a target has had a release marker (a discovered version change
 # or POST /api/v1/releases); the demo has none. tests/fixtures/golden/metrics.openmetrics.txt, which
-# scripts/check-ops.sh checks against, has them.
+# scripts/check-ops.sh checks against, has them. Likewise the replica series: only targets with
+# `discover:` have replicas (the demo's has not), the canary series only exist during a rollout
+# (replicas on more than one version) and the outlier flags once replicas are compared.
 python3 scripts/check-metric-names.py "$out/metrics.txt" --after-event \
-  llmprobe_release_info llmprobe_release_timestamp_seconds llmprobe_target_info_change_timestamp_seconds
+  llmprobe_release_info llmprobe_release_timestamp_seconds llmprobe_target_info_change_timestamp_seconds \
+  llmprobe_replica_info llmprobe_replicas llmprobe_canary_state llmprobe_canary_effect llmprobe_canary_evidence \
+  llmprobe_replica_outlier

@@ -212,6 +212,12 @@ for path, kinds in ((sys.argv[1], ["ServiceMonitor", "PrometheusRule", "Alertman
         sev = [r["labels"]["severity"] for r in rules if r.get("alert") == "LLMProbeReleaseRegression"]
         if sev != ["critical"]:
             problems.append(f"{path}: LLMProbeReleaseRegression severity override (critical) not rendered: {sev}")
+        outl = [r.get("for") for r in rules if r.get("alert") == "LLMProbeReplicaOutlier"]
+        if outl != ["20m"]:
+            problems.append(f"{path}: LLMProbeReplicaOutlier for override (20m) not rendered: {outl}")
+        can = [r["labels"] for r in rules if r.get("alert") == "LLMProbeCanaryRegression"]
+        if can != [{"severity": "warning", "team": "rollouts"}]:
+            problems.append(f"{path}: LLMProbeCanaryRegression labels override (team: rollouts) not rendered: {can}")
         am = by_kind["AlertmanagerConfig"][0]["spec"]["inhibitRules"][0]
         if am["sourceMatch"][0]["value"] != "LLMProbeGoodputBudgetBurnCritical" or "namespace" not in am["equal"]:
             problems.append(f"{path}: AlertmanagerConfig inhibit rule is not the critical burn over namespace")

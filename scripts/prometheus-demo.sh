@@ -4,6 +4,14 @@
 #   healthy: `llmprobe demo` (built-in mock engine, no faults, target "mock", 4 probes/s)
 #   faulty:  `llmprobe mock --fault http_500=0.2` probed by `llmprobe probe` at 10 probes/s
 #            (target "mock-faulty"), so the error ratio and the burn rates must move.
+#   release: a third mock probed at 5 probes/s (target "mock-release", replicas discovered by DNS on
+#            127.0.0.1, so its series carry a `replica` label and the replica row has data), with the
+#            release-regression detector on a small baseline; a third of the way into the wait the
+#            script simulates a release (POST /mock/control: engine version 0.33.0, every engine
+#            step 2.5x slower). The prober's discovery (every 1 s) marks the release, its detector
+#            turns `regressed`, and Prometheus must return the target from LLMProbeReleaseRegression's
+#            expression; the Prometheus-history z-tests must evaluate without error (they arm only
+#            15m after a marker, so they stay empty here).
 # One Prometheus (scrape and rule evaluation every 1 s, storage in a temp dir) scrapes both probers,
 # the two mock engines (vLLM /metrics and the fake dcgm-exporter page) and two static pages from
 # tests/fixtures/ops/scrape/ served on loopback (a dcgm-exporter page with Kubernetes pod labels,
@@ -55,6 +63,7 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 demo_port=$(free_port); mock_port=$(free_port); probe_port=$(free_port); prom_port=$(free_port); static_port=$(free_port)
+rel_mock_port=$(free_port); rel_probe_port=$(free_port)
 
 # --- static scrape pages (dcgm-exporter in Kubernetes, llama-server) -------------------------------
 python3 -m http.server --bind 127.0.0.1 --directory "$ROOT/tests/fixtures/ops/scrape" "$static_port" >"$tmp/static.log" 2>&1 &
@@ -96,16 +105,43 @@ slo:
   objective: 0.99
 EOF
 "$bin" check-config "$tmp/faulty.yaml" >/dev/null
+
+# --- release: mock engine that will get a new version and a slowdown, probed at 5/s ---------------
+"$bin" mock --listen "127.0.0.1:$rel_mock_port" >"$tmp/release-mock.log" 2>&1 &
+pids+=($!)
+# generous SLO thresholds: the slowdown shows in the latency signals, not as SLO misses
+cat >"$tmp/release.yaml" <<EOF
+listen: 127.0.0.1:$rel_probe_port
+probe: {rate: 5.0, seed: 11, max_in_flight: 100, discovery_interval: 1s, shutdown_grace: 2s}
+targets:
+  - name: mock-release
+    base_url: http://127.0.0.1:$rel_mock_port
+    api: openai-chat
+    model: mock-llama
+    discover: {kind: dns, name: 127.0.0.1, port: $rel_mock_port, interval: 1s}
+    timeouts: {connect: 1s, ttft: 5s, idle: 5s, total: 15s}
+scenarios:
+  - name: chat-short
+    input_tokens: 64
+    output_tokens: 16
+slo: {ttft: 5s, tpot: 500ms, e2e: 15s, objective: 0.99}
+# a one-minute baseline of at least 30 probes (the defaults want an hour): ready in ~6 s at 5/s
+detect:
+  tuning: {latency_baseline_s: 60, min_latency_baseline: 30}
+EOF
+"$bin" check-config "$tmp/release.yaml" >/dev/null
 # wait for the mock before probing, so the first probes are not connect errors
-python3 - "$mock_port" <<'PY'
+python3 - "$mock_port" "$rel_mock_port" <<'PY'
 import socket, sys, time
 for _ in range(100):
-    if socket.socket().connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0:
+    if all(socket.socket().connect_ex(("127.0.0.1", int(p))) == 0 for p in sys.argv[1:]):
         sys.exit(0)
     time.sleep(0.1)
 sys.exit("mock engine did not start")
 PY
 "$bin" probe --config "$tmp/faulty.yaml" >"$tmp/probe.log" 2>&1 &
+pids+=($!)
+"$bin" probe --config "$tmp/release.yaml" >"$tmp/release-probe.log" 2>&1 &
 pids+=($!)
 
 # --- Prometheus ---------------------------------------------------------------------------------
@@ -119,7 +155,7 @@ rule_files:
 scrape_configs:
   - job_name: llmprobe
     static_configs:
-      - targets: ['127.0.0.1:$demo_port', '127.0.0.1:$probe_port']
+      - targets: ['127.0.0.1:$demo_port', '127.0.0.1:$probe_port', '127.0.0.1:$rel_probe_port']
   # the mock engines export vLLM's metric names: the engine dashboard's vLLM panels read them
   - job_name: vllm
     static_configs:
@@ -150,6 +186,7 @@ prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
 pids+=($!)
 
 echo "demo prober 127.0.0.1:$demo_port, faulty prober 127.0.0.1:$probe_port (mock :$mock_port, http_500=0.2),"
+echo "release prober 127.0.0.1:$rel_probe_port (mock :$rel_mock_port; release simulated after $((wait_s / 3))s),"
 echo "prometheus 127.0.0.1:$prom_port (scrape and evaluation every 1s); waiting ${wait_s}s"
 started=$(date +%s)
 python3 - "$prom_port" <<'PY'
@@ -168,15 +205,22 @@ ready_at=$(date +%s.%N)
 fetch() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }
 fetch "http://127.0.0.1:$demo_port/metrics" >"$tmp/start-demo.txt"
 fetch "http://127.0.0.1:$probe_port/metrics" >"$tmp/start-faulty.txt"
-sleep "$wait_s"
+fetch "http://127.0.0.1:$rel_probe_port/metrics" >"$tmp/start-release.txt"
+# the release a third of the way in: the detector has its baseline, and the rest of the wait is
+# ample for it to turn `regressed` (~5-30 s) and for Prometheus to scrape and evaluate that
+sleep $((wait_s / 3))
+release_at=$(date +%s.%N)
+python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"), timeout=5).read()' \
+  "http://127.0.0.1:$rel_mock_port/mock/control" '{"engine_version":"0.33.0","slowdown":2.5}'
+sleep $((wait_s - wait_s / 3))
 for p in "${pids[@]}"; do
   kill -0 "$p" 2>/dev/null || { echo "a process died early; logs:" >&2; tail -n 20 "$tmp"/*.log >&2; exit 1; }
 done
 
 rc=0
-python3 - "$prom_port" "$tmp" "127.0.0.1:$demo_port" "127.0.0.1:$probe_port" "$ready_at" <<'PY' || rc=$?
+python3 - "$prom_port" "$tmp" "127.0.0.1:$demo_port" "127.0.0.1:$probe_port" "$ready_at" "$release_at" "127.0.0.1:$rel_probe_port" <<'PY' || rc=$?
 import json, math, re, sys, time, urllib.parse, urllib.request
-prom, tmp, demo_addr, faulty_addr, ready_at = sys.argv[1:6]
+prom, tmp, demo_addr, faulty_addr, ready_at, release_at, release_addr = sys.argv[1:8]
 from datetime import datetime
 API = f"http://127.0.0.1:{prom}/api/v1"
 problems = []
@@ -220,7 +264,7 @@ def counters(text):
 # at AT, once the evaluations up to AT are done.
 own = {}
 AT = time.time()
-for which, addr in (("demo", demo_addr), ("faulty", faulty_addr)):
+for which, addr in (("demo", demo_addr), ("faulty", faulty_addr), ("release", release_addr)):
     start = counters(open(f"{tmp}/start-{which}.txt").read())
     end = counters(urllib.request.urlopen(f"http://{addr}/metrics", timeout=5).read().decode())
     for key, e in end.items():
@@ -335,8 +379,50 @@ for r in rules:
 print("  (every window holds only this run's data, so 1h/6h/1d/3d rates equal the 5m one and the")
 print("   burn-rate alerts, which have no `for:`, fire as soon as both of their windows exceed the rate)")
 
-# Every dashboard panel query (Grafana variables set to "All") must return data. The release
-# annotation is left out: no release happens during the run.
+# The simulated release on mock-release: the prober's marker, its detector's verdict through
+# LLMProbeReleaseRegression's own expression (as Prometheus loaded it), and the z-test rules.
+print()
+print(f"release simulation (mock-release: engine_version 0.33.0, slowdown 2.5 at +{float(release_at) - float(ready_at):.0f}s):")
+info = [s["metric"] for s in get("query", query='llmprobe_release_info{target="mock-release"}', time=f"{AT:.3f}")["result"]]
+if [(m.get("version"), m.get("source")) for m in info] != [("0.33.0", "discovery")]:
+    problems.append(f"mock-release: no release marker for 0.33.0 from discovery: {info}")
+else:
+    stamp = query('llmprobe_release_timestamp_seconds{target="mock-release"}').get(("mock-release", ""))
+    print(f"  marker: llmprobe_release_info version=0.33.0 source=discovery, "
+          f"{(stamp or 0) - float(release_at):.1f}s after the POST")
+alert = [r for r in rules if r["name"] == "LLMProbeReleaseRegression"]
+if not alert:
+    problems.append("no LLMProbeReleaseRegression rule loaded")
+else:
+    res = get("query", query=alert[0]["query"], time=f"{AT:.3f}")["result"]
+    found = {s["metric"].get("signal"): float(s["value"][1]) for s in res if s["metric"].get("target") == "mock-release"}
+    others = sorted({s["metric"].get("target") for s in res} - {"mock-release"})
+    print("  LLMProbeReleaseRegression expression: "
+          + (", ".join(f"mock-release {sig} {v:.2f}{'x' if sig != 'goodput' else ''}" for sig, v in sorted(found.items())) or "empty"))
+    if "ttft" not in found:
+        problems.append(f"LLMProbeReleaseRegression's expression does not return mock-release/ttft after a 2.5x slowdown: {res}")
+    elif not found["ttft"] > 1.5:
+        problems.append(f"mock-release ttft effect {found['ttft']:.2f}, expected > 1.5 after a 2.5x slowdown")
+    if others:
+        problems.append(f"LLMProbeReleaseRegression's expression returns targets without a release: {others}")
+    active = [a for a in alert[0].get("alerts", []) if a["labels"].get("target") == "mock-release"]
+    if not active:
+        problems.append("LLMProbeReleaseRegression is not active for mock-release")
+    else:
+        first = min(datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", a["activeAt"]).replace("Z", "+00:00")).timestamp() for a in active)
+        print(f"  alert {active[0]['state']} for {', '.join(sorted(a['labels']['signal'] for a in active))}, "
+              f"active {first - float(release_at):.0f}s after the POST")
+ztest = [r for r in rules if r["name"].startswith("llmprobe:release_") or r["name"] in ("LLMProbeReleaseGoodputRegression", "LLMProbeReleaseTTFTRegression")]
+bad = [r["name"] for r in ztest if r.get("health") != "ok" or r.get("lastError")]
+armed = get("query", query="llmprobe:release_armed:age_seconds", time=f"{AT:.3f}")["result"]
+print(f"  z-test rules: {len(ztest) - len(bad)} of {len(ztest)} evaluated without error"
+      f" ({'armed' if armed else 'not armed: they arm 15m after a marker'})")
+if len(ztest) < 10 or bad:
+    problems.append(f"z-test rules: {len(ztest)} found, with errors: {bad}")
+
+# Every dashboard panel query and annotation (Grafana variables set to "All") must return data. Left
+# out: the Rollouts annotation (this run's replicas never serve two versions at once) and annotations
+# that compare with an `offset` older than the run.
 import glob
 sys.path.insert(0, "scripts")
 from grafana_exprs import panels, substitute
@@ -345,7 +431,9 @@ def grafana_subst(expr):
     return substitute(expr, GRAFANA_FIXED, ".*")
 # Engines this run has no page for (SGLang, TGI), and server-reported phases, which only the llama.cpp,
 # Ollama and TGI APIs report (both probers here speak openai-chat): such a query may be empty.
-NOT_HERE = re.compile(r"^(sglang:|tgi_)|^llmprobe_server_time_seconds_bucket$")
+# The canary series exist only during a rollout (replicas on more than one version); the release
+# target here has one replica.
+NOT_HERE = re.compile(r"^(sglang:|tgi_|llmprobe_canary_)|^llmprobe_server_time_seconds_bucket$")
 checked, not_here = 0, 0
 gpu_panel = None
 for path in sorted(glob.glob("grafana/*.json")):
@@ -364,8 +452,18 @@ for path in sorted(glob.glob("grafana/*.json")):
             checked += 1
             if not get("query", query=grafana_subst(expr), time=f"{AT:.3f}")["result"]:
                 problems.append(f"{path}: panel '{p.get('title')}' {t.get('refId')} returns no data: {expr}")
-print(f"dashboards: {checked} panel queries run against this Prometheus ({not_here} left out: SGLang/TGI pages "
-      "and server-reported phases are not part of this run)")
+    for a in d.get("annotations", {}).get("list", []):
+        if not a.get("expr"):
+            continue
+        if a.get("name") == "Rollouts" or re.search(r"\boffset\b", a["expr"]):
+            not_here += 1
+            continue
+        checked += 1
+        if not get("query", query=grafana_subst(a["expr"]), time=f"{AT:.3f}")["result"]:
+            problems.append(f"{path}: annotation '{a.get('name')}' returns no data: {a['expr']}")
+print(f"dashboards: {checked} panel and annotation queries run against this Prometheus ({not_here} left out: "
+      "SGLang/TGI pages, server-reported phases, the canary and rollout queries, which need replicas on two "
+      "versions, and annotations with an offset older than the run)")
 
 # The GPU panel with the inference pod selected, against dcgm-exporter scraped with honor_labels: false.
 raw = get("query", query='DCGM_FI_DEV_GPU_UTIL{exported_pod="llm-vllm-0"}', time=f"{AT:.3f}")["result"]
