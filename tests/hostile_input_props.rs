@@ -8,6 +8,7 @@
 //! config loading (mutated real configs), the bench records and manifest readers, `measure()`
 //! with arbitrary timelines and counts, and every real stream capture mutated byte by byte.
 
+mod props;
 mod stream_fixtures;
 
 use std::sync::Arc;
@@ -19,43 +20,7 @@ use llmprobe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use llmprobe::protocol::framing::FrameDecoder;
 use llmprobe::protocol::{Framing, ProtocolKind, StreamState, Usage};
 
-/// splitmix64: small, seedable, good enough to shape inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-    fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let n = self.below(max as u64 + 1) as usize;
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
-fn iters(default: u64) -> u64 {
-    std::env::var("PROPS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// Runs `case` for seeds 0..n, naming the seed of a failure.
-fn for_seeds(name: &str, n: u64, mut case: impl FnMut(&mut Rng)) {
-    for seed in 0..n {
-        let mut rng = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ name.len() as u64);
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&mut rng)));
-        if let Err(e) = result {
-            panic!("{name}: failed for seed {seed}: {}", llmprobe::health::panic_message(e.as_ref()));
-        }
-    }
-}
+use props::{Rng, for_seeds, iters};
 
 /// JSON-ish fragments that steer random frames towards the fields parsers read.
 const PIECES: &[&str] = &[

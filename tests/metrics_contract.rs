@@ -59,20 +59,7 @@ fn all_names_are_exported() {
     // Series that exist only once their event happened: a release, a configured source's scrape.
     metrics.set_target_info_change("local", 1.0);
     metrics.detect.set_release("local", "v1", "api", 1.0);
-    // A discovered replica, a rollout's canary verdict and an outlier check.
-    metrics.set_replica_info("local", "vllm-0", "0.11.0", "node-a", "zone-1");
-    metrics.set_replica_counts("local", 2, 2);
-    let verdict = llmprobe::detect::compare::Verdict {
-        regressed: false,
-        judged: true,
-        effect: Some(llmprobe::detect::Estimate { value: 1.02, low: 0.98, high: 1.06 }),
-        log_evidence: -1.5,
-        threshold: 6.0,
-        new_samples: 40,
-        reference_samples: 40,
-    };
-    metrics.replicas.set_canary("local", "0.12.0", "ttft", &verdict);
-    metrics.replicas.set_outlier("local", "vllm-0", "ttft", false);
+    metrics_common::record_replica_series(&metrics);
     metrics.set_source_up("engine-local", true);
     metrics.set_source_scrape_duration("engine-local", 0.01);
     let om = metrics.encode_openmetrics();

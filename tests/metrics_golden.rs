@@ -30,20 +30,7 @@ fn recorded_metrics() -> Metrics {
     metrics.set_target_info("local", "Qwen/Qwen3-0.6B", "vllm", "0.11.0");
     metrics.set_target_info_change("local", 1_767_225_600.0);
     metrics.detect.set_release("local", "0.11.0", "discovery", 1_767_225_600.0);
-    // A discovered replica, a rollout's canary verdict and an outlier check.
-    metrics.set_replica_info("local", "vllm-0", "0.11.0", "node-a", "zone-1");
-    metrics.set_replica_counts("local", 2, 2);
-    let verdict = llmprobe::detect::compare::Verdict {
-        regressed: false,
-        judged: true,
-        effect: Some(llmprobe::detect::Estimate { value: 1.02, low: 0.98, high: 1.06 }),
-        log_evidence: -1.5,
-        threshold: 6.0,
-        new_samples: 40,
-        reference_samples: 40,
-    };
-    metrics.replicas.set_canary("local", "0.12.0", "ttft", &verdict);
-    metrics.replicas.set_outlier("local", "vllm-0", "ttft", false);
+    metrics_common::record_replica_series(&metrics);
     metrics.set_source_up("engine-local", true);
     metrics.set_source_scrape_duration("engine-local", 0.0125);
     metrics

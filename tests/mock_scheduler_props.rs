@@ -12,28 +12,13 @@
 //! aborted. A failure prints its seed; `SCHED_PROP_ITERS` raises the iteration count.
 //! (A self-written driver instead of `proptest`: no extra compile cost on a small build box.)
 
+mod props;
+
 use std::collections::{HashMap, HashSet};
 
 use llmprobe::mock::{Engine, Profile, SeqSpec};
 
-/// splitmix64: small, seedable, good enough for workload shapes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
+use props::Rng;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {

@@ -272,17 +272,21 @@ pub(super) fn split_host_port(url: &str) -> (String, Option<u16>) {
     }
 }
 
+/// `OTEL_EXPORTER_OTLP_HEADERS` / `tracing.headers` as gRPC metadata (traces and metrics).
+pub(super) fn grpc_metadata(pairs: &[(String, String)]) -> anyhow::Result<opentelemetry_otlp::tonic_types::metadata::MetadataMap> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (k, v) in pairs {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).context("tracing.headers: invalid header name")?;
+        headers.insert(name, v.parse().context("tracing.headers: invalid header value")?);
+    }
+    Ok(opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers))
+}
+
 fn build_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
     let exporter = match s.protocol {
         OtlpProtocol::Grpc => {
-            let mut headers = reqwest::header::HeaderMap::new();
-            for (k, v) in &s.headers {
-                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).context("tracing.headers: invalid header name")?;
-                headers.insert(name, v.parse().context("tracing.headers: invalid header value")?);
-            }
-            let metadata = opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers);
-            let mut b = builder.with_tonic().with_metadata(metadata);
+            let mut b = builder.with_tonic().with_metadata(grpc_metadata(&s.headers)?);
             if let Some(e) = &s.endpoint {
                 b = b.with_endpoint(e.clone());
             }

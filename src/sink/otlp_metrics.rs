@@ -272,13 +272,7 @@ fn build_exporter(s: &OtlpMetricsSettings) -> anyhow::Result<opentelemetry_otlp:
     let builder = opentelemetry_otlp::MetricExporter::builder();
     let exporter = match s.protocol {
         OtlpProtocol::Grpc => {
-            let mut headers = reqwest::header::HeaderMap::new();
-            for (k, v) in &s.headers {
-                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).context("tracing.headers: invalid header name")?;
-                headers.insert(name, v.parse().context("tracing.headers: invalid header value")?);
-            }
-            let metadata = opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers);
-            let mut b = builder.with_tonic().with_metadata(metadata);
+            let mut b = builder.with_tonic().with_metadata(super::otlp::grpc_metadata(&s.headers)?);
             if let Some(e) = &s.endpoint {
                 b = b.with_endpoint(e.clone());
             }

@@ -135,3 +135,21 @@ pub fn with_server_report(mut o: Outcome) -> Outcome {
 pub fn sample(o: &Outcome) -> Option<Sample> {
     measure(o, &slo())
 }
+
+/// Series that exist only after replica events: a discovered replica, a rollout's canary
+/// verdict and an outlier check.
+pub fn record_replica_series(metrics: &llmprobe::sink::Metrics) {
+    metrics.set_replica_info("local", "vllm-0", "0.11.0", "node-a", "zone-1");
+    metrics.set_replica_counts("local", 2, 2);
+    let verdict = llmprobe::detect::compare::Verdict {
+        regressed: false,
+        judged: true,
+        effect: Some(llmprobe::detect::Estimate { value: 1.02, low: 0.98, high: 1.06 }),
+        log_evidence: -1.5,
+        threshold: 6.0,
+        new_samples: 40,
+        reference_samples: 40,
+    };
+    metrics.replicas.set_canary("local", "0.12.0", "ttft", &verdict);
+    metrics.replicas.set_outlier("local", "vllm-0", "ttft", false);
+}
