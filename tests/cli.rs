@@ -143,6 +143,7 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
         .env("LLMPROBE_TEST_KEY", SECRET)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;

@@ -46,7 +46,13 @@ async fn invalid_reload_is_rejected_and_valid_reload_applies() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("config.yaml");
     std::fs::write(&file, config(port, mock, &["first"])).unwrap();
-    let mut child = tokio::process::Command::new(BIN).args(["probe", "--web.enable-lifecycle", "--config"]).arg(&file).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["probe", "--web.enable-lifecycle", "--config"])
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
     let pid = child.id().unwrap().to_string();
 
     wait_for(port, "probes of the first config", |t| metric(t, "llmprobe_requests_total", &["scenario=\"first\"", "outcome=\"success\""]) > 0.0).await;
@@ -104,7 +110,7 @@ async fn reload_endpoint_is_forbidden_without_the_lifecycle_flag() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("config.yaml");
     std::fs::write(&file, config(port, mock, &["first"])).unwrap();
-    let mut child = tokio::process::Command::new(BIN).args(["probe", "--config"]).arg(&file).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = tokio::process::Command::new(BIN).args(["probe", "--config"]).arg(&file).stderr(Stdio::null()).kill_on_drop(true).spawn().unwrap();
     wait_for(port, "probing", |t| metric(t, "llmprobe_requests_total", &["scenario=\"first\""]) > 0.0).await;
     let resp = reqwest::Client::new().post(format!("http://127.0.0.1:{port}/-/reload")).send().await.unwrap();
     assert_eq!(resp.status(), 403);

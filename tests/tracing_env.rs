@@ -33,6 +33,7 @@ async fn exemplars_with_tracing_enabled_by_environment_only() {
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         .stderr(Stdio::null())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let client = reqwest::Client::new();
