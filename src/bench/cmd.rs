@@ -37,6 +37,17 @@ pub struct BenchArgs {
     /// No progress line on the terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// Run shard I of N (0-based) of a run split over N load generators: rate/N per shard, or
+    /// C/N workers (remainder to the first shards). Needs --run-id, and --start-at when N > 1.
+    #[arg(long, env = "LLMPROBE_SHARD", value_name = "I/N")]
+    pub shard: Option<super::shard::Shard>,
+    /// The run ID, the same for every shard of one run (default: a fresh UUID).
+    #[arg(long, env = "LLMPROBE_RUN_ID", value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Wait until this wall-clock time (RFC 3339 or Unix seconds) before the first point; every
+    /// later warm-up/repeat gets a slot of point_timeout + 2 s from then.
+    #[arg(long, env = "LLMPROBE_START_AT", value_name = "TIME", value_parser = super::shard::parse_start_at)]
+    pub start_at: Option<f64>,
 }
 
 /// Loads a config for a bench command; `Err(code)` after printing the problems.
@@ -77,6 +88,11 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };
+    let sharding = super::shard::Sharding { shard: args.shard, run_id: args.run_id.clone(), start_at_unix_s: args.start_at };
+    if let Err(e) = super::shard::check(&plan, &sharding) {
+        eprintln!("{e:#}");
+        return Ok(ExitCode::from(crate::EXIT_CONFIG));
+    }
     let opts = RunOptions {
         output: output.clone(),
         target: args.target.clone(),
@@ -88,7 +104,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(profile) => Some(start_mock(&plan, args.target.as_deref(), profile).await?),
         None => None,
     };
-    let result = run_all(&runs, plan.bench.matrix.is_some(), &opts).await;
+    let result = run_all(&runs, plan.bench.matrix.is_some(), &opts, &sharding).await;
     if let Some((stop, task)) = mock {
         stop.cancel();
         let _ = task.await;
@@ -99,7 +115,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the sweep, or each matrix run into its own subdirectory (with `matrix.json` listing them).
-async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions) -> anyhow::Result<()> {
+async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions, sharding: &super::shard::Sharding) -> anyhow::Result<()> {
     if matrix {
         std::fs::create_dir_all(&opts.output)?;
         super::write_json(&opts.output.join("matrix.json"), &runs)?;
@@ -109,7 +125,7 @@ async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions) -
         if matrix {
             eprintln!("bench: run {} -> {}", r.name, opts.output.display());
         }
-        let summary = super::run(&r.plan, &opts).await?;
+        let summary = super::run_sharded(&r.plan, &opts, sharding).await?;
         print!("{}", super::progress::table(&summary));
     }
     Ok(())
