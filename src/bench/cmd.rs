@@ -167,11 +167,25 @@ pub struct ReportArgs {
     /// merged records.jsonl and summary.json are written there too.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Retry for up to this many seconds (every 10 s) while the directories cannot be merged yet:
+    /// a shard missing or unfinished (the merge Job of the Helm chart waits for the shards).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    pub wait_seconds: u64,
 }
 
 /// `llmprobe report`.
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let rs = super::report::load(&args.dirs)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(args.wait_seconds);
+    let rs = loop {
+        match super::report::load(&args.dirs) {
+            Ok(rs) => break rs,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("report: not ready ({e:#}); retrying in 10 s");
+                std::thread::sleep(Duration::from_secs(10).min(deadline.saturating_duration_since(std::time::Instant::now())));
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let out = match (&args.output, args.dirs.len()) {
         (Some(o), _) => o.clone(),
         (None, 1) => args.dirs[0].clone(),

@@ -258,6 +258,15 @@ pub fn check_merge(manifests: &[Manifest], dirs: &[PathBuf]) -> anyhow::Result<b
         }
         seen[i] = Some(d);
     }
+    for (m, d) in manifests.iter().zip(dirs) {
+        anyhow::ensure!(
+            m.ended_unix_s.is_some(),
+            "{}: shard {} of run {} has not finished (its manifest has no end time)",
+            d.display(),
+            m.shard.as_ref().map_or(0, |s| s.index),
+            m.run_id
+        );
+    }
     let missing: Vec<String> = seen.iter().enumerate().filter(|(_, d)| d.is_none()).map(|(i, _)| i.to_string()).collect();
     anyhow::ensure!(
         missing.is_empty(),
