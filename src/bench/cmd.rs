@@ -37,6 +37,17 @@ pub struct BenchArgs {
     /// No progress line on the terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// Run shard I of N (0-based) of a run split over N load generators: rate/N per shard, or
+    /// C/N workers (remainder to the first shards). Needs --run-id, and --start-at when N > 1.
+    #[arg(long, env = "LLMPROBE_SHARD", value_name = "I/N")]
+    pub shard: Option<super::shard::Shard>,
+    /// The run ID, the same for every shard of one run (default: a fresh UUID).
+    #[arg(long, env = "LLMPROBE_RUN_ID", value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Wait until this wall-clock time (RFC 3339 or Unix seconds) before the first point; every
+    /// later warm-up/repeat gets a slot of point_timeout + 2 s from then.
+    #[arg(long, env = "LLMPROBE_START_AT", value_name = "TIME", value_parser = super::shard::parse_start_at)]
+    pub start_at: Option<f64>,
 }
 
 /// Loads a config for a bench command; `Err(code)` after printing the problems.
@@ -77,6 +88,11 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };
+    let sharding = super::shard::Sharding { shard: args.shard, run_id: args.run_id.clone(), start_at_unix_s: args.start_at };
+    if let Err(e) = super::shard::check(&plan, &sharding) {
+        eprintln!("{e:#}");
+        return Ok(ExitCode::from(crate::EXIT_CONFIG));
+    }
     let opts = RunOptions {
         output: output.clone(),
         target: args.target.clone(),
@@ -88,7 +104,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(profile) => Some(start_mock(&plan, args.target.as_deref(), profile).await?),
         None => None,
     };
-    let result = run_all(&runs, plan.bench.matrix.is_some(), &opts).await;
+    let result = run_all(&runs, plan.bench.matrix.is_some(), &opts, &sharding).await;
     if let Some((stop, task)) = mock {
         stop.cancel();
         let _ = task.await;
@@ -99,7 +115,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the sweep, or each matrix run into its own subdirectory (with `matrix.json` listing them).
-async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions) -> anyhow::Result<()> {
+async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions, sharding: &super::shard::Sharding) -> anyhow::Result<()> {
     if matrix {
         std::fs::create_dir_all(&opts.output)?;
         super::write_json(&opts.output.join("matrix.json"), &runs)?;
@@ -109,7 +125,7 @@ async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions) -
         if matrix {
             eprintln!("bench: run {} -> {}", r.name, opts.output.display());
         }
-        let summary = super::run(&r.plan, &opts).await?;
+        let summary = super::run_sharded(&r.plan, &opts, sharding).await?;
         print!("{}", super::progress::table(&summary));
     }
     Ok(())
@@ -151,11 +167,25 @@ pub struct ReportArgs {
     /// merged records.jsonl and summary.json are written there too.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Retry for up to this many seconds (every 10 s) while the directories cannot be merged yet:
+    /// a shard missing or unfinished (the merge Job of the Helm chart waits for the shards).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    pub wait_seconds: u64,
 }
 
 /// `llmprobe report`.
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let rs = super::report::load(&args.dirs)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(args.wait_seconds);
+    let rs = loop {
+        match super::report::load(&args.dirs) {
+            Ok(rs) => break rs,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("report: not ready ({e:#}); retrying in 10 s");
+                std::thread::sleep(Duration::from_secs(10).min(deadline.saturating_duration_since(std::time::Instant::now())));
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let out = match (&args.output, args.dirs.len()) {
         (Some(o), _) => o.clone(),
         (None, 1) => args.dirs[0].clone(),

@@ -49,6 +49,10 @@ pub struct Manifest {
     pub ended_unix_s: Option<f64>,
     /// Side files with samples aligned by timestamp (e.g. `process.jsonl`), with what they hold.
     pub side_samples: Vec<SideSampleFile>,
+    /// `bench --shard I/N`: this shard's index, the shard count, the common start and slot, its
+    /// share of each point; `None` for a run on one machine.
+    #[serde(default)]
+    pub shard: Option<super::shard::ShardManifest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

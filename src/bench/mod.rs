@@ -17,6 +17,7 @@ pub mod progress;
 pub mod records;
 pub mod report;
 pub mod schema;
+pub mod shard;
 pub mod side;
 pub mod summary;
 pub mod svg;
@@ -79,14 +80,43 @@ pub struct RunOptions {
 
 /// Runs the sweep, writes the result directory, and returns its summary.
 pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> {
+    run_sharded(plan, opts, &shard::Sharding::default()).await
+}
+
+/// As [`run`], as one shard of a run split over several load generators (`bench --shard I/N`),
+/// or with a given run ID and start time.
+pub async fn run_sharded(plan: &Plan, opts: &RunOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
+    shard::check(plan, sharding)?;
+    if let Some(at) = sharding.start_at_unix_s {
+        let late = shard::unix_now() - at;
+        anyhow::ensure!(
+            late <= shard::START_TOLERANCE_S,
+            "--start-at {} passed {late:.1} s ago: this shard would not be aligned with the others; choose a later start for every shard",
+            manifest::rfc3339(at)
+        );
+    }
     let dir = &opts.output;
     prepare_dir(dir)?;
     let target_cfg = plan.target(opts.target.as_deref())?;
     let target = Arc::new(TargetRuntime::new(target_cfg.clone())?);
     let epoch = Epoch::now();
-    let run_id = uuid::Uuid::new_v4().to_string();
+    let run_id = sharding.run_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let seed = plan.config.probe.seed.unwrap_or_else(rand::random);
     let mut manifest = new_manifest(plan, &target_cfg, &run_id, seed, &epoch);
+    manifest.shard = sharding.shard.map(|s| {
+        let b = &plan.bench;
+        let start = sharding.start_at_unix_s.unwrap_or(epoch.unix_s);
+        shard::ShardManifest {
+            index: s.index,
+            count: s.count,
+            start_at_unix_s: start,
+            start_at: manifest::rfc3339(start),
+            slot_s: shard::slot_s(b),
+            loads: b.points.iter().map(|&l| shard::load_at(b, l, Some(s))).collect(),
+            max_concurrency: (b.mode == BenchMode::Rate).then(|| (s.part(b.max_concurrency as u64) as usize).max(1)),
+            superposition: shard::superposition(b, s.count),
+        }
+    });
     discover(&target, &mut manifest.target).await;
     let scraper = engine_scraper(&plan.bench, &target_cfg).await?;
     manifest.engine_metrics_url = scraper.as_ref().map(|s| s.url.clone());
@@ -108,7 +138,7 @@ pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> 
     }
     manifest::write(dir, &manifest)?;
 
-    let all = sweep(plan, &target, &run_id, seed, epoch, dir, scraper.as_ref(), opts.quiet).await;
+    let all = sweep(plan, &target, &run_id, seed, epoch, dir, scraper.as_ref(), opts.quiet, sharding).await;
     side_stop.cancel();
     for t in side_tasks {
         t.await.context("side sampler")??;
@@ -150,30 +180,54 @@ async fn sweep(
     dir: &Path,
     scraper: Option<&engine::Scraper>,
     quiet: bool,
+    sharding: &shard::Sharding,
 ) -> anyhow::Result<()> {
     let b = &plan.bench;
+    let sh = sharding.shard;
+    // The slot grid: phase k starts at start_at + k × slot in every shard.
+    let grid = sharding.start_at_unix_s.map(|at| (at, shard::slot_s(b)));
+    let mut phase_no = 0u32;
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
     let calibration = Arc::new(Calibration::new(target.config.api));
     if let Err(e) = calibrate::calibrate_with_tokenize(target, &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
-    for (point, &load) in b.points.iter().enumerate() {
+    for (point, &configured) in b.points.iter().enumerate() {
+        let load = shard::load_at(b, configured, sh);
         let phases = (b.warmup_requests > 0).then_some(None).into_iter().chain((0..b.repeats).map(Some));
         for repeat in phases {
-            progress.start(point, load, repeat);
-            let stop = match repeat {
-                None => Stop { requests: Some(b.warmup_requests), duration: None, timeout: b.point_timeout },
-                Some(_) => Stop { requests: b.requests, duration: b.duration, timeout: b.point_timeout },
-            };
             let tag = format!("point{point}/{}", repeat.map_or("warmup".into(), |r| format!("repeat{r}")));
-            let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &tag), &calibration);
+            if let Some((at, slot)) = grid {
+                let late = shard::wait_until_unix(at + f64::from(phase_no) * slot).await;
+                if late > shard::START_TOLERANCE_S {
+                    tracing::warn!("{tag}: started {late:.1} s after its slot; it is not aligned with the other shards");
+                }
+            }
+            phase_no += 1;
+            let part = |n: u64| sh.map_or(n, |s| s.part(n));
+            let stop = match repeat {
+                None => Stop { requests: Some(part(b.warmup_requests)), duration: None, timeout: b.point_timeout },
+                Some(_) => Stop { requests: b.requests.map(part), duration: b.duration, timeout: b.point_timeout },
+            };
+            if load == 0.0 || stop.requests == Some(0) {
+                tracing::info!("{tag}: nothing for shard {} (its share is 0); skipped", sh.map_or("-".into(), |s| s.to_string()));
+                continue;
+            }
+            progress.start(point, load, repeat);
+            // Each shard draws its own lengths, prompts and arrivals: seeds from the run seed and
+            // the shard index (a plain run keeps the seeds it always had).
+            let stream = match sh {
+                Some(s) => format!("{tag}/shard{}", s.index),
+                None => tag.clone(),
+            };
+            let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &stream), &calibration);
             // The engine window opens after the warm-up, so its counters hold the repeat alone.
             let before = match (repeat, scraper) {
                 (Some(_), Some(s)) => read_counters(s, &tag).await,
                 _ => None,
             };
-            let driven = sweep::drive(target.clone(), mix, load_of(b, load), stop).await;
+            let driven = sweep::drive(target.clone(), mix, load_of(b, configured, sh), stop).await;
 
             if driven.stopped_by == sweep::StoppedBy::Timeout {
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
@@ -255,10 +309,20 @@ async fn settled_counters(s: &engine::Scraper, before: &engine::Counters, first_
     last
 }
 
-fn load_of(b: &Bench, load: f64) -> Load {
+/// How a shard (or the whole run) applies a configured point's load.
+fn load_of(b: &Bench, configured: f64, sh: Option<shard::Shard>) -> Load {
+    let load = shard::load_at(b, configured, sh);
     match b.mode {
         BenchMode::Concurrency => Load::Closed { workers: load as usize },
-        BenchMode::Rate => Load::Open { rate: load, max_in_flight: b.max_concurrency, arrival: b.arrival },
+        BenchMode::Rate => {
+            let max_in_flight = sh.map_or(b.max_concurrency, |s| (s.part(b.max_concurrency as u64) as usize).max(1));
+            // Shard I of a constant ticker first sends at (I + 1) / rate, then every N / rate.
+            let first_gap = match (sh, b.arrival) {
+                (Some(s), crate::config::BenchArrival::Constant) => Some(Duration::from_secs_f64(f64::from(s.index + 1) / configured)),
+                _ => None,
+            };
+            Load::Open { rate: load, max_in_flight, arrival: b.arrival, first_gap }
+        }
     }
 }
 
@@ -324,6 +388,7 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         ended_at: None,
         ended_unix_s: None,
         side_samples: Vec::new(),
+        shard: None,
     }
 }
 

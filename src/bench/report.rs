@@ -35,7 +35,9 @@ impl ResultSet {
 }
 
 /// Loads result directories. Several are merged: same mode and points required; a point's load
-/// is the sum over the runs (pods that each sent a share of the rate add up).
+/// is the sum over the runs (pods that each sent a share of the rate add up). The shards of one
+/// sharded run (`bench --shard`) merge only as a complete set (see `shard::check_merge`), and
+/// their points carry the configured loads.
 pub fn load(dirs: &[PathBuf]) -> anyhow::Result<ResultSet> {
     anyhow::ensure!(!dirs.is_empty(), "no result directory given");
     let mut manifests = Vec::new();
@@ -43,22 +45,26 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<ResultSet> {
     for d in dirs {
         let m = manifest::read(d)?;
         let recs = records::read(d)?;
-        if let Some(first) = manifests.first() {
-            check_compatible(first, &m, d)?;
-        }
+        manifests.push(m);
+        all.extend(recs);
+    }
+    let sharded = dirs.len() > 1 && super::shard::check_merge(&manifests, dirs)?;
+    for (i, (m, d)) in manifests.iter().zip(dirs).enumerate().skip(1) {
+        check_compatible(&manifests[0], m, d)?;
         anyhow::ensure!(
-            !manifests.iter().any(|o: &Manifest| o.run_id == m.run_id),
+            sharded || !manifests[..i].iter().any(|o| o.run_id == m.run_id),
             "{}: run {} is already included (same directory twice?)",
             d.display(),
             m.run_id
         );
-        manifests.push(m);
-        all.extend(recs);
     }
     let first = &manifests[0];
     let mode = if first.mode == "rate" { BenchMode::Rate } else { BenchMode::Concurrency };
     let run_ids: Vec<String> = manifests.iter().map(|m| m.run_id.clone()).collect();
     let mut summary = super::summarize(&all, &run_ids, mode, first.slo.objective);
+    if sharded {
+        super::shard::merged_summary(&mut summary, &first.points, first.slo.objective);
+    }
     // Engine counters describe one server over one run's windows: joined for a single run only.
     if dirs.len() == 1 {
         attach_agreement(&mut summary, &super::engine::read(&dirs[0])?, &all);
@@ -155,8 +161,9 @@ fn about(rs: &ResultSet) -> String {
     for m in &rs.manifests {
         let _ = writeln!(
             s,
-            "- run `{}`: llmprobe {} ({}), config `{}` sha256 `{}`, {} → {}, machine {} ({} CPUs, {} GiB)",
+            "- run `{}`{}: llmprobe {} ({}), config `{}` sha256 `{}`, {} → {}, machine {} ({} CPUs, {} GiB)",
             m.run_id,
+            m.shard.as_ref().map_or(String::new(), |sh| format!(" shard {}/{}", sh.index, sh.count)),
             m.tool_version,
             m.tool_revision,
             m.config_file,

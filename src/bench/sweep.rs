@@ -58,8 +58,17 @@ impl Mix {
 /// How load is applied at one point.
 #[derive(Debug, Clone, Copy)]
 pub enum Load {
-    Closed { workers: usize },
-    Open { rate: f64, max_in_flight: usize, arrival: BenchArrival },
+    Closed {
+        workers: usize,
+    },
+    /// `first_gap`: the first intended send's delay after the start when it is not the process's
+    /// first gap (a sharded constant ticker is phase-shifted so the shards' union is one ticker).
+    Open {
+        rate: f64,
+        max_in_flight: usize,
+        arrival: BenchArrival,
+        first_gap: Option<Duration>,
+    },
 }
 
 /// When a repeat (or warm-up) ends.
@@ -124,12 +133,12 @@ pub async fn drive(target: Arc<TargetRuntime>, mix: Mix, load: Load, stop: Stop)
         Arc::new(Shared { target, mix: Mutex::new(mix), issued: AtomicU64::new(0), stop, deadline: stop.duration.map(|d| start + d), abort: abort.clone() });
     let outcomes = match load {
         Load::Closed { workers } => closed(shared.clone(), workers).await,
-        Load::Open { rate, max_in_flight, arrival } => {
+        Load::Open { rate, max_in_flight, arrival, first_gap } => {
             let gaps: Box<dyn Arrival> = match arrival {
                 BenchArrival::Poisson => Box::new(Poisson::new(rate, seed_of(&shared))),
                 BenchArrival::Constant => Box::new(Constant::new(rate)),
             };
-            open(shared.clone(), gaps, max_in_flight, start).await
+            open(shared.clone(), gaps, first_gap, max_in_flight, start).await
         }
     };
     timer.abort();
@@ -172,13 +181,13 @@ async fn closed(shared: Arc<Shared>, workers: usize) -> Vec<Outcome> {
     all
 }
 
-async fn open(shared: Arc<Shared>, mut gaps: Box<dyn Arrival>, max_in_flight: usize, start: Instant) -> Vec<Outcome> {
+async fn open(shared: Arc<Shared>, mut gaps: Box<dyn Arrival>, mut first_gap: Option<Duration>, max_in_flight: usize, start: Instant) -> Vec<Outcome> {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut set = JoinSet::new();
     let mut out = Vec::new();
     let mut intended = start;
     loop {
-        intended += gaps.next_gap();
+        intended += first_gap.take().unwrap_or_else(|| gaps.next_gap());
         let Some(seq) = shared.claim(intended) else { break };
         // Draw before sleeping so its cost never shows up as schedule lag.
         let (scenario, draw) = shared.mix.lock().expect("mix lock").draw();
