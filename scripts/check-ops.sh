@@ -130,6 +130,7 @@ run "helm template (deployment, defaults) | kubernetes-validate --strict" valida
 run "helm template (deployment, all options) | kubernetes-validate --strict" validate_mode "$WORK/deploy.yaml" "${DEPLOY_ARGS[@]}"
 run "helm template (sidecar) | kubernetes-validate --strict" validate_mode "$WORK/sidecar.yaml" "${SIDECAR_ARGS[@]}"
 run "helm template (discovery RBAC) | kubernetes-validate --strict" validate_mode "$WORK/discovery.yaml" --set discovery.kubernetes.enabled=true --set discovery.kubernetes.readPodVersions=true
+run "helm template (sharded bench Job, 4 shards) | kubernetes-validate --strict" validate_mode "$WORK/bench.yaml" --set bench.enabled=true --set bench.shards=4
 
 check_rendered() {
   local rc=0
