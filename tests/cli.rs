@@ -66,6 +66,8 @@ fn help_is_available_for_every_command() {
 }
 
 const SECRET: &str = "sk-live-DO-NOT-LEAK-7f3a9c";
+/// A `headers_from` value: redacted like the key.
+const HEADER_SECRET: &str = "org-token-NEVER-SHOWN-41d2";
 
 /// A server that answers every request with 401 and echoes the Authorization header back in
 /// the body: the worst case for leaking a key into error details.
@@ -78,8 +80,9 @@ async fn echo_auth_server() -> SocketAddr {
                 let mut buf = vec![0u8; 16384];
                 let n = sock.read(&mut buf).await.unwrap_or(0);
                 let req = String::from_utf8_lossy(&buf[..n]).to_string();
-                let auth = req.lines().find(|l| l.to_ascii_lowercase().starts_with("authorization")).unwrap_or("").to_string();
-                let body = format!("{{\"error\":{{\"message\":\"invalid key, you sent {auth}\"}}}}");
+                let line = |name: &str| req.lines().find(|l| l.to_ascii_lowercase().starts_with(name)).unwrap_or("").to_string();
+                let (auth, org) = (line("authorization"), line("x-org-token"));
+                let body = format!("{{\"error\":{{\"message\":\"invalid key, you sent {auth} and {org}\"}}}}");
                 let resp =
                     format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
                 let _ = sock.write_all(resp.as_bytes()).await;
@@ -91,13 +94,14 @@ async fn echo_auth_server() -> SocketAddr {
 
 fn probe_config(base_url: &str, listen_port: u16) -> String {
     format!(
-        "listen: 127.0.0.1:{listen_port}\nprobe: {{rate: 10, seed: 5, shutdown_grace: 1s}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: openai-chat\n    model: mock-llama\n    api_key_env: LLMPROBE_TEST_KEY\n    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: s, input_tokens: 16, output_tokens: 8}}\n"
+        "listen: 127.0.0.1:{listen_port}\nprobe: {{rate: 10, seed: 5, shutdown_grace: 1s}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: openai-chat\n    model: mock-llama\n    api_key_env: LLMPROBE_TEST_KEY\n    headers_from: {{X-Org-Token: {{env: LLMPROBE_TEST_HEADER}}}}\n    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: s, input_tokens: 16, output_tokens: 8}}\n"
     )
 }
 
 fn assert_no_secret(what: &str, text: &str) {
     assert!(!text.contains(SECRET), "the API key leaked into {what}:\n{text}");
     assert!(!text.contains("DO-NOT-LEAK"), "part of the API key leaked into {what}:\n{text}");
+    assert!(!text.contains("NEVER-SHOWN"), "the headers_from value leaked into {what}:\n{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,6 +114,7 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
         .args(["--log", "debug", "probe", "--once", "--config"])
         .arg(&cfg)
         .env("LLMPROBE_TEST_KEY", SECRET)
+        .env("LLMPROBE_TEST_HEADER", HEADER_SECRET)
         .output()
         .await
         .unwrap();
@@ -126,6 +131,7 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
         .args(["--log", "debug", "probe", "--once", "--config"])
         .arg(&cfg)
         .env("LLMPROBE_TEST_KEY", SECRET)
+        .env("LLMPROBE_TEST_HEADER", HEADER_SECRET)
         .output()
         .await
         .unwrap();
@@ -141,6 +147,7 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
         .args(["--log", "debug", "probe", "--config"])
         .arg(&cfg)
         .env("LLMPROBE_TEST_KEY", SECRET)
+        .env("LLMPROBE_TEST_HEADER", HEADER_SECRET)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -151,6 +158,7 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
     let debug = reqwest::get(format!("http://127.0.0.1:{port}/debug/probes")).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("error=\"http_4xx\""), "{metrics}");
     assert!(debug.contains("Bearer ***"), "{debug}");
+    assert!(debug.to_ascii_lowercase().contains("x-org-token: ***"), "the header was sent, echoed and redacted: {debug}");
     Command::new("kill").args(["-TERM", &child.id().unwrap().to_string()]).status().unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), async {
         let mut stderr = String::new();
@@ -166,7 +174,8 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
     assert_no_secret("/debug/probes", &debug);
 
     // 4. A missing key variable is a clear startup error that names the variable.
-    let out = Command::new(BIN).args(["probe", "--config"]).arg(&cfg).env_remove("LLMPROBE_TEST_KEY").output().unwrap();
+    let out =
+        Command::new(BIN).args(["probe", "--config"]).arg(&cfg).env_remove("LLMPROBE_TEST_KEY").env("LLMPROBE_TEST_HEADER", HEADER_SECRET).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("LLMPROBE_TEST_KEY is not set"));
     std::fs::remove_dir_all(&dir).ok();
