@@ -156,6 +156,7 @@ impl TargetRuntime {
             ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => self.discover_ollama().await,
             ProtocolKind::Llamacpp => self.discover_llamacpp().await,
             ProtocolKind::Tgi => self.discover_tgi().await,
+            ProtocolKind::Sglang => self.discover_sglang().await,
         }
     }
 
@@ -199,6 +200,16 @@ impl TargetRuntime {
         let text = |k: &str| info.get(k).and_then(|v| v.as_str()).map(str::to_string);
         let model = self.config.model.clone().or(text("model_id")).unwrap_or_else(|| "unknown".into());
         Ok(Discovery { model, engine: "tgi".into(), engine_version: text("version").unwrap_or_default() })
+    }
+
+    /// `/get_model_info` names the model and `/get_server_info` the SGLang version.
+    async fn discover_sglang(&self) -> Result<Discovery, Failure> {
+        let info = self.info_json("/get_model_info").await?;
+        let found = info.get("model_path").and_then(|v| v.as_str()).map(model_name);
+        let model = self.config.model.clone().or(found).unwrap_or_else(|| "unknown".into());
+        let server = self.info_json("/get_server_info").await.unwrap_or(serde_json::Value::Null);
+        let engine_version = server.get("version").and_then(|v| v.as_str()).unwrap_or("").to_string();
+        Ok(Discovery { model, engine: "sglang".into(), engine_version })
     }
 
     /// An info endpoint of an API whose requests need no model name: a configured model, or an

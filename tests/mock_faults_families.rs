@@ -56,6 +56,14 @@ const FAMILIES: &[Family] = &[
         has_done: false,
         body: |n| json!({"inputs":"a b c","parameters":{"max_new_tokens":n,"ignore_eos":true}}),
     },
+    Family {
+        name: "sglang",
+        path: "/generate",
+        sse: true,
+        trailer: 1,
+        has_done: true,
+        body: |n| json!({"text":"a b c","sampling_params":{"max_new_tokens":n,"ignore_eos":true},"stream":true}),
+    },
 ];
 
 impl Got {

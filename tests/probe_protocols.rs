@@ -19,7 +19,7 @@ use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
 use tokio_util::sync::CancellationToken;
 
-const APIS: [&str; 6] = ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "tgi"];
+const APIS: [&str; 7] = ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "tgi", "sglang"];
 
 fn slo() -> Slo {
     Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }
@@ -117,7 +117,7 @@ async fn buffered_streams_are_detected_on_every_api() {
 async fn non_streaming_measures_e2e_and_tokens_only() {
     let (addr, _mock) = start_mock(MockOptions::default()).await;
     // TGI's non-streaming `/generate` is not served by the mock; the replay tests cover it.
-    for api in ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp"] {
+    for api in ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "sglang"] {
         let o = probe(addr, api, "", "    stream: false").await;
         let s = sample(&o);
         assert!(!s.streamed, "{api}");
@@ -133,7 +133,8 @@ async fn every_fault_kind_maps_to_its_class_on_every_api() {
     let (addr, _mock) = start_mock(MockOptions::default()).await;
     let mut wrong = Vec::new();
     for api in APIS {
-        let openai = api.starts_with("openai");
+        // OpenAI and SGLang end with `[DONE]`; the others end on their last event.
+        let ends_with_done = api.starts_with("openai") || api == "sglang";
         let table = [
             ("refuse", Some(Connect)),
             ("close_before_response", Some(Connect)),
@@ -146,9 +147,9 @@ async fn every_fault_kind_maps_to_its_class_on_every_api() {
             ("http_400", Some(Http4xx)),
             ("error_in_stream", Some(StreamError)),
             ("empty_stream", Some(EmptyStream)),
-            // Only OpenAI streams have a `[DONE]` to leave out; the others end on their last
+            // Only streams with a `[DONE]` have one to leave out; the others end on their last
             // event, which `no_done` keeps.
-            ("no_done", if openai { Some(Truncated) } else { None }),
+            ("no_done", if ends_with_done { Some(Truncated) } else { None }),
             ("malformed_json", Some(Parse)),
             ("invalid_utf8", Some(Parse)),
             ("oversized_frame", Some(Parse)),
@@ -198,4 +199,13 @@ async fn metrics_show_frame_shape_buffering_and_server_time() {
             assert_eq!(metric(&text, "llmprobe_ttfc_seconds_count", &[]), ok);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_native_discovery_reads_model_and_version() {
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let cfg = config(&format!("http://{addr}"), "sglang", "{rate: 1}", "", 12);
+    let target = TargetRuntime::new(cfg.targets[0].clone()).unwrap();
+    let found = target.discover().await.unwrap();
+    assert_eq!((found.model.as_str(), found.engine.as_str(), found.engine_version.as_str()), ("mock-llama", "sglang", "0.5.4"));
 }

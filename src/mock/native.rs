@@ -1,6 +1,7 @@
 //! Non-OpenAI front-ends over the same engine: Ollama (`/api/generate`, `/api/chat`, NDJSON),
-//! llama.cpp native (`/completion`, SSE with `timings`) and TGI (`/generate_stream`, `data:`
-//! without a space).
+//! llama.cpp native (`/completion`, SSE with `timings`), TGI (`/generate_stream`, `data:`
+//! without a space) and SGLang native (`/generate`, cumulative `text` with `meta_info`, then
+//! `data: [DONE]`; `/get_model_info`, `/get_server_info`).
 
 use std::sync::Arc;
 
@@ -29,6 +30,17 @@ pub fn routes(app: Arc<App>) -> Router {
         .route("/api/chat", post(ollama_chat))
         .route("/completion", post(llamacpp_completion))
         .route("/generate_stream", post(tgi_stream))
+        .route("/generate", post(sglang_generate))
+        .route(
+            "/get_model_info",
+            get(|State(app): State<Arc<App>>| async move {
+                json_response(200, serde_json::json!({"model_path": app.opts.model, "is_generation": true}).to_string())
+            }),
+        )
+        .route(
+            "/get_server_info",
+            get(|State(app): State<Arc<App>>| async move { json_response(200, serde_json::json!({"version": app.engine_version("0.5.4")}).to_string()) }),
+        )
         .with_state(app)
 }
 
@@ -37,6 +49,7 @@ enum Family {
     Ollama { chat: bool },
     LlamaCpp,
     Tgi,
+    Sglang,
 }
 
 fn error_for(family: Family) -> fn(u16) -> Response<Body> {
@@ -53,6 +66,7 @@ fn error_for(family: Family) -> fn(u16) -> Response<Body> {
             };
             json_response(s, format!(r#"{{"error":"mock fault: HTTP {s}","error_type":"{kind}"}}"#))
         },
+        Family::Sglang => |s| json_response(s, format!(r#"{{"error":{{"message":"mock fault: HTTP {s}","code":{s}}}}}"#)),
     }
 }
 
@@ -77,6 +91,10 @@ async fn llamacpp_completion(State(app): State<Arc<App>>, h: HeaderMap, body: By
 
 async fn tgi_stream(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
     run(app, h, body, Family::Tgi).await
+}
+
+async fn sglang_generate(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
+    run(app, h, body, Family::Sglang).await
 }
 
 /// The request as each family spells it.
@@ -114,6 +132,12 @@ fn parse(family: Family, v: &Value, max_len: u32) -> Parsed {
             let n = u(p.and_then(|p| p.get("max_new_tokens")));
             let ig = p.and_then(|p| p.get("ignore_eos")).and_then(Value::as_bool).unwrap_or(false);
             (encode(v.get("inputs").and_then(Value::as_str).unwrap_or("")), n.or(Some(100)), true, ig)
+        }
+        Family::Sglang => {
+            let p = v.get("sampling_params");
+            let n = u(p.and_then(|p| p.get("max_new_tokens"))).or(Some(128));
+            let ig = p.and_then(|p| p.get("ignore_eos")).and_then(Value::as_bool).unwrap_or(false);
+            (encode(v.get("text").and_then(Value::as_str).unwrap_or("")), n, v.get("stream").and_then(Value::as_bool).unwrap_or(false), ig)
         }
     };
     let room = max_len.saturating_sub(prompt.len() as u32).max(1);
@@ -216,8 +240,23 @@ impl Native {
         )
     }
 
+    /// An SGLang event: the text so far, and `finish_reason` on the last one.
+    fn sglang_event(&self, text: &str, completion_tokens: u32, finish: Option<super::engine::Finish>) -> String {
+        let reason = match finish {
+            None => "null".to_owned(),
+            Some(super::engine::Finish::Stop) => r#"{"type":"stop","matched":2}"#.to_owned(),
+            Some(_) => format!(r#"{{"type":"length","length":{completion_tokens}}}"#),
+        };
+        format!(
+            r#"{{"text":{},"output_ids":[],"meta_info":{{"id":"mock","finish_reason":{reason},"prompt_tokens":{},"completion_tokens":{completion_tokens},"cached_tokens":0}}}}"#,
+            js(text),
+            self.prompt_tokens
+        )
+    }
+
     fn whole(&mut self, e: &End) -> String {
         match self.family {
+            Family::Sglang => self.sglang_event(&e.text, e.completion_tokens, e.finish.or(Some(super::engine::Finish::Length))),
             Family::Ollama { chat } => self.ollama_final(chat, e, &e.text),
             Family::LlamaCpp => self.llamacpp_final(e, &e.text),
             Family::Tgi => format!(r#"[{{"generated_text":{}}}]"#, js(&e.text)),
@@ -251,6 +290,7 @@ impl Render for Native {
                 });
                 format!("data:{}\n\n", self.tgi_token(t, details))
             }
+            Family::Sglang => format!("data: {}\n\n", self.sglang_event(&self.text, t.completion_tokens, t.finish)),
         }
     }
 
@@ -258,12 +298,12 @@ impl Render for Native {
         match self.family {
             Family::Ollama { chat } => vec![format!("{}\n", self.ollama_final(chat, e, ""))],
             Family::LlamaCpp => vec![format!("data: {}\n\n", self.llamacpp_final(e, ""))],
-            Family::Tgi => Vec::new(),
+            Family::Tgi | Family::Sglang => Vec::new(),
         }
     }
 
     fn done(&self) -> Option<String> {
-        None
+        (self.family == Family::Sglang).then(|| "data: [DONE]\n\n".to_owned())
     }
 
     fn error(&self, msg: &str) -> String {
@@ -271,6 +311,7 @@ impl Render for Native {
             Family::Ollama { .. } => format!("{{\"error\":{}}}\n", js(msg)),
             Family::LlamaCpp => format!("error: {{\"code\":500,\"message\":{},\"type\":\"server_error\"}}\n\n", js(msg)),
             Family::Tgi => format!("data:{{\"error\":{},\"error_type\":\"generation\"}}\n\n", js(msg)),
+            Family::Sglang => format!("data: {{\"error\":{{\"message\":{}}}}}\n\n", js(msg)),
         }
     }
 }

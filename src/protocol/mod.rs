@@ -10,6 +10,7 @@ mod ollama;
 mod openai;
 mod openai_chat;
 mod openai_completions;
+mod sglang;
 mod tgi;
 
 use std::time::Duration;
@@ -36,16 +37,19 @@ pub enum ProtocolKind {
     Llamacpp,
     /// Hugging Face TGI `POST /generate_stream` (SSE, `data:` without a space).
     Tgi,
+    /// SGLang's native `POST /generate` (SSE, cumulative `text`, `meta_info`, `[DONE]`).
+    Sglang,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 6] = [
+    pub const ALL: [ProtocolKind; 7] = [
         ProtocolKind::OpenaiCompletions,
         ProtocolKind::OpenaiChat,
         ProtocolKind::OllamaGenerate,
         ProtocolKind::OllamaChat,
         ProtocolKind::Llamacpp,
         ProtocolKind::Tgi,
+        ProtocolKind::Sglang,
     ];
 
     /// The config name (`api:`).
@@ -57,6 +61,7 @@ impl ProtocolKind {
             ProtocolKind::OllamaChat => "ollama-chat",
             ProtocolKind::Llamacpp => "llamacpp",
             ProtocolKind::Tgi => "tgi",
+            ProtocolKind::Sglang => "sglang",
         }
     }
 
@@ -69,6 +74,7 @@ impl ProtocolKind {
             ProtocolKind::OllamaChat => &ollama::Ollama { chat: true },
             ProtocolKind::Llamacpp => &llamacpp::LlamaCpp,
             ProtocolKind::Tgi => &tgi::Tgi,
+            ProtocolKind::Sglang => &sglang::Sglang,
         }
     }
 
@@ -79,7 +85,7 @@ impl ProtocolKind {
             ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => &["prefill", "decode", "total", "load"],
             ProtocolKind::Llamacpp => &["prefill", "decode", "total"],
             ProtocolKind::Tgi => &["queue", "total"],
-            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => &[],
+            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat | ProtocolKind::Sglang => &[],
         }
     }
 
@@ -89,6 +95,7 @@ impl ProtocolKind {
             ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => Some("ollama"),
             ProtocolKind::Llamacpp => Some("llamacpp"),
             ProtocolKind::Tgi => Some("tgi"),
+            ProtocolKind::Sglang => Some("sglang"),
             ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => None,
         }
     }
@@ -188,9 +195,34 @@ impl StreamEvent {
 #[derive(Debug, Default)]
 pub struct StreamState {
     pub frames: u64,
+    /// What came so far of an API that resends the whole text in every event (SGLang).
+    pub cumulative: CumulativeText,
     /// The last cumulative token position seen (TGI `index`, llama.cpp `tokens_predicted`), to
     /// tell how many tokens a frame carried.
     pub last_position: Option<u64>,
+}
+
+/// The length and last bytes of the text so far, to count only what an event adds.
+#[derive(Debug, Default)]
+pub struct CumulativeText {
+    len: usize,
+    tail: Vec<u8>,
+}
+
+/// Bytes of the previous text compared to tell "the whole text again" from "new text only".
+const TAIL: usize = 32;
+
+impl CumulativeText {
+    /// New bytes in `text`: what it adds to the previous text when it repeats it (cumulative
+    /// events), else all of it (incremental events).
+    pub fn new_bytes(&mut self, text: &str) -> usize {
+        let b = text.as_bytes();
+        let repeats = b.len() >= self.len && b[self.len - self.tail.len()..self.len] == self.tail[..];
+        let new = if repeats { b.len() - self.len } else { b.len() };
+        self.len = b.len();
+        self.tail = b[b.len().saturating_sub(TAIL)..].to_vec();
+        new
+    }
 }
 
 impl StreamState {
