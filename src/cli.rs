@@ -44,6 +44,9 @@ pub enum Command {
     Bench(crate::bench::cmd::BenchArgs),
     /// Write report.md and report.html (inline SVG plots) for result directories; merges several.
     Report(crate::bench::cmd::ReportArgs),
+    /// Merge the shard directories of one sharded run (`bench --shard`) into one result: the same
+    /// as `report` over them, which checks run id, config and shard count and names a missing shard.
+    Merge(crate::bench::cmd::ReportArgs),
     /// Release gate: compare two results; exit 1 if goodput, throughput or latency regressed.
     Compare(crate::bench::cmd::CompareArgs),
     /// Capacity planner: memory- and compute-bound concurrency, demand vs supply, cost per 1M good tokens.

@@ -86,7 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Command::Demo(args) => demo(args).await,
             Command::Bench(args) => bench::cmd::bench(args).await,
-            Command::Report(args) => bench::cmd::report(args),
+            Command::Report(args) | Command::Merge(args) => bench::cmd::report(args),
             Command::Compare(args) => bench::cmd::compare(args),
             Command::Capacity(args) => bench::cmd::capacity(args),
             Command::Detect(cmd) => detect::cmd::run(cmd),

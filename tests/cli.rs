@@ -58,7 +58,7 @@ fn every_example_config_passes_check_config() {
 
 #[test]
 fn help_is_available_for_every_command() {
-    for cmd in ["probe", "check-config", "mock", "demo"] {
+    for cmd in ["probe", "check-config", "mock", "demo", "merge", "release"] {
         let out = Command::new(BIN).args([cmd, "--help"]).output().unwrap();
         assert!(out.status.success());
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: llmprobe"));
