@@ -125,6 +125,10 @@ struct Station {
     lifecycle: bool,
 }
 
+fn target_names(config: &Config) -> std::collections::HashSet<String> {
+    config.targets.iter().map(|t| t.name.clone()).collect()
+}
+
 async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| format!("binding the metrics address {addr}"))
 }
@@ -134,7 +138,7 @@ impl Station {
         let metrics = Arc::new(Metrics::new(config));
         let health = Arc::new(Health::new(metrics.clone()));
         let detect = config.detect.enabled.then(|| {
-            let (sink, warning) = DetectSink::new(&config.detect, metrics.detect.clone());
+            let (sink, warning) = DetectSink::new(&config.detect, target_names(config), metrics.detect.clone());
             if let Some(w) = warning {
                 tracing::warn!("detector: {w}");
             }
@@ -188,7 +192,7 @@ impl Station {
     /// Applies what a reloaded config changes outside a generation (the detector's settings).
     fn reconfigure(&self, new: &Config) {
         match &self.detect {
-            Some(d) => d.reconfigure(&new.detect),
+            Some(d) => d.reconfigure(&new.detect, target_names(new)),
             None if new.detect.enabled => tracing::warn!("detect.enabled takes effect at the next start"),
             None => {}
         }

@@ -132,9 +132,12 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
             due.push(Reverse((following.intended, i)));
             let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
             // One endpoint, or every replica at the same moment (`replicas.rate: per_replica`).
-            for target in stream.endpoints.pick() {
+            let targets = stream.endpoints.pick();
+            // `repeat_n` moves the draw into the last send: only a fan-out copies the prompt.
+            let draws = std::iter::repeat_n(draw, targets.len());
+            for (target, draw) in targets.into_iter().zip(draws) {
                 ctx.recorder.scheduled(&target.name, &stream.scenario, target.replica.as_deref());
-                let probe = Probe { target, scenario: stream.scenario.clone(), seq, draw: draw.clone(), intended };
+                let probe = Probe { target, scenario: stream.scenario.clone(), seq, draw, intended };
                 if let Some(gate) = dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await {
                     order += 1;
                     gates.push(Reverse(Gate { at: intended, order, gate }));

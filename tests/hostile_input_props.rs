@@ -87,16 +87,7 @@ const PIECES: &[&str] = &[
 ];
 
 fn json_ish(rng: &mut Rng) -> Vec<u8> {
-    let n = rng.below(40);
-    let mut out = Vec::new();
-    for _ in 0..n {
-        if rng.below(8) == 0 {
-            out.extend(rng.bytes(4));
-        } else {
-            out.extend_from_slice(rng.pick(PIECES).as_bytes());
-        }
-    }
-    out
+    props::fragments(rng, PIECES, 40)
 }
 
 #[test]

@@ -26,6 +26,9 @@ pub struct DetectSink {
     state_dir: Mutex<Option<PathBuf>>,
     /// Label sets exported by the last `publish`, so rows that disappear are removed.
     exported: Mutex<HashSet<(String, String, &'static str)>>,
+    /// The configured targets: a target a reload removed keeps its baselines in the detector
+    /// (it may come back) but exports no rows.
+    targets: Mutex<HashSet<String>>,
 }
 
 /// Unix time now, the detector's clock.
@@ -36,15 +39,23 @@ pub fn unix_now() -> f64 {
 impl DetectSink {
     /// A detector with `cfg`'s settings, restored from `state_dir` when a usable state file is
     /// there. Returns the warning when one was ignored (stale or corrupt).
-    pub fn new(cfg: &Detect, families: DetectFamilies) -> (DetectSink, Option<String>) {
+    pub fn new(cfg: &Detect, targets: HashSet<String>, families: DetectFamilies) -> (DetectSink, Option<String>) {
         let mut detector = Detector::new(cfg.tuning.clone());
         let warning = cfg.state_dir.as_deref().and_then(|dir| persist::load(dir, &mut detector, unix_now(), cfg.state_max_age.as_secs_f64()));
-        let sink = DetectSink { detector: Mutex::new(detector), families, state_dir: Mutex::new(cfg.state_dir.clone()), exported: Mutex::new(HashSet::new()) };
+        let sink = DetectSink {
+            detector: Mutex::new(detector),
+            families,
+            state_dir: Mutex::new(cfg.state_dir.clone()),
+            exported: Mutex::new(HashSet::new()),
+            targets: Mutex::new(targets),
+        };
         (sink, warning)
     }
 
-    /// Applies a reloaded `detect:` section: new settings keep the baselines (snapshot and restore).
-    pub fn reconfigure(&self, cfg: &Detect) {
+    /// Applies a reloaded config: its targets, and its `detect:` section (new settings keep the
+    /// baselines: snapshot and restore).
+    pub fn reconfigure(&self, cfg: &Detect, targets: HashSet<String>) {
+        *self.targets.lock().unwrap_or_else(|e| e.into_inner()) = targets;
         let mut det = self.lock();
         if det.settings() != &cfg.tuning {
             let snapshot = det.snapshot();
@@ -68,6 +79,10 @@ impl DetectSink {
             let mut det = self.lock();
             det.tick(now);
             (det.report(), det.drain_events())
+        };
+        let rows: Vec<SignalReport> = {
+            let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+            rows.into_iter().filter(|r| targets.contains(&r.target)).collect()
         };
         for e in events {
             let scenario = e.scenario.as_deref().unwrap_or(POOLED);

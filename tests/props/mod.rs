@@ -35,6 +35,20 @@ impl Rng {
     }
 }
 
+/// Up to `max` pieces of `pieces` (steering input towards the fields a parser reads), with a
+/// few random bytes in between.
+pub fn fragments(rng: &mut Rng, pieces: &[&str], max: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for _ in 0..rng.below(max) {
+        if rng.below(8) == 0 {
+            out.extend(rng.bytes(4));
+        } else {
+            out.extend_from_slice(rng.pick(pieces).as_bytes());
+        }
+    }
+    out
+}
+
 /// The case count: `PROPS_ITERS`, else `default`.
 pub fn iters(default: u64) -> u64 {
     std::env::var("PROPS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
