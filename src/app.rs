@@ -28,7 +28,7 @@ use crate::sink::replicas::ReplicaSink;
 use crate::sink::summary::Summary;
 use crate::source::SnapshotCache;
 use crate::target::TargetRuntime;
-use crate::workload::{Calibration, Sampler, calibrate, fingerprint};
+use crate::workload::{Calibration, Sampler, fingerprint};
 
 /// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
@@ -335,7 +335,7 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
         let (t, c, stop) = (target.clone(), calibration.clone(), shutdown.clone());
-        loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || calibrate::run(t.clone(), c.clone(), stop.clone())));
+        loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || crate::tokenize::run(t.clone(), c.clone(), stop.clone())));
         for scenario in &config.scenarios {
             // Shards draw independent streams (the same seed would send the same probes).
             let shard = config.probe.shard;
@@ -516,7 +516,7 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
 /// The fallible half of a reload: the new config, its prepared parts, and a listener when the
 /// `listen` address changed. The error is every problem, one per line.
 async fn prepare_reload(path: &std::path::Path, current: &Config, overrides: &ProbeOverrides) -> Result<(Config, Prepared, Option<TcpListener>), String> {
-    let mut new = crate::config::load(path).map_err(|errors| errors.to_string())?;
+    let mut new = crate::loader::load(path).map_err(|errors| errors.to_string())?;
     new.override_probe(overrides.shard, overrides.prober.as_deref());
     if new.probe.prober != current.probe.prober {
         return Err("probe.prober changed: the prober label is set at start; restart to change it".into());

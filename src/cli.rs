@@ -1,6 +1,6 @@
 //! Command line: `probe`, `check-config`, `workload`, `mock`, `demo`, and the bench-mode commands
 //! (`bench`, `report`, `compare`, `capacity`; their flags live in `bench::cmd`), and `detect`
-//! (flags in `detect::cmd`).
+//! (flags in `cmd::detect`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,7 +53,7 @@ pub enum Command {
     Capacity(crate::bench::cmd::CapacityArgs),
     /// Release regression detection: `simulate` sizes the probe rate (detection power, false alarms).
     #[command(subcommand)]
-    Detect(crate::detect::cmd::DetectCommand),
+    Detect(crate::cmd::detect::DetectCommand),
     /// Release markers: `mark` tells a running prober that a target was released (for CI/CD).
     #[command(subcommand)]
     Release(ReleaseCommand),

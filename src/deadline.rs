@@ -12,6 +12,15 @@ pub fn after(t: Instant, d: Duration) -> Instant {
     t.checked_add(d.min(FAR)).or_else(|| t.checked_add(Duration::from_secs(24 * 3600))).unwrap_or(t)
 }
 
+/// Waits until `deadline` on the runtime's timer (millisecond ticks, so up to about a
+/// millisecond late). For sends not released by the scheduler's dispatcher (bench, `--once`);
+/// lag is measured and exported either way.
+pub async fn wait_until(deadline: Instant) {
+    if deadline > Instant::now() {
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ pub struct Probe {
 /// `cancelled`.
 pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
     let at = probe.intended;
-    execute_when(probe, abort, crate::scheduler::wait_until(at)).await
+    execute_when(probe, abort, crate::deadline::wait_until(at)).await
 }
 
 /// Runs a probe whose request is sent when `send_at` completes: the request is built first, so

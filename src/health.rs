@@ -14,23 +14,27 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
-use crate::sink::prometheus::Metrics;
-
 /// Components named in `llmprobe_internal_errors_total{component}` (pre-created at zero).
 pub const COMPONENTS: [&str; 7] = ["probe", "recorder", "scheduler", "source", "discovery", "calibration", "detect"];
 
 /// A restarted component waits this long first, so a component that panics at once cannot spin.
 const RESTART_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Where caught internal errors are counted (`llmprobe_internal_errors_total`, kept by the
+/// Prometheus sink).
+pub trait ErrorCounter: Send + Sync {
+    fn count_internal_error(&self, component: &str);
+}
+
 pub struct Health {
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn ErrorCounter>,
     started: AtomicBool,
     /// Components that are down, with why.
     down: Mutex<BTreeMap<String, String>>,
 }
 
 impl Health {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub fn new(metrics: Arc<dyn ErrorCounter>) -> Self {
         Health { metrics, started: AtomicBool::new(false), down: Mutex::new(BTreeMap::new()) }
     }
 
@@ -56,7 +60,7 @@ impl Health {
     /// Logs and counts an internal error of `component` (a bug: the prober caught its own panic).
     pub fn internal_error(&self, component: &str, detail: &str) {
         tracing::error!(component, "internal error (caught, probing goes on): {detail}");
-        self.metrics.inc_internal_error(component);
+        self.metrics.count_internal_error(component);
     }
 
     pub fn set_down(&self, component: &str, why: &str) {

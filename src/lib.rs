@@ -7,12 +7,14 @@ pub mod app;
 pub mod arrival;
 pub mod bench;
 pub mod cli;
+pub mod cmd;
 pub mod config;
 pub mod deadline;
 pub mod detect;
 pub mod discover;
 pub mod exec;
 pub mod health;
+pub mod loader;
 pub mod measure;
 pub mod mock;
 pub mod once;
@@ -29,7 +31,9 @@ pub mod sink;
 pub mod source;
 pub mod stats;
 pub mod target;
+pub mod tokenize;
 pub mod trace;
+pub mod version;
 pub mod workload;
 
 use std::process::ExitCode;
@@ -49,7 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::CheckConfig { file } => Ok(match config::load(&file) {
+            Command::CheckConfig { file } => Ok(match loader::load(&file) {
                 Ok(cfg) => {
                     for w in &cfg.warnings {
                         eprintln!("warning: {w}");
@@ -60,7 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(errors) => config_failed(&errors),
             }),
             Command::Probe(args) => {
-                let mut cfg = match config::load(&args.config) {
+                let mut cfg = match loader::load(&args.config) {
                     Ok(cfg) => cfg,
                     Err(errors) => return Ok(config_failed(&errors)),
                 };
@@ -89,7 +93,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Report(args) | Command::Merge(args) => bench::cmd::report(args),
             Command::Compare(args) => bench::cmd::compare(args),
             Command::Capacity(args) => bench::cmd::capacity(args),
-            Command::Detect(cmd) => detect::cmd::run(cmd),
+            Command::Detect(cmd) => cmd::detect::run(cmd),
             Command::Release(cli::ReleaseCommand::Mark(args)) => release::post_marker(&args).await.map(|()| ExitCode::SUCCESS),
         }
     })
@@ -97,7 +101,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 async fn workload_command(cmd: cli::WorkloadCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        cli::WorkloadCommand::Preview { config: file } => match config::load(&file) {
+        cli::WorkloadCommand::Preview { config: file } => match loader::load(&file) {
             Ok(cfg) => {
                 print!("{}", workload::preview::render(&cfg));
                 Ok(ExitCode::SUCCESS)
@@ -111,13 +115,13 @@ async fn workload_command(cmd: cli::WorkloadCommand) -> anyhow::Result<ExitCode>
                 args.api,
                 args.model.as_ref().map(|m| format!(", model: {m:?}")).unwrap_or_default(),
             );
-            let cfg = match config::parse(&yaml, "command line") {
+            let cfg = match loader::parse(&yaml, "command line") {
                 Ok(cfg) => cfg,
                 Err(errors) => return Ok(config_failed(&errors)),
             };
             let target = cfg.targets[0].clone();
-            let report = workload::accuracy::check(target, &args.lengths, args.output, args.probes, args.warmup, !args.no_tokenize).await?;
-            print!("{}", workload::accuracy::render(&report));
+            let report = cmd::accuracy::check(target, &args.lengths, args.output, args.probes, args.warmup, !args.no_tokenize).await?;
+            print!("{}", cmd::accuracy::render(&report));
             let ok = report.rows.iter().all(|r| r.within_tolerance(report.warmup) && r.failures.is_empty());
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
@@ -131,7 +135,7 @@ fn config_failed(errors: &config::ConfigErrors) -> ExitCode {
 
 /// The embedded default: the mock engine where the demo config's target points, plus the prober.
 async fn demo(args: cli::DemoArgs) -> anyhow::Result<ExitCode> {
-    let mut cfg = config::demo();
+    let mut cfg = loader::demo();
     if let Some(listen) = args.listen {
         cfg.listen = listen;
     }

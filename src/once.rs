@@ -11,7 +11,7 @@ use crate::exec::{self, Probe};
 use crate::measure::{Sample, measure};
 use crate::outcome::Outcome;
 use crate::target::TargetRuntime;
-use crate::workload::calibrate::calibrate_with_tokenize;
+use crate::tokenize::calibrate_with_tokenize;
 use crate::workload::{Calibration, Sampler};
 
 /// Runs the probes one after another and returns the printed report; `Ok(false)` if any failed.

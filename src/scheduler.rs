@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use crate::deadline::wait_until;
+
 use crate::arrival::Arrival;
 use crate::exec::{self, Probe};
 use crate::health::{Health, panic_message};
@@ -231,14 +233,5 @@ async fn sleep_until_exact(deadline: Instant) {
     }
     if let Some(rest) = deadline.checked_duration_since(Instant::now()) {
         std::thread::sleep(rest);
-    }
-}
-
-/// Waits until `deadline` on the runtime's timer (millisecond ticks, so up to about a
-/// millisecond late). For sends not released by the dispatcher (bench, `--once`); lag is
-/// measured and exported either way.
-pub async fn wait_until(deadline: Instant) {
-    if deadline > Instant::now() {
-        tokio::time::sleep_until(deadline.into()).await;
     }
 }

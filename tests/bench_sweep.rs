@@ -22,7 +22,7 @@ fn plan(base_url: &str, bench_yaml: &str, output_tokens: u32) -> Plan {
     let text = format!(
         "probe: {{seed: 3}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: openai-chat\n    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: a, weight: 3, input_tokens: 32, output_tokens: {output_tokens}}}\n  - {{name: b, weight: 1, input_tokens: 64, output_tokens: {output_tokens}}}\nslo: {{ttft: 2s, tpot: 500ms, objective: 0.9}}\nbench:\n{bench_yaml}"
     );
-    let cfg = llmprobe::config::parse(&text, "bench-test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cfg = llmprobe::loader::parse(&text, "bench-test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
     Plan::new(cfg, "bench-test.yaml", &text).unwrap()
 }
 

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use llmprobe::config::{self, LengthSpec, SecretRef};
+use llmprobe::loader;
 use llmprobe::protocol::ProtocolKind;
 
 fn examples() -> Vec<std::path::PathBuf> {
@@ -22,7 +23,7 @@ fn every_example_loads_without_warnings() {
     let files = examples();
     assert!(files.len() >= 4, "expected the example configs, found {files:?}");
     for file in files {
-        let config = config::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let config = loader::load(&file).unwrap_or_else(|e| panic!("{e}"));
         assert!(config.warnings.is_empty(), "{}: {:?}", file.display(), config.warnings);
         assert!(!config.targets.is_empty() && !config.scenarios.is_empty());
     }
@@ -32,7 +33,7 @@ fn every_example_loads_without_warnings() {
 fn demo_is_the_shipped_file() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.yaml");
     assert_eq!(std::fs::read_to_string(path).unwrap(), config::DEMO_YAML);
-    let demo = config::demo();
+    let demo = loader::demo();
     assert_eq!(demo.targets[0].name, "mock");
     assert_eq!(demo.targets[0].base_url, "http://127.0.0.1:18000");
     assert_eq!(demo.targets[0].model.as_deref(), Some("mock-llama"));
@@ -44,12 +45,12 @@ fn demo_is_the_shipped_file() {
 #[test]
 fn vllm_and_llamacpp_discover_the_model() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    let vllm = config::load(&dir.join("vllm.yaml")).unwrap();
+    let vllm = loader::load(&dir.join("vllm.yaml")).unwrap();
     assert_eq!(vllm.targets[0].base_url, "http://127.0.0.1:8000");
     assert_eq!(vllm.targets[0].api, ProtocolKind::OpenaiChat);
     assert_eq!(vllm.targets[0].model, None);
     assert_eq!(vllm.targets[0].api_key, None);
-    let llama = config::load(&dir.join("llamacpp.yaml")).unwrap();
+    let llama = loader::load(&dir.join("llamacpp.yaml")).unwrap();
     assert_eq!(llama.targets[0].base_url, "http://127.0.0.1:8080");
     assert_eq!(llama.targets[0].api, ProtocolKind::OpenaiCompletions);
     assert_eq!(llama.targets[0].model, None);
@@ -58,7 +59,7 @@ fn vllm_and_llamacpp_discover_the_model() {
 #[test]
 fn multi_target_resolves_rates_and_keeps_secret_references() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    let c = config::load(&dir.join("multi-target.yaml")).unwrap();
+    let c = loader::load(&dir.join("multi-target.yaml")).unwrap();
     let proxy = &c.targets[1];
     assert_eq!(proxy.base_url, "https://127.0.0.1:8443/llm");
     assert_eq!(proxy.api_key, Some(SecretRef::File("/run/secrets/llm-proxy-key".into())));
@@ -73,7 +74,7 @@ fn readme_example_is_valid() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/README.md")).expect("config/README.md");
     let start = readme.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
     let len = readme[start..].find("```").expect("end of the yaml block");
-    let config = config::parse(&readme[start..start + len], "config/README.md").unwrap_or_else(|e| panic!("{e}"));
+    let config = loader::parse(&readme[start..start + len], "config/README.md").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.targets[0].api_key, Some(SecretRef::Env("VLLM_API_KEY".into())));
     assert_eq!(config.scenarios.len(), 2);
 }

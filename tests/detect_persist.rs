@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use llmprobe::detect::cmd::parse_replay;
+use llmprobe::cmd::detect::parse_replay;
 use llmprobe::detect::persist::{self, STATE_FILE};
 use llmprobe::detect::sim::{self, PlanParams};
 use llmprobe::detect::{DetectSettings, Detector, Observation, Signal, State};

@@ -447,7 +447,7 @@ fn config_loading_never_panics_on_mutated_configs() {
                 lines.remove(i);
             }
         }
-        let _ = llmprobe::config::parse(&lines.join("\n"), "mutated.yaml");
+        let _ = llmprobe::loader::parse(&lines.join("\n"), "mutated.yaml");
     });
 }
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use llmprobe::sink::prometheus::{BUILD_REVISION, BUILD_VERSION};
 use llmprobe::sink::{Metrics, Sink};
+use llmprobe::version::{BUILD_REVISION, BUILD_VERSION};
 use metrics_common::{config, golden_outcomes, ms, outcome, sample, with_server_report};
 
 const GOLDEN: &str = "tests/fixtures/golden/metrics.openmetrics.txt";
@@ -31,8 +31,7 @@ fn recorded_metrics() -> Metrics {
     metrics.set_target_info_change("local", 1_767_225_600.0);
     metrics.detect.set_release("local", "0.11.0", "discovery", 1_767_225_600.0);
     metrics_common::record_replica_series(&metrics);
-    metrics.set_source_up("engine-local", true);
-    metrics.set_source_scrape_duration("engine-local", 0.0125);
+    llmprobe::source::scrape::ScrapeReport::scraped(&metrics, "engine-local", true, 0.0125);
     metrics
 }
 

@@ -37,7 +37,7 @@ async fn probe(base: &str, follow: bool) -> llmprobe::outcome::Outcome {
     let yaml = format!(
         "targets:\n  - {{name: t, base_url: \"{base}\", api: openai-chat, model: mock-llama, follow_redirects: {follow}, headers: {{X-Team: llm}}}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
     );
-    let cfg = llmprobe::config::parse(&yaml, "t.yaml").unwrap();
+    let cfg = llmprobe::loader::parse(&yaml, "t.yaml").unwrap();
     let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
     let draw = Draw { input_tokens: 8, output_tokens: 4, prompt: "a secret prompt".into(), ..Draw::default() };
     execute(Probe { target, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() }, &CancellationToken::new()).await

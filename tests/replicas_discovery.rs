@@ -47,7 +47,7 @@ fn config(port: u16, replicas: &str) -> llmprobe::config::Config {
          \x20   discover: {{kind: dns, name: llm.test, port: {port}, interval: 200ms}}\n    replicas: {replicas}\n\
          scenarios:\n  - {{name: s, input_tokens: 16, output_tokens: 8}}\n"
     );
-    llmprobe::config::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
+    llmprobe::loader::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn scrape(addr: SocketAddr) -> String {

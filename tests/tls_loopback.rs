@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use llmprobe::config;
 use llmprobe::exec::{Probe, execute};
+use llmprobe::loader;
 use llmprobe::outcome::{ErrorClass, Outcome};
 use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
@@ -101,7 +101,7 @@ fn tls_lines(ca: bool, client: bool, insecure: bool) -> String {
 }
 
 async fn probe_yaml(yaml: &str) -> Outcome {
-    let cfg = config::parse(yaml, "tls.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let cfg = loader::parse(yaml, "tls.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     let target = cfg.targets.into_iter().next().unwrap();
     let runtime = Arc::new(TargetRuntime::new(target).unwrap());
     let draw = Draw { input_tokens: 16, output_tokens: 16, prompt: "hello there".into(), ..Draw::default() };

@@ -2,12 +2,13 @@
 //! sampled, carry their index, output length and SHA-256, and change the workload hash.
 
 use llmprobe::config;
+use llmprobe::loader;
 use llmprobe::protocol::ProtocolKind;
 use llmprobe::workload::{Sampler, fingerprint, sha256_hex};
 
 fn load(scenario: &str) -> config::Config {
     let text = format!("targets: [{{name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}}]\nscenarios:\n{scenario}");
-    config::parse(&text, "tests/fixtures/workload/probe.yaml").unwrap_or_else(|e| panic!("{e}"))
+    loader::parse(&text, "tests/fixtures/workload/probe.yaml").unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use llmprobe::config::{self, LengthSpec};
+use llmprobe::config::LengthSpec;
+use llmprobe::loader;
 use llmprobe::workload::quantile;
 
 const N: usize = 40_000;
@@ -13,7 +14,7 @@ fn scenario_lengths(yaml_length: &str) -> LengthSpec {
     let text = format!(
         "targets: [{{name: t, base_url: 'http://127.0.0.1:1', api: openai-completions}}]\nscenarios:\n  - name: s\n    input_tokens: {yaml_length}\n    output_tokens: 8\n"
     );
-    config::parse(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}")).scenarios[0].input_tokens.clone()
+    loader::parse(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}")).scenarios[0].input_tokens.clone()
 }
 
 fn samples(spec: &LengthSpec, seed: u64) -> Vec<u32> {
@@ -87,7 +88,7 @@ fn mixture_proportions_and_outer_clamp() {
 #[test]
 fn scenario_weights_give_the_mix_of_rates() {
     let text = "probe: {rate: 10}\ntargets: [{name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}]\nscenarios:\n  - {name: chat-short, weight: 70, input_tokens: 128, output_tokens: 64}\n  - {name: rag-long, weight: 25, input_tokens: 1500, output_tokens: 128}\n  - {name: long-ctx, weight: 5, input_tokens: 8000, output_tokens: 64}\n";
-    let c = config::parse(text, "t.yaml").unwrap();
+    let c = loader::parse(text, "t.yaml").unwrap();
     let rates: Vec<f64> = c.scenarios.iter().map(|s| s.rate).collect();
     assert_eq!(rates, vec![7.0, 2.5, 0.5]);
 }

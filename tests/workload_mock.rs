@@ -2,9 +2,10 @@
 //! server's prompt count is within ±2% (or ±2 tokens) of every requested length, with `/tokenize`
 //! calibration and with usage learning only, on both APIs; output length equals max_tokens.
 
+use llmprobe::cmd::accuracy;
 use llmprobe::config;
+use llmprobe::loader;
 use llmprobe::mock::{self, MockOptions};
-use llmprobe::workload::accuracy;
 use tokio_util::sync::CancellationToken;
 
 async fn start_mock() -> (std::net::SocketAddr, CancellationToken) {
@@ -17,7 +18,7 @@ async fn start_mock() -> (std::net::SocketAddr, CancellationToken) {
 
 fn target(addr: std::net::SocketAddr, api: &str) -> config::Target {
     let yaml = format!("targets: [{{name: m, base_url: 'http://{addr}', api: {api}}}]\nscenarios: [{{name: s, input_tokens: 1, output_tokens: 1}}]\n");
-    config::parse(&yaml, "test.yaml").unwrap().targets[0].clone()
+    loader::parse(&yaml, "test.yaml").unwrap().targets[0].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::{Plan, RunOptions};
-use crate::config;
+use crate::loader;
 
 /// `llmprobe bench` flags.
 #[derive(Debug, Args)]
@@ -60,7 +60,7 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, ExitCode> {
             return Err(ExitCode::from(crate::EXIT_CONFIG));
         }
     };
-    let cfg = match config::parse(&text, &file) {
+    let cfg = match loader::parse(&text, &file) {
         Ok(c) => c,
         Err(errors) => {
             eprintln!("{errors}");

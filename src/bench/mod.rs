@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::arrival::stream_seed;
 use crate::config::{Bench, BenchMode, Config, Target};
 use crate::target::TargetRuntime;
-use crate::workload::{Calibration, calibrate};
+use crate::workload::Calibration;
 use manifest::{Manifest, SideSampleFile, SloManifest, TargetManifest};
 use records::{Epoch, Place, Record};
 use side::SideSource;
@@ -190,7 +190,7 @@ async fn sweep(
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
     let calibration = Arc::new(Calibration::new(target.config.api));
-    if let Err(e) = calibrate::calibrate_with_tokenize(target, &calibration).await {
+    if let Err(e) = crate::tokenize::calibrate_with_tokenize(target, &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
     for (point, &configured) in b.points.iter().enumerate() {
@@ -347,7 +347,7 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         run_id: run_id.to_owned(),
         tool: "llmprobe".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        tool_revision: crate::sink::prometheus::BUILD_REVISION.into(),
+        tool_revision: crate::version::BUILD_REVISION.into(),
         config_file: plan.config_file.clone(),
         config_sha256: plan.config_sha256.clone(),
         mode: b.mode.as_str().into(),

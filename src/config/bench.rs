@@ -233,8 +233,9 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
 
 fn mock_profile(raw: &RawBench, c: &mut Checker) -> Option<String> {
     let name = raw.mock_profile.clone().unwrap_or_else(|| "small-gpu".to_owned());
-    if crate::mock::Profile::by_name(&name).is_none() {
-        c.error("bench.mock_profile", format!("unknown profile \"{name}\": expected one of {}", crate::mock::Profile::names().join(", ")));
+    let known = (c.resolvers.mock_profiles)();
+    if !known.contains(&name.as_str()) {
+        c.error("bench.mock_profile", format!("unknown profile \"{name}\": expected one of {}", known.join(", ")));
     }
     if raw.mock_profile.is_some() && !raw.mock {
         c.warn("bench.mock_profile", "unused: bench.mock is false");

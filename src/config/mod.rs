@@ -10,8 +10,10 @@
 //! The file format is documented in `config/README.md`.
 
 mod bench;
+mod dataset;
 mod detect;
 mod duration;
+mod kinds;
 mod locate;
 mod raw;
 mod raw_workload;
@@ -30,31 +32,31 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::protocol::ProtocolKind;
-use crate::workload::Dataset;
-
 pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
-pub use detect::Detect;
+pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
+pub use detect::{Detect, DetectSettings};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
-pub use replicas::{ReplicaRate, Replicas};
+pub use kinds::{ContentCoding, EngineKind, ProtocolKind, SourceKind};
+pub use replicas::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, ReplicaRate, Replicas};
 pub use slo::{SloOverride, SloTable};
-pub use telemetry::{OtlpProtocol, Tracing};
+pub use telemetry::{GpuFilter, OtlpProtocol, SourceSpec, Tracing};
+pub use validate::Resolvers;
 
 /// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
 pub const DEMO_YAML: &str = include_str!("../../config/demo.yaml");
 
 /// Reads and validates a configuration file. A read failure is reported like any other
 /// issue, with an empty path.
-pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+pub fn load(path: &Path, resolvers: Resolvers) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
     match std::fs::read_to_string(path) {
-        Ok(text) => parse(&text, &file),
+        Ok(text) => parse(&text, &file, resolvers),
         Err(e) => Err(ConfigErrors { file, issues: vec![ConfigIssue { path: String::new(), line: None, message: format!("cannot read config file: {e}") }] }),
     }
 }
 
 /// Parses and validates configuration text. `file` is only used in messages.
-pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
+pub fn parse(text: &str, file: &str, resolvers: Resolvers) -> Result<Config, ConfigErrors> {
     let fail = |issues| ConfigErrors { file: file.to_owned(), issues };
     // The YAML library reports a syntax error only after handing out the events before it, so
     // a broken file could first show up as a confusing "missing field". Check syntax first.
@@ -63,7 +65,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     }
     let de = serde_norway::Deserializer::from_str(text);
     let raw: raw::RawConfig = serde_path_to_error::deserialize(de).map_err(|e| fail(vec![locate::serde_issue(e)]))?;
-    let mut checker = validate::Checker::default();
+    let mut checker = validate::Checker::new(resolvers);
     let base_dir = Path::new(file).parent().unwrap_or(Path::new(""));
     let mut config = validate::validate(&raw, base_dir, &mut checker);
     let with_lines = |mut issues: Vec<ConfigIssue>| {
@@ -79,15 +81,6 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     }
     config.warnings = with_lines(checker.warnings);
     Ok(config)
-}
-
-/// The built-in demo configuration, validated.
-pub fn demo() -> Config {
-    match parse(DEMO_YAML, "config/demo.yaml") {
-        Ok(config) => config,
-        // Covered by tests; a broken built-in file is a build defect, not a user error.
-        Err(e) => panic!("built-in demo config is invalid:\n{e}"),
-    }
 }
 
 /// One problem in a configuration file.
@@ -171,7 +164,7 @@ pub struct Config {
     /// OTLP trace export (`tracing:`); `OTEL_*` variables fill what is not set.
     pub tracing: Tracing,
     /// Engine and GPU telemetry sources (`sources:`).
-    pub sources: Vec<crate::source::SourceSpec>,
+    pub sources: Vec<SourceSpec>,
     /// The `bench:` section, when present (`llmprobe bench` needs it; the prober ignores it).
     pub bench: Option<Bench>,
     /// The release-regression detector (`detect:`).
@@ -277,7 +270,7 @@ pub struct Target {
     pub slo: SloOverride,
     /// Content codings the probe accepts (`Accept-Encoding`); default `[identity]`, so the stream
     /// is timed as it leaves the server. A coded response is decoded whether asked for or not.
-    pub accept_encoding: Vec<crate::protocol::coding::ContentCoding>,
+    pub accept_encoding: Vec<ContentCoding>,
     /// Replica discovery (`discover:` and `replicas:`); `None` probes `base_url` only.
     pub replicas: Option<Replicas>,
 }

@@ -1,12 +1,12 @@
 //! `targets[].discover` and `targets[].replicas`: probe every replica behind a target.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::raw::RawDuration;
 use super::validate::Checker;
-use crate::discover::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef};
 
 /// `discover:` as written.
 #[derive(Debug, Deserialize)]
@@ -163,4 +163,55 @@ pub(super) fn replicas(path: &str, discover: Option<&RawDiscover>, raw: Option<&
     }
     let grace = raw.and_then(|r| r.grace.as_ref()).map_or(Duration::from_secs(300), |g| c.duration(&format!("{path}.replicas.grace"), g));
     Some(Replicas { discover: spec, rate, max: max.clamp(1, MAX_REPLICAS) as usize, grace })
+}
+
+/// Where a target's replicas come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiscoverSpec {
+    /// Every A/AAAA record of `name`, at `port`, re-resolved every `interval`.
+    Dns { name: String, port: u16, interval: Duration },
+    /// The ready endpoints of a Kubernetes Service's EndpointSlices.
+    Kubernetes(KubernetesSpec),
+}
+
+/// A Kubernetes Service whose EndpointSlices name the replicas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesSpec {
+    pub service: String,
+    /// Default: the pod's own namespace from the service-account files (else `default`).
+    pub namespace: Option<String>,
+    /// The EndpointSlice port (the pods' target port) by name or number.
+    pub port: PortRef,
+    /// A pod label (e.g. `app.kubernetes.io/version`, `pod-template-hash`) read from each Pod
+    /// as the replica's version, when the service account may `get` pods.
+    pub version_label: Option<String>,
+    /// `None`: in-cluster (`KUBERNETES_SERVICE_HOST`/`_PORT` and the service-account files).
+    pub api: Option<ApiAccess>,
+}
+
+/// An EndpointSlice port, by name or by number. Either must match a TCP port the slice lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortRef {
+    Name(String),
+    Number(u16),
+}
+
+impl std::fmt::Display for PortRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortRef::Name(n) => write!(f, "{n:?}"),
+            PortRef::Number(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// An API server reached from outside the cluster (or an explicit in-cluster setup).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiAccess {
+    /// `https://host:port` (a path prefix is kept).
+    pub url: String,
+    /// A bearer token, re-read when the file changes; `None`: no `Authorization` header.
+    pub token_file: Option<PathBuf>,
+    /// PEM certificates trusted besides the system roots.
+    pub ca_file: Option<PathBuf>,
 }

@@ -6,11 +6,10 @@
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::duration::format_duration;
+use super::kinds::{ContentCoding, ProtocolKind};
 use super::raw::{RawHeaders, RawTarget, RawTimeouts, RawTls};
 use super::validate::{Checker, check_name, check_unique};
 use super::{HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
-use crate::protocol::ProtocolKind;
-use crate::protocol::coding::ContentCoding;
 
 /// Every target, plus the checks across them (at least one, unique names).
 pub(super) fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {

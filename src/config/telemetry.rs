@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::kinds::{EngineKind, SourceKind};
 use super::raw::{RawDuration, RawHeaders, RawTarget};
 use super::validate::{Checker, check_name, check_unique};
-use crate::source::{EngineKind, GpuFilter, SourceKind, SourceSpec};
 
 /// `tracing:` section. Every field falls back to the standard `OTEL_*` variable, then a default.
 #[derive(Debug, Deserialize)]
@@ -249,4 +249,33 @@ fn check_url(path: &str, raw: &RawSource, kind: &SourceKind, c: &mut Checker) {
         }
         _ => {}
     }
+}
+
+/// One validated `sources:` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceSpec {
+    /// The `source` label; unique.
+    pub name: String,
+    pub kind: SourceKind,
+    /// Page to scrape (engine, dcgm). For an engine with a `target` it defaults to the target's
+    /// `base_url` + `/metrics`, filled in by the app.
+    pub url: Option<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// The target whose probes this source describes; `None` = every target.
+    pub target: Option<String>,
+    /// GPU selection (dcgm, nvml).
+    pub filter: GpuFilter,
+}
+
+/// Which GPUs of a dcgm-exporter page belong to the target. Empty lists select everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuFilter {
+    /// `gpu` label values (indexes as strings).
+    pub gpus: Vec<String>,
+    /// `UUID` label values.
+    pub uuids: Vec<String>,
+    /// `pod` label values (the pods of the served model).
+    pub pods: Vec<String>,
+    pub namespace: Option<String>,
 }

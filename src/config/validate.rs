@@ -9,19 +9,39 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use super::dataset::ReadDataset;
 use super::duration::{format_duration, parse_duration};
 use super::raw::{RawConfig, RawDuration, RawProbe, RawScenario, RawSlo};
 use super::{ArrivalSpec, Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, Slo, Target};
 use super::{target, workload};
 
+/// What config names but does not own, resolved by the modules that own it: config reads no
+/// dataset file and knows no mock profile itself.
+#[derive(Clone, Copy)]
+pub struct Resolvers {
+    /// Reads a dataset file (`workload`).
+    pub dataset: ReadDataset,
+    /// The mock engine's profile names (`mock`).
+    pub mock_profiles: fn() -> Vec<&'static str>,
+}
+
 /// Issues found so far. Paths only; lines are added by the caller.
-#[derive(Default)]
 pub struct Checker {
     pub errors: Vec<ConfigIssue>,
     pub warnings: Vec<ConfigIssue>,
+    pub resolvers: Resolvers,
 }
 
 impl Checker {
+    pub fn new(resolvers: Resolvers) -> Self {
+        Checker { errors: Vec::new(), warnings: Vec::new(), resolvers }
+    }
+
+    /// For checks that name no dataset or mock profile (a section's documented defaults).
+    pub fn detached() -> Self {
+        Checker::new(Resolvers { dataset: |path, _, _, _| Err(format!("dataset {} cannot be read here", path.display())), mock_profiles: Vec::new })
+    }
+
     pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.errors.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
     }

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::dataset::{Dataset, DatasetFormat, DatasetOrder};
 use super::raw_workload::{RawArrival, RawDataset, RawDist, RawLength, RawPrefix};
 use super::validate::Checker;
 use super::{ArrivalKind, ArrivalSpec, Diurnal, LengthSpec, PrefixSpec};
-use crate::workload::{Dataset, DatasetFormat, DatasetOrder};
 
 /// Largest accepted token count, input or output.
 pub const MAX_TOKENS: i64 = 1_000_000;
@@ -291,7 +291,7 @@ pub fn dataset(path: &str, raw: &RawDataset, base_dir: &Path, c: &mut Checker) -
         }
     };
     let file = base_dir.join(&raw.path);
-    match Dataset::load(&file, format, order, raw.nonce.unwrap_or(true)) {
+    match (c.resolvers.dataset)(&file, format, order, raw.nonce.unwrap_or(true)) {
         Ok(d) => Some(Arc::new(d)),
         Err(e) => {
             c.error(format!("{path}.path"), e);

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::math::{Z95, log_sum_exp, proportion_delta, quantile_se};
-use super::settings::DetectSettings;
+use crate::config::DetectSettings;
 
 /// One probe as the detector sees it. Latencies in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

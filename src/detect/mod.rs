@@ -36,13 +36,11 @@
 //! (2048) latency values plus as many post-release values, and 72 goodput bins: about 100 KB a
 //! key at the cap.
 
-pub mod cmd;
 pub mod compare;
 pub mod detector;
 pub mod math;
 pub mod persist;
-pub mod settings;
 pub mod sim;
 
+pub use crate::config::DetectSettings;
 pub use detector::{Detector, Estimate, Event, Ignored, Observation, Restored, Signal, SignalReport, Source, State};
-pub use settings::DetectSettings;

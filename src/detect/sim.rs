@@ -15,7 +15,7 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
 use super::detector::{Detector, Observation, Signal, Source, State};
-use super::settings::DetectSettings;
+use crate::config::DetectSettings;
 
 /// One recorded probe used as the baseline distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,38 +10,11 @@
 
 use std::borrow::Cow;
 
+pub use crate::config::ContentCoding;
+
 use flate2::{Crc, Decompress, FlushDecompress, Status};
 
-/// A content coding the prober can decode; its name is the `encoding` label value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ContentCoding {
-    Identity,
-    Gzip,
-    Deflate,
-}
-
 impl ContentCoding {
-    /// Every coding, in label order.
-    pub const ALL: [ContentCoding; 3] = [ContentCoding::Identity, ContentCoding::Gzip, ContentCoding::Deflate];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContentCoding::Identity => "identity",
-            ContentCoding::Gzip => "gzip",
-            ContentCoding::Deflate => "deflate",
-        }
-    }
-
-    /// A coding name as HTTP writes it (case-insensitive; `x-gzip` is `gzip`).
-    pub fn parse(name: &str) -> Option<ContentCoding> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "identity" => Some(ContentCoding::Identity),
-            "gzip" | "x-gzip" => Some(ContentCoding::Gzip),
-            "deflate" => Some(ContentCoding::Deflate),
-            _ => None,
-        }
-    }
-
     /// The coding of a response from its `Content-Encoding` header(s): absent is `identity`;
     /// `identity` entries are skipped; more than one real coding (stacked), or one the prober
     /// cannot decode, is an error that names it.

@@ -15,56 +15,12 @@ mod tgi;
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 pub(crate) use openai::{error_summary, truncate_chars};
 
+pub use crate::config::ProtocolKind;
 use crate::config::Target;
 
-/// The API family a target speaks. Chosen in config (`api:`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProtocolKind {
-    /// `POST /v1/completions` with a `prompt`.
-    OpenaiCompletions,
-    /// `POST /v1/chat/completions` with `messages`.
-    OpenaiChat,
-    /// Ollama `POST /api/generate` (NDJSON).
-    OllamaGenerate,
-    /// Ollama `POST /api/chat` (NDJSON).
-    OllamaChat,
-    /// llama.cpp server's native `POST /completion` (SSE with `timings`).
-    Llamacpp,
-    /// Hugging Face TGI `POST /generate_stream` (SSE, `data:` without a space).
-    Tgi,
-    /// SGLang's native `POST /generate` (SSE, cumulative `text`, `meta_info`, `[DONE]`).
-    Sglang,
-}
-
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 7] = [
-        ProtocolKind::OpenaiCompletions,
-        ProtocolKind::OpenaiChat,
-        ProtocolKind::OllamaGenerate,
-        ProtocolKind::OllamaChat,
-        ProtocolKind::Llamacpp,
-        ProtocolKind::Tgi,
-        ProtocolKind::Sglang,
-    ];
-
-    /// The config name (`api:`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolKind::OpenaiCompletions => "openai-completions",
-            ProtocolKind::OpenaiChat => "openai-chat",
-            ProtocolKind::OllamaGenerate => "ollama-generate",
-            ProtocolKind::OllamaChat => "ollama-chat",
-            ProtocolKind::Llamacpp => "llamacpp",
-            ProtocolKind::Tgi => "tgi",
-            ProtocolKind::Sglang => "sglang",
-        }
-    }
-
     /// The protocol implementation for this kind.
     pub fn protocol(self) -> &'static dyn Protocol {
         match self {

@@ -203,12 +203,7 @@ pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [-0.25, -0.1, -0.05, -0.02, -0
 
 // ---- Build identity ------------------------------------------------------------------------------
 
-pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// From `LLMPROBE_REVISION` at compile time (CI sets the git commit), else `unknown`.
-pub const BUILD_REVISION: &str = match option_env!("LLMPROBE_REVISION") {
-    Some(r) => r,
-    None => "unknown",
-};
+use crate::version::{BUILD_REVISION, BUILD_VERSION};
 
 // ---- Label sets ----------------------------------------------------------------------------------
 
@@ -1040,11 +1035,6 @@ impl Metrics {
         }
     }
 
-    /// Counts an internal error of one of the prober's components.
-    pub fn inc_internal_error(&self, component: &str) {
-        self.internal_errors.get_or_create(&ComponentLabels { component: component.to_owned() }).inc();
-    }
-
     /// Creates at zero every series that can occur, so rates and ratios exist before the first event.
     fn precreate(&self, config: &Config) {
         for target in &config.targets {
@@ -1133,14 +1123,6 @@ impl Metrics {
         self.target_info_change.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
     }
 
-    pub fn set_source_up(&self, source: &str, up: bool) {
-        self.source_up.get_or_create(&SourceLabels { source: source.to_owned() }).set(i64::from(up));
-    }
-
-    pub fn set_source_scrape_duration(&self, source: &str, seconds: f64) {
-        self.source_scrape_duration.get_or_create(&SourceLabels { source: source.to_owned() }).set(seconds);
-    }
-
     pub fn set_config_reload_ok(&self, ok: bool) {
         self.reload_ok.set(i64::from(ok));
     }
@@ -1225,7 +1207,7 @@ impl Sink for Metrics {
         let ts = TsLabels::new(&outcome.target, &outcome.scenario).with_replica(outcome.replica.as_deref());
         let class = outcome.error_class();
         if class == Some(ErrorClass::Internal) {
-            self.inc_internal_error("probe");
+            crate::health::ErrorCounter::count_internal_error(self, "probe");
         }
         let (outcome_label, error_label) = outcome_labels(class);
         self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
@@ -1252,6 +1234,20 @@ impl Sink for Metrics {
             let error = (usage.prompt_tokens as f64 - requested) / requested;
             self.prompt_error.get_or_create(&ts).observe(error);
         }
+    }
+}
+
+impl crate::health::ErrorCounter for Metrics {
+    fn count_internal_error(&self, component: &str) {
+        self.internal_errors.get_or_create(&ComponentLabels { component: component.to_owned() }).inc();
+    }
+}
+
+impl crate::source::scrape::ScrapeReport for Metrics {
+    fn scraped(&self, source: &str, up: bool, seconds: f64) {
+        let labels = SourceLabels { source: source.to_owned() };
+        self.source_up.get_or_create(&labels).set(i64::from(up));
+        self.source_scrape_duration.get_or_create(&labels).set(seconds);
     }
 }
 

@@ -2,20 +2,10 @@
 //! (by `gpu` index, `UUID`, Kubernetes `pod`/`namespace`). Several GPUs are combined:
 //! utilization is their mean, memory and power their sums.
 
+pub use crate::config::GpuFilter;
+
 use super::Reading;
 use super::promtext::{Page, Sample};
-
-/// Which GPUs of a dcgm-exporter page belong to the target. Empty lists select everything.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct GpuFilter {
-    /// `gpu` label values (indexes as strings).
-    pub gpus: Vec<String>,
-    /// `UUID` label values.
-    pub uuids: Vec<String>,
-    /// `pod` label values (the pods of the served model).
-    pub pods: Vec<String>,
-    pub namespace: Option<String>,
-}
 
 impl GpuFilter {
     pub fn selects(&self, s: &Sample) -> bool {

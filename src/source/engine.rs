@@ -3,28 +3,12 @@
 //! are both understood (`gpu_cache_usage_perc` -> `kv_cache_usage_perc`, `gpu_prefix_cache_*` ->
 //! `prefix_cache_*`), so a scrape across an upgrade never silently reads zero.
 
+pub use crate::config::EngineKind;
+
 use super::Reading;
 use super::promtext::Page;
 
-/// An engine family, by the metric names it exports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    Vllm,
-    Sglang,
-    LlamaCpp,
-    Tgi,
-}
-
 impl EngineKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Vllm => "vllm",
-            EngineKind::Sglang => "sglang",
-            EngineKind::LlamaCpp => "llamacpp",
-            EngineKind::Tgi => "tgi",
-        }
-    }
-
     /// Detects the family from the first sample whose name carries a known prefix.
     pub fn detect(page: &Page) -> Option<EngineKind> {
         page.samples.iter().find_map(|s| match s.name.as_str() {

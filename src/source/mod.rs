@@ -14,13 +14,10 @@ pub mod nvml;
 pub mod promtext;
 pub mod scrape;
 
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
 
+pub use crate::config::{EngineKind, GpuFilter, SourceKind, SourceSpec};
 pub use cache::{Joined, SnapshotCache};
-pub use dcgm::GpuFilter;
-pub use engine::EngineKind;
 
 /// What one scrape of one source found. Every field is optional: a source fills what it knows.
 /// The span attribute names are in `Reading::ATTRIBUTES` (README "Tracing").
@@ -90,44 +87,6 @@ impl Reading {
             }
         }
     }
-}
-
-/// What a source reads (validated `sources:` entry kind).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SourceKind {
-    /// An inference engine's `/metrics`; `None` detects the engine from the names present.
-    Engine(Option<EngineKind>),
-    /// A dcgm-exporter `/metrics` page.
-    Dcgm,
-    /// The local NVIDIA driver through NVML.
-    Nvml,
-}
-
-impl SourceKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            SourceKind::Engine(_) => "engine",
-            SourceKind::Dcgm => "dcgm",
-            SourceKind::Nvml => "nvml",
-        }
-    }
-}
-
-/// One validated `sources:` entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceSpec {
-    /// The `source` label; unique.
-    pub name: String,
-    pub kind: SourceKind,
-    /// Page to scrape (engine, dcgm). For an engine with a `target` it defaults to the target's
-    /// `base_url` + `/metrics`, filled in by the app.
-    pub url: Option<String>,
-    pub interval: Duration,
-    pub timeout: Duration,
-    /// The target whose probes this source describes; `None` = every target.
-    pub target: Option<String>,
-    /// GPU selection (dcgm, nvml).
-    pub filter: GpuFilter,
 }
 
 /// Something that can be scraped.

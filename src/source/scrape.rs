@@ -8,17 +8,23 @@ use futures_util::future::BoxFuture;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{self, EngineKind, PrefixCounters};
+use super::engine::{self, PrefixCounters};
 use super::{Reading, SnapshotCache, Source, SourceKind, SourceSpec, dcgm, promtext};
-use crate::sink::prometheus::Metrics;
+use crate::config::{EngineKind, GpuFilter};
 
 /// A page larger than this is refused (a misconfigured URL must not eat memory).
 const MAX_PAGE_BYTES: usize = 16 << 20;
 
+/// Where each scrape's outcome is reported (`llmprobe_source_up`, the scrape duration; kept by
+/// the Prometheus sink).
+pub trait ScrapeReport: Send + Sync {
+    fn scraped(&self, source: &str, up: bool, seconds: f64);
+}
+
 /// Scrapes `source` every `spec.interval` until `stop`, keeping `llmprobe_source_up` and the
 /// scrape duration current and storing every reading in `cache`. Failures are logged once per
 /// change of state (up -> down), never more often.
-pub async fn run(mut source: Box<dyn Source>, spec: SourceSpec, cache: Arc<SnapshotCache>, metrics: Arc<Metrics>, stop: CancellationToken) {
+pub async fn run(mut source: Box<dyn Source>, spec: SourceSpec, cache: Arc<SnapshotCache>, metrics: Arc<dyn ScrapeReport>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(spec.interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut was_up = None;
@@ -32,9 +38,8 @@ pub async fn run(mut source: Box<dyn Source>, spec: SourceSpec, cache: Arc<Snaps
             Ok(r) => r,
             Err(_) => Err(format!("no answer within {:?}", spec.timeout)),
         };
-        metrics.set_source_scrape_duration(&spec.name, started.elapsed().as_secs_f64());
         let up = result.is_ok();
-        metrics.set_source_up(&spec.name, up);
+        metrics.scraped(&spec.name, up, started.elapsed().as_secs_f64());
         match result {
             Ok(reading) => cache.push(&spec.name, started, reading),
             Err(e) if was_up != Some(false) => tracing::warn!(source = %spec.name, kind = spec.kind.as_str(), "source scrape failed: {e}"),
@@ -52,7 +57,7 @@ pub struct HttpSource {
     client: reqwest::Client,
     url: String,
     kind: SourceKind,
-    filter: dcgm::GpuFilter,
+    filter: GpuFilter,
     /// Detected or configured engine family; detection sticks after the first good page.
     engine: Option<EngineKind>,
     prefix: Option<PrefixCounters>,

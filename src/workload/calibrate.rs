@@ -10,19 +10,12 @@
 //! After a `/tokenize` fit, usage only corrects the overhead (e.g. a server whose `/tokenize`
 //! leaves out BOS). Probes before any fit use the prior (1 token per word plus BOS and, on chat,
 //! a small template). Calibration runs off the probes' clock: in a background task, or before
-//! `--once` sends.
+//! `--once` sends. The `/tokenize` calls themselves are made by `crate::tokenize`.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
-use serde_json::json;
-
-use super::prompt::synthesize;
 use crate::protocol::ProtocolKind;
-use crate::target::TargetRuntime;
 
-/// Word counts tokenized to fit the line (span the usual prompt sizes).
-const TOKENIZE_WORDS: [u32; 3] = [32, 256, 1024];
 /// Shrinkage of the usage fit's slope towards its prior, in words² (small: data wins fast once
 /// word counts differ by more than a few dozen).
 const SLOPE_PRIOR_WEIGHT: f64 = 400.0;
@@ -181,83 +174,6 @@ impl Sums {
         let slope = if slope.is_finite() && slope > 0.05 { slope } else { prior };
         (my - slope * mw, slope)
     }
-}
-
-/// Fits `cal` from the target's `/tokenize`. Tries the vLLM/SGLang body (`prompt` or
-/// `messages`), then llama.cpp's (`content`). The error says why it could not.
-pub async fn calibrate_with_tokenize(target: &TargetRuntime, cal: &Calibration) -> Result<Fit, String> {
-    let model = target.model().await.map_err(|f| format!("model discovery: {}", f.detail))?;
-    let chat = target.config.api == ProtocolKind::OpenaiChat;
-    let mut points = Vec::new();
-    for (i, words) in TOKENIZE_WORDS.into_iter().enumerate() {
-        let text = synthesize(words, 0x5eed_0000 + i as u64, None);
-        let tokens = tokenize(target, &model, chat, &text).await?;
-        points.push((words, tokens));
-    }
-    cal.set_tokenized(&points);
-    Ok(cal.fit())
-}
-
-async fn tokenize(target: &TargetRuntime, model: &str, chat: bool, text: &str) -> Result<u32, String> {
-    let vllm = if chat {
-        json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
-    } else {
-        json!({"model": model, "prompt": text})
-    };
-    match post_count(target, &vllm).await {
-        Ok(n) => Ok(n),
-        Err(first) => post_count(target, &json!({"content": text, "add_special": true})).await.map_err(|_| first),
-    }
-}
-
-async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<u32, String> {
-    let timeout = target.config.timeouts.connect.saturating_add(Duration::from_secs(10));
-    let send =
-        target.request(reqwest::Method::POST, "/tokenize").header("content-type", "application/json").body(serde_json::to_vec(body).expect("JSON body")).send();
-    let resp = tokio::time::timeout(timeout, send)
-        .await
-        .map_err(|_| "POST /tokenize timed out".to_owned())?
-        .map_err(|e| target.redact(&crate::target::error_chain(&e)))?;
-    let status = resp.status();
-    if !status.is_success() {
-        return Err(format!("POST /tokenize: HTTP {status}"));
-    }
-    let bytes = tokio::time::timeout(timeout, crate::target::read_limited(resp, crate::target::MAX_INFO_BYTES))
-        .await
-        .map_err(|_| "POST /tokenize body timed out".to_owned())?
-        .map_err(|f| target.redact(&format!("POST /tokenize: {}", f.detail)))?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("POST /tokenize: {e}"))?;
-    let count = value.get("count").and_then(serde_json::Value::as_u64).or_else(|| value.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64));
-    count.map(|n| u32::try_from(n).unwrap_or(u32::MAX)).ok_or_else(|| "POST /tokenize: no count or tokens in the answer".to_owned())
-}
-
-/// Background calibration of one target: retries `/tokenize` until it answers or is clearly
-/// absent (HTTP 404/405/400 etc.: usage learning takes over), stopping with `stop`.
-pub async fn run(target: Arc<TargetRuntime>, cal: Arc<Calibration>, stop: tokio_util::sync::CancellationToken) {
-    for attempt in 0..5u32 {
-        let result = tokio::select! {
-            r = calibrate_with_tokenize(&target, &cal) => r,
-            _ = stop.cancelled() => return,
-        };
-        match result {
-            Ok(fit) => {
-                tracing::info!(target_name = %target.name, overhead = fit.overhead, per_word = fit.per_word, "prompt length calibrated with /tokenize");
-                return;
-            }
-            Err(e) if e.contains("HTTP 4") => {
-                tracing::info!(target_name = %target.name, "no usable /tokenize ({e}): learning prompt length from usage");
-                return;
-            }
-            Err(e) => {
-                tracing::debug!(target_name = %target.name, attempt, "calibration failed: {e}");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(5 << attempt.min(3))) => {}
-                    _ = stop.cancelled() => return,
-                }
-            }
-        }
-    }
-    tracing::info!(target_name = %target.name, "giving up on /tokenize: learning prompt length from usage");
 }
 
 #[cfg(test)]

@@ -2,48 +2,12 @@
 //! format `vllm bench serve` custom datasets read) or ShareGPT conversation JSON (the first human
 //! turn is the prompt). Loaded once at config time; each entry keeps its SHA-256.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
 use super::sha256_hex;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DatasetFormat {
-    Jsonl,
-    ShareGpt,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DatasetOrder {
-    /// Sampled uniformly with replacement.
-    Random,
-    /// In file order, wrapping around.
-    Sequential,
-}
-
-/// One replayable prompt.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DatasetEntry {
-    pub prompt: String,
-    /// Requested output length, when the file gives one.
-    pub output_tokens: Option<u32>,
-    /// SHA-256 of `prompt` (hex).
-    pub sha256: String,
-}
-
-/// A loaded dataset.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dataset {
-    pub path: PathBuf,
-    pub format: DatasetFormat,
-    pub order: DatasetOrder,
-    /// Prepend a unique nonce to every prompt.
-    pub nonce: bool,
-    pub entries: Vec<DatasetEntry>,
-    /// SHA-256 of the file's bytes (hex).
-    pub sha256: String,
-}
+use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder};
 
 /// Files larger than this are refused (prompts are held in memory).
 const MAX_BYTES: u64 = 512 << 20;

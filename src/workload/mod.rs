@@ -2,17 +2,16 @@
 //! synthesized to hit the input length on the target's tokenizer (or replayed from a dataset).
 //!
 //! Files: `dist.rs` (length sampling), `prompt.rs` (prompt text), `calibrate.rs` (words per
-//! token per target), `dataset.rs` (JSONL / ShareGPT replay), `fingerprint.rs` (workload
-//! SHA-256), `preview.rs` (`llmprobe workload preview`), `accuracy.rs` (`llmprobe workload
-//! accuracy`: prompt-length figures against a live server).
+//! token per target), `dataset.rs` (reading JSONL / ShareGPT replay files), `fingerprint.rs`
+//! (workload SHA-256), `preview.rs` (`llmprobe workload preview`). No network I/O: the
+//! `/tokenize` calls are `crate::tokenize`, `llmprobe workload accuracy` is `crate::cmd::accuracy`.
 
-pub mod accuracy;
 pub mod calibrate;
 mod dataset;
 mod dist;
 mod fingerprint;
 pub mod preview;
-mod prompt;
+pub mod prompt;
 
 use std::sync::Arc;
 
@@ -20,8 +19,9 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use sha2::{Digest, Sha256};
 
+pub use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder};
 pub use calibrate::{Calibration, Fit, FitSource};
-pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, parse_jsonl, parse_sharegpt};
+pub use dataset::{parse_jsonl, parse_sharegpt};
 pub use dist::{pick, quantile};
 pub use fingerprint::{WorkloadHash, fingerprint};
 pub use prompt::{NONCE_WORDS, synthesize, synthesize_prompt};

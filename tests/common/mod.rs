@@ -4,7 +4,8 @@
 
 use std::net::SocketAddr;
 
-use llmprobe::config::{self, Config};
+use llmprobe::config::Config;
+use llmprobe::loader;
 use llmprobe::mock::{self, MockOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -23,7 +24,7 @@ pub fn config(base_url: &str, api: &str, probe: &str, extra_target: &str, output
     let yaml = format!(
         "listen: 127.0.0.1:0\nprobe: {probe}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: {api}\n{extra_target}\nscenarios:\n  - name: s\n    input_tokens: 64\n    output_tokens: {output_tokens}\nslo: {{ttft: 2s, tpot: 200ms, e2e: 20s, objective: 0.99}}\n"
     );
-    config::parse(&yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+    loader::parse(&yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"))
 }
 
 /// Sum of every sample of `name` whose label text contains all of `labels`.

@@ -9,11 +9,11 @@ use std::time::Instant;
 use rand::{RngExt, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
-use super::calibrate::calibrate_with_tokenize;
-use super::{Calibration, Draw, synthesize};
 use crate::config::Target;
 use crate::exec::{self, Probe};
 use crate::target::TargetRuntime;
+use crate::tokenize::calibrate_with_tokenize;
+use crate::workload::{Calibration, Draw, synthesize};
 
 /// Figures for one requested length.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +65,7 @@ pub async fn check(target: Target, lengths: &[u32], output: u32, probes: usize, 
     for &requested in lengths {
         let mut row = Row { requested, prompt_tokens: vec![], output_requested: output, output_tokens: vec![], failures: vec![] };
         for seq in 0..probes as u64 {
-            let words = cal.fit().words_for(requested).max(super::NONCE_WORDS);
+            let words = cal.fit().words_for(requested).max(crate::workload::NONCE_WORDS);
             let prompt = synthesize(words, rng.random(), None);
             let draw = Draw { input_tokens: requested, output_tokens: output, prompt, words, ..Draw::default() };
             let probe = Probe { target: target.clone(), scenario: Arc::from("accuracy"), seq, draw, intended: Instant::now() };

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use super::settings::DetectSettings;
-use super::sim::{self, PlanParams, ReplayProbe};
+use crate::config::DetectSettings;
+use crate::detect::sim::{self, PlanParams, ReplayProbe};
 
 #[derive(Debug, Subcommand)]
 pub enum DetectCommand {
