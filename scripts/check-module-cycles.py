@@ -80,6 +80,12 @@ for p, (mod, text) in files.items():
     folder = mod if p.endswith(("mod.rs", "lib.rs")) else mod[:-1]
     for item in DEF.findall(text) + MACRO_DEF.findall(text):
         defs.setdefault((folder, item), set()).add(p)
+external = set()  # (folder module, item) re-exported from outside the folder
+for p, (mod, text) in files.items():
+    if p.endswith(("mod.rs", "lib.rs")):
+        for body in re.findall(r"^\s*pub(?:\([^)]*\))?\s+use\s+crate::([^;]*);", text, re.M):
+            for segs in expand([], body):
+                external.add((mod, segs[-1]))
 reexports = {}  # (folder module, item) -> child module path
 for p, (mod, text) in files.items():
     if not p.endswith(("mod.rs", "lib.rs")):
@@ -93,6 +99,8 @@ def resolve(mod_path):
     """A module path plus an item -> the files that define it (following one re-export)."""
     *m, item = mod_path
     m = tuple(m)
+    if (m, item) in external:
+        return set()
     if m + (item,) in modules:
         return {modules[m + (item,)]}
     if (m, item) in reexports:
@@ -128,6 +136,11 @@ def references(p, mod, text):
     return out
 
 
+def folders_of(p, mod):
+    face = p.endswith(("mod.rs", "lib.rs"))
+    return {mod, mod[:-1]} if face and mod else {mod} if face else {mod[:-1]}
+
+
 top_edges, file_edges = {}, {}
 for p, (mod, text) in files.items():
     is_face = p.endswith(("mod.rs", "lib.rs"))
@@ -135,14 +148,14 @@ for p, (mod, text) in files.items():
     for ref in references(p, mod, body):
         if mod and ref and ref[0] != mod[0] and (ref[0],) in modules:
             top_edges.setdefault(mod[0], {}).setdefault(ref[0], p)
-        folder = mod if is_face else mod[:-1]
-        # Sibling files: the reference stays in this file's folder.
-        if len(ref) > len(folder) and ref[: len(folder)] == folder:
-            child = ref[: len(folder) + 1]
-            targets = {modules[child]} if child in modules else resolve(list(child))
-            for q in targets:
-                if q != p and os.path.dirname(q) == os.path.dirname(p):
-                    file_edges.setdefault(p, {}).setdefault(q, ref)
+        # Within a folder: the reference lands on another file of a folder this file is part of
+        # (its own folder, and for a `mod.rs` also the folder it is the face of).
+        for folder in folders_of(p, mod):
+            if len(ref) > len(folder) and ref[: len(folder)] == folder:
+                child = ref[: len(folder) + 1]
+                for q in {modules[child]} if child in modules else resolve(list(child)):
+                    if q != p and folder in folders_of(q, files[q][0]):
+                        file_edges.setdefault(p, {}).setdefault(q, ref)
 
 
 def cycles(graph):

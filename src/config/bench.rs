@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::raw::RawDuration;
-use super::validate::Checker;
+use super::check::Checker;
+use super::duration::RawDuration;
 
 /// `bench:` as written.
 #[derive(Debug, Deserialize)]
@@ -270,7 +270,7 @@ fn load_list(mode: BenchMode, at: &str, workers: &[i64], rates: &[f64], required
         let path = format!("{at}.{own}[{i}]");
         let ok = match mode {
             BenchMode::Concurrency => (1.0..=100_000.0).contains(&v),
-            BenchMode::Rate => v.is_finite() && (super::validate::MIN_RATE..=super::validate::MAX_RATE).contains(&v),
+            BenchMode::Rate => v.is_finite() && (super::check::MIN_RATE..=super::check::MAX_RATE).contains(&v),
         };
         if !ok {
             let want = if mode == BenchMode::Concurrency { "a whole number 1 to 100000" } else { "a rate between 0.0001 and 100000 per second" };

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::raw::RawDuration;
-use super::validate::Checker;
+use super::check::Checker;
+use super::duration::RawDuration;
 
 /// The section as written. Absent, empty (`detect:`) and `{}` all mean the defaults below.
 #[derive(Debug, Deserialize)]

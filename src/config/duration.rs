@@ -2,7 +2,11 @@
 //!
 //! A tiny parser rather than a dependency: one number, one unit, nothing else.
 
+use std::fmt;
 use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Visitor};
 
 /// Parses `<number><unit>` where unit is `us`, `ms`, `s`, `m` or `h`. The number may have a
 /// fractional part (`1.5s`). Surrounding whitespace is ignored.
@@ -53,6 +57,36 @@ pub fn format_duration(d: Duration) -> String {
         format!("{micros}us")
     } else {
         format!("{}s", d.as_secs_f64())
+    }
+}
+
+/// A duration as written (`250ms`, `2s`). Any scalar is accepted here so that `ttft: 30`
+/// reaches validation and gets the duration error message with its unit hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawDuration(pub String);
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = RawDuration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration like 250ms, 2s or 1m")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RawDuration, E> {
+                Ok(RawDuration(s.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawDuration, E> {
+                Ok(RawDuration(n.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawDuration, E> {
+                Ok(RawDuration(n.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<RawDuration, E> {
+                Ok(RawDuration(n.to_string()))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::ConfigIssue;
+use super::check::ConfigIssue;
 
 /// Converts a stage-1 (serde) error into an issue with the path and line it happened at.
 pub fn serde_issue(err: serde_path_to_error::Error<serde_norway::Error>) -> ConfigIssue {

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use super::raw::RawDuration;
+use super::duration::RawDuration;
 
 /// A token count as written: `128`, `{min: 64, max: 256}` (uniform), or a distribution
 /// `{kind: ..., ...}`. Which fields a kind needs is checked in validation.
@@ -147,4 +147,35 @@ pub struct RawDataset {
     /// Start each prompt with a unique nonce (default true) so replays do not hit the prefix
     /// cache by accident.
     pub nonce: Option<bool>,
+}
+
+/// One entry of `scenarios:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens, ...")]
+pub struct RawScenario {
+    /// Unique name, used as the `scenario` label: letters, digits, `_`, `.`, `-`.
+    pub name: String,
+    /// Share of `probe.rate` (> 0). Default 1. Exclusive with `rate`.
+    pub weight: Option<f64>,
+    /// Own rate in requests per second per target (> 0), outside `probe.rate`. Exclusive with
+    /// `weight`.
+    pub rate: Option<f64>,
+    /// Prompt length in tokens: a number, `{min, max}` for uniform, or a distribution;
+    /// 1..=1000000. Required unless `dataset` is set.
+    pub input_tokens: Option<RawLength>,
+    /// Requested output length in tokens (`max_tokens`), same forms. Required unless every
+    /// dataset entry carries its own.
+    pub output_tokens: Option<RawLength>,
+    /// Arrival process for this scenario, replacing `probe.arrival`.
+    pub arrival: Option<RawArrival>,
+    /// Shared prompt prefix (off by default: every prompt starts with a unique nonce).
+    pub prefix: Option<RawPrefix>,
+    /// Replay prompts from a file instead of synthesizing them.
+    pub dataset: Option<RawDataset>,
+    /// vLLM `cache_salt` sent in the body: requests with different salts never share cached
+    /// prefixes (one salt per trust group).
+    pub cache_salt: Option<String>,
+    /// SLO fields replacing the target's and the global ones for this scenario (ttft, tpot, e2e,
+    /// objective; a threshold `off` drops the inherited one).
+    pub slo: Option<super::slo::RawSloOverride>,
 }

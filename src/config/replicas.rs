@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::raw::RawDuration;
-use super::validate::Checker;
+use super::check::Checker;
+use super::duration::RawDuration;
 
 /// `discover:` as written.
 #[derive(Debug, Deserialize)]

@@ -8,9 +8,47 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::raw::RawDuration;
-use super::validate::Checker;
-use super::{Config, Slo};
+use super::check::Checker;
+use super::duration::RawDuration;
+
+/// Latency objectives; a request is "good" when it succeeded and meets every set threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slo {
+    /// Time to first token.
+    pub ttft: Option<Duration>,
+    /// Time per output token after the first.
+    pub tpot: Option<Duration>,
+    /// End-to-end latency.
+    pub e2e: Option<Duration>,
+    /// Goodput objective, a ratio in (0, 1), e.g. 0.99.
+    pub objective: f64,
+}
+
+/// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and
+/// is within every threshold that is set.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with ttft, tpot, e2e, objective")]
+pub struct RawSlo {
+    /// Time to first token.
+    pub ttft: Option<RawDuration>,
+    /// Time per output token after the first.
+    pub tpot: Option<RawDuration>,
+    /// End-to-end request latency.
+    pub e2e: Option<RawDuration>,
+    /// Target fraction of good requests, in (0, 1). Default 0.99.
+    #[serde(default = "default_objective")]
+    pub objective: f64,
+}
+
+impl Default for RawSlo {
+    fn default() -> Self {
+        RawSlo { ttft: None, tpot: None, e2e: None, objective: default_objective() }
+    }
+}
+
+fn default_objective() -> f64 {
+    0.99
+}
 
 /// `slo:` of a target or a scenario: only the fields it sets replace the inherited ones.
 #[derive(Debug, Default, Deserialize)]
@@ -47,34 +85,12 @@ impl Slo {
     }
 }
 
-impl Config {
-    /// The SLO that applies to probes of `target` × `scenario`: scenario > target > global, field
-    /// by field. Unknown names get the global SLO.
-    pub fn slo_for(&self, target: &str, scenario: &str) -> Slo {
-        let mut slo = self.slo.clone();
-        if let Some(t) = self.targets.iter().find(|t| t.name == target) {
-            slo = slo.overridden(&t.slo);
-        }
-        if let Some(s) = self.scenarios.iter().find(|s| s.name == scenario) {
-            slo = slo.overridden(&s.slo);
-        }
-        slo
-    }
-
-    /// The effective SLO of every target×scenario pair, for lookups per probe.
-    pub fn slo_table(&self) -> SloTable {
-        let pairs =
-            self.targets.iter().map(|t| (t.name.clone(), self.scenarios.iter().map(|s| (s.name.clone(), self.slo_for(&t.name, &s.name))).collect())).collect();
-        SloTable { global: self.slo.clone(), pairs: Arc::new(pairs) }
-    }
-}
-
 /// Effective SLO per (target, scenario); cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SloTable {
-    global: Slo,
+    pub(super) global: Slo,
     /// target -> scenario -> SLO.
-    pairs: Arc<HashMap<String, HashMap<String, Slo>>>,
+    pub(super) pairs: Arc<HashMap<String, HashMap<String, Slo>>>,
 }
 
 impl SloTable {
@@ -100,4 +116,13 @@ pub(super) fn slo_override(path: &str, raw: Option<&RawSloOverride>, c: &mut Che
         c.error(format!("{path}.objective"), format!("must be between 0 and 1 (exclusive), e.g. 0.99; got {obj}"));
     }
     o
+}
+
+pub(super) fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
+    let mut threshold = |name: &str, d: &Option<RawDuration>| d.as_ref().map(|d| c.positive_duration(&format!("slo.{name}"), d));
+    let slo = Slo { ttft: threshold("ttft", &raw.ttft), tpot: threshold("tpot", &raw.tpot), e2e: threshold("e2e", &raw.e2e), objective: raw.objective };
+    if !(raw.objective > 0.0 && raw.objective < 1.0) {
+        c.error("slo.objective", format!("must be between 0 and 1 (exclusive), e.g. 0.99; got {}", raw.objective));
+    }
+    slo
 }

@@ -5,13 +5,279 @@
 
 use reqwest::header::{HeaderName, HeaderValue};
 
-use super::duration::format_duration;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use super::check::{Checker, check_name, check_unique};
+use super::duration::{RawDuration, format_duration};
 use super::kinds::{ContentCoding, ProtocolKind};
-use super::raw::{RawHeaders, RawTarget, RawTimeouts, RawTls};
-use super::validate::{Checker, check_name, check_unique};
-use super::{HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
+use super::replicas::Replicas;
+use super::slo::SloOverride;
 
 /// Every target, plus the checks across them (at least one, unique names).
+/// One server to probe.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Unique, `[a-zA-Z0-9_.-]+`; the `target` label.
+    pub name: String,
+    /// Base URL without the API path, e.g. `http://127.0.0.1:8000`.
+    pub base_url: String,
+    /// API family the target speaks.
+    pub api: ProtocolKind,
+    /// `None`: discover from `GET {base_url}/v1/models` (first model).
+    pub model: Option<String>,
+    /// Where the bearer token comes from; read at startup, never at load time.
+    pub api_key: Option<SecretRef>,
+    /// Extra request headers (name, value), sent on every probe.
+    pub headers: Vec<(String, String)>,
+    /// Header values kept secret: read from env or a file at start, redacted like the key.
+    pub headers_from: Vec<(String, SecretRef)>,
+    /// Follow redirects (default false).
+    pub follow_redirects: bool,
+    pub timeouts: Timeouts,
+    /// Send `ignore_eos: true` so output length equals `max_tokens` (vLLM, SGLang accept it).
+    pub ignore_eos: bool,
+    /// Streaming request (default). `false`: one JSON answer, E2E only (no TTFT/TPOT/ITL).
+    pub stream: bool,
+    /// Largest accepted response body per request, bytes.
+    pub max_response_bytes: usize,
+    pub http_version: HttpVersion,
+    pub tls: TlsSettings,
+    /// `slo:` fields replacing the global ones for this target (a scenario's own win over them).
+    pub slo: SloOverride,
+    /// Content codings the probe accepts (`Accept-Encoding`); default `[identity]`, so the stream
+    /// is timed as it leaves the server. A coded response is decoded whether asked for or not.
+    pub accept_encoding: Vec<ContentCoding>,
+    /// Replica discovery (`discover:` and `replicas:`); `None` probes `base_url` only.
+    pub replicas: Option<Replicas>,
+}
+
+impl Target {
+    /// The `Accept-Encoding` header value probes send.
+    pub fn accept_encoding_header(&self) -> String {
+        let names: Vec<&str> = self.accept_encoding.iter().map(|c| c.as_str()).collect();
+        if names.is_empty() { "identity".to_owned() } else { names.join(", ") }
+    }
+}
+
+/// Default `max_response_bytes`: a runaway stream must not eat memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// Which HTTP version the client speaks to a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/1.1, or HTTP/2 when TLS ALPN negotiates it.
+    #[default]
+    Auto,
+    Http1,
+    /// HTTP/2 from the first byte (h2c on `http://`).
+    Http2PriorKnowledge,
+}
+
+impl HttpVersion {
+    pub const ALL: [(HttpVersion, &'static str); 3] =
+        [(HttpVersion::Auto, "auto"), (HttpVersion::Http1, "http1"), (HttpVersion::Http2PriorKnowledge, "http2-prior-knowledge")];
+}
+
+/// TLS material for a target; files are read when the client is built.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TlsSettings {
+    /// Extra trusted CA certificates (PEM), on top of the system roots.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS; both or neither.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// Accept any server certificate (tests only; warned about at load and start).
+    pub insecure_skip_verify: bool,
+}
+
+/// Where an API key comes from. The key itself is never stored in the config.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SecretRef {
+    /// Name of an environment variable.
+    Env(String),
+    /// Path of a file holding the key.
+    File(PathBuf),
+}
+
+/// Per-request limits, each > 0; `ttft` and `idle` never exceed `total`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeouts {
+    /// TCP (+TLS) connect.
+    pub connect: Duration,
+    /// Request sent -> first generated token.
+    pub ttft: Duration,
+    /// Longest allowed gap between two frames after the first token.
+    pub idle: Duration,
+    /// Whole request, send -> end of stream.
+    pub total: Duration,
+}
+
+/// One entry of `targets:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a target mapping with name, base_url, api, ...")]
+pub struct RawTarget {
+    /// Unique name, used as the `target` label: letters, digits, `_`, `.`, `-`.
+    pub name: String,
+    /// `http://` or `https://` URL of the server, without the API path; a path prefix (for a
+    /// proxy) is allowed. A trailing `/` is removed.
+    pub base_url: String,
+    /// API family: `openai-completions`, `openai-chat`, `ollama-generate`, `ollama-chat`,
+    /// `llamacpp` (native `/completion`) or `tgi` (native `/generate_stream`).
+    pub api: String,
+    /// Model name sent in requests; omit to use the first model listed by `GET /v1/models`.
+    pub model: Option<String>,
+    /// Name of an environment variable holding the API key (sent as a bearer token).
+    pub api_key_env: Option<String>,
+    /// Path of a file holding the API key. Exclusive with `api_key_env`.
+    pub api_key_file: Option<String>,
+    /// Extra request headers, `Name: value`, sent on every probe.
+    #[serde(default)]
+    pub headers: RawHeaders,
+    /// Ask the server to ignore end-of-sequence so the output length is exactly the requested
+    /// `max_tokens`. Default true.
+    #[serde(default = "default_true")]
+    pub ignore_eos: bool,
+    /// Per-request time limits.
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    /// Stream the answer (default true). `false` sends a non-streaming request and measures E2E
+    /// only: TTFT, TPOT and ITL are not observed for such a target.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Largest response body accepted per request, in bytes (>= 1024). Default 67108864 (64 MiB).
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
+    /// HTTP version: `auto` (HTTP/1.1, or HTTP/2 when TLS ALPN offers it), `http1`, or
+    /// `http2-prior-knowledge` (HTTP/2 without negotiation, e.g. h2c). Default `auto`.
+    #[serde(default = "default_http_version")]
+    pub http_version: String,
+    /// TLS settings for an `https://` target.
+    #[serde(default)]
+    pub tls: RawTls,
+    /// Follow HTTP redirects (default false: a redirect is the error class `http_3xx`, so
+    /// prompts, the key and headers never go to a host the config did not name).
+    #[serde(default)]
+    pub follow_redirects: bool,
+    /// Header values read from an environment variable or a file (`{env: NAME}` or
+    /// `{file: PATH}`), redacted like the API key everywhere; files are re-read when they change.
+    #[serde(default)]
+    pub headers_from: std::collections::BTreeMap<String, RawHeaderSource>,
+    /// SLO fields replacing the global `slo:` ones for this target's probes (ttft, tpot, e2e,
+    /// objective; a threshold `off` drops the inherited one). A scenario's own `slo:` wins.
+    pub slo: Option<super::slo::RawSloOverride>,
+    /// Content codings to accept (`Accept-Encoding`): `identity` (default), `gzip`, `deflate`.
+    /// Asking for compression makes frames be timed as they come out of the decoder.
+    pub accept_encoding: Option<Vec<String>>,
+    /// Find the replicas behind the target and probe each (`dns` or `kubernetes`).
+    pub discover: Option<super::replicas::RawDiscover>,
+    /// How the target's rate is shared by its replicas, the cap and the grace period.
+    pub replicas: Option<super::replicas::RawReplicas>,
+}
+
+/// Where one `headers_from` value comes from: exactly one of `env` or `file`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with env or file")]
+pub struct RawHeaderSource {
+    pub env: Option<String>,
+    pub file: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_max_response_bytes() -> u64 {
+    64 << 20
+}
+
+fn default_http_version() -> String {
+    "auto".to_owned()
+}
+
+/// `tls:` of a target. Server certificates are checked against the system roots plus `ca_file`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with ca_file, client_cert_file, client_key_file, insecure_skip_verify")]
+pub struct RawTls {
+    /// PEM file of extra CA certificates to trust (added to the system roots).
+    pub ca_file: Option<String>,
+    /// PEM client certificate (chain) for mutual TLS; needs `client_key_file`.
+    pub client_cert_file: Option<String>,
+    /// PEM private key of `client_cert_file`.
+    pub client_key_file: Option<String>,
+    /// Accept any server certificate. For tests only: logged as a warning at every start.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+/// `timeouts:` of a target. Every limit must be > 0; `ttft` and `idle` must not exceed `total`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with connect, ttft, idle, total")]
+pub struct RawTimeouts {
+    /// TCP (and TLS) connect. Default `2s`.
+    #[serde(default = "default_connect")]
+    pub connect: RawDuration,
+    /// Request sent -> first generated token. Default `30s`.
+    #[serde(default = "default_ttft")]
+    pub ttft: RawDuration,
+    /// Longest gap between two stream frames after the first token. Default `10s`.
+    #[serde(default = "default_idle")]
+    pub idle: RawDuration,
+    /// Whole request, sent -> end of stream. Default `120s`.
+    #[serde(default = "default_total")]
+    pub total: RawDuration,
+}
+
+impl Default for RawTimeouts {
+    fn default() -> Self {
+        RawTimeouts { connect: default_connect(), ttft: default_ttft(), idle: default_idle(), total: default_total() }
+    }
+}
+
+fn default_connect() -> RawDuration {
+    RawDuration("2s".to_owned())
+}
+
+fn default_ttft() -> RawDuration {
+    RawDuration("30s".to_owned())
+}
+
+fn default_idle() -> RawDuration {
+    RawDuration("10s".to_owned())
+}
+
+fn default_total() -> RawDuration {
+    RawDuration("120s".to_owned())
+}
+
+/// `headers:` as an ordered list of (name, value); order and duplicates are kept so that
+/// validation can report a repeated name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawHeaders(pub Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for RawHeaders {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawHeaders;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of header names to string values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawHeaders, A::Error> {
+                let mut out = Vec::new();
+                while let Some((name, value)) = map.next_entry::<String, String>()? {
+                    out.push((name, value));
+                }
+                Ok(RawHeaders(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 pub(super) fn targets(raws: &[RawTarget], c: &mut Checker) -> Vec<Target> {
     if raws.is_empty() {
         c.error("targets", "at least one target is required");

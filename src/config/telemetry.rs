@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::check::{Checker, check_name, check_unique};
+use super::duration::RawDuration;
 use super::kinds::{EngineKind, SourceKind};
-use super::raw::{RawDuration, RawHeaders, RawTarget};
-use super::validate::{Checker, check_name, check_unique};
+use super::target::{RawHeaders, RawTarget};
 
 /// `tracing:` section. Every field falls back to the standard `OTEL_*` variable, then a default.
 #[derive(Debug, Deserialize)]

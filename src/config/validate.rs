@@ -7,125 +7,16 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
-use super::dataset::ReadDataset;
-use super::duration::{format_duration, parse_duration};
-use super::raw::{RawConfig, RawDuration, RawProbe, RawScenario, RawSlo};
-use super::{ArrivalSpec, Config, ConfigIssue, LengthSpec, ProbeSettings, Scenario, Slo, Target};
+use super::check::{Checker, MAX_IN_FLIGHT, check_name, check_unique};
+use super::duration::format_duration;
+use super::model::{Config, ProbeSettings};
+use super::raw::{RawConfig, RawProbe};
+use super::raw_workload::RawScenario;
+use super::slo::slo;
+use super::target::Target;
+use super::workload::{ArrivalSpec, LengthSpec, Scenario};
 use super::{target, workload};
-
-/// What config names but does not own, resolved by the modules that own it: config reads no
-/// dataset file and knows no mock profile itself.
-#[derive(Clone, Copy)]
-pub struct Resolvers {
-    /// Reads a dataset file (`workload`).
-    pub dataset: ReadDataset,
-    /// The mock engine's profile names (`mock`).
-    pub mock_profiles: fn() -> Vec<&'static str>,
-}
-
-/// Issues found so far. Paths only; lines are added by the caller.
-pub struct Checker {
-    pub errors: Vec<ConfigIssue>,
-    pub warnings: Vec<ConfigIssue>,
-    pub resolvers: Resolvers,
-}
-
-impl Checker {
-    pub fn new(resolvers: Resolvers) -> Self {
-        Checker { errors: Vec::new(), warnings: Vec::new(), resolvers }
-    }
-
-    /// For checks that name no dataset or mock profile (a section's documented defaults).
-    pub fn detached() -> Self {
-        Checker::new(Resolvers { dataset: |path, _, _, _| Err(format!("dataset {} cannot be read here", path.display())), mock_profiles: Vec::new })
-    }
-
-    pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
-    }
-
-    pub(super) fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.warnings.push(ConfigIssue { path: path.into(), line: None, message: message.into() });
-    }
-
-    /// Parses a duration, recording an error (and returning zero) when it is malformed.
-    pub(super) fn duration(&mut self, path: &str, raw: &RawDuration) -> Duration {
-        parse_duration(&raw.0).unwrap_or_else(|e| {
-            self.error(path, e);
-            Duration::ZERO
-        })
-    }
-
-    /// A duration that must be > 0. A malformed one is reported once, as malformed.
-    pub(super) fn positive_duration(&mut self, path: &str, raw: &RawDuration) -> Duration {
-        match parse_duration(&raw.0) {
-            Ok(Duration::ZERO) => {
-                self.error(path, "must be greater than 0");
-                Duration::ZERO
-            }
-            Ok(d) => d,
-            Err(e) => {
-                self.error(path, e);
-                Duration::ZERO
-            }
-        }
-    }
-
-    /// A finite number > 0.
-    pub(super) fn positive(&mut self, path: &str, value: f64) -> f64 {
-        if value.is_finite() && value > 0.0 {
-            value
-        } else {
-            self.error(path, format!("must be a number greater than 0, got {value}"));
-            1.0
-        }
-    }
-}
-
-/// The slowest probe rate accepted: one probe every ~2.8 hours. Slower schedules say nothing
-/// useful, and the arrival arithmetic stays well inside its range.
-pub const MIN_RATE: f64 = 1e-4;
-/// Most probes in flight per target: each holds a connection and its frames.
-pub const MAX_IN_FLIGHT: u64 = 100_000;
-/// The fastest: far beyond what one prober process can send.
-pub const MAX_RATE: f64 = 100_000.0;
-
-impl Checker {
-    /// An http(s) URL with a host and no `user:password@` (a URL holding credentials is never
-    /// echoed back). `None` after recording the problem.
-    pub(super) fn http_url(&mut self, path: &str, text: &str) -> Option<reqwest::Url> {
-        let shown = if text.contains('@') { "(hidden)".to_owned() } else { format!("\"{text}\"") };
-        let url = match reqwest::Url::parse(text) {
-            Ok(url) => url,
-            Err(e) => {
-                self.error(path, format!("invalid URL {shown}: {e}; expected e.g. http://127.0.0.1:8000"));
-                return None;
-            }
-        };
-        if !matches!(url.scheme(), "http" | "https") {
-            self.error(path, format!("invalid URL {shown}: scheme must be http or https"));
-        } else if url.host_str().is_none_or(str::is_empty) {
-            self.error(path, format!("invalid URL {shown}: a host is required"));
-        } else if !url.username().is_empty() || url.password().is_some() {
-            self.error(path, "URL must not contain credentials (user:password@): they would end up in logs; use a key file or headers_from");
-        } else {
-            return Some(url);
-        }
-        None
-    }
-
-    /// A probe rate in `[MIN_RATE, MAX_RATE]`.
-    pub(super) fn rate(&mut self, path: &str, value: f64) -> f64 {
-        if value.is_finite() && (MIN_RATE..=MAX_RATE).contains(&value) {
-            value
-        } else {
-            self.error(path, format!("must be a rate between {MIN_RATE} and {MAX_RATE} probes per second, got {value}"));
-            1.0
-        }
-    }
-}
 
 /// Validates the whole file. The `Config` is meaningful only when `checker.errors` is empty.
 /// Relative dataset paths are resolved against `base_dir` (the config file's folder).
@@ -187,25 +78,6 @@ fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
     (settings, rate)
 }
 
-/// Names become metric label values: keep them short-alphabet and unique.
-pub(super) fn check_name(path: &str, name: &str, c: &mut Checker) {
-    let ok = |ch: char| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-');
-    if name.is_empty() || !name.chars().all(ok) {
-        c.error(path, format!("invalid name \"{name}\": use only letters, digits, '_', '.' and '-'"));
-    }
-}
-
-/// Reports every name that was already used by an earlier entry of `section`.
-pub(super) fn check_unique<'a>(section: &str, what: &str, names: impl Iterator<Item = &'a str>, c: &mut Checker) {
-    let mut seen: Vec<&str> = Vec::new();
-    for (i, name) in names.enumerate() {
-        if let Some(first) = seen.iter().position(|n| *n == name) {
-            c.error(format!("{section}[{i}].name"), format!("duplicate {what} name \"{name}\" (already used by {section}[{first}])"));
-        }
-        seen.push(name);
-    }
-}
-
 /// What every scenario inherits from `probe:`.
 struct Shared<'a> {
     explicit_probe_rate: Option<f64>,
@@ -244,7 +116,7 @@ fn scenarios(raws: &[RawScenario], shared: &Shared, c: &mut Checker) -> Vec<Scen
 /// One scenario's lengths, arrival, prefix and dataset.
 fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut Checker) -> Scenario {
     let dataset = raw.dataset.as_ref().and_then(|d| workload::dataset(&format!("{path}.dataset"), d, shared.base_dir, c));
-    let mut length = |field: &str, value: &Option<super::raw::RawLength>, required: bool| match value {
+    let mut length = |field: &str, value: &Option<super::raw_workload::RawLength>, required: bool| match value {
         Some(v) => workload::length(&format!("{path}.{field}"), v, c),
         None => {
             if required {
@@ -303,15 +175,6 @@ fn weight(i: usize, raw: &RawScenario, c: &mut Checker) -> Option<f64> {
         (_, Some(_)) => None,
         (w, None) => Some(c.positive(&format!("scenarios[{i}].weight"), w.unwrap_or(1.0))),
     }
-}
-
-fn slo(raw: &RawSlo, c: &mut Checker) -> Slo {
-    let mut threshold = |name: &str, d: &Option<RawDuration>| d.as_ref().map(|d| c.positive_duration(&format!("slo.{name}"), d));
-    let slo = Slo { ttft: threshold("ttft", &raw.ttft), tpot: threshold("tpot", &raw.tpot), e2e: threshold("e2e", &raw.e2e), objective: raw.objective };
-    if !(raw.objective > 0.0 && raw.objective < 1.0) {
-        c.error("slo.objective", format!("must be between 0 and 1 (exclusive), e.g. 0.99; got {}", raw.objective));
-    }
-    slo
 }
 
 /// Open-loop traffic at `rate` against requests that may each take up to `total` needs about

@@ -4,12 +4,126 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use super::check::Checker;
 use super::dataset::{Dataset, DatasetFormat, DatasetOrder};
 use super::raw_workload::{RawArrival, RawDataset, RawDist, RawLength, RawPrefix};
-use super::validate::Checker;
-use super::{ArrivalKind, ArrivalSpec, Diurnal, LengthSpec, PrefixSpec};
+use super::slo::SloOverride;
 
 /// Largest accepted token count, input or output.
+/// One request shape sent to every target at its own arrival rate.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Unique, `[a-zA-Z0-9_.-]+`; the `scenario` label.
+    pub name: String,
+    /// Resolved mean arrival rate per target, requests per second (> 0).
+    pub rate: f64,
+    /// Prompt length in tokens (unused when `dataset` is set: its prompts are sent as they are).
+    pub input_tokens: LengthSpec,
+    /// Requested output length (`max_tokens`); for a dataset, used by entries without their own.
+    pub output_tokens: LengthSpec,
+    /// How send times are drawn.
+    pub arrival: ArrivalSpec,
+    /// Shared prompt prefix; `None` = every prompt starts with a unique nonce.
+    pub prefix: Option<PrefixSpec>,
+    /// Replayed prompts instead of synthetic ones.
+    pub dataset: Option<Arc<Dataset>>,
+    /// vLLM `cache_salt` body field (prefix-cache isolation per trust group).
+    pub cache_salt: Option<String>,
+    /// `slo:` fields replacing the target's and the global ones for this scenario.
+    pub slo: SloOverride,
+}
+
+impl Scenario {
+    /// A synthetic-prompt scenario with Poisson arrivals and no prefix sharing.
+    pub fn synthetic(name: &str, rate: f64, input_tokens: LengthSpec, output_tokens: LengthSpec) -> Self {
+        Scenario {
+            name: name.to_owned(),
+            rate,
+            input_tokens,
+            output_tokens,
+            arrival: ArrivalSpec::default(),
+            prefix: None,
+            dataset: None,
+            cache_salt: None,
+            slo: SloOverride::default(),
+        }
+    }
+}
+
+/// A token-count distribution; every draw is clamped to `min..=max` (1..=1_000_000).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LengthSpec {
+    Fixed(u32),
+    /// Uniform on the inclusive range.
+    Uniform {
+        min: u32,
+        max: u32,
+    },
+    /// Normal, truncated to `min..=max` (redrawn, not piled up on the bounds).
+    Normal {
+        mean: f64,
+        stddev: f64,
+        min: u32,
+        max: u32,
+    },
+    /// e^N(mu, sigma²), truncated to `min..=max`.
+    LogNormal {
+        mu: f64,
+        sigma: f64,
+        min: u32,
+        max: u32,
+    },
+    /// Observed values with weights (> 0).
+    Empirical {
+        bins: Vec<(u32, f64)>,
+    },
+    /// One component per draw, picked by weight (> 0), then clamped to `min..=max`.
+    Mixture {
+        components: Vec<(f64, LengthSpec)>,
+        min: u32,
+        max: u32,
+    },
+}
+
+/// How a scenario's send times are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ArrivalSpec {
+    pub kind: ArrivalKind,
+    pub diurnal: Option<Diurnal>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum ArrivalKind {
+    #[default]
+    Poisson,
+    /// Gamma-distributed gaps with shape `burstiness` (CV² = 1 / burstiness; 1 = Poisson).
+    Gamma { burstiness: f64 },
+    /// Evenly spaced.
+    Constant,
+}
+
+/// Sinusoidal rate modulation: rate × (1 + amplitude × cos(2π (t − peak_at) / period)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Diurnal {
+    pub period: Duration,
+    /// In [0, 1).
+    pub amplitude: f64,
+    pub peak_at: Duration,
+}
+
+/// A shared prompt prefix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixSpec {
+    /// Prefix length in tokens (part of the input length).
+    pub tokens: u32,
+    /// Fraction of requests with a shared prefix, in [0, 1].
+    pub share: f64,
+    /// Number of different prefixes (>= 1).
+    pub distinct: u32,
+}
+
 pub const MAX_TOKENS: i64 = 1_000_000;
 
 /// z-scores of the 90th and 99th percentiles of the standard normal.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use super::{Replica, Streak, publish};
+use super::replica::{Replica, Streak, publish};
 
 /// Resolves a name to its addresses. An error (no such name, no records, resolver down) keeps
 /// the last published set; an empty answer publishes an empty set.

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Reading;
+use super::reading::Reading;
 
 /// Readings kept per source (at a 5 s interval: the last ~10 minutes).
 const HISTORY: usize = 128;

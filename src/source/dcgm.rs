@@ -4,8 +4,8 @@
 
 pub use crate::config::GpuFilter;
 
-use super::Reading;
 use super::promtext::{Page, Sample};
+use super::reading::Reading;
 
 impl GpuFilter {
     pub fn selects(&self, s: &Sample) -> bool {

@@ -5,8 +5,8 @@
 
 pub use crate::config::EngineKind;
 
-use super::Reading;
 use super::promtext::Page;
+use super::reading::Reading;
 
 impl EngineKind {
     /// Detects the family from the first sample whose name carries a known prefix.

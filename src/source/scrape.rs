@@ -9,7 +9,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::engine::{self, PrefixCounters};
-use super::{Reading, SnapshotCache, Source, SourceKind, SourceSpec, dcgm, promtext};
+use super::reading::Reading;
+use super::{SnapshotCache, Source, SourceKind, SourceSpec, dcgm, promtext};
 use crate::config::{EngineKind, GpuFilter};
 
 /// A page larger than this is refused (a misconfigured URL must not eat memory).

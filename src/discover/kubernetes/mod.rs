@@ -19,7 +19,8 @@ use futures_util::StreamExt;
 use reqwest::{StatusCode, Url};
 
 use self::model::{EndpointSlice, LineSplitter, Member, Pod, PodRef, SliceSet, WatchEvent};
-use super::{Backoff, KubernetesSpec, Replica, Streak};
+use super::KubernetesSpec;
+use super::replica::{Backoff, Replica, Streak};
 use crate::config::SecretRef;
 use crate::secret::KeySource;
 
@@ -410,7 +411,7 @@ impl Watcher<'_> {
             None => members.into_iter().map(|m| m.replica).collect(),
             Some(label) => self.with_versions(label, members).await,
         };
-        super::publish(out, replicas);
+        super::replica::publish(out, replicas);
     }
 
     fn pod_key(&self, pod: &PodRef) -> String {
