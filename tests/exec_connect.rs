@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::config::{DEFAULT_MAX_RESPONSE_BYTES, HttpVersion, Target, Timeouts, TlsSettings};
+use llmprobe::config::{Target, Timeouts};
 use llmprobe::exec::{Probe, execute};
 use llmprobe::outcome::{ErrorClass, Outcome};
 use llmprobe::protocol::ProtocolKind;
@@ -20,25 +20,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 fn target(addr: SocketAddr, connect: Duration) -> Target {
-    Target {
-        name: "connect".into(),
-        base_url: format!("http://{addr}"),
-        api: ProtocolKind::OpenaiChat,
-        model: Some("tiny-llama".into()),
-        api_key: None,
-        headers: vec![],
-        timeouts: Timeouts { connect, ttft: Duration::from_secs(3), idle: Duration::from_secs(3), total: Duration::from_secs(5) },
-        ignore_eos: true,
-        stream: true,
-        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-        http_version: HttpVersion::Auto,
-        tls: TlsSettings::default(),
-        headers_from: Vec::new(),
-        follow_redirects: false,
-        slo: Default::default(),
-        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
-        replicas: None,
-    }
+    let timeouts = Timeouts { connect, ttft: Duration::from_secs(3), idle: Duration::from_secs(3), total: Duration::from_secs(5) };
+    Target::new("connect", &format!("http://{addr}"), ProtocolKind::OpenaiChat).unwrap().with_model("tiny-llama").with_timeouts(timeouts)
 }
 
 async fn probe(target: Target) -> Outcome {

@@ -91,30 +91,9 @@ async fn replay_server(reply: Reply) -> SocketAddr {
 }
 
 fn target(addr: SocketAddr, api: ProtocolKind) -> Target {
-    Target {
-        name: "replay".into(),
-        base_url: format!("http://{addr}"),
-        api,
-        model: Some("tiny-llama".into()),
-        api_key: None,
-        headers: vec![],
-        timeouts: Timeouts {
-            connect: Duration::from_secs(1),
-            ttft: Duration::from_millis(400),
-            idle: Duration::from_millis(300),
-            total: Duration::from_secs(5),
-        },
-        ignore_eos: true,
-        stream: true,
-        max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
-        http_version: llmprobe::config::HttpVersion::Auto,
-        tls: llmprobe::config::TlsSettings::default(),
-        headers_from: Vec::new(),
-        follow_redirects: false,
-        slo: Default::default(),
-        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
-        replicas: None,
-    }
+    let timeouts =
+        Timeouts { connect: Duration::from_secs(1), ttft: Duration::from_millis(400), idle: Duration::from_millis(300), total: Duration::from_secs(5) };
+    Target::new("replay", &format!("http://{addr}"), api).unwrap().with_model("tiny-llama").with_timeouts(timeouts)
 }
 
 async fn probe(target: Target) -> Outcome {

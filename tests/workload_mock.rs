@@ -4,7 +4,6 @@
 
 use llmprobe::cmd::accuracy;
 use llmprobe::config;
-use llmprobe::loader;
 use llmprobe::mock::{self, MockOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -17,8 +16,8 @@ async fn start_mock() -> (std::net::SocketAddr, CancellationToken) {
 }
 
 fn target(addr: std::net::SocketAddr, api: &str) -> config::Target {
-    let yaml = format!("targets: [{{name: m, base_url: 'http://{addr}', api: {api}}}]\nscenarios: [{{name: s, input_tokens: 1, output_tokens: 1}}]\n");
-    loader::parse(&yaml, "test.yaml").unwrap().targets[0].clone()
+    let api = config::ProtocolKind::ALL.into_iter().find(|k| k.as_str() == api).unwrap();
+    config::Target::new("m", &format!("http://{addr}"), api).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

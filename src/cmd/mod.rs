@@ -1,4 +1,8 @@
-//! Commands that stand on top of the modules they use (one file each): nothing below imports them.
+//! The commands, one file each, on top of the modules they use: nothing below imports them.
 
 pub mod accuracy;
+pub mod config;
+pub mod demo;
 pub mod detect;
+pub mod probe;
+pub mod workload;

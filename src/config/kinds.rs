@@ -35,6 +35,11 @@ impl ProtocolKind {
         ProtocolKind::Sglang,
     ];
 
+    /// The kind a config name (`api:`) names.
+    pub fn parse(name: &str) -> Option<ProtocolKind> {
+        ProtocolKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// The config name (`api:`).
     pub fn as_str(self) -> &'static str {
         match self {

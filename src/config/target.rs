@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use super::check::{Checker, check_name, check_unique};
+use super::check::{Checker, ConfigIssue, check_name, check_unique};
 use super::duration::{RawDuration, format_duration};
 use super::kinds::{ContentCoding, ProtocolKind};
 use super::replicas::Replicas;
@@ -57,6 +57,33 @@ pub struct Target {
 }
 
 impl Target {
+    /// A target as a `targets:` entry naming only `name`, `base_url` and `api` validates: every
+    /// other field at its documented default (the same checks build it). For code that builds
+    /// targets without a file (tests, `workload accuracy --url`); change fields with the `with_`
+    /// methods or directly. Errors in the three values are returned with their field paths.
+    pub fn new(name: &str, base_url: &str, api: ProtocolKind) -> Result<Target, Vec<ConfigIssue>> {
+        let mut entry = serde_norway::Mapping::new();
+        for (key, value) in [("name", name), ("base_url", base_url), ("api", api.as_str())] {
+            entry.insert(key.into(), value.into());
+        }
+        let raw = RawTarget::deserialize(serde_norway::Value::Mapping(entry))
+            .map_err(|e| vec![ConfigIssue { path: "target".into(), line: None, message: e.to_string() }])?;
+        let mut c = Checker::detached();
+        let target = target("target", &raw, &mut c);
+        if c.errors.is_empty() { Ok(target) } else { Err(c.errors) }
+    }
+
+    /// The model to ask for (else the first one `/v1/models` lists).
+    pub fn with_model(mut self, model: &str) -> Target {
+        self.model = Some(model.to_owned());
+        self
+    }
+
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Target {
+        self.timeouts = timeouts;
+        self
+    }
+
     /// The `Accept-Encoding` header value probes send.
     pub fn accept_encoding_header(&self) -> String {
         let names: Vec<&str> = self.accept_encoding.iter().map(|c| c.as_str()).collect();

@@ -278,3 +278,14 @@ fn detect_section_absent_empty_and_full() {
     let typo = parse(&format!("{base}detect: {{tunning: {{}}}}\n"), "t.yaml").unwrap_err().to_string();
     assert!(typo.contains("tunning"), "{typo}");
 }
+
+#[test]
+fn a_built_target_equals_the_same_entry_read_from_a_file() {
+    let built = Target::new("a", "http://127.0.0.1:8000/", ProtocolKind::OpenaiCompletions).unwrap();
+    assert_eq!(format!("{built:?}"), format!("{:?}", ok(MINIMAL).targets[0]));
+    let with = built.clone().with_model("m").with_timeouts(Timeouts { connect: Duration::from_secs(1), ..built.timeouts });
+    assert_eq!((with.model.as_deref(), with.timeouts.connect), (Some("m"), Duration::from_secs(1)));
+    let bad = Target::new("a b", "ftp://x", ProtocolKind::Tgi).unwrap_err();
+    let paths: Vec<&str> = bad.iter().map(|i| i.path.as_str()).collect();
+    assert_eq!(paths, ["target.name", "target.base_url"]);
+}

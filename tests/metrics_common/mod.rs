@@ -18,25 +18,12 @@ pub fn slo() -> Slo {
 }
 
 pub fn target(name: &str) -> Target {
-    Target {
-        name: name.to_owned(),
-        base_url: "http://127.0.0.1:8000".to_owned(),
-        api: ProtocolKind::OpenaiChat,
-        model: None,
-        api_key: None,
-        headers: Vec::new(),
-        timeouts: Timeouts { connect: ms(1000), ttft: ms(5000), idle: ms(5000), total: ms(60_000) },
-        ignore_eos: true,
-        stream: true,
-        max_response_bytes: llmprobe::config::DEFAULT_MAX_RESPONSE_BYTES,
-        http_version: llmprobe::config::HttpVersion::Auto,
-        tls: llmprobe::config::TlsSettings::default(),
-        headers_from: Vec::new(),
-        follow_redirects: false,
-        slo: Default::default(),
-        accept_encoding: vec![llmprobe::protocol::coding::ContentCoding::Identity],
-        replicas: None,
-    }
+    Target::new(name, "http://127.0.0.1:8000", ProtocolKind::OpenaiChat).unwrap().with_timeouts(Timeouts {
+        connect: ms(1000),
+        ttft: ms(5000),
+        idle: ms(5000),
+        total: ms(60_000),
+    })
 }
 
 pub fn scenario(name: &str, rate: f64) -> Scenario {

@@ -1,0 +1,45 @@
+//! `llmprobe demo` (the embedded mock engine plus the prober on the demo config) and
+//! `llmprobe mock` (the mock engine alone).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::DemoArgs;
+use crate::mock::MockArgs;
+use crate::{app, loader, mock};
+
+/// Serves the mock engine until a signal.
+pub async fn mock(args: MockArgs) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    app::cancel_on_signals(shutdown.clone());
+    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!("mock engine listening on http://{}", listener.local_addr()?);
+    mock::serve(listener, args.options(), shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The embedded default: the mock engine where the demo config's target points, plus the prober.
+pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = loader::demo();
+    if let Some(listen) = args.listen {
+        cfg.listen = listen;
+    }
+    let mock_addr = mock_address(&cfg.targets[0].base_url)?;
+    let listener = tokio::net::TcpListener::bind(mock_addr).await.with_context(|| format!("binding the mock engine to {mock_addr}"))?;
+    let mock_stop = CancellationToken::new();
+    let mock_task = tokio::spawn(mock::serve(listener, mock::MockOptions::default(), mock_stop.clone()));
+    println!("llmprobe demo: mock engine on http://{mock_addr}, metrics on http://{}/metrics (Ctrl-C to stop)", cfg.listen);
+    let options = app::RunOptions { summary_every: Some(Duration::from_secs(args.summary_every.max(1))), ..app::RunOptions::default() };
+    let code = app::run_until_signal(cfg, None, options).await;
+    mock_stop.cancel();
+    let _ = mock_task.await;
+    code
+}
+
+fn mock_address(base_url: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let rest = base_url.strip_prefix("http://").context("the demo target must be plain http")?;
+    rest.trim_end_matches('/').parse().with_context(|| format!("the demo target {base_url} is not host:port"))
+}
