@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::figure::Figure;
+
 /// Inputs; every field optional here so a YAML file and flags can be merged, then checked.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
 #[serde(deny_unknown_fields)]
@@ -269,8 +271,8 @@ pub fn measured_from(summary: &super::summary::SummaryFile, source: &str) -> any
         source: source.to_owned(),
         mode: summary.mode.clone(),
         load,
-        output_tokens_per_s: p.median("output_token_throughput_per_s").unwrap_or(0.0),
-        goodput_ratio: p.median("goodput_ratio").unwrap_or(0.0),
+        output_tokens_per_s: p.median(Figure::OutputTokenThroughput).unwrap_or(0.0),
+        goodput_ratio: p.median(Figure::GoodputRatio).unwrap_or(0.0),
     })
 }
 

@@ -17,6 +17,7 @@ use std::fmt::Write;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::figure::Figure;
 use super::knee::fmt;
 use super::records::{Phase, Record};
 use super::report::ResultSet;
@@ -187,9 +188,9 @@ fn separate(row: &mut Row, b: &PointSummary, n: &PointSummary, figure: &str, t: 
             return;
         }
     }
-    let name = format!("{figure}_ms");
+    let Some(figure) = Figure::parse(&format!("{figure}_ms")) else { return };
     // With one repeat per side there is no spread to separate: the bootstrap decides alone.
-    if let (Some(bs), Some(ns)) = (b.spread.get(&name), n.spread.get(&name)) {
+    if let (Some(bs), Some(ns)) = (b.spread_of(figure), n.spread_of(figure)) {
         if bs.n > 1 && ns.n > 1 && ns.min <= bs.max {
             row.regression = false;
             row.note = "beyond threshold but the repeats overlap".into();
@@ -219,12 +220,12 @@ fn goodput_row(load: f64, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mu
 }
 
 fn throughput_row(b: &PointSummary, n: &PointSummary, t: &Thresholds) -> Row {
-    let name = "output_token_throughput_per_s";
+    let figure = Figure::OutputTokenThroughput;
     let mut row = Row {
         load: b.load,
-        figure: name.into(),
-        base: b.median(name),
-        new: n.median(name),
+        figure: figure.name().into(),
+        base: b.median(figure),
+        new: n.median(figure),
         change: None,
         interval: None,
         regression: false,
@@ -234,7 +235,7 @@ fn throughput_row(b: &PointSummary, n: &PointSummary, t: &Thresholds) -> Row {
     let change = if base > 0.0 { new / base - 1.0 } else { 0.0 };
     let beyond = -change > t.throughput_drop;
     // Separated: every new repeat below every baseline repeat.
-    let separated = match (b.spread.get(name), n.spread.get(name)) {
+    let separated = match (b.spread_of(figure), n.spread_of(figure)) {
         (Some(bs), Some(ns)) => ns.max < bs.min,
         _ => true,
     };

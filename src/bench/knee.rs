@@ -2,24 +2,13 @@
 //! objective (every lighter point too), and the saturation point where more load stops buying
 //! throughput but still costs latency. Both use each point's median across repeats.
 
-use serde::{Deserialize, Serialize};
-
-use super::summary::PointSummary;
+use super::figure::Figure;
+use super::summary::{Knee, PointSummary};
 
 /// Throughput must grow by more than this from one point to the next to count as a gain.
 pub const MIN_THROUGHPUT_GAIN: f64 = 0.10;
 /// A TTFT p95 rise of more than this (relative) at no gain marks saturation.
 pub const MAX_TTFT_RISE: f64 = 0.50;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Knee {
-    /// Largest load with goodput ratio >= objective at it and at every lighter point.
-    pub candidate: Option<f64>,
-    pub candidate_reason: String,
-    /// Last load before throughput stopped growing while TTFT p95 rose.
-    pub saturation: Option<f64>,
-    pub saturation_reason: String,
-}
 
 /// Finds the knee of points sorted by load.
 pub fn find(points: &[PointSummary], objective: f64) -> Knee {
@@ -33,7 +22,7 @@ pub fn find(points: &[PointSummary], objective: f64) -> Knee {
 fn slo_knee(pts: &[&PointSummary], objective: f64) -> (Option<f64>, String) {
     let mut best = None;
     for p in pts {
-        let ratio = p.median("goodput_ratio").unwrap_or(0.0);
+        let ratio = p.median(Figure::GoodputRatio).unwrap_or(0.0);
         if ratio < objective {
             let reason = match best {
                 None => format!("goodput ratio {ratio:.3} < objective {objective} already at the lightest load {}", fmt(p.load)),
@@ -52,8 +41,8 @@ fn slo_knee(pts: &[&PointSummary], objective: f64) -> (Option<f64>, String) {
 fn saturation(pts: &[&PointSummary]) -> (Option<f64>, String) {
     for w in pts.windows(2) {
         let (a, b) = (w[0], w[1]);
-        let (Some(ta), Some(tb)) = (a.median("output_token_throughput_per_s"), b.median("output_token_throughput_per_s")) else { continue };
-        let (Some(la), Some(lb)) = (a.median("ttft_p95_ms"), b.median("ttft_p95_ms")) else { continue };
+        let (Some(ta), Some(tb)) = (a.median(Figure::OutputTokenThroughput), b.median(Figure::OutputTokenThroughput)) else { continue };
+        let (Some(la), Some(lb)) = (a.median(Figure::TtftP95), b.median(Figure::TtftP95)) else { continue };
         let gain = if ta > 0.0 { tb / ta - 1.0 } else { 0.0 };
         let rise = if la > 0.0 { lb / la - 1.0 } else { 0.0 };
         if gain <= MIN_THROUGHPUT_GAIN && rise > MAX_TTFT_RISE {

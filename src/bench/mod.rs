@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod cmd;
 pub mod compare;
 pub mod engine;
+pub mod figure;
 pub mod knee;
 pub mod manifest;
 pub mod matrix;

@@ -3,6 +3,7 @@
 
 use std::io::{IsTerminal, Write};
 
+use super::figure::Figure;
 use super::summary::RepeatSummary;
 
 pub struct Progress {
@@ -74,18 +75,18 @@ pub fn table(s: &super::summary::SummaryFile) -> String {
         s.mode, "ok/total", "req/s", "out tok/s", "goodput", "ttft p95", "tpot p95", "e2e p95", "tput cv"
     );
     for p in &s.points {
-        let m = |k: &str| p.median(k);
+        let m = |f: Figure| p.median(f);
         out.push_str(&format!(
             "{:>8} {:>9} {:>9} {:>10} {:>8.1}% {:>10} {:>10} {:>10} {:>8}\n",
             super::knee::fmt(p.load),
             format!("{}/{}", p.pooled.success, p.pooled.requests),
-            m("request_throughput_rps").map_or("-".into(), |v| format!("{v:.2}")),
-            m("output_token_throughput_per_s").map_or("-".into(), |v| format!("{v:.0}")),
-            m("goodput_ratio").unwrap_or(0.0) * 100.0,
-            ms(m("ttft_p95_ms")),
-            ms(m("tpot_p95_ms")),
-            ms(m("e2e_p95_ms")),
-            p.spread.get("output_token_throughput_per_s").and_then(|s| s.cv).map_or("-".into(), |cv| format!("{:.1}%", cv * 100.0)),
+            m(Figure::RequestThroughput).map_or("-".into(), |v| format!("{v:.2}")),
+            m(Figure::OutputTokenThroughput).map_or("-".into(), |v| format!("{v:.0}")),
+            m(Figure::GoodputRatio).unwrap_or(0.0) * 100.0,
+            ms(m(Figure::TtftP95)),
+            ms(m(Figure::TpotP95)),
+            ms(m(Figure::E2eP95)),
+            p.spread_of(Figure::OutputTokenThroughput).and_then(|s| s.cv).map_or("-".into(), |cv| format!("{:.1}%", cv * 100.0)),
         ));
     }
     out.push_str(&format!(

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::figure::Figure;
 use super::manifest::{self, Manifest};
 use super::records::{self, Phase, Record};
 use super::summary::{PointSummary, SummaryFile};
@@ -113,8 +114,8 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// `median (min–max, cv x%)` of a figure across repeats.
-fn spread_cell(p: &PointSummary, name: &str, digits: usize) -> String {
-    match p.spread.get(name) {
+fn spread_cell(p: &PointSummary, figure: Figure, digits: usize) -> String {
+    match p.spread_of(figure) {
         Some(s) if s.n > 1 => {
             format!("{:.d$} ({:.d$}–{:.d$}{})", s.median, s.min, s.max, s.cv.map_or(String::new(), |cv| format!(", cv {:.1}%", cv * 100.0)), d = digits)
         }
@@ -205,15 +206,15 @@ pub fn markdown(rs: &ResultSet) -> String {
             p.pooled.requests,
             p.pooled.failed,
             p.pooled.dropped,
-            spread_cell(p, "request_throughput_rps", 2),
-            spread_cell(p, "output_token_throughput_per_s", 0),
-            spread_cell(p, "goodput_ratio", 3),
-            spread_cell(p, "ttft_p50_ms", 1),
-            spread_cell(p, "ttft_p95_ms", 1),
-            spread_cell(p, "ttft_p99_ms", 1),
-            spread_cell(p, "tpot_p95_ms", 2),
-            spread_cell(p, "itl_p99_ms", 2),
-            spread_cell(p, "e2e_p95_ms", 0)
+            spread_cell(p, Figure::RequestThroughput, 2),
+            spread_cell(p, Figure::OutputTokenThroughput, 0),
+            spread_cell(p, Figure::GoodputRatio, 3),
+            spread_cell(p, Figure::TtftP50, 1),
+            spread_cell(p, Figure::TtftP95, 1),
+            spread_cell(p, Figure::TtftP99, 1),
+            spread_cell(p, Figure::TpotP95, 2),
+            spread_cell(p, Figure::ItlP99, 2),
+            spread_cell(p, Figure::E2eP95, 0)
         );
     }
     let _ = write!(
@@ -286,12 +287,12 @@ The engine times TTFT from the request's arrival in the engine, the prober from 
     md
 }
 
-fn by_load(s: &SummaryFile, name: &str) -> Vec<(f64, f64)> {
-    s.points.iter().filter_map(|p| Some((p.load, p.median(name)?))).collect()
+fn by_load(s: &SummaryFile, figure: Figure) -> Vec<(f64, f64)> {
+    s.points.iter().filter_map(|p| Some((p.load, p.median(figure)?))).collect()
 }
 
-fn series(s: &SummaryFile, names: &[(&str, &str)]) -> Vec<Series> {
-    names.iter().map(|(label, name)| Series { name: (*label).into(), points: by_load(s, name) }).collect()
+fn series(s: &SummaryFile, figures: &[(&str, Figure)]) -> Vec<Series> {
+    figures.iter().map(|(label, figure)| Series { name: (*label).into(), points: by_load(s, *figure) }).collect()
 }
 
 /// The plots, in report order.
@@ -300,15 +301,15 @@ pub fn charts(rs: &ResultSet) -> Vec<Chart> {
     let x = rs.load_label().to_owned();
     let chart = |title: &str, y: &str, series: Vec<Series>| Chart { title: title.into(), x_label: x.clone(), y_label: y.into(), series, step: false };
     let mut out = vec![
-        chart("Requests per second vs load", "req/s", series(s, &[("throughput", "request_throughput_rps"), ("goodput", "request_goodput_rps")])),
+        chart("Requests per second vs load", "req/s", series(s, &[("throughput", Figure::RequestThroughput), ("goodput", Figure::RequestGoodput)])),
         chart(
             "Output tokens per second vs load",
             "tokens/s",
-            series(s, &[("output tok/s", "output_token_throughput_per_s"), ("total tok/s", "total_token_throughput_per_s")]),
+            series(s, &[("output tok/s", Figure::OutputTokenThroughput), ("total tok/s", Figure::TotalTokenThroughput)]),
         ),
-        chart("Goodput ratio vs load", "ratio", series(s, &[("goodput ratio", "goodput_ratio")])),
-        chart("TTFT vs load", "ms", series(s, &[("p50", "ttft_p50_ms"), ("p95", "ttft_p95_ms"), ("p99", "ttft_p99_ms")])),
-        chart("TPOT vs load", "ms", series(s, &[("p50", "tpot_p50_ms"), ("p95", "tpot_p95_ms"), ("p99", "tpot_p99_ms")])),
+        chart("Goodput ratio vs load", "ratio", series(s, &[("goodput ratio", Figure::GoodputRatio)])),
+        chart("TTFT vs load", "ms", series(s, &[("p50", Figure::TtftP50), ("p95", Figure::TtftP95), ("p99", Figure::TtftP99)])),
+        chart("TPOT vs load", "ms", series(s, &[("p50", Figure::TpotP50), ("p95", Figure::TpotP95), ("p99", Figure::TpotP99)])),
         Chart {
             title: "TTFT CDF per point (all repeats)".into(),
             x_label: "TTFT (ms)".into(),

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::figure::Figure;
 use super::records::{Phase, Record};
 use crate::stats::{percentile, sort_f64};
 
@@ -66,9 +67,27 @@ pub struct RepeatSummary {
 }
 
 impl RepeatSummary {
-    /// A figure by its field name (for spreads, plots and comparisons).
-    pub fn get(&self, name: &str) -> Option<f64> {
-        serde_json::to_value(self).ok()?.get(name)?.as_f64()
+    /// One figure of this repeat.
+    pub fn get(&self, figure: Figure) -> Option<f64> {
+        match figure {
+            Figure::RequestThroughput => Some(self.request_throughput_rps),
+            Figure::OutputTokenThroughput => Some(self.output_token_throughput_per_s),
+            Figure::TotalTokenThroughput => Some(self.total_token_throughput_per_s),
+            Figure::RequestGoodput => Some(self.request_goodput_rps),
+            Figure::GoodputRatio => Some(self.goodput_ratio),
+            Figure::TtftP50 => self.ttft_p50_ms,
+            Figure::TtftP95 => self.ttft_p95_ms,
+            Figure::TtftP99 => self.ttft_p99_ms,
+            Figure::TpotP50 => self.tpot_p50_ms,
+            Figure::TpotP95 => self.tpot_p95_ms,
+            Figure::TpotP99 => self.tpot_p99_ms,
+            Figure::ItlP50 => self.itl_p50_ms,
+            Figure::ItlP95 => self.itl_p95_ms,
+            Figure::ItlP99 => self.itl_p99_ms,
+            Figure::E2eP50 => self.e2e_p50_ms,
+            Figure::E2eP95 => self.e2e_p95_ms,
+            Figure::E2eP99 => self.e2e_p99_ms,
+        }
     }
 }
 
@@ -85,27 +104,6 @@ pub struct Spread {
     pub cv: Option<f64>,
 }
 
-/// Figures that get a spread.
-pub const SPREAD_FIGURES: [&str; 17] = [
-    "request_throughput_rps",
-    "output_token_throughput_per_s",
-    "total_token_throughput_per_s",
-    "request_goodput_rps",
-    "goodput_ratio",
-    "ttft_p50_ms",
-    "ttft_p95_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p95_ms",
-    "tpot_p99_ms",
-    "itl_p50_ms",
-    "itl_p95_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p95_ms",
-    "e2e_p99_ms",
-];
-
 /// One load point: each repeat, all repeats pooled, and the spread across repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointSummary {
@@ -119,9 +117,24 @@ pub struct PointSummary {
 
 impl PointSummary {
     /// The median across repeats of a figure (the pooled value when there is no spread).
-    pub fn median(&self, name: &str) -> Option<f64> {
-        self.spread.get(name).map(|s| s.median).or_else(|| self.pooled.get(name))
+    pub fn median(&self, figure: Figure) -> Option<f64> {
+        self.spread_of(figure).map(|s| s.median).or_else(|| self.pooled.get(figure))
     }
+
+    /// The spread of a figure across repeats, when the repeats have it.
+    pub fn spread_of(&self, figure: Figure) -> Option<&Spread> {
+        self.spread.get(figure.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    /// Largest load with goodput ratio >= objective at it and at every lighter point.
+    pub candidate: Option<f64>,
+    pub candidate_reason: String,
+    /// Last load before throughput stopped growing while TTFT p95 rose.
+    pub saturation: Option<f64>,
+    pub saturation_reason: String,
 }
 
 /// The whole `summary.json`.
@@ -133,7 +146,7 @@ pub struct SummaryFile {
     pub percentile_method: String,
     pub goodput_objective: f64,
     pub points: Vec<PointSummary>,
-    pub knee: super::knee::Knee,
+    pub knee: Knee,
 }
 
 fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {
@@ -211,8 +224,8 @@ pub fn summarize(records: &[&Record], point: usize, load: f64, repeat: Option<u3
 /// Spread of each figure across the repeats that have it.
 pub fn spread(repeats: &[RepeatSummary]) -> BTreeMap<String, Spread> {
     let mut out = BTreeMap::new();
-    for name in SPREAD_FIGURES {
-        let values = sorted(repeats.iter().filter_map(|r| r.get(name)));
+    for figure in Figure::ALL {
+        let values = sorted(repeats.iter().filter_map(|r| r.get(figure)));
         if values.is_empty() {
             continue;
         }
@@ -222,7 +235,7 @@ pub fn spread(repeats: &[RepeatSummary]) -> BTreeMap<String, Spread> {
             let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
             var.sqrt() / mean.abs()
         });
-        out.insert(name.to_owned(), Spread { n, min: values[0], median: percentile(&values, 0.5).unwrap_or(values[0]), max: values[n - 1], mean, cv });
+        out.insert(figure.name().to_owned(), Spread { n, min: values[0], median: percentile(&values, 0.5).unwrap_or(values[0]), max: values[n - 1], mean, cv });
     }
     out
 }
