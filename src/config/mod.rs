@@ -33,7 +33,7 @@ use std::time::Duration;
 use crate::protocol::ProtocolKind;
 use crate::workload::Dataset;
 
-pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
+pub use bench::{Bench, BenchMode, Matrix};
 pub use detect::Detect;
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
 pub use replicas::{ReplicaRate, Replicas};

@@ -11,6 +11,7 @@ pub mod calibrate;
 mod dataset;
 mod dist;
 mod fingerprint;
+mod mix;
 pub mod preview;
 mod prompt;
 
@@ -24,6 +25,7 @@ pub use calibrate::{Calibration, Fit, FitSource};
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, parse_jsonl, parse_sharegpt};
 pub use dist::{pick, quantile};
 pub use fingerprint::{WorkloadHash, fingerprint};
+pub use mix::Mix;
 pub use prompt::{NONCE_WORDS, synthesize, synthesize_prompt};
 
 use crate::config::Scenario;
