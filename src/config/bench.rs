@@ -269,7 +269,13 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
 fn arrival(raw: &RawBenchArrival, c: &mut Checker) -> ArrivalSpec {
     const AT: &str = "bench.arrival";
     let spec = match raw {
-        RawBenchArrival::Kind(kind) => RawArrival { kind: kind.clone(), burstiness: None, diurnal: None },
+        RawBenchArrival::Kind(kind) => {
+            if !["poisson", "gamma", "constant"].contains(&kind.as_str()) {
+                c.error(AT, format!("unknown arrival \"{kind}\": expected poisson, gamma, constant or a mapping {{kind, cv, diurnal}}"));
+                return ArrivalSpec::default();
+            }
+            RawArrival { kind: kind.clone(), burstiness: None, diurnal: None }
+        }
         RawBenchArrival::Spec(s) => {
             let kind = s.kind.clone().unwrap_or_else(|| "poisson".to_owned());
             let burstiness = match (s.cv, s.burstiness) {
