@@ -243,6 +243,19 @@ mod tests {
     }
 
     #[test]
+    fn shifted_replaces_only_the_first_gap_and_describe_names_the_spec() {
+        let mut s = Shifted { first: Some(Duration::from_millis(10)), rest: Box::new(Constant::new(4.0)) };
+        let gaps: Vec<Duration> = (0..3).map(|_| s.next_gap()).collect();
+        assert_eq!(gaps, [10, 250, 250].map(Duration::from_millis));
+        assert_eq!(describe(&ArrivalSpec::default()), "poisson");
+        let gamma = ArrivalSpec {
+            kind: ArrivalKind::Gamma { burstiness: 0.25 },
+            diurnal: Some(Diurnal { period: Duration::from_secs(3600), amplitude: 0.5, peak_at: Duration::ZERO }),
+        };
+        assert_eq!(describe(&gamma), "gamma (burstiness 0.25, cv 2), diurnal (period 3600s, amplitude 0.5, peak_at 0s)");
+    }
+
+    #[test]
     fn seeded_schedules_repeat_and_streams_differ() {
         let a: Vec<_> = (0..5)
             .map({

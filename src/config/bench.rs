@@ -369,3 +369,33 @@ fn matrix(mode: BenchMode, raw: &RawMatrix, c: &mut Checker) -> Matrix {
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ArrivalKind, ArrivalSpec, BenchMode, parse};
+
+    fn bench(yaml: &str) -> super::Bench {
+        let text = format!(
+            "targets:\n  - {{name: t, base_url: http://127.0.0.1:8000, api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 8}}\nbench:\n  requests: 5\n{yaml}"
+        );
+        parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}")).bench.expect("bench section")
+    }
+
+    #[test]
+    fn arrival_is_a_kind_or_a_spec() {
+        let open = |a: &str| bench(&format!("  mode: open\n  rates: [1]\n{a}"));
+        assert_eq!(open("").arrival, ArrivalSpec::default());
+        assert_eq!(open("  arrival: constant\n").arrival.kind, ArrivalKind::Constant);
+        assert_eq!(open("  arrival: gamma\n").arrival.kind, ArrivalKind::Gamma { burstiness: 1.0 });
+        assert_eq!(open("  arrival: {kind: gamma, cv: 2}\n").arrival.kind, ArrivalKind::Gamma { burstiness: 0.25 });
+        assert_eq!(open("  arrival: {kind: gamma, burstiness: 4}\n").arrival.kind, ArrivalKind::Gamma { burstiness: 4.0 });
+        let diurnal = open("  arrival: {diurnal: {period: 1h, amplitude: 0.5}}\n").arrival;
+        assert_eq!((diurnal.kind, diurnal.diurnal.map(|d| d.amplitude)), (ArrivalKind::Poisson, Some(0.5)));
+    }
+
+    #[test]
+    fn open_and_closed_name_the_modes() {
+        assert_eq!(bench("  mode: open\n  rates: [1]\n").mode, BenchMode::Rate);
+        assert_eq!(bench("  mode: closed\n  concurrency: [1]\n").mode, BenchMode::Concurrency);
+    }
+}
