@@ -10,7 +10,7 @@
 //!   by a gate the dispatcher fires at the send time. When a target's in-flight cap is reached the
 //!   probe is dropped and counted, never delayed (`InFlightSlot::take`, the only cap).
 //! - Closed pacing: `workers` loops on the main runtime, each sending its next request the moment
-//!   its previous one ended (that moment is its intended time).
+//!   its previous one ended (a request is due as soon as it is drawn).
 //! - Stop rule: a request count over the run, a duration (no new request after it; running ones
 //!   finish), a hard timeout (running requests end as `cancelled`); or none of them: the run
 //!   lasts until `RunContext::stop` is cancelled (the prober).
@@ -358,8 +358,7 @@ struct ClosedStream {
 /// One closed-loop worker: the next request is due the moment the previous one ended.
 async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunContext) {
     loop {
-        let intended = Instant::now();
-        if ctx.stop.is_cancelled() || !budget.take(intended) {
+        if ctx.stop.is_cancelled() || !budget.take(Instant::now()) {
             return;
         }
         let seq = stream.seq.fetch_add(1, Ordering::AcqRel);
@@ -369,6 +368,8 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             (scenario, draw, draws.calibration().clone())
         };
         draw.probe_id = format!("{}-{seq}", stream.id_prefix);
+        // Due once drawn: as in open pacing, drawing never shows up as schedule lag.
+        let intended = Instant::now();
         let targets = stream.endpoints.pick();
         let draws = std::iter::repeat_n(draw, targets.len());
         let sends = targets.into_iter().zip(draws).map(|(target, draw)| {

@@ -234,7 +234,8 @@ async fn sweep(
             let place = Place { run_id: run_id.to_owned(), point, load, repeat };
             let slo = plan.config.slo_table();
             let sink = Arc::new(Collect::new(move |o, sample| records::from_outcome(o, sample, slo.get(&o.target, &o.scenario), &epoch, &place)));
-            let stream = Stream { endpoints: Arc::new(Endpoints::new(target.clone())), draws: mix, pacing, id_prefix: format!("{run_id}-{}-{stream}", target.name) };
+            let stream =
+                Stream { endpoints: Arc::new(Endpoints::new(target.clone())), draws: mix, pacing, id_prefix: format!("{run_id}-{}-{stream}", target.name) };
             let stopped = scheduler::drive(vec![stream], stop, vec![sink.clone()], plan.config.slo_table()).await?;
             if stopped == StoppedBy::Timeout {
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);

@@ -114,7 +114,9 @@ pub fn superposition(b: &Bench, n: u32) -> String {
             format!("{n} independent Poisson streams at rate/{n}: their superposition is exactly a Poisson stream at the configured rate")
         }
         (BenchMode::Rate, ArrivalKind::Poisson, Some(_)) => {
-            format!("{n} independent diurnal Poisson streams at rate/{n} on one rate curve: their superposition is exactly the diurnal Poisson stream at the configured rate")
+            format!(
+                "{n} independent diurnal Poisson streams at rate/{n} on one rate curve: their superposition is exactly the diurnal Poisson stream at the configured rate"
+            )
         }
         (BenchMode::Rate, ArrivalKind::Constant, None) => {
             format!("{n} phase-shifted tickers at rate/{n} (shard I first sends at (I+1)/rate): their union is the ticker at the configured rate")
