@@ -16,7 +16,7 @@ use crate::health::{Health, spawn_supervised};
 use crate::recorder::{self, Accounting};
 use crate::release::Releases;
 use crate::replicas::Endpoints;
-use crate::scheduler::{self, RunContext, Stream};
+use crate::scheduler::{self, Pacing, RunContext, StopRule, Stream};
 use crate::server::{self, ServerState};
 use crate::sink::Sink;
 use crate::sink::detect::{DetectSink, unix_now};
@@ -28,7 +28,7 @@ use crate::sink::replicas::ReplicaSink;
 use crate::sink::summary::Summary;
 use crate::source::SnapshotCache;
 use crate::target::TargetRuntime;
-use crate::workload::{Calibration, Sampler, fingerprint};
+use crate::workload::{Calibration, Mix, Sampler, fingerprint};
 
 /// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
@@ -343,15 +343,13 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
             let seed = stream_seed(run_seed, &key);
             streams.push(Stream {
                 endpoints: endpoints.clone(),
-                scenario: Arc::from(scenario.name.as_str()),
-                arrival: arrival::build(&scenario.arrival, scenario.rate, seed),
-                sampler: Sampler::new(scenario.clone(), seed.rotate_left(17), calibration.clone()),
-                max_in_flight: config.probe.max_in_flight,
+                draws: Mix::single(&scenario.name, Sampler::new(scenario.clone(), seed.rotate_left(17), calibration.clone())),
+                pacing: Pacing::Open { arrival: arrival::build(&scenario.arrival, scenario.rate, seed), cap: config.probe.max_in_flight },
                 id_prefix: format!("{run_id}-{}-{}", target.name, scenario.name),
             });
         }
     }
-    let dispatcher = scheduler::spawn_dispatcher(streams, ctx.clone(), Some(health.clone())).context("starting the scheduler thread")?;
+    let scheduler = scheduler::start(streams, StopRule::default(), ctx.clone(), Some(health.clone())).context("starting the scheduler thread")?;
     health.set_up("scheduler");
     health.set_started(true);
     if let Some(every) = options.summary_every {
@@ -364,7 +362,8 @@ fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOp
         shutdown.cancelled().await;
         tracing::info!("stopping probing: waiting up to {grace:?} for in-flight probes");
         health.set_started(false);
-        let _ = dispatcher.await;
+        // A scheduler panic was reported to health when it happened.
+        let _ = scheduler.stopped().await;
         for l in loops {
             let _ = l.await;
         }

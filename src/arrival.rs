@@ -158,6 +158,19 @@ impl Arrival for Modulated {
     }
 }
 
+/// `rest` with its first gap replaced by `first`: a sharded constant ticker is phase-shifted so
+/// the shards' union is the single ticker (shard I first sends at (I + 1) / rate).
+pub struct Shifted {
+    pub first: Option<Duration>,
+    pub rest: Box<dyn Arrival>,
+}
+
+impl Arrival for Shifted {
+    fn next_gap(&mut self) -> Duration {
+        self.first.take().unwrap_or_else(|| self.rest.next_gap())
+    }
+}
+
 /// The arrival process of a spec at mean `rate`, seeded.
 pub fn build(spec: &ArrivalSpec, rate: f64, seed: u64) -> Box<dyn Arrival> {
     let base_rate = if spec.diurnal.is_some() { 1.0 } else { rate };
@@ -170,6 +183,21 @@ pub fn build(spec: &ArrivalSpec, rate: f64, seed: u64) -> Box<dyn Arrival> {
         Some(d) => Box::new(Modulated::new(base, rate, d)),
         None => base,
     }
+}
+
+/// The spec in words, for manifests: `poisson`, `constant`, `gamma (burstiness 0.25, cv 2)`,
+/// each followed by `, diurnal (period …, amplitude …, peak_at …)` when modulated.
+pub fn describe(spec: &ArrivalSpec) -> String {
+    let mut text = match spec.kind {
+        ArrivalKind::Poisson => "poisson".to_owned(),
+        ArrivalKind::Constant => "constant".to_owned(),
+        ArrivalKind::Gamma { burstiness } => format!("gamma (burstiness {burstiness}, cv {})", 1.0 / burstiness.sqrt()),
+    };
+    if let Some(d) = spec.diurnal {
+        let f = crate::config::format_duration;
+        text += &format!(", diurnal (period {}, amplitude {}, peak_at {})", f(d.period), d.amplitude, f(d.peak_at));
+    }
+    text
 }
 
 /// A stable per-stream seed derived from the run seed and a stream name, so each
@@ -212,6 +240,19 @@ mod tests {
             })
             .fold(0.0, f64::max);
         assert!(d < 1.63 / n.sqrt(), "KS D = {d}");
+    }
+
+    #[test]
+    fn shifted_replaces_only_the_first_gap_and_describe_names_the_spec() {
+        let mut s = Shifted { first: Some(Duration::from_millis(10)), rest: Box::new(Constant::new(4.0)) };
+        let gaps: Vec<Duration> = (0..3).map(|_| s.next_gap()).collect();
+        assert_eq!(gaps, [10, 250, 250].map(Duration::from_millis));
+        assert_eq!(describe(&ArrivalSpec::default()), "poisson");
+        let gamma = ArrivalSpec {
+            kind: ArrivalKind::Gamma { burstiness: 0.25 },
+            diurnal: Some(Diurnal { period: Duration::from_secs(3600), amplitude: 0.5, peak_at: Duration::ZERO }),
+        };
+        assert_eq!(describe(&gamma), "gamma (burstiness 0.25, cv 2), diurnal (period 3600s, amplitude 0.5, peak_at 0s)");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - TPOT = (E2E - TTFT) / (output_tokens - 1).
 //! - ITL = gaps between consecutive text-bearing frames (per frame, not per token).
 //! - Output tokens: server usage, else the API's own counter, else one per text frame.
+//! - Input tokens: server usage, else the API's own prompt counter (`input_tokens`).
 //! - Buffered stream: >= `BUFFERED_MIN_FRAMES` text frames whose first-to-last span is under 5 %
 //!   of E2E and whose mean gap is under 1 ms: the text arrived in one burst, not as generated.
 //! - Non-streaming probes (`stream: false`): E2E and tokens only; TTFT/TPOT/ITL are not observed.
@@ -111,7 +112,7 @@ pub fn measure(outcome: &Outcome, slo: &Slo) -> Option<Sample> {
         tpot,
         itl,
         e2e,
-        input_tokens: outcome.usage.or(outcome.api_counter).map(|u| u.prompt_tokens),
+        input_tokens: input_tokens(outcome),
         output_tokens,
         token_source,
         tokens_per_frame,
@@ -120,6 +121,12 @@ pub fn measure(outcome: &Outcome, slo: &Slo) -> Option<Sample> {
         slo_missed,
         goodput: !slo_missed.any(),
     })
+}
+
+/// The prompt's tokens: server usage, else the API's own counter (Ollama `prompt_eval_count`,
+/// TGI `input_length`, llama.cpp `prompt_n`, SGLang `prompt_tokens`); failed requests too.
+pub fn input_tokens(outcome: &Outcome) -> Option<u64> {
+    outcome.usage.or(outcome.api_counter).map(|u| u.prompt_tokens)
 }
 
 /// Server usage, else the API's counter, else one token per text frame.

@@ -1,18 +1,20 @@
-//! `probe --once`: one probe per target×scenario, each printed as a timeline.
+//! `probe --once`: one probe per target×scenario, one after another, each printed as a timeline.
+//! Each is a scheduler run of its own: closed pacing with one worker, stopped after one request,
+//! recorded into a sink that renders it.
 
 use std::fmt::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
-
 use crate::config::{Config, Slo};
-use crate::exec::{self, Probe};
-use crate::measure::{Sample, measure};
+use crate::measure::Sample;
 use crate::outcome::Outcome;
+use crate::replicas::Endpoints;
+use crate::scheduler::{self, Pacing, StopRule, Stream};
+use crate::sink::Collect;
 use crate::target::TargetRuntime;
 use crate::tokenize::calibrate_with_tokenize;
-use crate::workload::{Calibration, Sampler};
+use crate::workload::{Calibration, Mix, Sampler};
 
 /// Runs the probes one after another and returns the printed report; `Ok(false)` if any failed.
 pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
@@ -35,14 +37,25 @@ pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
         };
         let _ = writeln!(out, "target={} prompt calibration: {:.2} tokens/word + {:.1} ({})", target.name, fit.per_word, fit.overhead, fit.source.as_str());
         for scenario in &config.scenarios {
-            let mut draw = Sampler::new(scenario.clone(), config.probe.seed.unwrap_or_else(rand::random), calibration.clone()).draw();
-            draw.probe_id = format!("{run_id}-{}-{}-0", target.name, scenario.name);
-            let probe = Probe { target: target.clone(), scenario: Arc::from(scenario.name.as_str()), seq: 0, draw, intended: Instant::now() };
-            let outcome = exec::execute(probe, &CancellationToken::new()).await;
-            let slo = config.slo_for(&target.name, &scenario.name);
-            let sample = measure(&outcome, &slo);
-            all_ok &= outcome.is_success();
-            render(&outcome, sample.as_ref(), &slo, out);
+            let sampler = Sampler::new(scenario.clone(), config.probe.seed.unwrap_or_else(rand::random), calibration.clone());
+            let stream = Stream {
+                endpoints: Arc::new(Endpoints::new(target.clone())),
+                draws: Mix::single(&scenario.name, sampler),
+                pacing: Pacing::Closed { workers: 1 },
+                id_prefix: format!("{run_id}-{}-{}", target.name, scenario.name),
+            };
+            let slo = config.slo_table();
+            let shown = Arc::new(Collect::new(move |o, sample| {
+                let mut text = String::new();
+                render(o, sample, slo.get(&o.target, &o.scenario), &mut text);
+                (o.is_success(), text)
+            }));
+            let one = StopRule { requests: Some(1), ..StopRule::default() };
+            scheduler::drive(vec![stream], one, vec![shown.clone()], config.slo_table()).await?;
+            for (ok, text) in shown.take() {
+                all_ok &= ok;
+                out.push_str(&text);
+            }
         }
     }
     Ok(all_ok)

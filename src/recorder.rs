@@ -1,5 +1,6 @@
-//! The recorder: one task that receives every outcome over a bounded channel, measures it, and
-//! fans it out to the sinks. It also keeps the accounting that proves no probe is lost:
+//! The recorder: one task that receives every outcome over a bounded channel, measures it
+//! (`measure`), and fans it out to the sinks. Every scheduler run records through one: the
+//! prober's sinks are its metrics and exports, a finite run's a `sink::Collect`. It also keeps the accounting that proves no probe is lost:
 //! scheduled = succeeded + failed (by class) + dropped (by reason). A panic while measuring or
 //! in a sink costs that one record (counted as an internal error), never the recorder.
 
@@ -65,6 +66,16 @@ impl RecorderHandle {
 /// Starts the recorder. It ends when every `RecorderHandle` is dropped and the queue is drained.
 /// `slo` gives each probe the effective SLO of its target×scenario.
 pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>) -> (RecorderHandle, JoinHandle<()>) {
+    start(sinks, slo, health, true)
+}
+
+/// As [`spawn`], without failure log lines: a finite run (bench, `--once`, accuracy) reports its
+/// failures in its own output.
+pub fn spawn_unlogged(sinks: Vec<Arc<dyn Sink>>, slo: SloTable) -> (RecorderHandle, JoinHandle<()>) {
+    start(sinks, slo, None, false)
+}
+
+fn start(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>, log_failures: bool) -> (RecorderHandle, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<Outcome>(CHANNEL_CAPACITY);
     let accounting = Arc::new(Accounting::default());
     let counts = accounting.clone();
@@ -78,7 +89,9 @@ pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health
                 for sink in task_sinks.iter() {
                     sink.record(&outcome, sample.as_ref());
                 }
-                log.maybe_log(&outcome);
+                if log_failures {
+                    log.maybe_log(&outcome);
+                }
             }));
             if let Err(panic) = recorded {
                 let detail = format!("recording probe {}: {}", outcome.probe_id, panic_message(panic.as_ref()));

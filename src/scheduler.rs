@@ -1,15 +1,25 @@
-//! The open-loop driver. Every target×scenario schedule draws its intended send times from its
-//! own arrival process, never from a response; one dispatcher keeps the schedules in a min-heap
-//! of next intended times and sends the earliest first. It runs on a thread of its own (see
-//! `spawn_dispatcher`) so probes streaming on the main runtime cannot delay a send, and probes run
-//! on the main runtime. When a target's in-flight cap is reached the probe is dropped and
-//! counted, never delayed.
+//! The one request scheduler. Every driver (the continuous prober, `probe --once`, bench sweeps,
+//! `workload accuracy`) hands it streams and a stop rule and gets every outcome through a
+//! recorder (`recorder.rs`, which measures it); drivers differ only in pacing, stop rule and the
+//! recorder's sinks.
+//!
+//! - Open pacing: each stream draws its intended send times from its own arrival process, never
+//!   from a response. One dispatcher keeps the open streams in a min-heap of next intended times
+//!   and sends the earliest first. It runs on a thread of its own (see `start`) so probes
+//!   streaming on the main runtime cannot delay a send; probes run on the main runtime, released
+//!   by a gate the dispatcher fires at the send time. When a target's in-flight cap is reached the
+//!   probe is dropped and counted, never delayed (`InFlightSlot::take`, the only cap).
+//! - Closed pacing: `workers` loops on the main runtime, each sending its next request the moment
+//!   its previous one ended (a request is due as soon as it is drawn).
+//! - Stop rule: a request count over the run, a duration (no new request after it; running ones
+//!   finish), a hard timeout (running requests end as `cancelled`); or none of them: the run
+//!   lasts until `RunContext::stop` is cancelled (the prober).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -18,11 +28,14 @@ use tokio_util::task::TaskTracker;
 pub use crate::deadline::wait_until;
 
 use crate::arrival::Arrival;
+use crate::config::SloTable;
 use crate::exec::{self, Probe};
 use crate::health::{Health, panic_message};
-use crate::recorder::RecorderHandle;
+use crate::recorder::{self, RecorderHandle};
+use crate::replicas::Endpoints;
+use crate::sink::Sink;
 use crate::target::TargetRuntime;
-use crate::workload::{Calibration, Sampler};
+use crate::workload::{Calibration, Draw, Mix};
 
 /// Tokio timers tick in whole milliseconds; the last stretch before a deadline is waited out
 /// more finely so the send happens within microseconds of its intended time.
@@ -34,16 +47,42 @@ const HANDOVER_LEAD: Duration = Duration::from_millis(1);
 /// Called with (target, in-flight count) whenever the count changes.
 pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
 
-/// What one schedule needs.
+/// How a stream's requests are timed.
+pub enum Pacing {
+    /// Intended send times from `arrival`; a request due while its target has `cap` requests in
+    /// flight is dropped and counted.
+    Open { arrival: Box<dyn Arrival>, cap: usize },
+    /// `workers` loops, each sending its next request when its previous one ends.
+    Closed { workers: usize },
+}
+
+/// One schedule: where it sends, what, and when.
 pub struct Stream {
     /// The target's endpoints: `base_url`, or its discovered replicas.
-    pub endpoints: Arc<crate::replicas::Endpoints>,
-    pub scenario: Arc<str>,
-    pub arrival: Box<dyn Arrival>,
-    pub sampler: Sampler,
-    pub max_in_flight: usize,
-    /// `{run}-{target}-{scenario}`: probe ids are this plus `-{seq}`.
+    pub endpoints: Arc<Endpoints>,
+    pub draws: Mix,
+    pub pacing: Pacing,
+    /// Probe ids are this plus `-{seq}` (the prober's: `{run}-{target}-{scenario}`).
     pub id_prefix: String,
+}
+
+/// When a run stops; the default (nothing set) runs until `RunContext::stop` is cancelled.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StopRule {
+    /// Requests (sent or dropped) over the whole run.
+    pub requests: Option<u64>,
+    /// No request is due after this long.
+    pub duration: Option<Duration>,
+    /// Hard limit: requests still running are cancelled when it passes.
+    pub timeout: Option<Duration>,
+}
+
+/// Why a finite run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoppedBy {
+    Requests,
+    Duration,
+    Timeout,
 }
 
 /// Shared by all schedules of a run.
@@ -58,21 +97,147 @@ pub struct RunContext {
     pub on_in_flight: InFlightHook,
 }
 
+/// The stop rule's request count and deadline, shared by every stream of a run.
+struct Budget {
+    requests: Option<u64>,
+    deadline: Option<Instant>,
+    taken: AtomicU64,
+}
+
+impl Budget {
+    fn new(rule: &StopRule, start: Instant) -> Self {
+        Budget { requests: rule.requests, deadline: rule.duration.map(|d| start + d), taken: AtomicU64::new(0) }
+    }
+
+    /// Takes one request due at `at`; `false` once the stop rule allows no more.
+    fn take(&self, at: Instant) -> bool {
+        if self.deadline.is_some_and(|d| at >= d) {
+            return false;
+        }
+        match self.requests {
+            None => true,
+            Some(n) => self.taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| (t < n).then_some(t + 1)).is_ok(),
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.requests.is_some_and(|n| self.taken.load(Ordering::Acquire) >= n)
+    }
+}
+
+/// A started run; see [`Running::stopped`].
+pub struct Running {
+    dispatcher: Option<tokio::sync::oneshot::Receiver<Result<(), String>>>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    budget: Arc<Budget>,
+}
+
+impl Running {
+    /// Waits until no stream will send again (the stop rule, or `stop`); probes handed to the
+    /// tracker may still be running. `Err` when the dispatcher stopped after an internal error.
+    pub async fn stopped(self) -> Result<(), String> {
+        for w in self.workers {
+            let _ = w.await;
+        }
+        match self.dispatcher {
+            Some(d) => d.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Starts every stream: the open ones on the dispatcher thread, a task per closed-loop worker.
+/// If the dispatcher itself panics (a bug), the panic is counted and the scheduler is marked
+/// down in `health`, so `/readyz` fails instead of the prober going quiet while looking ready.
+pub fn start(streams: Vec<Stream>, rule: StopRule, ctx: RunContext, health: Option<Arc<Health>>) -> std::io::Result<Running> {
+    let begin = Instant::now();
+    let budget = Arc::new(Budget::new(&rule, begin));
+    let mut open = Vec::new();
+    let mut workers = Vec::new();
+    for s in streams {
+        match s.pacing {
+            Pacing::Open { arrival, cap } => open.push(OpenStream { endpoints: s.endpoints, draws: s.draws, arrival, cap, id_prefix: s.id_prefix }),
+            Pacing::Closed { workers: n } => {
+                let stream = Arc::new(ClosedStream { endpoints: s.endpoints, draws: Mutex::new(s.draws), seq: AtomicU64::new(0), id_prefix: s.id_prefix });
+                for _ in 0..n {
+                    workers.push(ctx.tracker.spawn(closed_worker(stream.clone(), budget.clone(), ctx.clone())));
+                }
+            }
+        }
+    }
+    let dispatcher = if open.is_empty() { None } else { Some(spawn_dispatcher(open, begin, budget.clone(), ctx, health)?) };
+    Ok(Running { dispatcher, workers, budget })
+}
+
+/// Runs `streams` to `rule` with a recorder of its own handing every outcome to `sinks`, and
+/// returns once every request has been recorded (the finite drivers: bench, `--once`, accuracy).
+pub async fn drive(streams: Vec<Stream>, rule: StopRule, sinks: Vec<Arc<dyn Sink>>, slo: SloTable) -> anyhow::Result<StoppedBy> {
+    let (recorder, recorded) = recorder::spawn_unlogged(sinks, slo);
+    let ctx = RunContext {
+        recorder,
+        stop: CancellationToken::new(),
+        abort: CancellationToken::new(),
+        tracker: TaskTracker::new(),
+        on_in_flight: Arc::new(|_: &str, _| {}),
+    };
+    let timer = rule.timeout.map(|t| {
+        let (stop, abort) = (ctx.stop.clone(), ctx.abort.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(t).await;
+            stop.cancel();
+            abort.cancel();
+        })
+    });
+    let running = start(streams, rule, ctx.clone(), None)?;
+    let budget = running.budget.clone();
+    let dispatched = running.stopped().await;
+    ctx.tracker.close();
+    ctx.tracker.wait().await;
+    if let Some(t) = timer {
+        t.abort();
+    }
+    let timed_out = ctx.abort.is_cancelled();
+    drop(ctx);
+    recorded.await?;
+    dispatched.map_err(|e| anyhow::anyhow!("the scheduler stopped after an internal error: {e}"))?;
+    Ok(if timed_out {
+        StoppedBy::Timeout
+    } else if budget.spent() {
+        StoppedBy::Requests
+    } else {
+        StoppedBy::Duration
+    })
+}
+
+/// An open-loop stream on the dispatcher.
+struct OpenStream {
+    endpoints: Arc<Endpoints>,
+    draws: Mix,
+    arrival: Box<dyn Arrival>,
+    cap: usize,
+    id_prefix: String,
+}
+
 /// A schedule's next probe, prepared before its intended time comes.
 struct Next {
     seq: u64,
     intended: Instant,
-    draw: crate::workload::Draw,
+    scenario: Arc<str>,
+    draw: Draw,
 }
 
-impl Stream {
-    /// Draws the probe after `prev` (the intended time of the previous one).
-    fn next(&mut self, seq: u64, prev: Instant) -> Next {
+impl OpenStream {
+    /// Draws the probe after `prev` (the intended time of the previous one); `None` once the
+    /// stop rule allows no more.
+    fn next(&mut self, seq: u64, prev: Instant, budget: &Budget) -> Option<Next> {
         let intended = crate::deadline::after(prev, self.arrival.next_gap());
+        if !budget.take(intended) {
+            return None;
+        }
         // Drawing happens before the wait, so its cost never shows up as schedule lag.
-        let mut draw = self.sampler.draw();
+        let (scenario, mut draw) = self.draws.draw();
         draw.probe_id = format!("{}-{seq}", self.id_prefix);
-        Next { seq, intended, draw }
+        Some(Next { seq, intended, scenario, draw })
     }
 }
 
@@ -100,14 +265,13 @@ impl Ord for Gate {
     }
 }
 
-/// Runs every schedule until `ctx.stop` is cancelled; probes are spawned on `probes`.
-/// Call it on a thread of its own (`spawn_dispatcher`): it blocks that thread for the last
-/// fraction of a millisecond before each handover and each send, so probes wait for their
-/// send time parked (a oneshot the dispatcher fires), never spinning.
-pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runtime::Handle) {
-    let start = Instant::now();
-    let mut next: Vec<Next> = streams.iter_mut().map(|s| s.next(0, start)).collect();
-    let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().map(|(i, n)| Reverse((n.intended, i))).collect();
+/// Runs the open streams until each is done (the stop rule) or `ctx.stop` is cancelled; probes
+/// are spawned on `probes`. Call it on a thread of its own (`spawn_dispatcher`): it blocks that
+/// thread for the last fraction of a millisecond before each handover and each send, so probes
+/// wait for their send time parked (a oneshot the dispatcher fires), never spinning.
+async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budget>, ctx: RunContext, probes: tokio::runtime::Handle) {
+    let mut next: Vec<Option<Next>> = streams.iter_mut().map(|s| s.next(0, begin, &budget)).collect();
+    let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().filter_map(|(i, n)| Some(Reverse((n.as_ref()?.intended, i)))).collect();
     let mut gates: BinaryHeap<Reverse<Gate>> = BinaryHeap::new();
     let mut order = 0u64;
     loop {
@@ -130,83 +294,107 @@ pub async fn run(mut streams: Vec<Stream>, ctx: RunContext, probes: tokio::runti
             }
             due.pop();
             let stream = &mut streams[i];
-            let following = stream.next(next[i].seq + 1, deadline);
-            due.push(Reverse((following.intended, i)));
-            let Next { seq, intended, draw } = std::mem::replace(&mut next[i], following);
+            let Some(Next { seq, intended, scenario, draw }) = next[i].take() else { continue };
+            next[i] = stream.next(seq + 1, deadline, &budget);
+            if let Some(following) = &next[i] {
+                due.push(Reverse((following.intended, i)));
+            }
             // One endpoint, or every replica at the same moment (`replicas.rate: per_replica`).
             let targets = stream.endpoints.pick();
             // `repeat_n` moves the draw into the last send: only a fan-out copies the prompt.
             let draws = std::iter::repeat_n(draw, targets.len());
             for (target, draw) in targets.into_iter().zip(draws) {
-                ctx.recorder.scheduled(&target.name, &stream.scenario, target.replica.as_deref());
-                let probe = Probe { target, scenario: stream.scenario.clone(), seq, draw, intended };
-                if let Some(gate) = dispatch(probe, stream.max_in_flight, stream.sampler.calibration().clone(), &ctx, &probes).await {
-                    order += 1;
-                    gates.push(Reverse(Gate { at: intended, order, gate }));
-                }
+                ctx.recorder.scheduled(&target.name, &scenario, target.replica.as_deref());
+                let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
+                let Some(slot) = InFlightSlot::take(&probe.target, stream.cap, &ctx.on_in_flight) else {
+                    ctx.recorder.record(exec::dropped(&probe)).await;
+                    continue;
+                };
+                let (gate, released) = tokio::sync::oneshot::channel::<()>();
+                // A gate dropped without firing (the scheduler stopped) falls back to the timer.
+                let send_at = async move {
+                    if released.await.is_err() {
+                        wait_until(intended).await;
+                    }
+                };
+                ctx.tracker.spawn_on(run_probe(probe, send_at, slot, stream.draws.calibration().clone(), ctx.clone()), &probes);
+                order += 1;
+                gates.push(Reverse(Gate { at: intended, order, gate }));
             }
         }
     }
 }
 
-/// Starts `run` on a dedicated thread with its own single-threaded runtime; the returned
-/// receiver completes when it has stopped.
-/// If the scheduler itself panics (a bug), the panic is counted and the scheduler is marked
-/// down, so `/readyz` fails instead of the prober going quiet while looking ready.
-pub fn spawn_dispatcher(streams: Vec<Stream>, ctx: RunContext, health: Option<Arc<Health>>) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+/// Starts `dispatch` on a dedicated thread with its own single-threaded runtime; the returned
+/// receiver completes when it has stopped (`Err`: it panicked).
+fn spawn_dispatcher(
+    streams: Vec<OpenStream>,
+    begin: Instant,
+    budget: Arc<Budget>,
+    ctx: RunContext,
+    health: Option<Arc<Health>>,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<Result<(), String>>> {
     let probes = tokio::runtime::Handle::current();
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run(streams, ctx, probes))));
-        if let (Err(panic), Some(h)) = (result, health) {
-            h.internal_error("scheduler", &panic_message(panic.as_ref()));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(dispatch(streams, begin, budget, ctx, probes))));
+        let result = result.map_err(|panic| panic_message(panic.as_ref()));
+        if let (Err(message), Some(h)) = (&result, health) {
+            h.internal_error("scheduler", message);
             h.set_down("scheduler", "the scheduler stopped after an internal error");
         }
-        let _ = done.send(());
+        let _ = done.send(result);
     })?;
     Ok(finished)
 }
 
-/// Starts a probe (or drops it at the cap); returns the gate that releases its send.
-async fn dispatch(
-    probe: Probe,
-    max_in_flight: usize,
-    calibration: Arc<Calibration>,
-    ctx: &RunContext,
-    probes: &tokio::runtime::Handle,
-) -> Option<tokio::sync::oneshot::Sender<()>> {
-    let target = probe.target.clone();
-    let in_flight = target.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-    if in_flight > max_in_flight {
-        target.in_flight.fetch_sub(1, Ordering::AcqRel);
-        ctx.recorder.record(exec::dropped(&probe)).await;
-        return None;
+/// A closed-loop stream, shared by its workers.
+struct ClosedStream {
+    endpoints: Arc<Endpoints>,
+    draws: Mutex<Mix>,
+    seq: AtomicU64,
+    id_prefix: String,
+}
+
+/// One closed-loop worker: the next request is due the moment the previous one ended.
+async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunContext) {
+    loop {
+        if ctx.stop.is_cancelled() || !budget.take(Instant::now()) {
+            return;
+        }
+        let seq = stream.seq.fetch_add(1, Ordering::AcqRel);
+        let (scenario, mut draw, calibration) = {
+            let mut draws = stream.draws.lock().unwrap_or_else(|e| e.into_inner());
+            let (scenario, draw) = draws.draw();
+            (scenario, draw, draws.calibration().clone())
+        };
+        draw.probe_id = format!("{}-{seq}", stream.id_prefix);
+        // Due once drawn: as in open pacing, drawing never shows up as schedule lag.
+        let intended = Instant::now();
+        let targets = stream.endpoints.pick();
+        let draws = std::iter::repeat_n(draw, targets.len());
+        let sends = targets.into_iter().zip(draws).map(|(target, draw)| {
+            ctx.recorder.scheduled(&target.name, &scenario, target.replica.as_deref());
+            // Workers bound what is in flight: the slot only counts, it never drops.
+            let slot = InFlightSlot::take(&target, usize::MAX, &ctx.on_in_flight).expect("an unbounded cap");
+            let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
+            run_probe(probe, std::future::ready(()), slot, calibration.clone(), ctx.clone())
+        });
+        futures_util::future::join_all(sends).await;
     }
-    (ctx.on_in_flight)(&target.name, in_flight as i64);
-    let slot = InFlightSlot { target, hook: ctx.on_in_flight.clone() };
-    let ctx = ctx.clone();
+}
+
+/// Sends one probe when `send_at` completes, feeds its usage to the prompt calibration, gives
+/// its slot back and records it.
+async fn run_probe(probe: Probe, send_at: impl std::future::Future<Output = ()>, slot: InFlightSlot, calibration: Arc<Calibration>, ctx: RunContext) {
     let words = probe.draw.words;
-    let (gate, send_at) = tokio::sync::oneshot::channel::<()>();
-    let intended = probe.intended;
-    ctx.tracker.clone().spawn_on(
-        async move {
-            // A gate dropped without firing (the scheduler stopped) falls back to the timer.
-            let send_at = async move {
-                if send_at.await.is_err() {
-                    wait_until(intended).await;
-                }
-            };
-            let outcome = exec::execute_when(probe, &ctx.abort, send_at).await;
-            if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
-                calibration.observe(words, usage.prompt_tokens);
-            }
-            drop(slot);
-            ctx.recorder.record(outcome).await;
-        },
-        probes,
-    );
-    Some(gate)
+    let outcome = exec::execute_when(probe, &ctx.abort, send_at).await;
+    if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
+        calibration.observe(words, usage.prompt_tokens);
+    }
+    drop(slot);
+    ctx.recorder.record(outcome).await;
 }
 
 /// One taken in-flight slot of a target, given back when dropped: whatever ends the probe
@@ -214,6 +402,19 @@ async fn dispatch(
 struct InFlightSlot {
     target: Arc<TargetRuntime>,
     hook: InFlightHook,
+}
+
+impl InFlightSlot {
+    /// The in-flight cap: a slot, or `None` (the probe is dropped) when `cap` are in flight.
+    fn take(target: &Arc<TargetRuntime>, cap: usize, hook: &InFlightHook) -> Option<InFlightSlot> {
+        let in_flight = target.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        if in_flight > cap {
+            target.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        hook(&target.name, in_flight as i64);
+        Some(InFlightSlot { target: target.clone(), hook: hook.clone() })
+    }
 }
 
 impl Drop for InFlightSlot {

@@ -221,5 +221,11 @@ async fn sharded_runs_refuse_unaligned_configs() {
     let ok = Sharding { shard: one, run_id: Some("r".into()), start_at_unix_s: Some(shard::unix_now() + 5.0) };
     let e = bench::run_sharded(&by_count, &opts(&dir), &ok).await.err().unwrap().to_string();
     assert!(e.contains("bench.duration is required for a sharded run"), "{e}");
+    // N gamma streams do not superpose to one gamma stream; N diurnal Poisson streams do.
+    let gamma = plan("http://127.0.0.1:9", "  mode: rate\n  rates: [10]\n  arrival: {kind: gamma, cv: 2}\n  repeats: 1\n  duration: 1s\n");
+    let e = bench::run_sharded(&gamma, &opts(&dir), &ok).await.err().unwrap().to_string();
+    assert!(e.contains("cannot be split over 2 shards"), "{e}");
+    let diurnal = plan("http://127.0.0.1:9", "  mode: rate\n  rates: [10]\n  arrival: {diurnal: {period: 1h, amplitude: 0.5}}\n  repeats: 1\n  duration: 1s\n");
+    shard::check(&diurnal, &ok).unwrap();
     assert!(!dir.join("manifest.json").exists(), "nothing is written for a refused run");
 }

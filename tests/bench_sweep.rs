@@ -1,7 +1,8 @@
 //! Bench sweeps over real loopback HTTP against the mock engine (port 0): a closed-loop
 //! concurrency sweep and an open-arrival rate sweep with a cap, checked for accounting
 //! (every scheduled request is a record: success + failed + dropped), nearest-rank percentiles
-//! recomputed from the records, the manifest and the report.
+//! recomputed from the records, the manifest and the report; a bursty gamma-arrival sweep; and
+//! the input tokens of every API family's records.
 
 mod common;
 
@@ -19,8 +20,15 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 fn plan(base_url: &str, bench_yaml: &str, output_tokens: u32) -> Plan {
+    plan_for("openai-chat", base_url, bench_yaml, output_tokens)
+}
+
+/// A plan for a target of API family `api` (native families name their model: they have no
+/// model list to discover it from).
+fn plan_for(api: &str, base_url: &str, bench_yaml: &str, output_tokens: u32) -> Plan {
+    let model = if api.starts_with("openai") { "" } else { "    model: mock-llama\n" };
     let text = format!(
-        "probe: {{seed: 3}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: openai-chat\n    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: a, weight: 3, input_tokens: 32, output_tokens: {output_tokens}}}\n  - {{name: b, weight: 1, input_tokens: 64, output_tokens: {output_tokens}}}\nslo: {{ttft: 2s, tpot: 500ms, objective: 0.9}}\nbench:\n{bench_yaml}"
+        "probe: {{seed: 3}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: {api}\n{model}    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: a, weight: 3, input_tokens: 32, output_tokens: {output_tokens}}}\n  - {{name: b, weight: 1, input_tokens: 64, output_tokens: {output_tokens}}}\nslo: {{ttft: 2s, tpot: 500ms, objective: 0.9}}\nbench:\n{bench_yaml}"
     );
     let cfg = llmprobe::loader::parse(&text, "bench-test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
     Plan::new(cfg, "bench-test.yaml", &text).unwrap()
@@ -158,4 +166,58 @@ async fn point_timeout_cancels_and_still_accounts() {
     assert_eq!((r.requests, r.success, r.failed), (2, 0, 2), "{r:?}");
     assert_eq!(r.errors.get("cancelled"), Some(&2));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `arrival: {kind: gamma, cv: 2}` drives the sweep open-loop: the intended send times are as
+/// bursty as asked (gaps with CV near 2, seeded so the figure is fixed) and never wait for a
+/// response (bursts put several requests in flight at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gamma_arrivals_drive_a_bursty_open_loop() {
+    let (addr, stop) = common::start_mock(MockOptions { profile: Profile::large_gpu(), ..Default::default() }).await;
+    let plan = plan(
+        &format!("http://{addr}"),
+        "  mode: open\n  rates: [50]\n  arrival: {kind: gamma, cv: 2}\n  repeats: 1\n  requests: 150\n  duration: 20s\n  point_timeout: 25s\n",
+        4,
+    );
+    assert_eq!(plan.bench.mode, llmprobe::config::BenchMode::Rate, "mode open is mode rate");
+    let dir = temp_dir("bench-gamma");
+    let summary = bench::run(&plan, &opts(&dir)).await.unwrap();
+    stop.cancel();
+    let recs = records::read(&dir).unwrap();
+    check_against_records(&summary, &recs);
+    assert_eq!(recs.len(), 150);
+    assert!(recs.iter().all(|r| r.is_success()), "no cap reached at the default max_concurrency");
+    let m = bench::manifest::read(&dir).unwrap();
+    assert_eq!(m.arrival.as_deref(), Some("gamma (burstiness 0.25, cv 2)"));
+    let mut intended: Vec<f64> = recs.iter().map(|r| r.intended_s).collect();
+    sort_f64(&mut intended);
+    let gaps: Vec<f64> = intended.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let cv = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt() / mean;
+    assert!(cv > 1.5, "gamma gaps with cv 2 drawn, measured cv {cv}");
+    let overlapping = recs.iter().filter(|r| recs.iter().any(|o| o.intended_s < r.intended_s && o.end_s > r.sent_s)).count();
+    assert!(overlapping > 10, "open loop: requests are sent while earlier ones run ({overlapping})");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ollama, TGI and llama.cpp report the prompt's tokens in their own counters, not in usage: the
+/// records carry them all the same (as the prober's samples do).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_api_records_carry_input_tokens() {
+    let (addr, stop) = common::start_mock(MockOptions { profile: Profile::large_gpu(), ..Default::default() }).await;
+    for api in ["ollama-generate", "ollama-chat", "tgi", "llamacpp"] {
+        let plan = plan_for(api, &format!("http://{addr}"), "  mode: concurrency\n  concurrency: [2]\n  repeats: 1\n  requests: 4\n", 4);
+        let dir = temp_dir("bench-native");
+        bench::run(&plan, &opts(&dir)).await.unwrap();
+        let recs = records::read(&dir).unwrap();
+        assert_eq!(recs.len(), 4, "{api}");
+        for r in &recs {
+            assert!(r.is_success(), "{api}: {r:?}");
+            assert_eq!(r.token_source.as_deref(), Some("api_counter"), "{api}");
+            let input = r.input_tokens.unwrap_or_else(|| panic!("{api}: no input tokens in {r:?}"));
+            assert!(input >= u64::from(r.requested_input_tokens) / 2 && input > 0, "{api}: {input} input tokens for {} requested", r.requested_input_tokens);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    stop.cancel();
 }

@@ -1,7 +1,9 @@
 //! Benchmark mode: load sweeps (closed-loop concurrency or open-arrival rate) with warm-up and
 //! repeats, per-request evidence, summaries with spread, the candidate knee, reports with plots,
-//! a release gate and a capacity planner. Requests go through the prober's own path
-//! (`exec::execute`, `measure`, `workload::Sampler`, `arrival`).
+//! a release gate and a capacity planner. Requests go through the prober's own path: the
+//! scheduler (closed pacing for concurrency sweeps, open pacing with the in-flight cap for rate
+//! sweeps, any arrival process), the recorder and `measure`; each warm-up or repeat collects its
+//! records through a `sink::Collect`.
 //!
 //! A result directory holds `manifest.json`, `records.jsonl`, `summary.json`, optional side
 //! samples (`process.jsonl`), and `report.md` / `report.html`.
@@ -22,7 +24,6 @@ pub mod shard;
 pub mod side;
 pub mod summary;
 pub mod svg;
-pub mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,15 +32,17 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::arrival::stream_seed;
-use crate::config::{Bench, BenchMode, Config, Target};
+use crate::arrival::{self, stream_seed};
+use crate::config::{ArrivalKind, ArrivalSpec, Bench, BenchMode, Config, Target};
+use crate::replicas::Endpoints;
+use crate::scheduler::{self, Pacing, StopRule, StoppedBy, Stream};
+use crate::sink::Collect;
 use crate::target::TargetRuntime;
-use crate::workload::Calibration;
+use crate::workload::{Calibration, Mix};
 use manifest::{Manifest, SideSampleFile, SloManifest, TargetManifest};
 use records::{Epoch, Place, Record};
 use side::SideSource;
 use summary::SummaryFile;
-use sweep::{Load, Mix, Stop};
 
 /// A loaded bench config: the validated config, its `bench:` section and the file's hash.
 #[derive(Debug, Clone)]
@@ -208,8 +211,8 @@ async fn sweep(
             phase_no += 1;
             let part = |n: u64| sh.map_or(n, |s| s.part(n));
             let stop = match repeat {
-                None => Stop { requests: Some(part(b.warmup_requests)), duration: None, timeout: b.point_timeout },
-                Some(_) => Stop { requests: b.requests.map(part), duration: b.duration, timeout: b.point_timeout },
+                None => StopRule { requests: Some(part(b.warmup_requests)), duration: None, timeout: Some(b.point_timeout) },
+                Some(_) => StopRule { requests: b.requests.map(part), duration: b.duration, timeout: Some(b.point_timeout) },
             };
             if load == 0.0 || stop.requests == Some(0) {
                 tracing::info!("{tag}: nothing for shard {} (its share is 0); skipped", sh.map_or("-".into(), |s| s.to_string()));
@@ -222,20 +225,23 @@ async fn sweep(
                 Some(s) => format!("{tag}/shard{}", s.index),
                 None => tag.clone(),
             };
-            let mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &stream), &calibration);
+            let mut mix = Mix::new(&plan.config.scenarios, stream_seed(seed, &stream), &calibration);
             // The engine window opens after the warm-up, so its counters hold the repeat alone.
             let before = match (repeat, scraper) {
                 (Some(_), Some(s)) => read_counters(s, &tag).await,
                 _ => None,
             };
-            let driven = sweep::drive(target.clone(), mix, load_of(b, configured, sh), stop).await;
-
-            if driven.stopped_by == sweep::StoppedBy::Timeout {
+            let pacing = pacing_of(b, configured, sh, &mut mix);
+            let place = Place { run_id: run_id.to_owned(), point, load, repeat };
+            let slo = plan.config.slo_table();
+            let sink = Arc::new(Collect::new(move |o, sample| records::from_outcome(o, sample, slo.get(&o.target, &o.scenario), &epoch, &place)));
+            let stream =
+                Stream { endpoints: Arc::new(Endpoints::new(target.clone())), draws: mix, pacing, id_prefix: format!("{run_id}-{}-{stream}", target.name) };
+            let stopped = scheduler::drive(vec![stream], stop, vec![sink.clone()], plan.config.slo_table()).await?;
+            if stopped == StoppedBy::Timeout {
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
             }
-            let place = Place { run_id: run_id.to_owned(), point, load, repeat };
-            let mut recs: Vec<Record> =
-                driven.outcomes.iter().map(|o| records::from_outcome(o, &plan.config.slo_for(&o.target, &o.scenario), &epoch, &place)).collect();
+            let mut recs = sink.take();
             recs.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
             if let (Some(r), Some(s), Some(before)) = (repeat, scraper, before) {
                 let first_tokens = recs.iter().filter(|x| x.ttft_ms.is_some()).count() as f64;
@@ -310,19 +316,20 @@ async fn settled_counters(s: &engine::Scraper, before: &engine::Counters, first_
     last
 }
 
-/// How a shard (or the whole run) applies a configured point's load.
-fn load_of(b: &Bench, configured: f64, sh: Option<shard::Shard>) -> Load {
+/// How a shard (or the whole run) applies a configured point's load; a random arrival process
+/// is seeded from the mix, so one seed drives the whole repeat.
+fn pacing_of(b: &Bench, configured: f64, sh: Option<shard::Shard>, mix: &mut Mix) -> Pacing {
     let load = shard::load_at(b, configured, sh);
     match b.mode {
-        BenchMode::Concurrency => Load::Closed { workers: load as usize },
+        BenchMode::Concurrency => Pacing::Closed { workers: load as usize },
         BenchMode::Rate => {
-            let max_in_flight = sh.map_or(b.max_concurrency, |s| (s.part(b.max_concurrency as u64) as usize).max(1));
+            let cap = sh.map_or(b.max_concurrency, |s| (s.part(b.max_concurrency as u64) as usize).max(1));
+            let mut arrival = arrival::build(&b.arrival, load, mix.fork_seed());
             // Shard I of a constant ticker first sends at (I + 1) / rate, then every N / rate.
-            let first_gap = match (sh, b.arrival) {
-                (Some(s), crate::config::BenchArrival::Constant) => Some(Duration::from_secs_f64(f64::from(s.index + 1) / configured)),
-                _ => None,
-            };
-            Load::Open { rate: load, max_in_flight, arrival: b.arrival, first_gap }
+            if let (Some(s), ArrivalSpec { kind: ArrivalKind::Constant, diurnal: None }) = (sh, b.arrival) {
+                arrival = Box::new(arrival::Shifted { first: Some(Duration::from_secs_f64(f64::from(s.index + 1) / configured)), rest: arrival });
+            }
+            Pacing::Open { arrival, cap }
         }
     }
 }
@@ -359,7 +366,7 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         duration_per_repeat_s: b.duration.map(|d| d.as_secs_f64()),
         point_timeout_s: b.point_timeout.as_secs_f64(),
         max_concurrency: (b.mode == BenchMode::Rate).then_some(b.max_concurrency),
-        arrival: (b.mode == BenchMode::Rate).then(|| format!("{:?}", b.arrival).to_lowercase()),
+        arrival: (b.mode == BenchMode::Rate).then(|| arrival::describe(&b.arrival)),
         seed,
         scenarios: plan.config.scenarios.iter().map(|s| s.name.clone()).collect(),
         slo: slo_manifest(&target_slo),

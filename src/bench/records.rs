@@ -1,5 +1,5 @@
 //! Per-request evidence: one JSON line per request (warm-up included, marked), built from the
-//! prober's `Outcome` and `Sample`, and read back by `report`, `compare` and the merge.
+//! prober's `Outcome` and the recorder's `Sample`, and read back by `report`, `compare` and the merge.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Slo;
-use crate::measure::{Sample, measure};
+use crate::measure::{Sample, input_tokens};
 use crate::outcome::Outcome;
 use crate::stats::{percentile, sort_f64};
 
@@ -63,7 +63,7 @@ pub struct Record {
     pub model: String,
     pub requested_input_tokens: u32,
     pub requested_output_tokens: u32,
-    /// From the server's usage, when reported.
+    /// The server's usage, else the API's own prompt counter (as `measure`), when reported.
     pub input_tokens: Option<u64>,
     /// Usage, or text frames when the server sent none (see `token_source`); `None` on failure.
     pub output_tokens: Option<u64>,
@@ -137,9 +137,9 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Builds the record of one finished (or dropped) request.
-pub fn from_outcome(o: &Outcome, slo: &Slo, epoch: &Epoch, place: &Place) -> Record {
-    let sample = measure(o, slo);
+/// Builds the record of one finished (or dropped) request from its outcome and the recorder's
+/// measurement of it under `slo`.
+pub fn from_outcome(o: &Outcome, sample: Option<&Sample>, slo: &Slo, epoch: &Epoch, place: &Place) -> Record {
     let tl = &o.timeline;
     let first = tl.first_token().map(|t| epoch.rel(t));
     let unix = |rel: f64| epoch.unix_s + rel;
@@ -164,9 +164,9 @@ pub fn from_outcome(o: &Outcome, slo: &Slo, epoch: &Epoch, place: &Place) -> Rec
         model: o.model.to_string(),
         requested_input_tokens: o.requested_input_tokens,
         requested_output_tokens: o.requested_output_tokens,
-        input_tokens: o.usage.map(|u| u.prompt_tokens),
-        output_tokens: sample.as_ref().map(|s| s.output_tokens),
-        token_source: sample.as_ref().map(|s| s.token_source.as_str().to_owned()),
+        input_tokens: input_tokens(o),
+        output_tokens: sample.map(|s| s.output_tokens),
+        token_source: sample.map(|s| s.token_source.as_str().to_owned()),
         intended_s: epoch.rel(tl.intended),
         sent_s: epoch.rel(tl.sent),
         first_token_s: first,
@@ -176,17 +176,17 @@ pub fn from_outcome(o: &Outcome, slo: &Slo, epoch: &Epoch, place: &Place) -> Rec
         first_token_unix_s: first.map(unix),
         end_unix_s: unix(epoch.rel(tl.end)),
         schedule_lag_ms: ms(tl.schedule_lag()),
-        ttft_ms: sample.as_ref().map(|s| ms(s.ttft)),
-        tpot_ms: sample.as_ref().and_then(|s| s.tpot.map(ms)),
-        itl: sample.as_ref().and_then(itl_summary),
-        itl_gaps_ms: sample.as_ref().map(|s| s.itl.iter().map(|d| round_us(ms(*d))).collect()).unwrap_or_default(),
-        e2e_ms: sample.as_ref().map(|s| ms(s.e2e)),
+        ttft_ms: sample.map(|s| ms(s.ttft)),
+        tpot_ms: sample.and_then(|s| s.tpot.map(ms)),
+        itl: sample.and_then(itl_summary),
+        itl_gaps_ms: sample.map(|s| s.itl.iter().map(|d| round_us(ms(*d))).collect()).unwrap_or_default(),
+        e2e_ms: sample.map(|s| ms(s.e2e)),
         outcome: outcome.to_owned(),
         error_class,
         error_detail,
         http_status: o.http_status,
         finish_reason: o.finish_reason.clone(),
-        slo: sample.as_ref().map(|s| verdict(s, slo)),
+        slo: sample.map(|s| verdict(s, slo)),
     }
 }
 

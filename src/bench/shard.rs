@@ -4,9 +4,10 @@
 //! - Rate sweeps: shard I draws its own arrival stream at `rate / N` from a seed derived from the
 //!   run seed and I. N independent Poisson streams superpose exactly to one Poisson stream at
 //!   `rate`. Constant arrivals are phase-shifted (shard I's first send at `(I + 1) / rate`, then
-//!   every `N / rate`), so their union is the single-process ticker. A renewal process other than
-//!   these two would not superpose to itself (the union of N gamma streams tends to Poisson,
-//!   CV → 1); bench arrivals are Poisson or constant only.
+//!   every `N / rate`), so their union is the single-process ticker. Diurnal Poisson streams
+//!   share one rate curve, so they superpose to the diurnal Poisson stream. Other processes do
+//!   not superpose to themselves (the union of N gamma streams tends to Poisson, CV → 1), so a
+//!   run split over several shards refuses them.
 //! - Concurrency sweeps: shard I runs `C / N` workers, the remainder going to the first shards;
 //!   a shard with no worker at a point sits that point out (it writes no records for it).
 //! - Alignment: `--start-at` is the start of the first phase (warm-up or repeat) of the first
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::Plan;
 use super::manifest::Manifest;
 use super::summary::SummaryFile;
-use crate::config::{Bench, BenchArrival, BenchMode};
+use crate::config::{ArrivalKind, Bench, BenchMode};
 
 /// Time added to `point_timeout` for a phase's slot: the record write and the engine counter
 /// re-reads after the last request (up to ~1 s) happen inside the slot.
@@ -107,14 +108,20 @@ pub fn slot_s(b: &Bench) -> f64 {
 
 /// What the merged arrival stream is, for the manifest and the README.
 pub fn superposition(b: &Bench, n: u32) -> String {
-    match (b.mode, b.arrival) {
-        (BenchMode::Concurrency, _) => format!("closed loop: the workers of {n} shard(s) add up to the configured concurrency"),
-        (BenchMode::Rate, BenchArrival::Poisson) => {
+    match (b.mode, b.arrival.kind, b.arrival.diurnal) {
+        (BenchMode::Concurrency, ..) => format!("closed loop: the workers of {n} shard(s) add up to the configured concurrency"),
+        (BenchMode::Rate, ArrivalKind::Poisson, None) => {
             format!("{n} independent Poisson streams at rate/{n}: their superposition is exactly a Poisson stream at the configured rate")
         }
-        (BenchMode::Rate, BenchArrival::Constant) => {
+        (BenchMode::Rate, ArrivalKind::Poisson, Some(_)) => {
+            format!(
+                "{n} independent diurnal Poisson streams at rate/{n} on one rate curve: their superposition is exactly the diurnal Poisson stream at the configured rate"
+            )
+        }
+        (BenchMode::Rate, ArrivalKind::Constant, None) => {
             format!("{n} phase-shifted tickers at rate/{n} (shard I first sends at (I+1)/rate): their union is the ticker at the configured rate")
         }
+        (BenchMode::Rate, ..) => format!("{n} independent {} streams at rate/{n}", crate::arrival::describe(&b.arrival)),
     }
 }
 
@@ -136,6 +143,14 @@ pub fn check(plan: &Plan, s: &Sharding) -> anyhow::Result<()> {
         b.duration.is_some(),
         "{}: bench.duration is required for a sharded run: repeats are aligned across shards by wall-clock slots, and a request-count stop would end each shard's repeat at a different moment (bench.requests may stay as an extra limit, split over the shards)",
         plan.config_file
+    );
+    let superposes = matches!((b.arrival.kind, b.arrival.diurnal), (ArrivalKind::Poisson, _) | (ArrivalKind::Constant, None));
+    anyhow::ensure!(
+        shard.count == 1 || b.mode == BenchMode::Concurrency || superposes,
+        "{}: bench.arrival {} cannot be split over {} shards: the union of independent streams of it is not the same process (use poisson, with or without diurnal, or constant)",
+        plan.config_file,
+        crate::arrival::describe(&b.arrival),
+        shard.count
     );
     anyhow::ensure!(b.matrix.is_none(), "{}: bench.matrix cannot be sharded; run each combination as its own config", plan.config_file);
     Ok(())

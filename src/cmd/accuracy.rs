@@ -1,19 +1,22 @@
 //! `llmprobe workload accuracy`: sends synthetic prompts of given token lengths to one server
 //! and reports how close the server's prompt count (`usage.prompt_tokens`) came to each request,
-//! before and after calibration, and whether output length equalled `max_tokens`.
+//! before and after calibration, and whether output length equalled `max_tokens`. The probes of
+//! each length are a scheduler run of one closed-loop worker, so each is drawn with the
+//! calibration the previous one's usage refined.
 
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::Instant;
 
-use rand::{RngExt, SeedableRng};
-use tokio_util::sync::CancellationToken;
-
-use crate::config::Target;
-use crate::exec::{self, Probe};
+use crate::config::{LengthSpec, Scenario, Slo, SloTable, Target};
+use crate::replicas::Endpoints;
+use crate::scheduler::{self, Pacing, StopRule, Stream};
+use crate::sink::Collect;
 use crate::target::TargetRuntime;
 use crate::tokenize::calibrate_with_tokenize;
-use crate::workload::{Calibration, Draw, synthesize};
+use crate::workload::{Calibration, Mix, Sampler};
+
+/// Accuracy has no latency objective: only the token counts matter.
+const NO_SLO: Slo = Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 };
 
 /// Figures for one requested length.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +54,7 @@ pub struct Report {
 /// `use_tokenize` false, only usage learning is used (as for a server without `/tokenize`).
 pub async fn check(target: Target, lengths: &[u32], output: u32, probes: usize, warmup: usize, use_tokenize: bool) -> anyhow::Result<Report> {
     let target = Arc::new(TargetRuntime::new(target)?);
-    let cal = Calibration::new(target.config.api);
+    let cal = Arc::new(Calibration::new(target.config.api));
     let calibration = if use_tokenize {
         match calibrate_with_tokenize(&target, &cal).await {
             Ok(f) => format!("/tokenize: {:.3} tokens/word + {:.1}", f.per_word, f.overhead),
@@ -60,24 +63,30 @@ pub async fn check(target: Target, lengths: &[u32], output: u32, probes: usize, 
     } else {
         "usage only".to_owned()
     };
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut rows = Vec::new();
-    for &requested in lengths {
+    for (i, &requested) in lengths.iter().enumerate() {
+        let scenario = Scenario::synthetic("accuracy", 1.0, LengthSpec::Fixed(requested), LengthSpec::Fixed(output));
+        let stream = Stream {
+            endpoints: Arc::new(Endpoints::new(target.clone())),
+            draws: Mix::single("accuracy", Sampler::new(scenario, 7 + i as u64, cal.clone())),
+            pacing: Pacing::Closed { workers: 1 },
+            id_prefix: format!("accuracy-{requested}"),
+        };
+        let seen = Arc::new(Collect::new(|o, _| match (&o.result, o.usage) {
+            (Ok(()), Some(u)) => Ok((u.prompt_tokens, u.completion_tokens)),
+            (Ok(()), None) => Err("no usage in the stream".to_owned()),
+            (Err(f), _) => Err(format!("{}: {}", f.class.as_str(), f.detail)),
+        }));
+        let stop = StopRule { requests: Some(probes as u64), ..StopRule::default() };
+        scheduler::drive(vec![stream], stop, vec![seen.clone()], SloTable::uniform(NO_SLO)).await?;
         let mut row = Row { requested, prompt_tokens: vec![], output_requested: output, output_tokens: vec![], failures: vec![] };
-        for seq in 0..probes as u64 {
-            let words = cal.fit().words_for(requested).max(crate::workload::NONCE_WORDS);
-            let prompt = synthesize(words, rng.random(), None);
-            let draw = Draw { input_tokens: requested, output_tokens: output, prompt, words, ..Draw::default() };
-            let probe = Probe { target: target.clone(), scenario: Arc::from("accuracy"), seq, draw, intended: Instant::now() };
-            let outcome = exec::execute(probe, &CancellationToken::new()).await;
-            match (&outcome.result, outcome.usage) {
-                (Ok(()), Some(u)) => {
-                    cal.observe(words, u.prompt_tokens);
-                    row.prompt_tokens.push(u.prompt_tokens);
-                    row.output_tokens.push(u.completion_tokens);
+        for result in seen.take() {
+            match result {
+                Ok((prompt, completion)) => {
+                    row.prompt_tokens.push(prompt);
+                    row.output_tokens.push(completion);
                 }
-                (Ok(()), None) => row.failures.push("no usage in the stream".into()),
-                (Err(f), _) => row.failures.push(format!("{}: {}", f.class.as_str(), f.detail)),
+                Err(failure) => row.failures.push(failure),
             }
         }
         rows.push(row);

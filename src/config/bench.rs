@@ -1,19 +1,22 @@
 //! The `bench:` section: sweep mode and load points, warm-up, repeats, stop conditions, per-point
-//! timeout, the in-process mock engine, and the scenario matrix. Stage 1 (serde) and stage 2
+//! timeout, the open-loop arrival process, the in-process mock engine, and the scenario matrix. Stage 1 (serde) and stage 2
 //! (validation) for this section live together here; `validate.rs` calls `bench()`.
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 use super::check::Checker;
 use super::duration::RawDuration;
+use super::raw_workload::{RawArrival, RawDiurnal};
+use super::workload::{ArrivalKind, ArrivalSpec};
 
 /// `bench:` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping with mode, concurrency or rates, warmup_requests, repeats, requests, duration, ...")]
 pub struct RawBench {
-    /// `concurrency` (closed loop) or `rate` (open arrival).
+    /// `concurrency` (closed loop; `closed` is a synonym) or `rate` (open arrival; `open`).
     pub mode: String,
     /// Closed-loop sweep: number of workers at each point, increasing.
     #[serde(default)]
@@ -24,8 +27,9 @@ pub struct RawBench {
     /// Rate mode: in-flight cap; a request due while it is reached is dropped and counted.
     /// Default 256.
     pub max_concurrency: Option<i64>,
-    /// Rate mode: `poisson` (default) or `constant` gaps.
-    pub arrival: Option<String>,
+    /// Rate mode: the arrival process, as for scenarios (`{kind: gamma, cv: 2}`, a diurnal
+    /// cycle), or just its kind (`poisson`, the default, or `constant`).
+    pub arrival: Option<RawBenchArrival>,
     /// Requests sent at each point before its repeats, excluded from every figure. Default 0.
     #[serde(default)]
     pub warmup_requests: i64,
@@ -62,6 +66,49 @@ fn default_point_timeout() -> RawDuration {
     RawDuration("120s".to_owned())
 }
 
+/// `bench.arrival:` as written: a kind alone, or a spec.
+#[derive(Debug)]
+pub enum RawBenchArrival {
+    Kind(String),
+    Spec(RawBenchArrivalSpec),
+}
+
+/// `bench.arrival: {...}`: a scenario's arrival spec, where gamma burstiness may also be given as
+/// the coefficient of variation of the gaps (`cv`; burstiness = 1 / cv²).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with kind, cv or burstiness, diurnal")]
+pub struct RawBenchArrivalSpec {
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub burstiness: Option<f64>,
+    pub cv: Option<f64>,
+    pub diurnal: Option<RawDiurnal>,
+}
+
+impl<'de> Deserialize<'de> for RawBenchArrival {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(BenchArrivalVisitor)
+    }
+}
+
+struct BenchArrivalVisitor;
+
+impl<'de> Visitor<'de> for BenchArrivalVisitor {
+    type Value = RawBenchArrival;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an arrival kind (poisson, gamma, constant) or {kind: ..., cv: ..., diurnal: ...}")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<RawBenchArrival, E> {
+        Ok(RawBenchArrival::Kind(v.to_owned()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawBenchArrival, A::Error> {
+        RawBenchArrivalSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawBenchArrival::Spec)
+    }
+}
+
 /// `bench.matrix:` as written.
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields, expecting = "a mapping with concurrency, rates, input_tokens, output_tokens")]
@@ -95,13 +142,6 @@ impl BenchMode {
     }
 }
 
-/// Gaps between arrivals in rate mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchArrival {
-    Poisson,
-    Constant,
-}
-
 /// The validated `bench:` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bench {
@@ -110,7 +150,8 @@ pub struct Bench {
     pub points: Vec<f64>,
     /// Rate mode in-flight cap.
     pub max_concurrency: usize,
-    pub arrival: BenchArrival,
+    /// Rate mode arrival process (the scenarios' kinds; Poisson by default).
+    pub arrival: ArrivalSpec,
     pub warmup_requests: u64,
     pub repeats: u32,
     pub requests: Option<u64>,
@@ -141,10 +182,10 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
 pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
     let raw = raw?;
     let (mode, known) = match raw.mode.as_str() {
-        "concurrency" => (BenchMode::Concurrency, true),
-        "rate" => (BenchMode::Rate, true),
+        "concurrency" | "closed" => (BenchMode::Concurrency, true),
+        "rate" | "open" => (BenchMode::Rate, true),
         other => {
-            c.error("bench.mode", format!("unknown mode \"{other}\": expected concurrency or rate"));
+            c.error("bench.mode", format!("unknown mode \"{other}\": expected concurrency (closed) or rate (open)"));
             (BenchMode::Concurrency, false)
         }
     };
@@ -166,14 +207,7 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
             1
         }
     };
-    let arrival = match raw.arrival.as_deref() {
-        None | Some("poisson") => BenchArrival::Poisson,
-        Some("constant") => BenchArrival::Constant,
-        Some(other) => {
-            c.error("bench.arrival", format!("unknown arrival \"{other}\": expected poisson or constant"));
-            BenchArrival::Poisson
-        }
-    };
+    let arrival = raw.arrival.as_ref().map_or_else(ArrivalSpec::default, |a| arrival(a, c));
     let warmup_requests = non_negative("bench.warmup_requests", raw.warmup_requests, c);
     let repeats = if (1..=1000).contains(&raw.repeats) {
         raw.repeats as u32
@@ -229,6 +263,41 @@ pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {
         engine_metrics_url,
         matrix,
     })
+}
+
+/// The arrival spec, checked as a scenario's (`cv` turned into burstiness first).
+fn arrival(raw: &RawBenchArrival, c: &mut Checker) -> ArrivalSpec {
+    const AT: &str = "bench.arrival";
+    let spec = match raw {
+        RawBenchArrival::Kind(kind) => {
+            if !["poisson", "gamma", "constant"].contains(&kind.as_str()) {
+                c.error(AT, format!("unknown arrival \"{kind}\": expected poisson, gamma, constant or a mapping {{kind, cv, diurnal}}"));
+                return ArrivalSpec::default();
+            }
+            RawArrival { kind: kind.clone(), burstiness: None, diurnal: None }
+        }
+        RawBenchArrival::Spec(s) => {
+            let kind = s.kind.clone().unwrap_or_else(|| "poisson".to_owned());
+            let burstiness = match (s.cv, s.burstiness) {
+                (Some(_), Some(_)) => {
+                    c.error(format!("{AT}.cv"), "set cv or burstiness, not both (burstiness = 1 / cv²)");
+                    None
+                }
+                (Some(_), None) if kind != "gamma" => {
+                    c.error(format!("{AT}.cv"), format!("cv applies to kind gamma only, not {kind}"));
+                    None
+                }
+                (Some(cv), None) => Some(1.0 / (c.positive(&format!("{AT}.cv"), cv).powi(2))),
+                (None, b) => b,
+            };
+            RawArrival { kind, burstiness, diurnal: s.diurnal.clone() }
+        }
+    };
+    let spec = super::workload::arrival(AT, Some(&spec), c);
+    if matches!(spec.kind, ArrivalKind::Gamma { burstiness } if !burstiness.is_finite()) {
+        c.error(format!("{AT}.cv"), "too small: the gaps' burstiness (1 / cv²) is not a finite number");
+    }
+    spec
 }
 
 fn mock_profile(raw: &RawBench, c: &mut Checker) -> Option<String> {
@@ -300,4 +369,35 @@ fn matrix(mode: BenchMode, raw: &RawMatrix, c: &mut Checker) -> Matrix {
         c.error("bench.matrix", "empty: list at least one of concurrency/rates, input_tokens, output_tokens");
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ArrivalKind, ArrivalSpec, BenchMode};
+    use crate::loader::parse;
+
+    fn bench(yaml: &str) -> super::Bench {
+        let text = format!(
+            "targets:\n  - {{name: t, base_url: http://127.0.0.1:8000, api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 8}}\nbench:\n  requests: 5\n{yaml}"
+        );
+        parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}")).bench.expect("bench section")
+    }
+
+    #[test]
+    fn arrival_is_a_kind_or_a_spec() {
+        let open = |a: &str| bench(&format!("  mode: open\n  rates: [1]\n{a}"));
+        assert_eq!(open("").arrival, ArrivalSpec::default());
+        assert_eq!(open("  arrival: constant\n").arrival.kind, ArrivalKind::Constant);
+        assert_eq!(open("  arrival: gamma\n").arrival.kind, ArrivalKind::Gamma { burstiness: 1.0 });
+        assert_eq!(open("  arrival: {kind: gamma, cv: 2}\n").arrival.kind, ArrivalKind::Gamma { burstiness: 0.25 });
+        assert_eq!(open("  arrival: {kind: gamma, burstiness: 4}\n").arrival.kind, ArrivalKind::Gamma { burstiness: 4.0 });
+        let diurnal = open("  arrival: {diurnal: {period: 1h, amplitude: 0.5}}\n").arrival;
+        assert_eq!((diurnal.kind, diurnal.diurnal.map(|d| d.amplitude)), (ArrivalKind::Poisson, Some(0.5)));
+    }
+
+    #[test]
+    fn open_and_closed_name_the_modes() {
+        assert_eq!(bench("  mode: open\n  rates: [1]\n").mode, BenchMode::Rate);
+        assert_eq!(bench("  mode: closed\n  concurrency: [1]\n").mode, BenchMode::Concurrency);
+    }
 }

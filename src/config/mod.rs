@@ -31,7 +31,7 @@ mod telemetry;
 mod validate;
 mod workload;
 
-pub use bench::{Bench, BenchArrival, BenchMode, Matrix};
+pub use bench::{Bench, BenchMode, Matrix};
 pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MIN_RATE, Resolvers};
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
 pub use detect::{Detect, DetectSettings};

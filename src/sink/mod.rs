@@ -1,6 +1,7 @@
 //! Where recorded probes go. One recorder task hands every finished probe to each sink;
 //! sinks keep their own state behind interior mutability so they can be shared with the server.
 
+pub mod collect;
 pub mod detect;
 pub mod history;
 pub mod otlp;
@@ -14,6 +15,7 @@ mod expo;
 use crate::measure::Sample;
 use crate::outcome::Outcome;
 
+pub use collect::Collect;
 pub use history::History;
 pub use prometheus::Metrics;
 pub use summary::Summary;

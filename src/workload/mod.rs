@@ -10,6 +10,7 @@ pub mod calibrate;
 mod dataset;
 mod dist;
 mod fingerprint;
+mod mix;
 pub mod preview;
 pub mod prompt;
 
@@ -24,6 +25,7 @@ pub use calibrate::{Calibration, Fit, FitSource};
 pub use dataset::{parse_jsonl, parse_sharegpt};
 pub use dist::{pick, quantile};
 pub use fingerprint::{WorkloadHash, fingerprint};
+pub use mix::Mix;
 pub use prompt::{NONCE_WORDS, synthesize, synthesize_prompt};
 
 use crate::config::Scenario;
