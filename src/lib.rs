@@ -56,12 +56,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Workload(command) => cmd::workload::run(command).await,
             Command::Mock(args) => cmd::demo::mock(args).await,
             Command::Demo(args) => cmd::demo::demo(args).await,
-            Command::Bench(args) => bench::cmd::bench(args).await,
-            Command::Report(args) | Command::Merge(args) => bench::cmd::report(args),
-            Command::Compare(args) => bench::cmd::compare(args),
-            Command::Capacity(args) => bench::cmd::capacity(args),
+            Command::Bench(args) => cmd::bench::bench(args).await,
+            Command::Report(args) | Command::Merge(args) => cmd::bench::report(args),
+            Command::Compare(args) => cmd::bench::compare(args),
+            Command::Capacity(args) => cmd::bench::capacity(args),
             Command::Detect(cmd) => cmd::detect::run(cmd),
-            Command::Release(cli::ReleaseCommand::Mark(args)) => release::post_marker(&args).await.map(|()| ExitCode::SUCCESS),
+            Command::Release(cmd::release::ReleaseCommand::Mark(args)) => cmd::release::mark(&args).await.map(|()| ExitCode::SUCCESS),
         }
     })
 }

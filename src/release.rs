@@ -158,30 +158,6 @@ impl Releases {
     }
 }
 
-/// `llmprobe release mark`: posts a marker to a running prober. Errors name the URL without
-/// credentials and never show the token.
-pub async fn post_marker(args: &crate::cli::ReleaseMarkArgs) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let token = crate::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
-    let url = format!("{}/api/v1/releases", args.url.trim_end_matches('/'));
-    let body = serde_json::json!({"target": args.target, "version": args.version, "note": args.note});
-    let client = crate::target::plain_client()?;
-    let resp = client
-        .post(&url)
-        .bearer_auth(token.expose())
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("POST {url}: {}", token.redact(&crate::target::error_chain(&e))))?;
-    let status = resp.status();
-    let text = resp.text().await.unwrap_or_default();
-    anyhow::ensure!(status.is_success(), "POST {url}: HTTP {status}: {}", crate::protocol::truncate_chars(text.trim(), 200));
-    println!("release marked: target {} version {}", args.target, args.version);
-    Ok(())
-}
-
 /// Compares without an early exit on the first differing byte (the token is a secret).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

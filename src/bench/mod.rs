@@ -9,7 +9,6 @@
 //! samples (`process.jsonl`), and `report.md` / `report.html`.
 
 pub mod capacity;
-pub mod cmd;
 pub mod compare;
 pub mod engine;
 pub mod figure;

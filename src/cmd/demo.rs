@@ -4,12 +4,24 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use anyhow::Context;
+use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::DemoArgs;
 use crate::mock::MockArgs;
 use crate::{app, loader, mock};
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Serve the prober's /metrics here instead of the demo config's address.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Seconds between the printed one-line summaries.
+    #[arg(long, default_value_t = 5)]
+    pub summary_every: u64,
+}
 
 /// Serves the mock engine until a signal.
 pub async fn mock(args: MockArgs) -> anyhow::Result<ExitCode> {

@@ -3,8 +3,32 @@
 
 use std::process::ExitCode;
 
-use crate::cli::ProbeArgs;
+use std::path::PathBuf;
+
+use clap::Args;
+
 use crate::{app, loader, once};
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The YAML config file.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Send one probe per target and scenario, print each timeline, and exit (1 if any failed).
+    #[arg(long)]
+    pub once: bool,
+    /// Serve `POST /-/reload` (off by default, as in Prometheus: anyone who can reach the port
+    /// could otherwise make the prober re-read its file).
+    #[arg(long = "web.enable-lifecycle")]
+    pub web_enable_lifecycle: bool,
+    /// This prober's share of the schedule, `INDEX/COUNT` (overrides `probe.shard`): COUNT
+    /// probers with one config together send the configured rate.
+    #[arg(long, env = "LLMPROBE_SHARD", value_parser = crate::config::Shard::parse)]
+    pub shard: Option<crate::config::Shard>,
+    /// This prober's name, the `prober` label on every series (overrides `probe.prober`).
+    #[arg(long, env = "LLMPROBE_PROBER")]
+    pub prober: Option<String>,
+}
 
 pub async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = match loader::load(&args.config) {

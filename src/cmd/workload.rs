@@ -3,9 +3,54 @@
 
 use std::process::ExitCode;
 
-use crate::cli::WorkloadCommand;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
 use crate::config::{ConfigErrors, ProtocolKind, Target};
 use crate::{loader, workload};
+
+#[derive(Debug, Subcommand)]
+pub enum WorkloadCommand {
+    /// Print what a config will send: scenarios, rates, length distributions (sampled means,
+    /// p50/p90/p99, histograms) and the tokens/s the probe adds to each target.
+    Preview {
+        /// The YAML config file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Send synthetic prompts of given lengths to one server and print how close its prompt
+    /// token count (usage) came to each, and whether output length equalled max_tokens.
+    Accuracy(AccuracyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AccuracyArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8000.
+    #[arg(long)]
+    pub base_url: String,
+    /// API family: openai-completions or openai-chat.
+    #[arg(long, default_value = "openai-completions")]
+    pub api: String,
+    /// Model name; discovered from /v1/models when omitted.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requested prompt lengths in tokens, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "128,512,2000")]
+    pub lengths: Vec<u32>,
+    /// Requested output tokens (max_tokens, with ignore_eos).
+    #[arg(long, default_value_t = 8)]
+    pub output: u32,
+    /// Probes per length.
+    #[arg(long, default_value_t = 6)]
+    pub probes: usize,
+    /// Leading probes per length not held to the tolerance.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Skip /tokenize and learn from usage only (as for a server without it).
+    #[arg(long)]
+    pub no_tokenize: bool,
+}
 
 pub async fn run(command: WorkloadCommand) -> anyhow::Result<ExitCode> {
     match command {

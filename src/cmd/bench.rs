@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::{Plan, RunOptions};
+use crate::bench::{Plan, RunOptions};
 use crate::loader;
 
 /// `llmprobe bench` flags.
@@ -40,13 +40,13 @@ pub struct BenchArgs {
     /// Run shard I of N (0-based) of a run split over N load generators: rate/N per shard, or
     /// C/N workers (remainder to the first shards). Needs --run-id, and --start-at when N > 1.
     #[arg(long, env = "LLMPROBE_SHARD", value_name = "I/N")]
-    pub shard: Option<super::shard::Shard>,
+    pub shard: Option<crate::bench::shard::Shard>,
     /// The run ID, the same for every shard of one run (default: a fresh UUID).
     #[arg(long, env = "LLMPROBE_RUN_ID", value_name = "ID")]
     pub run_id: Option<String>,
     /// Wait until this wall-clock time (RFC 3339 or Unix seconds) before the first point; every
     /// later warm-up/repeat gets a slot of point_timeout + 2 s from then.
-    #[arg(long, env = "LLMPROBE_START_AT", value_name = "TIME", value_parser = super::shard::parse_start_at)]
+    #[arg(long, env = "LLMPROBE_START_AT", value_name = "TIME", value_parser = crate::bench::shard::parse_start_at)]
     pub start_at: Option<f64>,
 }
 
@@ -82,14 +82,14 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let runs = super::matrix::expand(&plan);
+    let runs = crate::bench::matrix::expand(&plan);
     if args.dry_run {
-        print!("{}", super::matrix::listing(&runs));
+        print!("{}", crate::bench::matrix::listing(&runs));
         return Ok(ExitCode::SUCCESS);
     }
     let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };
-    let sharding = super::shard::Sharding { shard: args.shard, run_id: args.run_id.clone(), start_at_unix_s: args.start_at };
-    if let Err(e) = super::shard::check(&plan, &sharding) {
+    let sharding = crate::bench::shard::Sharding { shard: args.shard, run_id: args.run_id.clone(), start_at_unix_s: args.start_at };
+    if let Err(e) = crate::bench::shard::check(&plan, &sharding) {
         eprintln!("{e:#}");
         return Ok(ExitCode::from(crate::EXIT_CONFIG));
     }
@@ -115,18 +115,18 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the sweep, or each matrix run into its own subdirectory (with `matrix.json` listing them).
-async fn run_all(runs: &[super::matrix::Run], matrix: bool, opts: &RunOptions, sharding: &super::shard::Sharding) -> anyhow::Result<()> {
+async fn run_all(runs: &[crate::bench::matrix::Run], matrix: bool, opts: &RunOptions, sharding: &crate::bench::shard::Sharding) -> anyhow::Result<()> {
     if matrix {
         std::fs::create_dir_all(&opts.output)?;
-        super::write_json(&opts.output.join("matrix.json"), &runs)?;
+        crate::bench::write_json(&opts.output.join("matrix.json"), &runs)?;
     }
     for r in runs {
         let opts = if matrix { RunOptions { output: opts.output.join(&r.name), ..opts.clone() } } else { opts.clone() };
         if matrix {
             eprintln!("bench: run {} -> {}", r.name, opts.output.display());
         }
-        let summary = super::run_sharded(&r.plan, &opts, sharding).await?;
-        print!("{}", super::progress::table(&summary));
+        let summary = crate::bench::run_sharded(&r.plan, &opts, sharding).await?;
+        print!("{}", crate::bench::progress::table(&summary));
     }
     Ok(())
 }
@@ -177,7 +177,7 @@ pub struct ReportArgs {
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let deadline = std::time::Instant::now() + Duration::from_secs(args.wait_seconds);
     let rs = loop {
-        match super::report::load(&args.dirs) {
+        match crate::bench::report::load(&args.dirs) {
             Ok(rs) => break rs,
             Err(e) if std::time::Instant::now() < deadline => {
                 eprintln!("report: not ready ({e:#}); retrying in 10 s");
@@ -192,10 +192,10 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         (None, _) => anyhow::bail!("merging {} result directories needs --output DIR for the merged results", args.dirs.len()),
     };
     if args.dirs.len() > 1 {
-        super::report::write_merged(&rs, &out)?;
+        crate::bench::report::write_merged(&rs, &out)?;
     }
-    let (md, html) = super::report::write(&rs, &out)?;
-    print!("{}", super::progress::table(&rs.summary));
+    let (md, html) = crate::bench::report::write(&rs, &out)?;
+    print!("{}", crate::bench::progress::table(&rs.summary));
     println!("wrote {} and {}", md.display(), html.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -232,7 +232,7 @@ pub struct CompareArgs {
 
 /// `llmprobe compare`: exit 0 when nothing regressed, 1 on a regression, 2 on unusable input.
 pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    let load = |d: &PathBuf| super::report::load(std::slice::from_ref(d));
+    let load = |d: &PathBuf| crate::bench::report::load(std::slice::from_ref(d));
     let (base, new) = match (load(&args.base), load(&args.new)) {
         (Ok(b), Ok(n)) => (b, n),
         (Err(e), _) | (_, Err(e)) => {
@@ -244,7 +244,7 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: cannot compare a {} sweep with a {} sweep", base.summary.mode, new.summary.mode);
         return Ok(ExitCode::from(crate::EXIT_CONFIG));
     }
-    let t = super::compare::Thresholds {
+    let t = crate::bench::compare::Thresholds {
         latency_increase: args.max_latency_increase_pct / 100.0,
         goodput_drop: args.max_goodput_drop,
         latency_floor_ms: args.min_latency_increase_ms,
@@ -253,8 +253,8 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<ExitCode> {
         resamples: args.resamples,
         seed: args.seed,
     };
-    let c = super::compare::compare(&base, &new, &t);
-    print!("{}", super::compare::table(&c, &t));
+    let c = crate::bench::compare::compare(&base, &new, &t);
+    print!("{}", crate::bench::compare::table(&c, &t));
     if c.rows.is_empty() {
         eprintln!("error: no load point in common");
         return Ok(ExitCode::from(crate::EXIT_CONFIG));
@@ -276,7 +276,7 @@ pub struct CapacityArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub inputs: super::capacity::Spec,
+    pub inputs: crate::bench::capacity::Spec,
 }
 
 /// `llmprobe capacity`: exit 2 on missing or invalid inputs.
@@ -289,22 +289,22 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(crate::EXIT_CONFIG));
             }
         },
-        None => super::capacity::Spec::default(),
+        None => crate::bench::capacity::Spec::default(),
     };
     let spec = args.inputs.over(base);
     let measured = match &args.from_bench {
         Some(dir) => {
-            let rs = super::report::load(std::slice::from_ref(dir))?;
-            Some(super::capacity::measured_from(&rs.summary, &dir.display().to_string())?)
+            let rs = crate::bench::report::load(std::slice::from_ref(dir))?;
+            Some(crate::bench::capacity::measured_from(&rs.summary, &dir.display().to_string())?)
         }
         None => None,
     };
-    match super::capacity::plan(&spec, measured) {
+    match crate::bench::capacity::plan(&spec, measured) {
         Ok(plan) => {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
             } else {
-                print!("{}", super::capacity::text(&plan));
+                print!("{}", crate::bench::capacity::text(&plan));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -318,7 +318,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Reads a capacity spec; an error names the key and line.
-fn read_spec(path: &std::path::Path) -> Result<super::capacity::Spec, String> {
+fn read_spec(path: &std::path::Path) -> Result<crate::bench::capacity::Spec, String> {
     let file = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {file}: {e}"))?;
     let de = serde_norway::Deserializer::from_str(&text);
