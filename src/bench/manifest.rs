@@ -6,6 +6,23 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// Written into `manifest.json` (`shard`) by a sharded run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardManifest {
+    pub index: u32,
+    pub count: u32,
+    /// Wall-clock start of the first phase (Unix seconds) and each phase's slot length.
+    pub start_at_unix_s: f64,
+    pub start_at: String,
+    pub slot_s: f64,
+    /// This shard's load at each point: requests/s (`rate / N`) or workers (0: point skipped).
+    pub loads: Vec<f64>,
+    /// In-flight cap of this shard (rate mode): `max_concurrency` split like workers.
+    pub max_concurrency: Option<usize>,
+    /// What the union of the shards' arrival streams is.
+    pub superposition: String,
+}
+
 /// The manifest file inside a result directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 
@@ -52,7 +69,7 @@ pub struct Manifest {
     /// `bench --shard I/N`: this shard's index, the shard count, the common start and slot, its
     /// share of each point; `None` for a run on one machine.
     #[serde(default)]
-    pub shard: Option<super::shard::ShardManifest>,
+    pub shard: Option<ShardManifest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,11 +155,11 @@ pub fn rfc3339(unix_s: f64) -> String {
 
 /// Writes the manifest (pretty JSON).
 pub fn write(dir: &Path, m: &Manifest) -> anyhow::Result<()> {
-    super::write_json(&dir.join(MANIFEST_FILE), m)
+    super::json::write_json(&dir.join(MANIFEST_FILE), m)
 }
 
 pub fn read(dir: &Path) -> anyhow::Result<Manifest> {
-    super::read_json(&dir.join(MANIFEST_FILE))
+    super::json::read_json(&dir.join(MANIFEST_FILE))
 }
 
 #[cfg(test)]

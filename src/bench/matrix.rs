@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::Plan;
+use super::plan::Plan;
 use crate::config::LengthSpec;
 
 /// One planned run.

@@ -62,7 +62,7 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<ResultSet> {
     let first = &manifests[0];
     let mode = if first.mode == "rate" { BenchMode::Rate } else { BenchMode::Concurrency };
     let run_ids: Vec<String> = manifests.iter().map(|m| m.run_id.clone()).collect();
-    let mut summary = super::summarize(&all, &run_ids, mode, first.slo.objective);
+    let mut summary = super::summarize::summarize(&all, &run_ids, mode, first.slo.objective);
     if sharded {
         super::shard::merged_summary(&mut summary, &first.points, first.slo.objective);
     }
@@ -96,8 +96,8 @@ pub fn write_merged(rs: &ResultSet, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     anyhow::ensure!(!out.join(records::RECORDS_FILE).exists(), "{} already holds records; choose a new --output directory", out.display());
     records::append(out, &rs.records)?;
-    super::write_json(&out.join(super::summary::SUMMARY_FILE), &rs.summary)?;
-    super::write_json(&out.join("merged-from.json"), &rs.manifests)
+    super::json::write_json(&out.join(super::summary::SUMMARY_FILE), &rs.summary)?;
+    super::json::write_json(&out.join("merged-from.json"), &rs.manifests)
 }
 
 /// Writes `report.md` and `report.html` into `out`; returns their paths.

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::Plan;
 use super::manifest::Manifest;
+use super::plan::Plan;
 use super::summary::SummaryFile;
 use crate::config::{ArrivalKind, Bench, BenchMode};
 
@@ -82,23 +82,6 @@ pub struct Sharding {
     pub run_id: Option<String>,
     /// Wall-clock start of the first phase, Unix seconds (`--start-at`).
     pub start_at_unix_s: Option<f64>,
-}
-
-/// Written into `manifest.json` (`shard`) by a sharded run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ShardManifest {
-    pub index: u32,
-    pub count: u32,
-    /// Wall-clock start of the first phase (Unix seconds) and each phase's slot length.
-    pub start_at_unix_s: f64,
-    pub start_at: String,
-    pub slot_s: f64,
-    /// This shard's load at each point: requests/s (`rate / N`) or workers (0: point skipped).
-    pub loads: Vec<f64>,
-    /// In-flight cap of this shard (rate mode): `max_concurrency` split like workers.
-    pub max_concurrency: Option<usize>,
-    /// What the union of the shards' arrival streams is.
-    pub superposition: String,
 }
 
 /// Wall-clock slot of one phase (warm-up or repeat): `point_timeout` + [`SLOT_GUARD_S`].
