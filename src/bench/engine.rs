@@ -56,12 +56,18 @@ pub struct Scraper {
 
 impl Scraper {
     pub fn new(url: String) -> anyhow::Result<Scraper> {
-        let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10)).build()?;
+        let client = crate::target::plain_client()?;
         Ok(Scraper { client, url })
     }
 
     pub async fn read(&self) -> anyhow::Result<Counters> {
-        let resp = self.client.get(&self.url).send().await.map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::target::error_chain(&e)))?;
+        let resp = self
+            .client
+            .get(&self.url)
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::target::error_chain(&e)))?;
         anyhow::ensure!(resp.status().is_success(), "GET {}: HTTP {}", self.url, resp.status());
         let text = resp.text().await.with_context(|| format!("reading {}", self.url))?;
         Counters::read(&promtext::parse(&text))

@@ -214,7 +214,7 @@ async fn sweep(
 async fn engine_scraper(b: &Bench, t: &Target) -> anyhow::Result<Option<engine::Scraper>> {
     let (url, explicit) = match &b.engine_metrics_url {
         Some(u) => (u.clone(), true),
-        None => (format!("{}/metrics", t.base_url.trim_end_matches('/')), false),
+        None => (t.metrics_url(), false),
     };
     let scraper = engine::Scraper::new(url)?;
     match scraper.read().await {

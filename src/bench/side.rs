@@ -121,13 +121,14 @@ impl SideSource for TelemetrySource {
 /// The side sources for one target: every `sources:` entry for it (or for all targets), and the
 /// agreement check's engine page as `engine` when no engine source is configured.
 pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>) -> anyhow::Result<Vec<Box<dyn SideSource>>> {
-    let client = reqwest::Client::builder().user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION"))).build()?;
+    let client = crate::target::plain_client()?;
     let mut out: Vec<Box<dyn SideSource>> = Vec::new();
     let mine = specs.iter().filter(|s| s.target.as_deref().is_none_or(|t| t == target.name));
     for spec in mine {
         let mut spec = spec.clone();
+        // A target-less engine source (for every target) reads this run's target.
         if spec.url.is_none() && spec.kind != SourceKind::Nvml {
-            spec.url = Some(format!("{}/metrics", target.base_url.trim_end_matches('/')));
+            spec.url = Some(target.metrics_url());
         }
         let name = format!("source-{}", spec.name);
         let description = format!(

@@ -1,7 +1,6 @@
 //! The bench-mode commands behind the CLI: `bench`, `report`, `compare`, `capacity`.
 //! Each returns the process exit code; the clap argument structs live here too.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -136,7 +135,7 @@ type MockTask = tokio::task::JoinHandle<std::io::Result<()>>;
 /// Starts the built-in mock engine on the target's address (`bench.mock: true`).
 async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow::Result<(CancellationToken, MockTask)> {
     let t = plan.target(target)?;
-    let addr = plain_http_addr(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
+    let addr = super::demo::mock_address(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the mock engine to {addr}"))?;
     let mut opts = crate::mock::MockOptions {
         profile: crate::mock::Profile::by_name(profile).context("unknown mock profile")?,
@@ -151,10 +150,6 @@ async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow:
     let stop = CancellationToken::new();
     let task = tokio::spawn(crate::mock::serve(listener, opts, stop.clone()));
     Ok((stop, task))
-}
-
-fn plain_http_addr(base_url: &str) -> Option<SocketAddr> {
-    base_url.strip_prefix("http://")?.trim_end_matches('/').parse().ok()
 }
 
 /// `llmprobe report` flags.

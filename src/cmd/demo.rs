@@ -39,7 +39,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if let Some(listen) = args.listen {
         cfg.listen = listen;
     }
-    let mock_addr = mock_address(&cfg.targets[0].base_url)?;
+    let base_url = &cfg.targets[0].base_url;
+    let mock_addr = mock_address(base_url).with_context(|| format!("the demo target {base_url} is not http://IP:port"))?;
     let listener = tokio::net::TcpListener::bind(mock_addr).await.with_context(|| format!("binding the mock engine to {mock_addr}"))?;
     let mock_stop = CancellationToken::new();
     let mock_task = tokio::spawn(mock::serve(listener, mock::MockOptions::default(), mock_stop.clone()));
@@ -51,7 +52,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     code
 }
 
-fn mock_address(base_url: &str) -> anyhow::Result<std::net::SocketAddr> {
-    let rest = base_url.strip_prefix("http://").context("the demo target must be plain http")?;
-    rest.trim_end_matches('/').parse().with_context(|| format!("the demo target {base_url} is not host:port"))
+/// The socket address of a plain-http `base_url` of the form `http://IP:port`: where an embedded
+/// mock engine listens for a target that points at it.
+pub(super) fn mock_address(base_url: &str) -> Option<std::net::SocketAddr> {
+    base_url.strip_prefix("http://")?.trim_end_matches('/').parse().ok()
 }

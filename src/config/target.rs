@@ -84,6 +84,12 @@ impl Target {
         self
     }
 
+    /// The target's own Prometheus page: `base_url` + `/metrics` (engine sources and the bench's
+    /// agreement check read it unless given another URL).
+    pub fn metrics_url(&self) -> String {
+        format!("{}/metrics", self.base_url.trim_end_matches('/'))
+    }
+
     /// The `Accept-Encoding` header value probes send.
     pub fn accept_encoding_header(&self) -> String {
         let names: Vec<&str> = self.accept_encoding.iter().map(|c| c.as_str()).collect();

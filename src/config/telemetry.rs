@@ -259,7 +259,7 @@ pub struct SourceSpec {
     pub name: String,
     pub kind: SourceKind,
     /// Page to scrape (engine, dcgm). For an engine with a `target` it defaults to the target's
-    /// `base_url` + `/metrics`, filled in by the app.
+    /// `base_url` + `/metrics` (`Target::metrics_url`), resolved when the config is validated.
     pub url: Option<String>,
     pub interval: Duration,
     pub timeout: Duration,

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use super::check::{Checker, MAX_IN_FLIGHT, check_name, check_unique};
 use super::duration::format_duration;
+use super::kinds::SourceKind;
 use super::model::{Config, ProbeSettings};
 use super::raw::{RawConfig, RawProbe};
 use super::raw_workload::RawScenario;
@@ -34,7 +35,11 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
     let tracing = super::telemetry::tracing(&raw.tracing, c);
-    let sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
+    let mut sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
+    // An engine source tied to a target reads that target's own page (resolved once, here).
+    for s in sources.iter_mut().filter(|s| s.url.is_none() && matches!(s.kind, SourceKind::Engine(_))) {
+        s.url = targets.iter().find(|t| Some(&t.name) == s.target.as_ref()).map(Target::metrics_url);
+    }
     let bench = super::bench::bench(raw.bench.as_ref(), c);
     let detect = super::detect::detect(&raw.detect, c);
     Config { listen, probe, targets, scenarios, slo, tracing, sources, bench, detect, warnings: Vec::new() }

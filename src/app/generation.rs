@@ -1,0 +1,197 @@
+//! One config's probing: schedules, recorder, discovery, calibration and telemetry, started on
+//! the station and stopped gracefully.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::discovery::keep_discovering;
+use super::options::RunOptions;
+use super::prepare::Prepared;
+use super::station::Station;
+use crate::arrival;
+use crate::config::Config;
+use crate::health::{Health, spawn_supervised};
+use crate::recorder::{self, Accounting};
+use crate::replicas::Endpoints;
+use crate::scheduler::{self, Pacing, RunContext, StopRule, Stream};
+use crate::sink::Sink;
+use crate::sink::prometheus::Metrics;
+use crate::sink::summary::Summary;
+use crate::source::SnapshotCache;
+use crate::workload::{Calibration, Mix, Sampler, fingerprint};
+
+/// One config's probing: schedules, recorder, discovery, calibration and telemetry.
+pub(super) struct Generation {
+    pub(super) accounting: Arc<Accounting>,
+    pub(super) handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub(super) stop: CancellationToken,
+}
+
+impl Generation {
+    /// Waits for the generation to end (its stop token is cancelled by the caller or a parent).
+    pub(super) async fn finish(self) -> anyhow::Result<()> {
+        self.handle.await.context("prober task panicked")?
+    }
+}
+
+/// Starts probing with `config` on the station; it runs until `shutdown` is cancelled.
+pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOptions, shutdown: CancellationToken) -> anyhow::Result<Generation> {
+    let Prepared { targets, otlp, otlp_metrics, release_token } = prepared;
+    let metrics = station.metrics.clone();
+    let health = station.health.clone();
+    // Tracing follows the config of the generation that runs: a reload can switch it off.
+    match &otlp {
+        Some((_, ratio)) => crate::trace::enable(*ratio),
+        None => crate::trace::disable(),
+    }
+    let otlp = otlp.map(|(sink, _)| sink);
+    let cache = otlp.as_ref().map(|o| o.snapshots()).unwrap_or_default();
+    let scrapers = start_sources(&config, cache, metrics.clone(), health.clone(), shutdown.clone())?;
+    let mut sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), station.history.clone(), station.summary.clone()];
+    if let Some(o) = &otlp {
+        sinks.push(o.clone());
+    }
+    if let Some(m) = &otlp_metrics {
+        sinks.push(m.clone());
+    }
+    if let Some(d) = &station.detect {
+        sinks.push(d.clone());
+    }
+    sinks.push(station.replicas.clone());
+    let names = config.targets.iter().map(|t| t.name.clone()).collect();
+    station.releases.set_generation(otlp.clone(), names, release_token, config.detect.state_dir.clone());
+    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));
+    let accounting = recorder.accounting.clone();
+    let ctx = RunContext {
+        recorder,
+        stop: shutdown.clone(),
+        abort: CancellationToken::new(),
+        tracker: TaskTracker::new(),
+        on_in_flight: {
+            let m = metrics.clone();
+            Arc::new(move |t: &str, n| m.set_in_flight(t, n))
+        },
+    };
+    let run_seed = config.probe.seed.unwrap_or_else(rand::random);
+    let run_id = new_run_id();
+    let workload = fingerprint(&config);
+    tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
+    let mut loops = Vec::new();
+    let mut streams = Vec::new();
+    let mut per_target = Vec::new();
+    let shared_config = Arc::new(config.clone());
+    for target in &targets {
+        let endpoints = Arc::new(Endpoints::new(target.clone()));
+        if let Some(spec) = target.config.replicas.clone() {
+            let (e, c, m, r, stop) = (endpoints.clone(), shared_config.clone(), metrics.clone(), station.replicas.clone(), shutdown.clone());
+            let resolver = options.resolver.clone().map_or_else(|| Arc::new(crate::discover::SystemResolver) as Arc<dyn crate::discover::Resolver>, |h| h.0);
+            loops.push(spawn_supervised("discovery", format!("{} replicas", target.name), health.clone(), move || {
+                crate::replicas::follow(e.clone(), spec.clone(), c.clone(), m.clone(), r.clone(), resolver.clone(), stop.clone())
+            }));
+        }
+        let (t, m, o, stop) = (target.clone(), metrics.clone(), otlp.clone(), shutdown.clone());
+        let (om, r) = (otlp_metrics.clone(), station.releases.clone());
+        let every = config.probe.discovery_interval;
+        loops.push(spawn_supervised("discovery", target.name.to_string(), health.clone(), move || {
+            keep_discovering(t.clone(), every, m.clone(), r.clone(), (o.clone(), om.clone()), stop.clone())
+        }));
+        // One calibration per target, shared by its scenarios, fitted off the probes' clock.
+        let calibration = Arc::new(Calibration::new(target.config.api));
+        let (t, c, stop) = (target.clone(), calibration.clone(), shutdown.clone());
+        loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || crate::tokenize::run(t.clone(), c.clone(), stop.clone())));
+        per_target.push((endpoints, calibration));
+    }
+    for plan in super::plan::schedules(&config, run_seed, &run_id) {
+        let (endpoints, calibration) = &per_target[plan.target];
+        let scenario = &config.scenarios[plan.scenario];
+        streams.push(Stream {
+            endpoints: endpoints.clone(),
+            draws: Mix::single(&scenario.name, Sampler::new(scenario.clone(), plan.seed.rotate_left(17), calibration.clone())),
+            pacing: Pacing::Open { arrival: arrival::build(&scenario.arrival, scenario.rate, plan.seed), cap: config.probe.max_in_flight },
+            id_prefix: plan.id_prefix,
+        });
+    }
+    let scheduler = scheduler::start(streams, StopRule::default(), ctx.clone(), Some(health.clone())).context("starting the scheduler thread")?;
+    health.set_up("scheduler");
+    health.set_started(true);
+    if let Some(every) = options.summary_every {
+        tokio::spawn(print_summaries(station.summary.clone(), every, shutdown.clone()));
+    }
+
+    let grace = config.probe.shutdown_grace;
+    let stop = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        shutdown.cancelled().await;
+        tracing::info!("stopping probing: waiting up to {grace:?} for in-flight probes");
+        health.set_started(false);
+        // A scheduler panic was reported to health when it happened.
+        let _ = scheduler.stopped().await;
+        for l in loops {
+            let _ = l.await;
+        }
+        ctx.tracker.close();
+        if tokio::time::timeout(grace, ctx.tracker.wait()).await.is_err() {
+            tracing::warn!("grace period over: cancelling {} in-flight probes", ctx.tracker.len());
+            ctx.abort.cancel();
+            ctx.tracker.wait().await;
+        }
+        drop(ctx);
+        recorder_task.await.context("recorder task")?;
+        for s in scrapers {
+            let _ = s.await;
+        }
+        if let Some(otlp) = otlp {
+            // The exporter blocks while flushing; this task holds the last reference.
+            let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
+        }
+        if let Some(m) = otlp_metrics {
+            // Exports the last interval's data; this task holds the last reference.
+            let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
+        }
+        Ok(())
+    });
+    Ok(Generation { accounting, handle, stop })
+}
+
+/// A short run id for readable probe ids: 8 hex digits, new on every start.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => println!("{}", summary.line()),
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+/// One supervised scrape loop per `sources:` entry, filling `cache` (which the trace sink reads).
+fn start_sources(
+    config: &Config,
+    cache: Arc<SnapshotCache>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let client = crate::target::plain_client().context("building the sources' HTTP client")?;
+    let mut scrapers = Vec::new();
+    for spec in &config.sources {
+        let spec = spec.clone();
+        cache.register(&spec.name, spec.target.as_deref(), spec.interval);
+        let (client, cache, metrics, stop) = (client.clone(), cache.clone(), metrics.clone(), stop.clone());
+        let name = spec.name.clone();
+        scrapers.push(spawn_supervised("source", name, health.clone(), move || {
+            let source = crate::source::build(&spec, client.clone());
+            crate::source::scrape::run(source, spec.clone(), cache.clone(), metrics.clone(), stop.clone())
+        }));
+    }
+    Ok(scrapers)
+}
