@@ -128,12 +128,12 @@ fn info_families_keep_their_scraped_names_in_both_formats() {
 }
 
 /// The metric contract document, rendered from the registry's own exposition (name, type, unit,
-/// labels, buckets, help) so it cannot drift from `src/sink/prometheus.rs`.
+/// labels, buckets, help) so it cannot drift from `src/sink/prometheus/contract.rs`.
 const METRICS_DOC: &str = "src/sink/METRICS.md";
 
 fn render_metrics_doc(text: &str) -> String {
     let mut out = String::from(
-        "# Metric contract\n\n<!-- Generated from src/sink/prometheus.rs by tests/metrics_golden.rs; \
+        "# Metric contract\n\n<!-- Generated from src/sink/prometheus/contract.rs by tests/metrics_golden.rs; \
          rewrite with `UPDATE_METRICS_DOC=1 cargo test --test metrics_golden`. -->\n\n\
          Every family served on `/metrics`, in exposition order. Names are as scraped: counters end in \
          `_total`, histograms add `_bucket`/`_sum`/`_count`, info families are `x_info` gauges in the \

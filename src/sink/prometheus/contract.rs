@@ -1,0 +1,180 @@
+//! The metric contract (`METRICS.md`): every exported name and help text, and every bucket
+//! layout. Nothing else names a family.
+
+// ---- Families: exported names and help texts ----------------------------------------------------
+
+/// One exported family: its name exactly as scraped (counters with `_total`) and its help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilySpec {
+    pub name: &'static str,
+    pub help: &'static str,
+}
+
+pub const REQUESTS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_requests_total", help: "Scheduled probes by outcome and error class; every probe lands here once" };
+pub const PROBES_SCHEDULED_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_probes_scheduled_total", help: "Probes scheduled; scheduled minus requests_total is what is in flight (or lost)" };
+pub const INTERNAL_ERRORS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_internal_errors_total", help: "Internal errors the prober caught in one of its own components (a bug; probing went on)" };
+pub const GOODPUT_REQUESTS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_goodput_requests_total", help: "Probes that succeeded and met every configured SLO threshold" };
+pub const SLO_VIOLATIONS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_slo_violations_total", help: "Successful probes that missed the given SLO threshold" };
+pub const TTFT_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_ttft_seconds", help: "Time from request sent to the first generated text (content or reasoning)" };
+pub const TPOT_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_tpot_seconds", help: "Time per output token after the first: (E2E - TTFT) / (output tokens - 1)" };
+pub const ITL_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_itl_seconds", help: "Gaps between consecutive text-bearing frames" };
+pub const E2E_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_e2e_seconds", help: "Time from request sent to the end of the stream" };
+pub const INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec { name: "llmprobe_input_tokens_total", help: "Prompt tokens reported by the server's usage" };
+pub const OUTPUT_TOKENS_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_output_tokens_total", help: "Output tokens of successful probes (usage, else counted frames)" };
+pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_token_count_fallback_total", help: "Successful probes without usage whose tokens were counted from frames" };
+pub const TTFC_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_ttfc_seconds",
+    help: "Time from request sent to the first answer content (after any reasoning); equals TTFT without reasoning",
+};
+pub const TOKENS_PER_FRAME: FamilySpec =
+    FamilySpec { name: "llmprobe_tokens_per_frame", help: "Output tokens per text-bearing frame (per frame where the API says, else the probe's mean)" };
+pub const MULTI_TOKEN_FRAMES_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_multi_token_frames_total", help: "Text-bearing frames that carried more than one token (ITL is per frame)" };
+pub const STREAM_BUFFERED_TOTAL: FamilySpec =
+    FamilySpec { name: "llmprobe_stream_buffered_total", help: "Successful streams whose text arrived in one burst at the end (fake streaming)" };
+pub const SERVER_TIME_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_server_time_seconds", help: "Time the server reported for a phase of the request (queue, prefill, decode, total, load)" };
+pub const SCHEDULE_LAG_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_schedule_lag_seconds", help: "Delay from a probe's scheduled time to its send time (prober health)" };
+pub const IN_FLIGHT_REQUESTS: FamilySpec = FamilySpec { name: "llmprobe_in_flight_requests", help: "Probes currently in flight" };
+pub const TARGET_RATE_PER_SECOND: FamilySpec = FamilySpec { name: "llmprobe_target_rate_per_second", help: "Configured arrival rate in probes per second" };
+pub const SLO_THRESHOLD_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_slo_threshold_seconds", help: "Configured SLO threshold" };
+pub const SLO_OBJECTIVE_RATIO: FamilySpec = FamilySpec { name: "llmprobe_slo_objective_ratio", help: "Configured goodput objective" };
+pub const TARGET_INFO: FamilySpec = FamilySpec { name: "llmprobe_target_info", help: "Model and engine discovered on the target; a change marks a release" };
+pub const BUILD_INFO: FamilySpec = FamilySpec { name: "llmprobe_build_info", help: "llmprobe build" };
+pub const PROMPT_TOKEN_ERROR_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_prompt_token_error_ratio",
+    help: "Signed relative error of server-counted prompt tokens vs requested, (usage - requested) / requested",
+};
+pub const WORKLOAD_INFO: FamilySpec = FamilySpec { name: "llmprobe_workload_info", help: "SHA-256 of the whole workload spec and of each scenario's" };
+pub const CONFIG_LAST_RELOAD_SUCCESSFUL: FamilySpec =
+    FamilySpec { name: "llmprobe_config_last_reload_successful", help: "Whether the last configuration (re)load succeeded" };
+pub const TARGET_INFO_CHANGE_TIMESTAMP_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_target_info_change_timestamp_seconds",
+    help: "Unix time the target's model or engine version last changed (a release marker)",
+};
+pub const SOURCE_UP: FamilySpec = FamilySpec { name: "llmprobe_source_up", help: "Whether the last scrape of a telemetry source succeeded" };
+pub const SOURCE_SCRAPE_DURATION_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_source_scrape_duration_seconds", help: "Duration of the last scrape of a telemetry source" };
+pub const STREAM_ENCODING_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_stream_encoding_total",
+    help: "2xx responses by the content coding their body came in (identity, gzip, deflate), asked for or not",
+};
+
+pub const DETECT_STATE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_state",
+    help: "Release-regression detector state per target, scenario (* = all pooled) and signal: 1 for the current state",
+};
+pub const DETECT_LATENCY_RATIO: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_latency_ratio",
+    help: "Detector effect estimate: post/pre-release ratio of the latency median or p95, with its 95% interval",
+};
+pub const DETECT_BAD_FRACTION_DELTA: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_bad_fraction_delta",
+    help: "Detector effect estimate: post minus pre-release share of probes that missed goodput, with its 95% interval",
+};
+pub const DETECT_EVIDENCE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_evidence",
+    help: "Detector evidence: ln of the release test's likelihood ratio (regressed at llmprobe_detect_threshold)",
+};
+pub const DETECT_THRESHOLD: FamilySpec =
+    FamilySpec { name: "llmprobe_detect_threshold", help: "Detector evidence threshold, ln(1/alpha) of the signal's share of the false-alarm budget" };
+pub const DETECT_SAMPLES: FamilySpec =
+    FamilySpec { name: "llmprobe_detect_samples", help: "Probes since the last release marker that entered the detector's test" };
+pub const RELEASE_INFO: FamilySpec =
+    FamilySpec { name: "llmprobe_release_info", help: "The target's last release marker: version and where it came from (discovery, api)" };
+pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_release_timestamp_seconds", help: "Unix time of the target's last release marker (discovery change, POST /api/v1/releases)" };
+
+pub const REPLICA_INFO: FamilySpec =
+    FamilySpec { name: "llmprobe_replica_info", help: "A probed replica of a target: its version (pod label or its own discovery), node and zone" };
+pub const REPLICAS: FamilySpec = FamilySpec { name: "llmprobe_replicas", help: "Replicas of a target by state: discovered, or probed (at most replicas.max)" };
+pub const CANARY_STATE: FamilySpec = FamilySpec {
+    name: "llmprobe_canary_state",
+    help: "During a rollout, the newest version against the others over the same window: 1 for the current state (ok, regressed)",
+};
+pub const CANARY_EFFECT: FamilySpec = FamilySpec {
+    name: "llmprobe_canary_effect",
+    help: "Canary effect: new/old latency ratio (geometric mean) or bad-fraction difference, with its 95% interval",
+};
+pub const CANARY_EVIDENCE: FamilySpec =
+    FamilySpec { name: "llmprobe_canary_evidence", help: "Canary evidence: ln likelihood ratio of the comparison; regressed at ln(1/alpha)" };
+pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
+    name: "llmprobe_replica_outlier",
+    help: "1 when a replica is significantly worse than its peers of the same version over the last 15 minutes",
+};
+
+/// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
+pub const ALL_FAMILIES: [FamilySpec; 45] = [
+    REQUESTS_TOTAL,
+    PROBES_SCHEDULED_TOTAL,
+    GOODPUT_REQUESTS_TOTAL,
+    SLO_VIOLATIONS_TOTAL,
+    TTFT_SECONDS,
+    TTFC_SECONDS,
+    TPOT_SECONDS,
+    ITL_SECONDS,
+    E2E_SECONDS,
+    INPUT_TOKENS_TOTAL,
+    OUTPUT_TOKENS_TOTAL,
+    TOKEN_COUNT_FALLBACK_TOTAL,
+    TOKENS_PER_FRAME,
+    MULTI_TOKEN_FRAMES_TOTAL,
+    STREAM_BUFFERED_TOTAL,
+    STREAM_ENCODING_TOTAL,
+    SERVER_TIME_SECONDS,
+    SCHEDULE_LAG_SECONDS,
+    IN_FLIGHT_REQUESTS,
+    TARGET_RATE_PER_SECOND,
+    SLO_THRESHOLD_SECONDS,
+    SLO_OBJECTIVE_RATIO,
+    TARGET_INFO,
+    BUILD_INFO,
+    CONFIG_LAST_RELOAD_SUCCESSFUL,
+    PROMPT_TOKEN_ERROR_RATIO,
+    WORKLOAD_INFO,
+    TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
+    SOURCE_UP,
+    SOURCE_SCRAPE_DURATION_SECONDS,
+    INTERNAL_ERRORS_TOTAL,
+    DETECT_STATE,
+    DETECT_LATENCY_RATIO,
+    DETECT_BAD_FRACTION_DELTA,
+    DETECT_EVIDENCE,
+    DETECT_THRESHOLD,
+    DETECT_SAMPLES,
+    RELEASE_INFO,
+    RELEASE_TIMESTAMP_SECONDS,
+    REPLICA_INFO,
+    REPLICAS,
+    CANARY_STATE,
+    CANARY_EFFECT,
+    CANARY_EVIDENCE,
+    REPLICA_OUTLIER,
+];
+
+// ---- Buckets (seconds) -------------------------------------------------------------------------
+
+pub const TTFT_BUCKETS: [f64; 23] =
+    [0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
+/// Shared by TPOT and ITL.
+pub const TPOT_BUCKETS: [f64; 19] = [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5];
+pub const E2E_BUCKETS: [f64; 20] = [0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 240.0, 480.0];
+/// Tokens per frame: 1 is plain token-by-token streaming; more is speculative decoding or
+/// server-side batching of frames.
+pub const TOKENS_PER_FRAME_BUCKETS: [f64; 10] = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0];
+/// The server phases in `llmprobe_server_time_seconds{phase}`.
+pub const SERVER_PHASES: [&str; 5] = ["queue", "prefill", "decode", "total", "load"];
+pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// Signed ratio buckets, symmetric around 0: ±0.5%, ±1%, ±2% (the accuracy target), ±5%, ±10%, ±25%.
+pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [-0.25, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25];

@@ -1,0 +1,174 @@
+//! The release-regression detector's families: state, effect estimates, evidence, markers.
+
+use super::contract::{
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
+};
+use super::labels::{TargetLabels, server_label};
+use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
+use crate::config::Config;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+// ---- Detector families ---------------------------------------------------------------------------
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectStateLabels {
+    pub target: String,
+    pub scenario: String,
+    pub signal: &'static str,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectSignalLabels {
+    pub target: String,
+    pub scenario: String,
+    pub signal: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectRatioLabels {
+    pub target: String,
+    pub scenario: String,
+    pub signal: &'static str,
+    /// `p50` (median) or `p95` (not `quantile`: that label belongs to summaries).
+    pub percentile: &'static str,
+    /// `estimate`, `low` or `high` (95% interval).
+    pub bound: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DetectDeltaLabels {
+    pub target: String,
+    pub scenario: String,
+    pub bound: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReleaseLabels {
+    pub target: String,
+    pub version: String,
+    pub source: String,
+}
+
+/// The detector's exported state; the detector sink (`sink/detect.rs`) writes it.
+#[derive(Debug, Clone)]
+pub struct DetectFamilies {
+    pub state: Family<DetectStateLabels, Gauge>,
+    pub latency_ratio: Family<DetectRatioLabels, FloatGauge>,
+    pub bad_delta: Family<DetectDeltaLabels, FloatGauge>,
+    pub evidence: Family<DetectSignalLabels, FloatGauge>,
+    pub threshold: Family<DetectSignalLabels, FloatGauge>,
+    pub samples: Family<DetectSignalLabels, Gauge>,
+    pub(super) release_info: InfoFamily<ReleaseLabels>,
+    pub(super) release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
+    pub(super) release_timestamp: Family<TargetLabels, FloatGauge>,
+}
+
+impl DetectFamilies {
+    pub(super) fn new() -> Self {
+        DetectFamilies {
+            state: Family::default(),
+            latency_ratio: Family::default(),
+            bad_delta: Family::default(),
+            evidence: Family::default(),
+            threshold: Family::default(),
+            samples: Family::default(),
+            release_info: info_family(),
+            release_current: Default::default(),
+            release_timestamp: Family::default(),
+        }
+    }
+
+    pub(super) fn register(&self, r: &mut Registry) {
+        register(r, DETECT_STATE, self.state.clone());
+        register(r, DETECT_LATENCY_RATIO, self.latency_ratio.clone());
+        register(r, DETECT_BAD_FRACTION_DELTA, self.bad_delta.clone());
+        register(r, DETECT_EVIDENCE, self.evidence.clone());
+        register(r, DETECT_THRESHOLD, self.threshold.clone());
+        register(r, DETECT_SAMPLES, self.samples.clone());
+        register(r, RELEASE_INFO, self.release_info.clone());
+        register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
+    }
+
+    /// A release marker: replaces the target's `llmprobe_release_info` series and sets its time.
+    pub fn set_release(&self, target: &str, version: &str, source: &str, unix_seconds: f64) {
+        let labels = ReleaseLabels { target: target.to_owned(), version: server_label(version), source: source.to_owned() };
+        let mut current = self.release_current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = current.insert(target.to_owned(), labels.clone()) {
+            if old != labels {
+                self.release_info.remove(&old);
+            }
+        }
+        touch(&self.release_info, &labels);
+        self.release_timestamp.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
+    }
+
+    /// Every detector row a config can have, at its starting value (watching, no evidence, no
+    /// estimate yet), so rules and dashboards see the series before the first probe. Rows
+    /// are the target's pooled one (`scenario="*"`) and one per scenario, for each signal.
+    pub(super) fn precreate(&self, config: &Config) {
+        if !config.detect.enabled {
+            return;
+        }
+        for target in &config.targets {
+            let rows = std::iter::once("*").chain(config.scenarios.iter().map(|s| s.name.as_str()));
+            for scenario in rows {
+                for signal in ["ttft", "tpot", "e2e", "goodput"] {
+                    for state in ["watching", "regressed", "recovered"] {
+                        let labels = DetectStateLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal, state };
+                        self.state.get_or_create(&labels).set(i64::from(state == "watching"));
+                    }
+                    let sig = DetectSignalLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal };
+                    touch(&self.evidence, &sig);
+                    touch(&self.samples, &sig);
+                    touch(&self.threshold, &sig);
+                    // No estimate before a marker: NaN, never a misleading 0.
+                    for bound in ["estimate", "low", "high"] {
+                        if signal == "goodput" {
+                            self.bad_delta
+                                .get_or_create(&DetectDeltaLabels { target: target.name.clone(), scenario: scenario.to_owned(), bound })
+                                .set(f64::NAN);
+                        } else {
+                            for percentile in ["p50", "p95"] {
+                                let labels = DetectRatioLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal, percentile, bound };
+                                self.latency_ratio.get_or_create(&labels).set(f64::NAN);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes one detector row (target × scenario, `*` for the pooled one), every signal.
+    pub fn forget_row(&self, target: &str, scenario: &str) {
+        for signal in ["ttft", "tpot", "e2e", "goodput"] {
+            for state in ["watching", "regressed", "recovered"] {
+                self.state.remove(&DetectStateLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, state });
+            }
+            let sig = DetectSignalLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal };
+            self.evidence.remove(&sig);
+            self.threshold.remove(&sig);
+            self.samples.remove(&sig);
+            for bound in ["estimate", "low", "high"] {
+                self.bad_delta.remove(&DetectDeltaLabels { target: target.to_owned(), scenario: scenario.to_owned(), bound });
+                for percentile in ["p50", "p95"] {
+                    self.latency_ratio.remove(&DetectRatioLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, percentile, bound });
+                }
+            }
+        }
+    }
+
+    /// Removes a target's release series (it left the config).
+    pub fn forget_target(&self, target: &str) {
+        if let Some(old) = self.release_current.lock().unwrap_or_else(|e| e.into_inner()).remove(target) {
+            self.release_info.remove(&old);
+        }
+        self.release_timestamp.remove(&TargetLabels { target: target.to_owned() });
+    }
+}
