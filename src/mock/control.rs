@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::App;
+use super::app::App;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

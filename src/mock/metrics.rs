@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Response, header};
 use axum::routing::get;
 
-use super::App;
+use super::app::App;
 use super::engine::Engine;
 
 pub fn routes(app: Arc<App>) -> Router {

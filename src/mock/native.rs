@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use super::App;
+use super::app::App;
 use super::engine::SeqSpec;
 use super::faults::Fault;
 use super::openai::{finish_whole, pre_engine_fault};

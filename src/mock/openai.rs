@@ -15,7 +15,7 @@ use axum::middleware::{self, Next};
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use super::App;
+use super::app::App;
 use super::engine::SeqSpec;
 use super::faults::Fault;
 use super::tokenizer::{decode_id, encode, encode_chat};
