@@ -7,9 +7,31 @@ defines, through `super::`, `self::` or `crate::folder::`; a `mod.rs` that only 
 re-exports its children is the folder's face, not a dependency). `config` must name no other
 module of the crate. Items are resolved by name from `pub` definitions, so a name defined in two
 files of one folder counts as both; `#[cfg(test)] mod tests` blocks are left out.
-Usage: scripts/check-module-cycles.py [src]
+Usage: scripts/check-module-cycles.py [src]   (or --self-test: the checker on made-up trees)
 """
-import os, re, sys
+import os, re, subprocess, sys, tempfile
+
+if sys.argv[1:] == ["--self-test"]:
+    cases = {
+        # (files, should fail)
+        "top-level cycle": ({"lib.rs": "mod a; mod b;", "a.rs": "use crate::b::X;", "b.rs": "pub struct X; fn f() { crate::a::g(); }"}, True),
+        "leaf names the crate": ({"lib.rs": "mod config; mod a;", "config/mod.rs": "use crate::a::Y;", "a.rs": "pub struct Y;"}, True),
+        "face dispatch cycle": ({"lib.rs": "mod p;", "p/mod.rs": "mod x;\npub struct T;\nfn go() { x::run(); }", "p/x.rs": "use super::T;\npub fn run() {}"}, True),
+        "layered folder": ({"lib.rs": "mod p;", "p/mod.rs": "mod t;\nmod x;\npub use t::T;\npub use x::run;", "p/t.rs": "pub struct T;", "p/x.rs": "use super::t::T;\npub fn run() {}"}, False),
+        "re-export from outside": ({"lib.rs": "mod config; mod q;", "config/mod.rs": "pub struct K;", "q/mod.rs": "mod y;\npub use crate::config::K;\nfn f() { y::g(); }", "q/y.rs": "use super::K;\npub fn g() {}"}, False),
+    }
+    bad = 0
+    for name, (tree, should_fail) in cases.items():
+        with tempfile.TemporaryDirectory() as d:
+            for path, text in tree.items():
+                os.makedirs(os.path.dirname(os.path.join(d, path)), exist_ok=True)
+                open(os.path.join(d, path), "w").write(text + "\n")
+            failed = subprocess.run([sys.executable, __file__, d], capture_output=True).returncode != 0
+            if failed != should_fail:
+                bad += 1
+                print(f"self-test {name!r}: expected {'a failure' if should_fail else 'a pass'}")
+    print(f"self-test: {len(cases) - bad}/{len(cases)} cases as expected")
+    sys.exit(1 if bad else 0)
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "src"
 LEAVES = {"config"}  # may name nothing else of the crate
