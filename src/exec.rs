@@ -291,6 +291,9 @@ fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: 
         *seen = (*seen).max(u.completion_tokens);
     }
     if ev.has_text() {
+        if out.timeline.text_frames.is_empty() {
+            out.timeline.first_emitted_ns = ev.emitted_ns;
+        }
         let frame = TextFrame { at, content_bytes: ev.content_bytes, reasoning_bytes: ev.reasoning_bytes, tokens };
         out.timeline.push_text_frame(frame);
     }

@@ -170,7 +170,7 @@ impl SseDecoder {
         if std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
             chunk = &chunk[1..];
         }
-        while let Some(i) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', chunk) {
             if self.line.is_empty() {
                 // The whole line is in this chunk: read it in place, no copy.
                 self.end_line(&chunk[..i], sink);
@@ -206,7 +206,7 @@ impl SseDecoder {
         if line[0] == b':' {
             return;
         }
-        let (field, value) = match line.iter().position(|&c| c == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
@@ -269,7 +269,7 @@ pub struct NdjsonDecoder {
 
 impl NdjsonDecoder {
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Vec<u8>>) {
-        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
             if self.line.is_empty() {
                 self.end_line(&chunk[..i], out);
             } else {

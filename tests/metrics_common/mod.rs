@@ -82,7 +82,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         model: Arc::from("m"),
         requested_input_tokens: 128,
         requested_output_tokens: 4,
-        timeline: Timeline { intended: t0, sent, first_byte: Some(sent + ms(1)), text_frames, text_frames_beyond_cap: 0, end: sent + ms(end_ms) },
+        timeline: Timeline { intended: t0, sent, first_byte: Some(sent + ms(1)), text_frames, text_frames_beyond_cap: 0, end: sent + ms(end_ms), first_emitted_ns: None },
         http_status: Some(200),
         usage: None,
         api_counter: None,
