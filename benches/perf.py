@@ -123,10 +123,10 @@ def frame_times(r):
 def closed_loop(mock_port, c, seconds):
     records, _, samples = run_bench(mock_port, f"bench: {{mode: concurrency, concurrency: [{c}], repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n")
     ok = [r for r in records if r["outcome"] == "success"]
-    # Steady window: from 1 s after the first send to the last intended send (no start-up, no
-    # drain, no report writing).
+    # Steady window: from 1 s after the first send to the last request's end (no start-up, no
+    # report writing).
     lo = min(r["sent_unix_s"] for r in records) + 1.0
-    hi = max(r["sent_unix_s"] for r in records)
+    hi = max(r["end_unix_s"] for r in records)
     win = [s for s in samples if lo <= s[0] <= hi]
     res = {"requests": len(records), "errors": len(records) - len(ok)}
     if len(win) >= 2:
@@ -155,7 +155,7 @@ def open_arrival(mock_port, rate, seconds):
 
 def sidecar(mock_port, seconds):
     port = free_port()
-    cfg = write(f"listen: 127.0.0.1:{port}\nprobe: {{rate: 1, seed: 7}}\n" + target(mock_port) + "sources:\n  - {kind: engine, target: mock}\n")
+    cfg = write(f"listen: 127.0.0.1:{port}\nprobe: {{rate: 1, seed: 7, max_in_flight: 1000}}\n" + target(mock_port) + "sources:\n  - {kind: engine, target: mock}\n")
     proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "probe", "--config", cfg], stdout=subprocess.DEVNULL)
     try:
         wait_ready(port, "/metrics")
