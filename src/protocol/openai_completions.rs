@@ -61,7 +61,12 @@ impl Protocol for OpenAiCompletions {
 
 fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
     let chunk: Chunk = parse_json(frame)?;
-    let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()), ..Default::default() };
+    let mut ev = StreamEvent {
+        model: chunk.model,
+        usage: chunk.usage.map(Into::into),
+        emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()),
+        ..Default::default()
+    };
     for choice in chunk.choices {
         ev.content_bytes += len(choice.text);
         if choice.finish_reason.is_some() {
