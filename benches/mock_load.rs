@@ -3,7 +3,9 @@
 //!
 //! The mock runs in a child process (this binary re-executed with `MOCK_LOAD_SERVE` set) so its
 //! CPU time can be read from `/proc/<pid>/stat` apart from the client's.
-//! Env: `STREAMS` (2000), `TOKENS` (256), `MOCK_PROFILE` (load-test).
+//! Env: `STREAMS` (2000), `TOKENS` (256), `MOCK_PROFILE` (load-test); `MOCK_LOAD_ADDR=HOST:PORT`
+//! drives a mock already running there instead (`benches/perf.py` pins one to a core) and
+//! `MOCK_LOAD_PID` names its process for the CPU figure.
 
 use std::time::Instant;
 
@@ -26,18 +28,28 @@ fn main() {
     }
     let streams = env_num("STREAMS", 2000);
     let tokens = env_num("TOKENS", 256);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut srv = std::process::Command::new(std::env::current_exe().unwrap()).env("MOCK_LOAD_SERVE", &addr).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let external = std::env::var("MOCK_LOAD_ADDR").ok();
+    let (addr, mut srv) = match external {
+        Some(addr) => (addr, None),
+        None => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let addr = format!("127.0.0.1:{port}");
+            let child = std::process::Command::new(std::env::current_exe().unwrap()).env("MOCK_LOAD_SERVE", &addr).spawn().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            (addr, Some(child))
+        }
+    };
+    let pid = srv.as_ref().map(|c| c.id()).or_else(|| std::env::var("MOCK_LOAD_PID").ok().and_then(|p| p.parse().ok())).unwrap_or(0);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let cpu0 = cpu_seconds(srv.id());
+    let cpu0 = cpu_seconds(pid);
     let t0 = Instant::now();
     let (got, failed) = rt.block_on(drive(&addr, streams, tokens));
     let wall = t0.elapsed().as_secs_f64();
-    let cpu = cpu_seconds(srv.id()) - cpu0;
-    let _ = srv.kill();
-    let _ = srv.wait();
+    let cpu = cpu_seconds(pid) - cpu0;
+    if let Some(srv) = srv.as_mut() {
+        let _ = srv.kill();
+        let _ = srv.wait();
+    }
     println!("streams={streams} tokens/stream={tokens} failed={failed} wall={wall:.2}s");
     println!("tokens received={got} => {:.0} tokens/s", got as f64 / wall);
     println!("mock CPU {cpu:.2}s => {:.3} CPU-s per 1000 streams, {:.1} us per token", cpu * 1000.0 / streams as f64, cpu * 1e6 / got.max(1) as f64);

@@ -164,23 +164,44 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
     check_content_type(&response, Some(protocol.framing()))?;
 
     let mut reader = StreamReader::new(protocol.framing(), coding, target.config.max_response_bytes);
+    // One timer for the whole stream: re-arming a timeout for every chunk would cost a timer
+    // wheel update per frame. It is moved only when the deadline comes earlier, or when it fires
+    // before the current deadline (which moved later); so it times out exactly when a fresh
+    // timeout per chunk would.
+    let timer = tokio::time::sleep_until(after(sent, timeouts.ttft).min(total_deadline).into());
+    tokio::pin!(timer);
     loop {
         let (deadline, class) = match out.timeline.first_token() {
             None => earliest(after(sent, timeouts.ttft), ErrorClass::TimeoutTtft, total_deadline),
             Some(_) => earliest(after(reader.last_chunk, timeouts.idle), ErrorClass::TimeoutIdle, total_deadline),
         };
-        let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
-            Err(_) => return Err(Failure::new(class, timeout_detail(class, out))),
-            Ok(Err(e)) => {
+        let at = tokio::time::Instant::from_std(deadline);
+        if at < timer.deadline() {
+            timer.as_mut().reset(at);
+        }
+        let chunk = tokio::select! {
+            biased;
+            chunk = response.chunk() => chunk,
+            () = &mut timer => {
+                // tokio's clock, as the timer's (it is the virtual one when time is paused).
+                if tokio::time::Instant::now() < at {
+                    timer.as_mut().reset(at);
+                    continue;
+                }
+                return Err(Failure::new(class, timeout_detail(class, out)));
+            }
+        };
+        let chunk = match chunk {
+            Err(e) => {
                 return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
             }
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(chunk))) => chunk,
+            Ok(None) => break,
+            Ok(Some(chunk)) => chunk,
         };
         let now = Instant::now();
         reader.last_chunk = now;
-        let frames = reader.feed(&chunk)?;
-        if apply_frames(frames, now, &mut reader, protocol, out)? {
+        reader.feed(&chunk, protocol)?;
+        if reader.apply(now, out)? {
             out.timeline.end = now;
             return finish(true, protocol, out);
         }
@@ -291,6 +312,9 @@ fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: 
         *seen = (*seen).max(u.completion_tokens);
     }
     if ev.has_text() {
+        if out.timeline.text_frames.is_empty() {
+            out.timeline.first_emitted_ns = ev.emitted_ns;
+        }
         let frame = TextFrame { at, content_bytes: ev.content_bytes, reasoning_bytes: ev.reasoning_bytes, tokens };
         out.timeline.push_text_frame(frame);
     }
@@ -310,7 +334,7 @@ fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: 
     ev.done
 }
 
-/// Cuts the body into frames and enforces the size caps.
+/// Cuts the body into frames, parses them and enforces the size caps.
 struct StreamReader {
     /// The content coding, undone before framing.
     body: BodyDecoder,
@@ -321,6 +345,9 @@ struct StreamReader {
     last_chunk: Instant,
     /// Completion tokens of the last usage report seen.
     usage_seen: u64,
+    /// The parsed frames of the last chunk, up to the first end marker or protocol error
+    /// (reused: nothing is allocated per frame).
+    events: Vec<Result<StreamEvent, ProtocolError>>,
 }
 
 impl StreamReader {
@@ -333,23 +360,45 @@ impl StreamReader {
             max_bytes,
             last_chunk: Instant::now(),
             usage_seen: 0,
+            events: Vec::new(),
         }
     }
 
-    fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
+    /// Decodes a chunk and parses its frames into `events`, each parsed where the decoder lends
+    /// it. Frames after an end marker or a protocol error are not parsed, as they were never
+    /// applied; the size caps cover every frame of the chunk before any event is applied.
+    fn feed(&mut self, chunk: &[u8], protocol: &dyn Protocol) -> Result<(), Failure> {
         // The cap is on decoded bytes (what the prober holds); a bomb stops at the cap.
         let chunk = self.body.decode(chunk, self.max_bytes - self.total_bytes.min(self.max_bytes)).map_err(|e| Failure::new(ErrorClass::Parse, e))?;
         self.total_bytes += chunk.len();
         if self.total_bytes > self.max_bytes {
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {} bytes", self.max_bytes)));
         }
-        let mut frames = Vec::new();
-        self.decoder.feed(&chunk, &mut frames);
-        let largest = frames.iter().map(Vec::len).max().unwrap_or(0).max(self.decoder.pending_bytes());
-        if largest > MAX_FRAME_BYTES {
+        self.events.clear();
+        let (state, events) = (&mut self.state, &mut self.events);
+        let (mut largest, mut stopped) = (0, false);
+        self.decoder.feed_with(&chunk, |frame| {
+            largest = largest.max(frame.len());
+            if !stopped {
+                let event = protocol.parse(frame, state);
+                stopped = !matches!(&event, Ok(ev) if !ev.done);
+                events.push(event);
+            }
+        });
+        if largest.max(self.decoder.pending_bytes()) > MAX_FRAME_BYTES {
             return Err(Failure::new(ErrorClass::Parse, format!("frame exceeded {MAX_FRAME_BYTES} bytes")));
         }
-        Ok(frames)
+        Ok(())
+    }
+
+    /// Applies the events of the last chunk; returns whether the end marker was seen.
+    fn apply(&mut self, at: Instant, out: &mut Outcome) -> Result<bool, Failure> {
+        for event in self.events.drain(..) {
+            if apply_event(event.map_err(protocol_failure)?, at, Some(&mut self.usage_seen), out) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The last frames, and an SSE event the stream ended inside (see `FrameDecoder::finish`).

@@ -140,6 +140,9 @@ pub struct Timeline {
     pub text_frames_beyond_cap: u64,
     /// End of the stream, or the moment the failure was detected.
     pub end: Instant,
+    /// The server's own emission stamp of the first text frame, nanoseconds since the request
+    /// arrived there (the mock's `mock_emitted_ns`); `None` unless the server stamps frames.
+    pub first_emitted_ns: Option<u64>,
 }
 
 /// Text frames whose timestamps a probe keeps (~3 MiB at most): a stream of millions of tiny
@@ -149,7 +152,7 @@ pub const MAX_TEXT_FRAMES: usize = 65_536;
 impl Timeline {
     /// A timeline with no frames yet, everything at `sent`.
     pub fn new(intended: Instant, sent: Instant) -> Self {
-        Timeline { intended, sent, first_byte: None, text_frames: Vec::new(), text_frames_beyond_cap: 0, end: sent }
+        Timeline { intended, sent, first_byte: None, text_frames: Vec::new(), text_frames_beyond_cap: 0, end: sent, first_emitted_ns: None }
     }
 
     /// Keeps a text frame, or only counts it once `MAX_TEXT_FRAMES` are kept.

@@ -196,6 +196,7 @@ fn synthetic(point: usize, load: f64, ttft_ms: f64, good: bool, repeat: u32, seq
         end_unix_s: 1e9 + seq as f64 / load + 1.0,
         schedule_lag_ms: 0.0,
         ttft_ms: Some(ttft_ms),
+        server_first_token_ms: None,
         tpot_ms: Some(10.0),
         itl: None,
         itl_gaps_ms: vec![],

@@ -78,6 +78,11 @@ pub struct Record {
     pub end_unix_s: f64,
     pub schedule_lag_ms: f64,
     pub ttft_ms: Option<f64>,
+    /// The server's own time to the first text frame, from the request's arrival there to the
+    /// frame's emission, when the server stamps frames (the mock's `mock_emitted_ns`); absent
+    /// otherwise. `ttft_ms` minus this is the prober's TTFT error plus the loopback transit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_first_token_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub itl: Option<ItlSummary>,
     /// Every gap between text-bearing frames, rounded to the microsecond (summaries pool them).
@@ -177,6 +182,7 @@ pub fn from_outcome(o: &Outcome, sample: Option<&Sample>, slo: &Slo, epoch: &Epo
         end_unix_s: unix(epoch.rel(tl.end)),
         schedule_lag_ms: ms(tl.schedule_lag()),
         ttft_ms: sample.map(|s| ms(s.ttft)),
+        server_first_token_ms: tl.first_emitted_ns.filter(|_| sample.is_some()).map(|ns| ns as f64 / 1e6),
         tpot_ms: sample.and_then(|s| s.tpot.map(ms)),
         itl: sample.and_then(itl_summary),
         itl_gaps_ms: sample.map(|s| s.itl.iter().map(|d| round_us(ms(*d))).collect()).unwrap_or_default(),

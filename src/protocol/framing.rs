@@ -2,7 +2,8 @@
 //!
 //! Both accept bytes in chunks cut at any offset (mid-line, mid-UTF-8, inside the BOM, between
 //! `\r` and `\n`) and yield the same frames as if the body had arrived in one piece. They copy
-//! whole runs between line ends (never byte by byte): they run once per token.
+//! whole runs between line ends (never byte by byte): they run once per token. `feed_with`
+//! lends each frame to a callback, so a stream allocates nothing per frame.
 
 use super::Framing;
 
@@ -26,9 +27,15 @@ impl FrameDecoder {
 
     /// Feeds a chunk; complete frames are appended to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) {
+        self.feed_with(chunk, |frame| out.push(frame.to_vec()));
+    }
+
+    /// Feeds a chunk; each complete frame is lent to `frame`, in order (the same frames `feed`
+    /// appends, without a copy of each).
+    pub fn feed_with(&mut self, chunk: &[u8], frame: impl FnMut(&[u8])) {
         match self {
-            FrameDecoder::Sse(d) => d.feed(chunk, out),
-            FrameDecoder::Ndjson(d) => d.feed(chunk, out),
+            FrameDecoder::Sse(d) => d.feed_into(chunk, &mut Frames(frame)),
+            FrameDecoder::Ndjson(d) => d.feed_with(chunk, frame),
         }
     }
 
@@ -68,28 +75,31 @@ pub struct SseEvent {
 
 /// Where a decoder's output goes: frames for the protocol parsers, or whole events.
 trait Sink {
-    fn event(&mut self, event_type: &[u8], data: Vec<u8>, last_event_id: &[u8]);
+    fn event(&mut self, event_type: &[u8], data: &[u8], last_event_id: &[u8]);
     /// llama.cpp's `error:` line (not a WHATWG field).
     fn error_line(&mut self, value: &[u8], last_event_id: &[u8]);
 }
 
-impl Sink for Vec<Vec<u8>> {
-    fn event(&mut self, _event_type: &[u8], data: Vec<u8>, _last_event_id: &[u8]) {
+/// Frames for the protocol parsers, lent to a callback.
+struct Frames<F>(F);
+
+impl<F: FnMut(&[u8])> Sink for Frames<F> {
+    fn event(&mut self, _event_type: &[u8], data: &[u8], _last_event_id: &[u8]) {
         // An event with empty (or blank) data carries nothing to parse: a keep-alive, not a frame.
         if !data.iter().all(u8::is_ascii_whitespace) {
-            self.push(data);
+            (self.0)(data);
         }
     }
 
     fn error_line(&mut self, value: &[u8], _last_event_id: &[u8]) {
-        self.push(error_frame(value));
+        (self.0)(&error_frame(value));
     }
 }
 
 impl Sink for Vec<SseEvent> {
-    fn event(&mut self, event_type: &[u8], data: Vec<u8>, last_event_id: &[u8]) {
+    fn event(&mut self, event_type: &[u8], data: &[u8], last_event_id: &[u8]) {
         let event = if event_type.is_empty() { "message".to_owned() } else { String::from_utf8_lossy(event_type).into_owned() };
-        self.push(SseEvent { event, data, last_event_id: last_event_id.to_vec() });
+        self.push(SseEvent { event, data: data.to_vec(), last_event_id: last_event_id.to_vec() });
     }
 
     fn error_line(&mut self, value: &[u8], last_event_id: &[u8]) {
@@ -128,7 +138,7 @@ pub struct SseDecoder {
 impl SseDecoder {
     /// Feeds a chunk; the data of each dispatched event is appended to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) {
-        self.feed_into(chunk, out);
+        self.feed_into(chunk, &mut Frames(|frame: &[u8]| out.push(frame.to_vec())));
     }
 
     /// Feeds a chunk; whole events (type, data, last event ID) are appended to `out`.
@@ -145,13 +155,14 @@ impl SseDecoder {
     /// An unterminated last line is read for this purpose as if it had ended.
     pub fn finish(&mut self) -> Option<Vec<u8>> {
         let line = std::mem::take(&mut self.line);
-        let mut errors: Vec<Vec<u8>> = Vec::new();
+        // A non-empty line never dispatches: it can only yield an `error:` frame.
+        let mut error = None;
         if !line.is_empty() {
-            self.end_line(&line, &mut errors);
+            self.end_line(&line, &mut Frames(|frame: &[u8]| error = Some(frame.to_vec())));
         }
         // `end_line` may only have added to the data buffer (no blank line was seen): collect it.
-        let tail = if !errors.is_empty() {
-            errors.pop()
+        let tail = if error.is_some() {
+            error
         } else if self.has_data {
             Some(std::mem::take(&mut self.data))
         } else {
@@ -170,7 +181,7 @@ impl SseDecoder {
         if std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
             chunk = &chunk[1..];
         }
-        while let Some(i) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', chunk) {
             if self.line.is_empty() {
                 // The whole line is in this chunk: read it in place, no copy.
                 self.end_line(&chunk[..i], sink);
@@ -206,7 +217,7 @@ impl SseDecoder {
         if line[0] == b':' {
             return;
         }
-        let (field, value) = match line.iter().position(|&c| c == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
@@ -239,8 +250,9 @@ impl SseDecoder {
 
     fn dispatch<S: Sink>(&mut self, sink: &mut S) {
         if std::mem::take(&mut self.has_data) {
-            let data = std::mem::take(&mut self.data);
-            sink.event(&self.event_type, data, &self.last_event_id);
+            sink.event(&self.event_type, &self.data, &self.last_event_id);
+            // Cleared, not taken: the buffer is reused by the next event.
+            self.data.clear();
         }
         self.event_type.clear();
     }
@@ -268,14 +280,19 @@ pub struct NdjsonDecoder {
 }
 
 impl NdjsonDecoder {
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Vec<u8>>) {
-        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) {
+        self.feed_with(chunk, |frame| out.push(frame.to_vec()));
+    }
+
+    /// Feeds a chunk; each complete line that is not blank is lent to `frame`.
+    pub fn feed_with(&mut self, mut chunk: &[u8], mut frame: impl FnMut(&[u8])) {
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
             if self.line.is_empty() {
-                self.end_line(&chunk[..i], out);
+                self.end_line(&chunk[..i], &mut frame);
             } else {
                 self.line.extend_from_slice(&chunk[..i]);
                 let line = std::mem::take(&mut self.line);
-                self.end_line(&line, out);
+                self.end_line(&line, &mut frame);
                 self.line = line;
                 self.line.clear();
             }
@@ -286,16 +303,16 @@ impl NdjsonDecoder {
 
     pub fn finish(&mut self, out: &mut Vec<Vec<u8>>) {
         let line = std::mem::take(&mut self.line);
-        self.end_line(&line, out);
+        self.end_line(&line, &mut |frame: &[u8]| out.push(frame.to_vec()));
     }
 
-    fn end_line(&mut self, mut line: &[u8], out: &mut Vec<Vec<u8>>) {
+    fn end_line(&mut self, mut line: &[u8], frame: &mut impl FnMut(&[u8])) {
         if !std::mem::replace(&mut self.started, true) {
             line = line.strip_prefix(BOM).unwrap_or(line);
         }
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if !line.iter().all(u8::is_ascii_whitespace) {
-            out.push(line.to_vec());
+            frame(line);
         }
     }
 }

@@ -138,6 +138,9 @@ pub struct StreamEvent {
     pub counter: Option<Usage>,
     /// Server-reported timings carried in the body.
     pub server_timing: ServerTiming,
+    /// When the server says it emitted this frame, nanoseconds since the request arrived (the
+    /// mock's `mock_emitted_ns`, OpenAI APIs): ground truth for the harness's TTFT error.
+    pub emitted_ns: Option<u64>,
 }
 
 impl StreamEvent {

@@ -25,15 +25,47 @@ pub(super) fn common(frame: &[u8]) -> Result<Option<StreamEvent>, ProtocolError>
     if trimmed == b"[DONE]" {
         return Ok(Some(StreamEvent { done: true, ..Default::default() }));
     }
-    if let Ok(ErrorFrame { error: Some(err) }) = serde_json::from_slice::<ErrorFrame>(trimmed) {
-        return Err(ProtocolError::Stream(error_summary(&err)));
-    }
+    error_object(trimmed)?;
     Ok(None)
+}
+
+/// `Err(Stream)` when the frame is a JSON object with a non-null `error`.
+fn error_object(frame: &[u8]) -> Result<(), ProtocolError> {
+    match serde_json::from_slice::<ErrorFrame>(frame) {
+        Ok(ErrorFrame { error: Some(err) }) => Err(ProtocolError::Stream(error_summary(&err))),
+        _ => Ok(()),
+    }
 }
 
 #[derive(Deserialize)]
 struct ErrorFrame {
     error: Option<serde_json::Value>,
+}
+
+/// The byte length of a JSON string, read without copying it (an escaped string is unescaped
+/// into serde_json's scratch buffer, never into a new `String`): the parsers only count text.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct StrLen(pub usize);
+
+impl<'de> Deserialize<'de> for StrLen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = StrLen;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<StrLen, E> {
+                Ok(StrLen(s.len()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The length of an optional string field.
+pub(super) fn len(s: Option<StrLen>) -> usize {
+    s.map_or(0, |l| l.0)
 }
 
 /// A short description of an error object (`message`, else the raw value), bounded in length.
@@ -71,23 +103,34 @@ pub(super) fn parse_json<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, P
     serde_json::from_slice(frame).map_err(|e| ProtocolError::Parse(e.to_string()))
 }
 
+/// How an API reads its chunk shape: `Ok((event, error))`, where `error` is the chunk's own
+/// `error` field (an error object in a chunk of the usual shape).
+pub(super) type ReadChunk = fn(&[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError>;
+
 /// A streamed frame of either OpenAI API: the shared markers first, then the API's chunk shape.
-pub(super) fn parse_frame(
-    frame: &[u8],
-    state: &mut StreamState,
-    read_chunk: fn(&[u8]) -> Result<StreamEvent, ProtocolError>,
-) -> Result<StreamEvent, ProtocolError> {
+/// The usual frame is parsed once: the chunk shape reads `error` too, and only a frame that does
+/// not have the chunk shape is read again for an error object (the same verdicts as reading the
+/// error object first).
+pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: ReadChunk) -> Result<StreamEvent, ProtocolError> {
     state.frames += 1;
-    match common(frame)? {
-        Some(ev) => Ok(ev),
-        None => read_chunk(frame),
+    let trimmed = frame.trim_ascii();
+    if trimmed == b"[DONE]" {
+        return Ok(StreamEvent { done: true, ..Default::default() });
+    }
+    match read_chunk(frame) {
+        Ok((_, Some(err))) => Err(ProtocolError::Stream(error_summary(&err))),
+        Ok((ev, None)) => Ok(ev),
+        Err(e) => {
+            error_object(trimmed)?;
+            Err(e)
+        }
     }
 }
 
 /// A whole (non-streamed) response: the same shape as a chunk, with all the text.
-pub(super) fn parse_body(body: &[u8], read_chunk: fn(&[u8]) -> Result<StreamEvent, ProtocolError>) -> Result<StreamEvent, ProtocolError> {
+pub(super) fn parse_body(body: &[u8], read_chunk: ReadChunk) -> Result<StreamEvent, ProtocolError> {
     match common(body)? {
         Some(ev) => Ok(ev),
-        None => Ok(StreamEvent { done: true, ..read_chunk(body)? }),
+        None => Ok(StreamEvent { done: true, ..read_chunk(body)?.0 }),
     }
 }

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{WireUsage, finish_body, parse_body, parse_frame, parse_json};
+use super::openai::{StrLen, WireUsage, finish_body, len, parse_body, parse_frame, parse_json};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
@@ -16,6 +16,10 @@ struct Chunk {
     #[serde(default)]
     choices: Vec<Choice>,
     usage: Option<WireUsage>,
+    error: Option<serde_json::Value>,
+    /// The mock engine's emission stamp (`x-mock-timestamps: 1`); any other value is ignored,
+    /// as any unknown field is.
+    mock_emitted_ns: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -26,11 +30,12 @@ struct Choice {
     finish_reason: Option<String>,
 }
 
+/// Text fields are only measured (`StrLen`), never copied.
 #[derive(Deserialize, Default)]
 struct Delta {
-    content: Option<String>,
-    reasoning_content: Option<String>,
-    reasoning: Option<String>,
+    content: Option<StrLen>,
+    reasoning_content: Option<StrLen>,
+    reasoning: Option<StrLen>,
     /// TGI's chat route sends `"tool_calls": null`.
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -42,12 +47,8 @@ struct ToolCallDelta {
 
 #[derive(Deserialize)]
 struct FunctionDelta {
-    name: Option<String>,
-    arguments: Option<String>,
-}
-
-fn len(s: &Option<String>) -> usize {
-    s.as_deref().map_or(0, str::len)
+    name: Option<StrLen>,
+    arguments: Option<StrLen>,
 }
 
 impl Protocol for OpenAiChat {
@@ -81,21 +82,26 @@ impl Protocol for OpenAiChat {
     }
 }
 
-fn read_chunk(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
+fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
     let chunk: Chunk = parse_json(frame)?;
-    let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
+    let mut ev = StreamEvent {
+        model: chunk.model,
+        usage: chunk.usage.map(Into::into),
+        emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()),
+        ..Default::default()
+    };
     for choice in chunk.choices {
         let delta = choice.delta.unwrap_or_default();
-        ev.content_bytes += len(&delta.content);
-        ev.reasoning_bytes += len(&delta.reasoning_content) + len(&delta.reasoning);
+        ev.content_bytes += len(delta.content);
+        ev.reasoning_bytes += len(delta.reasoning_content) + len(delta.reasoning);
         for call in delta.tool_calls.into_iter().flatten().filter_map(|c| c.function) {
-            ev.content_bytes += len(&call.name) + len(&call.arguments);
+            ev.content_bytes += len(call.name) + len(call.arguments);
         }
         if choice.finish_reason.is_some() {
             ev.finish_reason = choice.finish_reason;
         }
     }
-    Ok(ev)
+    Ok((ev, chunk.error))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::openai::{WireUsage, finish_body, parse_body, parse_frame, parse_json};
+use super::openai::{StrLen, WireUsage, finish_body, len, parse_body, parse_frame, parse_json};
 use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
@@ -15,11 +15,16 @@ struct Chunk {
     #[serde(default)]
     choices: Vec<Choice>,
     usage: Option<WireUsage>,
+    error: Option<serde_json::Value>,
+    /// The mock engine's emission stamp (`x-mock-timestamps: 1`); any other value is ignored,
+    /// as any unknown field is.
+    mock_emitted_ns: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 struct Choice {
-    text: Option<String>,
+    /// Only its length is used: not copied.
+    text: Option<StrLen>,
     finish_reason: Option<String>,
 }
 
@@ -54,14 +59,19 @@ impl Protocol for OpenAiCompletions {
     }
 }
 
-fn read_chunk(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
+fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
     let chunk: Chunk = parse_json(frame)?;
-    let mut ev = StreamEvent { model: chunk.model, usage: chunk.usage.map(Into::into), ..Default::default() };
+    let mut ev = StreamEvent {
+        model: chunk.model,
+        usage: chunk.usage.map(Into::into),
+        emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()),
+        ..Default::default()
+    };
     for choice in chunk.choices {
-        ev.content_bytes += choice.text.as_deref().map_or(0, str::len);
+        ev.content_bytes += len(choice.text);
         if choice.finish_reason.is_some() {
             ev.finish_reason = choice.finish_reason;
         }
     }
-    Ok(ev)
+    Ok((ev, chunk.error))
 }

@@ -1,0 +1,262 @@
+"""Performance harness: the prober's cost and accuracy against the mock engine, in one run.
+
+Usage: benches/perf.py BIN [--quick] [--mock-load PATH] [--peer-vllm-bench PATH]
+(scripts/bench-perf.sh builds the release binaries and calls it). Linux only (/proc, taskset).
+
+Prints, each a median over repeats (1 with --quick):
+  1. closed loop (`llmprobe bench`, concurrency 1, 100, 1000; 64-token streams): client CPU per
+     request and per streamed frame, from /proc/<pid>/stat of the client sampled over the steady
+     part of the run (start-up and the report excluded), frames counted from records.jsonl;
+  2. TTFT error: client TTFT minus the mock's own stamp of the first frame (`mock_emitted_ns`,
+     `x-mock-timestamps: 1`; the record's `server_first_token_ms`), mean and p99. Both sides are
+     durations from the request on their own monotonic clock, so no shared clock is needed; the
+     error includes the loopback transit both ways;
+  3. ITL jitter: client gaps between frames (the mock steps every 20 ms), p50, p99, stdev;
+  4. open arrival (Poisson, 64-token streams): the highest rate held (achieved >= 99% of target,
+     schedule lag p99 <= 1 ms), stepping up to 2,000/s;
+  5. sidecar (`llmprobe probe` at 1 req/s with one engine source scraping the mock's /metrics):
+     CPU % of a core, RSS, binary size;
+  6. the mock alone (with --mock-load, the `mock_load` bench binary; 10,000 streams of 64 and
+     of 256 tokens): frames/s achieved, frames per second of mock CPU, concurrent streams held.
+The mock is pinned to CPU 0 and the client to CPU 1 (taskset). Quote figures with the machine's
+load: other work on those cores shows up in them.
+"""
+import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+
+ARGS = sys.argv[1:]
+BIN = os.path.abspath(ARGS[0])
+QUICK = "--quick" in ARGS
+TICKS = os.sysconf("SC_CLK_TCK")
+REPEATS = 1 if QUICK else 3
+
+
+def opt(name):
+    return ARGS[ARGS.index(name) + 1] if name in ARGS else None
+
+
+def pin(cpu):
+    return ["taskset", "-c", str(cpu)] if shutil.which("taskset") and os.cpu_count() > 1 else []
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close(); return port
+
+
+def cpu_seconds(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def rss_kib(pid, field="VmRSS"):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def wait_ready(port, path):
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=1); return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listening on {port}")
+
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, max(0, int(round(q * len(v) + 0.5)) - 1))] if v else float("nan")
+
+
+def med(v):
+    v = [x for x in v if x == x]
+    return statistics.median(v) if v else float("nan")
+
+
+def write(text):
+    f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False); f.write(text); f.close(); return f.name
+
+
+def target(mock_port):
+    return f"""targets:
+  - name: mock
+    base_url: http://127.0.0.1:{mock_port}
+    api: openai-completions
+    model: mock-llama
+    ignore_eos: true
+    headers: {{x-mock-timestamps: "1"}}
+    timeouts: {{connect: 5s, ttft: 30s, idle: 30s, total: 120s}}
+scenarios:
+  - {{name: s, input_tokens: 64, output_tokens: 64}}
+"""
+
+
+def run_bench(mock_port, bench_yaml):
+    """One `llmprobe bench` on CPU 1; returns (records, summary, [(unix_s, cpu_s)] samples)."""
+    cfg = write("probe: {seed: 7, max_in_flight: 100000}\n" + target(mock_port) + bench_yaml)
+    out = tempfile.mkdtemp(prefix="perf-")
+    proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "bench", "--config", cfg, "--output", out], stdout=subprocess.DEVNULL)
+    samples = []
+    while proc.poll() is None:
+        c = cpu_seconds(proc.pid)
+        if c is not None:
+            samples.append((time.time(), c))
+        time.sleep(0.2)
+    records = [json.loads(l) for l in open(os.path.join(out, "records.jsonl")) if l.strip()]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    shutil.rmtree(out, ignore_errors=True); os.unlink(cfg)
+    return records, summary, samples
+
+
+def frame_times(r):
+    t = r["first_token_unix_s"]
+    out = [t]
+    for g in r["itl_gaps_ms"]:
+        t += g / 1e3
+        out.append(t)
+    return out
+
+
+def closed_loop(mock_port, c, seconds):
+    records, _, samples = run_bench(mock_port, f"bench: {{mode: concurrency, concurrency: [{c}], repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n")
+    ok = [r for r in records if r["outcome"] == "success"]
+    # Steady window: from 1 s after the first send to the last request's end (no start-up, no
+    # report writing).
+    lo = min(r["sent_unix_s"] for r in records) + 1.0
+    hi = max(r["end_unix_s"] for r in records)
+    win = [s for s in samples if lo <= s[0] <= hi]
+    res = {"requests": len(records), "errors": len(records) - len(ok)}
+    if len(win) >= 2:
+        (w0, c0), (w1, c1) = win[0], win[-1]
+        frames = sum(1 for r in ok for t in frame_times(r) if w0 <= t <= w1)
+        ended = sum(1 for r in ok if w0 <= r["end_unix_s"] <= w1)
+        res["us_per_frame"] = (c1 - c0) * 1e6 / max(frames, 1)
+        res["ms_per_request"] = (c1 - c0) * 1e3 / max(ended, 1)
+        res["cores"] = (c1 - c0) / (w1 - w0)
+    errs = [r["ttft_ms"] - r["server_first_token_ms"] for r in ok if r.get("server_first_token_ms") is not None]
+    res["stamped"] = len(errs)
+    res["ttft_err_mean_us"] = statistics.fmean(errs) * 1e3 if errs else float("nan")
+    res["ttft_err_p99_us"] = pct(errs, 0.99) * 1e3 if errs else float("nan")
+    gaps = [g for r in ok for g in r["itl_gaps_ms"]]
+    res["itl_p50_ms"], res["itl_p99_ms"] = pct(gaps, 0.5), pct(gaps, 0.99)
+    res["itl_stdev_ms"] = statistics.pstdev(gaps) if gaps else float("nan")
+    return res
+
+
+def open_arrival(mock_port, rate, seconds):
+    _, summary, _ = run_bench(mock_port, f"bench: {{mode: rate, rates: [{rate}], arrival: poisson, max_concurrency: 100000, repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n")
+    rep = summary["points"][0]["repeats"][0]
+    achieved = (rep.get("achieved_rate_rps") or 0) / rate
+    return achieved, rep.get("schedule_lag_p99_ms") or float("inf"), rep.get("failed", 0) + rep.get("dropped", 0)
+
+
+def sidecar(mock_port, seconds):
+    port = free_port()
+    cfg = write(f"listen: 127.0.0.1:{port}\nprobe: {{rate: 1, seed: 7, max_in_flight: 1000}}\n" + target(mock_port) + "sources:\n  - {kind: engine, target: mock}\n")
+    proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "probe", "--config", cfg], stdout=subprocess.DEVNULL)
+    try:
+        wait_ready(port, "/metrics")
+        time.sleep(3)
+        cpu = []
+        for _ in range(REPEATS):
+            c0, t0 = cpu_seconds(proc.pid), time.time()
+            time.sleep(seconds)
+            cpu.append((cpu_seconds(proc.pid) - c0) / (time.time() - t0) * 100)
+        return med(cpu), rss_kib(proc.pid), rss_kib(proc.pid, "VmHWM")
+    finally:
+        proc.terminate(); proc.wait(); os.unlink(cfg)
+
+
+def mock_alone(mock_load, streams, tokens):
+    port = free_port()
+    mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{port}", "--profile", "load-test"])
+    try:
+        wait_ready(port, "/health")
+        env = dict(os.environ, MOCK_LOAD_ADDR=f"127.0.0.1:{port}", MOCK_LOAD_PID=str(mock.pid), STREAMS=str(streams), TOKENS=str(tokens))
+        out = subprocess.run(pin(1) + [mock_load, "--bench"], env=env, capture_output=True, text=True, timeout=600).stdout
+    finally:
+        mock.terminate(); mock.wait()
+    vals = {}
+    for tok in out.replace(",", " ").split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            vals[k] = v
+    us = float(out.rsplit("s per 1000 streams,", 1)[1].split()[0]) if "per 1000 streams," in out else float("nan")
+    got = float(out.split("tokens received=", 1)[1].split()[0]) if "tokens received=" in out else 0
+    wall = float(vals.get("wall", "nan").rstrip("s"))
+    return got / wall, 1e6 / us, streams - int(vals.get("failed", streams))
+
+
+def main():
+    load = os.getloadavg()
+    print(f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; mock on CPU 0, client on CPU 1; {REPEATS} run(s) each, medians")
+    mock_port = free_port()
+    mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{mock_port}", "--profile", "load-test"])
+    try:
+        wait_ready(mock_port, "/health")
+        seconds = 4 if QUICK else 8
+        print(f"# closed loop, 64-token streams, {seconds} s per run (client CPU over the steady window)")
+        print("streams  us/frame  ms/request  cores  ttft_err_mean_us  ttft_err_p99_us  itl_p50_ms  itl_p99_ms  itl_stdev_ms  errors")
+        for c in (1, 100, 1000):
+            runs = [closed_loop(mock_port, c, seconds) for _ in range(REPEATS)]
+            m = {k: med([r.get(k, float("nan")) for r in runs]) for k in runs[0]}
+            print(f"{c:>7}  {m.get('us_per_frame', float('nan')):8.2f}  {m.get('ms_per_request', float('nan')):10.3f}  {m.get('cores', float('nan')):5.2f}  "
+                  f"{m['ttft_err_mean_us']:16.0f}  {m['ttft_err_p99_us']:15.0f}  {m['itl_p50_ms']:10.2f}  {m['itl_p99_ms']:10.2f}  {m['itl_stdev_ms']:12.2f}  {sum(r['errors'] for r in runs):6}")
+            if not runs[0]["stamped"]:
+                print("         (no server_first_token_ms in the records: the mock did not stamp frames)")
+
+        seconds = 3 if QUICK else 5
+        print(f"# open arrival, Poisson, 64-token streams, {seconds} s per rate: held = achieved >= 99% of target and schedule lag p99 <= 1 ms")
+        best = 0
+        for rate in (250, 500, 1000, 1500, 2000):
+            runs = [open_arrival(mock_port, rate, seconds) for _ in range(REPEATS)]
+            achieved, lag = med([r[0] for r in runs]), med([r[1] for r in runs])
+            ok = achieved >= 0.99 and lag <= 1.0
+            print(f"  rate {rate:>5}/s: achieved {achieved*100:6.2f}%, lag p99 {lag:7.3f} ms, failed+dropped {sum(r[2] for r in runs)} -> {'holds' if ok else 'misses'}")
+            if not ok:
+                break
+            best = rate
+        print(f"max_open_rate_held {best}")
+
+        seconds = 5 if QUICK else 20
+        cpu, rss, hwm = sidecar(mock_port, seconds)
+        print(f"# sidecar: probe at 1 req/s + one engine source (5 s interval), {seconds} s windows")
+        print(f"sidecar_cpu_percent {cpu:.3f}\nsidecar_rss_mib {rss/1024:.1f} (peak {hwm/1024:.1f})\nbinary_bytes {os.path.getsize(BIN)}")
+    finally:
+        mock.terminate(); mock.wait()
+
+    mock_load = opt("--mock-load")
+    if mock_load:
+        streams = 2000 if QUICK else 10000
+        # Short streams weigh the per-request work (accept, parse, submit), long ones the frames.
+        for tokens in (64, 256):
+            runs = [mock_alone(mock_load, streams, tokens) for _ in range(REPEATS)]
+            print(f"# mock alone on CPU 0 (load-test profile), {streams} concurrent {tokens}-token streams from mock_load on CPU 1")
+            print(f"mock_frames_per_s_achieved {med([r[0] for r in runs]):.0f}\nmock_frames_per_core_s {med([r[1] for r in runs]):.0f}\nmock_streams_held {min(r[2] for r in runs)}")
+    else:
+        print("# mock alone: skipped (no --mock-load PATH)")
+
+    peer = opt("--peer-vllm-bench")
+    if peer:
+        # vllm-bench's CPU per request at the same closed loop, beside ours: its CPU from wait4.
+        port = free_port()
+        mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{port}", "--profile", "load-test"])
+        try:
+            wait_ready(port, "/health")
+            n = 200
+            p = subprocess.Popen(pin(1) + [peer, "--base-url", f"http://127.0.0.1:{port}", "--model", "mock-llama", "--endpoint", "/v1/completions",
+                                            "--num-prompts", str(n), "--max-concurrency", "100", "--random-output-len", "64"], stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(p.pid, 0)
+            peer_ms = (usage.ru_utime + usage.ru_stime) * 1e3 / n
+            ours = closed_loop(port, 100, 8).get("ms_per_request", float("nan"))
+            print(f"# peer vllm-bench (exit {status >> 8}): {peer_ms:.3f} ms CPU per request (whole process) vs llmprobe {ours:.3f} (steady window) -> ratio {peer_ms / ours:.2f}")
+        finally:
+            mock.terminate(); mock.wait()
+    else:
+        print("# peer: not run (no --peer-vllm-bench PATH)")
+
+
+main()
