@@ -99,24 +99,19 @@ fn blank_outcome(probe: &Probe) -> Outcome {
 async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future<Output = ()>) -> Result<(), Failure> {
     let target = &probe.target;
     out.model = target.model().await?;
-    let protocol = target.config.api.protocol();
+    let family = target.config.api.family();
+    let protocol = family.protocol;
     let stream = target.config.stream;
     let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens };
     let mut body = protocol.body(&target.config, &spec);
-    if let Some(salt) = &probe.draw.cache_salt {
+    if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {
         // vLLM's prefix-cache isolation field; only sent when a scenario configures it.
         body["cache_salt"] = serde_json::json!(salt);
     }
     let body = serde_json::to_vec(&body).expect("JSON body");
-    let accept = if !stream {
-        "application/json"
-    } else if protocol.framing() == Framing::Sse {
-        "text/event-stream"
-    } else {
-        "application/x-ndjson"
-    };
+    let accept = family.accept(stream);
     let request = target
-        .request(Method::POST, protocol.path(stream))
+        .request(Method::POST, &protocol.path(stream, &spec))
         .header("content-type", "application/json")
         .header("accept", accept)
         // Explicit, so no layer picks a coding for us: `identity` unless the target asks for
@@ -161,9 +156,9 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
         check_content_type(&response, None)?;
         return read_whole(response, protocol, coding, total_deadline, target.config.max_response_bytes, out).await;
     }
-    check_content_type(&response, Some(protocol.framing()))?;
+    check_content_type(&response, Some(family.framing))?;
 
-    let mut reader = StreamReader::new(protocol.framing(), coding, target.config.max_response_bytes);
+    let mut reader = StreamReader::new(family.framing, coding, target.config.max_response_bytes);
     // One timer for the whole stream: re-arming a timeout for every chunk would cost a timer
     // wheel update per frame. It is moved only when the deadline comes earlier, or when it fires
     // before the current deadline (which moved later); so it times out exactly when a fresh

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::config::HttpVersion;
 use crate::config::Target;
 use crate::outcome::{ErrorClass, Failure};
-use crate::protocol::ProtocolKind;
+use crate::protocol::ModelSource;
 use crate::secret::KeySource;
 
 /// What `/v1/models` and `/version` told us about a target.
@@ -147,69 +147,36 @@ impl TargetRuntime {
         }
     }
 
-    /// Asks the endpoints the target's API family serves for its model, engine and version:
-    /// OpenAI `/v1/models` + `/version`, Ollama `/api/tags` + `/api/version`, llama.cpp `/props`,
-    /// TGI `/info`. A configured model wins over a discovered one.
+    /// Asks the endpoints the target's API family names (`Family::discovery`) for its model,
+    /// engine and version: OpenAI `/v1/models` + `/version`, Ollama `/api/tags` + `/api/version`,
+    /// llama.cpp `/props`, TGI `/info`, SGLang `/get_model_info` + `/get_server_info`. A
+    /// configured model wins over a discovered one; a version that cannot be read is empty.
     pub async fn discover(&self) -> Result<Discovery, Failure> {
-        match self.config.api {
-            ProtocolKind::OpenaiCompletions | ProtocolKind::OpenaiChat => self.discover_openai().await,
-            ProtocolKind::OllamaGenerate | ProtocolKind::OllamaChat => self.discover_ollama().await,
-            ProtocolKind::Llamacpp => self.discover_llamacpp().await,
-            ProtocolKind::Tgi => self.discover_tgi().await,
-            ProtocolKind::Sglang => self.discover_sglang().await,
-        }
-    }
-
-    async fn discover_openai(&self) -> Result<Discovery, Failure> {
-        let models: ModelList = self.get_json("/v1/models").await?;
-        let first = models.data.into_iter().next().ok_or_else(|| Failure::new(ErrorClass::Parse, "/v1/models listed no model"))?;
-        let model = self.config.model.clone().unwrap_or(first.id);
-        let engine_version = match self.get_json::<Version>("/version").await {
-            Ok(v) => v.version,
-            Err(_) => String::new(),
-        };
-        let engine = engine_from_owner(first.owned_by.as_deref());
-        Ok(Discovery { model, engine, engine_version })
-    }
-
-    async fn discover_ollama(&self) -> Result<Discovery, Failure> {
-        let model = match &self.config.model {
-            Some(m) => m.clone(),
-            None => {
-                let tags: OllamaTags = self.get_json("/api/tags").await?;
-                tags.models.into_iter().next().map(|m| m.name).ok_or_else(|| Failure::new(ErrorClass::Parse, "/api/tags listed no model"))?
+        let family = self.config.api.family();
+        let d = &family.discovery;
+        let listed_none = || Failure::new(ErrorClass::Parse, format!("{} listed no model", d.model_path));
+        let (doc, model) = match (d.model, &self.config.model) {
+            (ModelSource::Listed, configured) => {
+                let doc: serde_json::Value = self.get_json(d.model_path).await?;
+                let first = (d.model_of)(&doc).ok_or_else(listed_none)?;
+                (doc, configured.clone().unwrap_or(first))
+            }
+            (ModelSource::ListedUnlessConfigured, Some(m)) => (serde_json::Value::Null, m.clone()),
+            (ModelSource::ListedUnlessConfigured, None) => {
+                let doc: serde_json::Value = self.get_json(d.model_path).await?;
+                let first = (d.model_of)(&doc).ok_or_else(listed_none)?;
+                (doc, first)
+            }
+            (ModelSource::Info, configured) => {
+                let doc = self.info_json(d.model_path).await?;
+                let model = configured.clone().or_else(|| (d.model_of)(&doc)).unwrap_or_else(|| "unknown".into());
+                (doc, model)
             }
         };
-        let engine_version = self.get_json::<Version>("/api/version").await.map(|v| v.version).unwrap_or_default();
-        Ok(Discovery { model, engine: "ollama".into(), engine_version })
-    }
-
-    /// `/props` names the model file and the build; without it a configured model still works.
-    async fn discover_llamacpp(&self) -> Result<Discovery, Failure> {
-        let props = self.info_json("/props").await?;
-        let text = |k: &str| props.get(k).and_then(|v| v.as_str());
-        let found = text("model_alias").or(text("model_path")).map(model_name);
-        let model = self.config.model.clone().or(found).unwrap_or_else(|| "unknown".into());
-        let engine_version = text("build_info").unwrap_or("").to_string();
-        Ok(Discovery { model, engine: "llamacpp".into(), engine_version })
-    }
-
-    /// `/info` names the model and the TGI version.
-    async fn discover_tgi(&self) -> Result<Discovery, Failure> {
-        let info = self.info_json("/info").await?;
-        let text = |k: &str| info.get(k).and_then(|v| v.as_str()).map(str::to_string);
-        let model = self.config.model.clone().or(text("model_id")).unwrap_or_else(|| "unknown".into());
-        Ok(Discovery { model, engine: "tgi".into(), engine_version: text("version").unwrap_or_default() })
-    }
-
-    /// `/get_model_info` names the model and `/get_server_info` the SGLang version.
-    async fn discover_sglang(&self) -> Result<Discovery, Failure> {
-        let info = self.info_json("/get_model_info").await?;
-        let found = info.get("model_path").and_then(|v| v.as_str()).map(model_name);
-        let model = self.config.model.clone().or(found).unwrap_or_else(|| "unknown".into());
-        let server = self.info_json("/get_server_info").await.unwrap_or(serde_json::Value::Null);
-        let engine_version = server.get("version").and_then(|v| v.as_str()).unwrap_or("").to_string();
-        Ok(Discovery { model, engine: "sglang".into(), engine_version })
+        let version_doc = if d.version_path == d.model_path { Some(doc.clone()) } else { self.get_json::<serde_json::Value>(d.version_path).await.ok() };
+        let engine_version = version_doc.as_ref().and_then(d.version_of).unwrap_or_default();
+        let engine = (d.engine_of)(&doc).or_else(|| family.implied_engine.map(str::to_owned)).unwrap_or_else(|| "unknown".into());
+        Ok(Discovery { model, engine, engine_version })
     }
 
     /// An info endpoint of an API whose requests need no model name: a configured model, or an
@@ -238,52 +205,6 @@ impl TargetRuntime {
             .map_err(|f| Failure { detail: self.redact(&format!("GET {path}: {}", f.detail)), ..f })?;
         serde_json::from_slice(&body).map_err(|e| Failure::new(ErrorClass::Parse, format!("GET {path}: {e}")))
     }
-}
-
-#[derive(Deserialize)]
-struct ModelList {
-    data: Vec<ModelEntry>,
-}
-
-#[derive(Deserialize)]
-struct ModelEntry {
-    id: String,
-    owned_by: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Version {
-    version: String,
-}
-
-#[derive(Deserialize)]
-struct OllamaTags {
-    models: Vec<OllamaModel>,
-}
-
-#[derive(Deserialize)]
-struct OllamaModel {
-    name: String,
-}
-
-/// The engine behind an OpenAI-compatible server, from `/v1/models` `owned_by`.
-pub fn engine_from_owner(owner: Option<&str>) -> String {
-    let owner = owner.unwrap_or("").to_ascii_lowercase();
-    let known = [
-        ("vllm", "vllm"),
-        ("sglang", "sglang"),
-        ("llamacpp", "llamacpp"),
-        ("llama.cpp", "llamacpp"),
-        ("ollama", "ollama"),
-        ("tgi", "tgi"),
-        ("text-generation", "tgi"),
-    ];
-    known.iter().find(|(k, _)| owner.contains(k)).map(|(_, e)| (*e).to_string()).unwrap_or_else(|| "unknown".into())
-}
-
-/// A model file path as a model name (`/models/llama-3-8b.gguf` -> `llama-3-8b.gguf`).
-fn model_name(path: &str) -> String {
-    path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
 }
 
 /// The project's user agent on every request it makes.

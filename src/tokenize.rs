@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::protocol::ProtocolKind;
 use crate::target::TargetRuntime;
 use crate::workload::prompt::synthesize;
 use crate::workload::{Calibration, Fit};
@@ -19,23 +18,18 @@ const TOKENIZE_WORDS: [u32; 3] = [32, 256, 1024];
 /// `messages`), then llama.cpp's (`content`). The error says why it could not.
 pub async fn calibrate_with_tokenize(target: &TargetRuntime, cal: &Calibration) -> Result<Fit, String> {
     let model = target.model().await.map_err(|f| format!("model discovery: {}", f.detail))?;
-    let chat = target.config.api == ProtocolKind::OpenaiChat;
     let mut points = Vec::new();
     for (i, words) in TOKENIZE_WORDS.into_iter().enumerate() {
         let text = synthesize(words, 0x5eed_0000 + i as u64, None);
-        let tokens = tokenize(target, &model, chat, &text).await?;
+        let tokens = tokenize(target, &model, &text).await?;
         points.push((words, tokens));
     }
     cal.set_tokenized(&points);
     Ok(cal.fit())
 }
 
-async fn tokenize(target: &TargetRuntime, model: &str, chat: bool, text: &str) -> Result<u32, String> {
-    let vllm = if chat {
-        json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
-    } else {
-        json!({"model": model, "prompt": text})
-    };
+async fn tokenize(target: &TargetRuntime, model: &str, text: &str) -> Result<u32, String> {
+    let vllm = target.config.api.family().tokenize_body(model, text);
     match post_count(target, &vllm).await {
         Ok(n) => Ok(n),
         Err(first) => post_count(target, &json!({"content": text, "add_special": true})).await.map_err(|_| first),

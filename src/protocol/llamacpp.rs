@@ -3,11 +3,13 @@
 //! `predicted_n`, `predicted_ms`). There is no `[DONE]`; `stop: true` is the end. A failure
 //! mid-stream is an SSE `error:` line, which the decoder hands over as `{"error": ...}`.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::{Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms, sum_durations};
 use super::openai::{error_summary, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms, sum_durations};
 use crate::config::Target;
 
 pub struct LlamaCpp;
@@ -36,14 +38,8 @@ struct Timings {
 }
 
 impl Protocol for LlamaCpp {
-    fn kind(&self) -> ProtocolKind {
-        ProtocolKind::Llamacpp
-    }
-    fn framing(&self) -> Framing {
-        Framing::Sse
-    }
-    fn path(&self, _stream: bool) -> &'static str {
-        "/completion"
+    fn path(&self, _stream: bool, _req: &RequestSpec) -> Cow<'static, str> {
+        Cow::Borrowed("/completion")
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {

@@ -3,11 +3,13 @@
 //! last line has `done: true`, `done_reason`, the counters `prompt_eval_count` / `eval_count`
 //! and durations in nanoseconds. A mid-stream failure is an `{"error": "..."}` line under 200.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::{Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ns};
 use super::openai::{error_summary, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ns};
 use crate::config::Target;
 
 pub struct Ollama {
@@ -44,14 +46,8 @@ fn len(s: &Option<String>) -> usize {
 }
 
 impl Protocol for Ollama {
-    fn kind(&self) -> ProtocolKind {
-        if self.chat { ProtocolKind::OllamaChat } else { ProtocolKind::OllamaGenerate }
-    }
-    fn framing(&self) -> Framing {
-        Framing::Ndjson
-    }
-    fn path(&self, _stream: bool) -> &'static str {
-        if self.chat { "/api/chat" } else { "/api/generate" }
+    fn path(&self, _stream: bool, _req: &RequestSpec) -> Cow<'static, str> {
+        if self.chat { Cow::Borrowed("/api/chat") } else { Cow::Borrowed("/api/generate") }
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {

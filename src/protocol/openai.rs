@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{ProtocolError, StreamEvent, StreamState, Usage};
+use super::api::{ProtocolError, StreamEvent, StreamState, Usage};
 
 #[derive(Deserialize)]
 pub(super) struct WireUsage {

@@ -1,11 +1,13 @@
 //! OpenAI `/v1/chat/completions` streaming. The role-only first chunk carries no text and is not
 //! a token; `reasoning_content` / `reasoning` deltas and tool-call arguments are generated text.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState};
 use super::openai::{StrLen, WireUsage, finish_body, len, parse_body, parse_frame, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
 pub struct OpenAiChat;
@@ -52,14 +54,8 @@ struct FunctionDelta {
 }
 
 impl Protocol for OpenAiChat {
-    fn kind(&self) -> ProtocolKind {
-        ProtocolKind::OpenaiChat
-    }
-    fn framing(&self) -> Framing {
-        Framing::Sse
-    }
-    fn path(&self, _stream: bool) -> &'static str {
-        "/v1/chat/completions"
+    fn path(&self, _stream: bool, _req: &RequestSpec) -> Cow<'static, str> {
+        Cow::Borrowed("/v1/chat/completions")
     }
     fn end_needs_finish_reason(&self) -> bool {
         true

@@ -1,10 +1,12 @@
 //! OpenAI `/v1/completions` streaming: `choices[].text` carries the generated text.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState};
 use super::openai::{StrLen, WireUsage, finish_body, len, parse_body, parse_frame, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState};
 use crate::config::Target;
 
 pub struct OpenAiCompletions;
@@ -29,14 +31,8 @@ struct Choice {
 }
 
 impl Protocol for OpenAiCompletions {
-    fn kind(&self) -> ProtocolKind {
-        ProtocolKind::OpenaiCompletions
-    }
-    fn framing(&self) -> Framing {
-        Framing::Sse
-    }
-    fn path(&self, _stream: bool) -> &'static str {
-        "/v1/completions"
+    fn path(&self, _stream: bool, _req: &RequestSpec) -> Cow<'static, str> {
+        Cow::Borrowed("/v1/completions")
     }
     fn end_needs_finish_reason(&self) -> bool {
         true

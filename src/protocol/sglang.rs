@@ -6,11 +6,13 @@
 //! event, then `{"type": "length" | "stop" | "abort", ...}`. Like OpenAI's, `[DONE]` is a success
 //! only after a finish reason.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState, Usage};
 use super::openai::{error_summary, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, StreamEvent, StreamState, Usage};
 use crate::config::Target;
 
 pub struct Sglang;
@@ -30,14 +32,8 @@ struct Meta {
 }
 
 impl Protocol for Sglang {
-    fn kind(&self) -> ProtocolKind {
-        ProtocolKind::Sglang
-    }
-    fn framing(&self) -> Framing {
-        Framing::Sse
-    }
-    fn path(&self, _stream: bool) -> &'static str {
-        "/generate"
+    fn path(&self, _stream: bool, _req: &RequestSpec) -> Cow<'static, str> {
+        Cow::Borrowed("/generate")
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {

@@ -5,11 +5,13 @@
 //! no `[DONE]` here). Timings come as response headers (`x-queue-time`, `x-inference-time`,
 //! `x-time-per-token`, `x-total-time`, in milliseconds) where the server sends them.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::json;
 
+use super::api::{Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms, sum_durations};
 use super::openai::{error_summary, parse_json};
-use super::{Framing, Protocol, ProtocolError, ProtocolKind, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage, from_ms, sum_durations};
 use crate::config::Target;
 
 pub struct Tgi;
@@ -39,14 +41,8 @@ struct Details {
 }
 
 impl Protocol for Tgi {
-    fn kind(&self) -> ProtocolKind {
-        ProtocolKind::Tgi
-    }
-    fn framing(&self) -> Framing {
-        Framing::Sse
-    }
-    fn path(&self, stream: bool) -> &'static str {
-        if stream { "/generate_stream" } else { "/generate" }
+    fn path(&self, stream: bool, _req: &RequestSpec) -> Cow<'static, str> {
+        if stream { Cow::Borrowed("/generate_stream") } else { Cow::Borrowed("/generate") }
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {

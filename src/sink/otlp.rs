@@ -247,7 +247,7 @@ fn joined_attributes(joined: Option<&Joined>) -> Vec<KeyValue> {
 }
 
 fn target_meta(t: &crate::config::Target) -> TargetMeta {
-    let operation = if t.api.as_str().contains("chat") { "chat" } else { "text_completion" };
+    let operation = if t.api.family().chat { "chat" } else { "text_completion" };
     let (address, port) = split_host_port(&t.base_url);
     TargetMeta { operation, address, port }
 }

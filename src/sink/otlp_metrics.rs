@@ -263,7 +263,7 @@ impl Sink for OtlpMetricsSink {
 }
 
 fn target_meta(t: &crate::config::Target) -> TargetMeta {
-    let operation = if t.api.as_str().contains("chat") { "chat" } else { "text_completion" };
+    let operation = if t.api.family().chat { "chat" } else { "text_completion" };
     let (address, port) = super::otlp::split_host_port(&t.base_url);
     TargetMeta { operation, address, port }
 }

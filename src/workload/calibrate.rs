@@ -100,9 +100,9 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    /// Starts from the prior for the API (BOS, plus a template on chat).
+    /// Starts from the prior for the API (BOS, plus a template on a chat API).
     pub fn new(api: ProtocolKind) -> Self {
-        let overhead = if api == ProtocolKind::OpenaiChat { 8.0 } else { 1.0 };
+        let overhead = if api.family().chat { 8.0 } else { 1.0 };
         let fit = Fit { overhead, per_word: 1.0, source: FitSource::Prior };
         Calibration { state: Mutex::new(State { fit, sums: Sums::default(), observed: 0 }) }
     }

@@ -11,7 +11,7 @@ pub fn fixture(name: &str) -> Vec<u8> {
 /// The events of a body delivered in `pieces`.
 pub fn events(kind: ProtocolKind, pieces: &[&[u8]]) -> Vec<Result<StreamEvent, ProtocolError>> {
     let protocol = kind.protocol();
-    let mut decoder = FrameDecoder::new(protocol.framing());
+    let mut decoder = FrameDecoder::new(kind.family().framing);
     let mut frames = Vec::new();
     for piece in pieces {
         decoder.feed(piece, &mut frames);

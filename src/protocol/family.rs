@@ -1,0 +1,257 @@
+//! The API families, one row each: everything about a family that is data. Adding a family is
+//! its `Protocol` file, one row here, its mock front-end and its fixtures (README, "Adding an API
+//! family").
+
+use super::api::{Framing, Protocol};
+use super::{llamacpp, ollama, openai_chat, openai_completions, sglang, tgi};
+use crate::config::ProtocolKind;
+
+/// One API family.
+pub struct Family {
+    pub kind: ProtocolKind,
+    /// Request path, body and the frame parsers.
+    pub protocol: &'static dyn Protocol,
+    /// Sends `messages` (the server applies a chat template, which counts as prompt tokens).
+    pub chat: bool,
+    pub framing: Framing,
+    /// The `llmprobe_server_time_seconds` phases this API reports (TGI's only where its server
+    /// sends the timing headers).
+    pub server_phases: &'static [&'static str],
+    /// The engine family this API implies, when only one engine speaks it.
+    pub implied_engine: Option<&'static str>,
+    /// Where the model, engine and version are read (`TargetRuntime::discover`).
+    pub discovery: Discovery,
+    /// Sends vLLM's `cache_salt` when a scenario sets one (an OpenAI-compatible extension).
+    pub cache_salt: bool,
+}
+
+/// Where a family names its model and version. Every parser is pure: a JSON document in, the
+/// value (if any) out.
+pub struct Discovery {
+    pub model: ModelSource,
+    pub model_path: &'static str,
+    pub model_of: fn(&serde_json::Value) -> Option<String>,
+    /// The engine, when the model document names it (OpenAI `owned_by`); else `implied_engine`.
+    pub engine_of: fn(&serde_json::Value) -> Option<String>,
+    /// The version's document: the model document again when the paths are equal.
+    pub version_path: &'static str,
+    pub version_of: fn(&serde_json::Value) -> Option<String>,
+}
+
+/// How much discovery needs the model document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelSource {
+    /// Always read, and it must list a model (requests name it; OpenAI `/v1/models`).
+    Listed,
+    /// Read only when the config names no model (Ollama `/api/tags`).
+    ListedUnlessConfigured,
+    /// An info page: a configured model, or a server without the page (4xx), leaves the
+    /// details unknown instead of failing.
+    Info,
+}
+
+impl Family {
+    /// The `Accept` header of a request: the stream's media type, or JSON for a whole answer.
+    pub fn accept(&self, stream: bool) -> &'static str {
+        match (stream, self.framing) {
+            (false, _) => "application/json",
+            (true, Framing::Sse) => "text/event-stream",
+            (true, Framing::Ndjson) => "application/x-ndjson",
+        }
+    }
+
+    /// The `/tokenize` body that counts `text` as this family's request would (vLLM and SGLang
+    /// take `prompt` or chat `messages`; llama.cpp's `content` is tried when that fails).
+    pub fn tokenize_body(&self, model: &str, text: &str) -> serde_json::Value {
+        if self.chat {
+            serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
+        } else {
+            serde_json::json!({"model": model, "prompt": text})
+        }
+    }
+}
+
+fn text_at(v: &serde_json::Value, pointer: &str) -> Option<String> {
+    v.pointer(pointer).and_then(|x| x.as_str()).map(str::to_owned)
+}
+
+/// A model file path as a model name (`/models/llama-3-8b.gguf` -> `llama-3-8b.gguf`).
+fn model_name(path: &str) -> String {
+    path.rsplit(['/', '\\']).next().unwrap_or(path).to_owned()
+}
+
+fn none(_: &serde_json::Value) -> Option<String> {
+    None
+}
+
+const OPENAI_DISCOVERY: Discovery = Discovery {
+    model: ModelSource::Listed,
+    model_path: "/v1/models",
+    model_of: |v| text_at(v, "/data/0/id"),
+    engine_of: |v| Some(engine_from_owner(v.pointer("/data/0/owned_by").and_then(|x| x.as_str()))),
+    version_path: "/version",
+    version_of: |v| text_at(v, "/version"),
+};
+
+const OLLAMA_DISCOVERY: Discovery = Discovery {
+    model: ModelSource::ListedUnlessConfigured,
+    model_path: "/api/tags",
+    model_of: |v| text_at(v, "/models/0/name"),
+    engine_of: none,
+    version_path: "/api/version",
+    version_of: |v| text_at(v, "/version"),
+};
+
+/// Every family, in `ProtocolKind::ALL` order.
+pub static FAMILIES: [Family; 7] = [
+    Family {
+        kind: ProtocolKind::OpenaiCompletions,
+        protocol: &openai_completions::OpenAiCompletions,
+        chat: false,
+        framing: Framing::Sse,
+        server_phases: &[],
+        implied_engine: None,
+        discovery: OPENAI_DISCOVERY,
+        cache_salt: true,
+    },
+    Family {
+        kind: ProtocolKind::OpenaiChat,
+        protocol: &openai_chat::OpenAiChat,
+        chat: true,
+        framing: Framing::Sse,
+        server_phases: &[],
+        implied_engine: None,
+        discovery: OPENAI_DISCOVERY,
+        cache_salt: true,
+    },
+    Family {
+        kind: ProtocolKind::OllamaGenerate,
+        protocol: &ollama::Ollama { chat: false },
+        chat: false,
+        framing: Framing::Ndjson,
+        server_phases: &["prefill", "decode", "total", "load"],
+        implied_engine: Some("ollama"),
+        discovery: OLLAMA_DISCOVERY,
+        cache_salt: false,
+    },
+    Family {
+        kind: ProtocolKind::OllamaChat,
+        protocol: &ollama::Ollama { chat: true },
+        chat: true,
+        framing: Framing::Ndjson,
+        server_phases: &["prefill", "decode", "total", "load"],
+        implied_engine: Some("ollama"),
+        discovery: OLLAMA_DISCOVERY,
+        cache_salt: false,
+    },
+    Family {
+        kind: ProtocolKind::Llamacpp,
+        protocol: &llamacpp::LlamaCpp,
+        chat: false,
+        framing: Framing::Sse,
+        server_phases: &["prefill", "decode", "total"],
+        implied_engine: Some("llamacpp"),
+        discovery: Discovery {
+            model: ModelSource::Info,
+            model_path: "/props",
+            model_of: |v| text_at(v, "/model_alias").or_else(|| text_at(v, "/model_path")).map(|p| model_name(&p)),
+            engine_of: none,
+            version_path: "/props",
+            version_of: |v| text_at(v, "/build_info"),
+        },
+        cache_salt: false,
+    },
+    Family {
+        kind: ProtocolKind::Tgi,
+        protocol: &tgi::Tgi,
+        chat: false,
+        framing: Framing::Sse,
+        server_phases: &["queue", "total"],
+        implied_engine: Some("tgi"),
+        discovery: Discovery {
+            model: ModelSource::Info,
+            model_path: "/info",
+            model_of: |v| text_at(v, "/model_id"),
+            engine_of: none,
+            version_path: "/info",
+            version_of: |v| text_at(v, "/version"),
+        },
+        cache_salt: false,
+    },
+    Family {
+        kind: ProtocolKind::Sglang,
+        protocol: &sglang::Sglang,
+        chat: false,
+        framing: Framing::Sse,
+        server_phases: &[],
+        implied_engine: Some("sglang"),
+        discovery: Discovery {
+            model: ModelSource::Info,
+            model_path: "/get_model_info",
+            model_of: |v| text_at(v, "/model_path").map(|p| model_name(&p)),
+            engine_of: none,
+            version_path: "/get_server_info",
+            version_of: |v| text_at(v, "/version"),
+        },
+        cache_salt: false,
+    },
+];
+
+impl ProtocolKind {
+    /// This family's row.
+    pub fn family(self) -> &'static Family {
+        FAMILIES.iter().find(|f| f.kind == self).expect("every ProtocolKind has a row in FAMILIES")
+    }
+
+    /// The protocol implementation for this kind.
+    pub fn protocol(self) -> &'static dyn Protocol {
+        self.family().protocol
+    }
+
+    /// The `llmprobe_server_time_seconds` phases this API reports.
+    pub fn server_phases(self) -> &'static [&'static str] {
+        self.family().server_phases
+    }
+
+    /// The engine family this API implies, when only one engine speaks it.
+    pub fn implied_engine(self) -> Option<&'static str> {
+        self.family().implied_engine
+    }
+}
+
+/// The engine an OpenAI-compatible `/v1/models` entry's `owned_by` names (`unknown` when none).
+pub fn engine_from_owner(owner: Option<&str>) -> String {
+    let owner = owner.unwrap_or("").to_ascii_lowercase();
+    let known = [
+        ("vllm", "vllm"),
+        ("sglang", "sglang"),
+        ("llamacpp", "llamacpp"),
+        ("llama.cpp", "llamacpp"),
+        ("ollama", "ollama"),
+        ("tgi", "tgi"),
+        ("text-generation", "tgi"),
+    ];
+    known.iter().find(|(k, _)| owner.contains(k)).map(|(_, e)| (*e).to_string()).unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_row_per_kind_in_order() {
+        let kinds: Vec<ProtocolKind> = FAMILIES.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, ProtocolKind::ALL);
+    }
+
+    #[test]
+    fn discovery_parsers_read_real_shapes() {
+        let v: serde_json::Value = serde_json::json!({"data": [{"id": "m", "owned_by": "vllm"}]});
+        let d = &ProtocolKind::OpenaiChat.family().discovery;
+        assert_eq!(((d.model_of)(&v), (d.engine_of)(&v)), (Some("m".into()), Some("vllm".into())));
+        let props = serde_json::json!({"model_path": "/models/tiny.gguf", "build_info": "b1"});
+        let d = &ProtocolKind::Llamacpp.family().discovery;
+        assert_eq!(((d.model_of)(&props), (d.version_of)(&props)), (Some("tiny.gguf".into()), Some("b1".into())));
+        assert_eq!((d.model_of)(&serde_json::Value::Null), None);
+    }
+}
