@@ -200,12 +200,12 @@ async fn gamma_arrivals_drive_a_bursty_open_loop() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Ollama, TGI and llama.cpp report the prompt's tokens in their own counters, not in usage: the
+/// Ollama, TGI, llama.cpp and SGLang report the prompt's tokens in their own counters, not in usage: the
 /// records carry them all the same (as the prober's samples do).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_api_records_carry_input_tokens() {
     let (addr, stop) = common::start_mock(MockOptions { profile: Profile::large_gpu(), ..Default::default() }).await;
-    for api in ["ollama-generate", "ollama-chat", "tgi", "llamacpp"] {
+    for api in ["ollama-generate", "ollama-chat", "tgi", "llamacpp", "sglang"] {
         let plan = plan_for(api, &format!("http://{addr}"), "  mode: concurrency\n  concurrency: [2]\n  repeats: 1\n  requests: 4\n", 4);
         let dir = temp_dir("bench-native");
         bench::run(&plan, &opts(&dir)).await.unwrap();
