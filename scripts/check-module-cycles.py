@@ -217,20 +217,14 @@ for leaf in LEAVES:
     for dep, where in sorted(top_edges.get(leaf, {}).items()):
         print(f"{leaf} must import nothing else of the crate, but names crate::{dep} ({where})")
         failed = True
-for comp in cycles(top_edges):
-    failed = True
-    print("cycle between top-level modules: " + " <-> ".join(comp))
-    for a in comp:
-        for b, where in top_edges.get(a, {}).items():
-            if b in comp:
-                print(f"  {a} -> {b} ({where})")
-for comp in cycles(file_edges):
-    failed = True
-    print("cycle between files of one folder: " + " <-> ".join(comp))
-    for a in comp:
-        for b, ref in file_edges.get(a, {}).items():
-            if b in comp:
-                print(f"  {a} -> {b} (names {'::'.join(ref)})")
+for what, graph, show in [("top-level modules", top_edges, str), ("files of one folder", file_edges, lambda ref: "names " + "::".join(ref))]:
+    for comp in cycles(graph):
+        failed = True
+        print(f"cycle between {what}: " + " <-> ".join(comp))
+        for a in comp:
+            for b, why in graph.get(a, {}).items():
+                if b in comp:
+                    print(f"  {a} -> {b} ({show(why)})")
 if failed:
     sys.exit(1)
 print(f"module graph: {len(files)} files, {len(top_edges)} top-level modules with imports, no cycles")
