@@ -114,7 +114,8 @@ pub struct DetectSettings {
     pub latency_tolerance: f64,
     /// Smallest rise of the bad fraction (absolute, 0.01 = one point) the armed test is built to find.
     pub goodput_min_effect: f64,
-    /// Log latencies are winsorized at baseline median ± this many robust standard deviations.
+    /// Log latencies are winsorized at baseline median ± (this many robust standard deviations +
+    /// the largest slowdown the test weighs).
     pub clip_sigmas: f64,
     /// A scenario row is marked regressed when the target's pooled row is and the scenario's own
     /// evidence reaches ln(1/attribution_alpha).

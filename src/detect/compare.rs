@@ -4,8 +4,8 @@
 //! drift to allow for beyond `tolerance`.
 //!
 //! The test is the release detector's, on the difference of the groups' means: per latency signal
-//! the log latencies of both groups are winsorized at the reference group's median ± `clip_sigmas`
-//! robust standard deviations; d̂ = mean(new) − mean(ref) with variance V = s²(1/n + 1/m) from the
+//! the log latencies of both groups are winsorized at the reference group's median ± (`clip_sigmas`
+//! robust standard deviations + the largest log slowdown weighed); d̂ = mean(new) − mean(ref) with variance V = s²(1/n + 1/m) from the
 //! pooled winsorized variance. The evidence is the mixture, over slowdowns of 1.10, 1.21, 1.46 and
 //! 2.14 times `tolerance`, of the Gaussian likelihood ratios of "δ = δₖ" against "δ = ln
 //! tolerance"; `regressed` when it reaches ln(1/α). Goodput compares bad fractions the same way
@@ -146,7 +146,9 @@ pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettin
         Some(i) => {
             let r: Vec<f64> = reference.latency[i].iter().map(|(_, y)| *y).collect();
             let n: Vec<f64> = new.latency[i].iter().map(|(_, y)| *y).collect();
-            let Some((lo, hi)) = clip_bounds(&r, s.clip_sigmas) else { return v };
+            // As wide as the largest slowdown weighed, beyond clip sd (see `clip_bounds`).
+            let reach = s.tolerance.ln() + LATENCY_GRID[LATENCY_GRID.len() - 1].ln();
+            let Some((lo, hi)) = clip_bounds(&r, s.clip_sigmas, reach) else { return v };
             let (mr, vr) = mean_var(r.iter().map(|y| y.clamp(lo, hi)));
             let (mn, vn) = mean_var(n.iter().map(|y| y.clamp(lo, hi)));
             let (nr, nn) = (r.len() as f64, n.len() as f64);
@@ -176,8 +178,10 @@ pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettin
     v
 }
 
-/// Winsorizing bounds from the reference: median ± k robust sd (1.4826 × MAD).
-fn clip_bounds(values: &[f64], k: f64) -> Option<(f64, f64)> {
+/// Winsorizing bounds from the reference: median ± (k robust sd (1.4826 × MAD) + `reach`). The
+/// `reach` (the largest log slowdown weighed) keeps a tight reference group from clipping a real
+/// slowdown to a few of its own sd; one 10x probe stays bounded all the same.
+fn clip_bounds(values: &[f64], k: f64, reach: f64) -> Option<(f64, f64)> {
     if values.is_empty() {
         return None;
     }
@@ -189,7 +193,7 @@ fn clip_bounds(values: &[f64], k: f64) -> Option<(f64, f64)> {
     let m = median(&mut sorted);
     let mut dev: Vec<f64> = values.iter().map(|y| (y - m).abs()).collect();
     let sd = (1.4826 * median(&mut dev)).max(1e-3);
-    Some((m - k * sd, m + k * sd))
+    Some((m - k * sd - reach, m + k * sd + reach))
 }
 
 fn mean_var(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -216,10 +220,14 @@ mod tests {
     }
 
     fn group(rng: &mut SmallRng, n: usize, factor: f64, bad: f64) -> Group {
+        spread_group(rng, n, factor, bad, 0.5)
+    }
+
+    fn spread_group(rng: &mut SmallRng, n: usize, factor: f64, bad: f64, sigma: f64) -> Group {
         let mut g = Group::default();
         for i in 0..n {
             let ok = rng.random::<f64>() >= bad;
-            let t = lognormal(rng, 0.2 * factor, 0.5);
+            let t = lognormal(rng, 0.2 * factor, sigma);
             let obs = Observation { ttft: ok.then_some(t), tpot: None, e2e: ok.then_some(t * 2.0), good: Some(ok) };
             g.observe(&obs, i as f64);
         }
@@ -244,6 +252,20 @@ mod tests {
             false_alarms += usize::from(compare(&a, &b, Signal::Ttft, &s).regressed);
         }
         assert!(false_alarms <= 2, "{false_alarms} of 200 equal pairs flagged at alpha 0.25%");
+    }
+
+    #[test]
+    fn a_tight_reference_does_not_clip_a_real_slowdown_away() {
+        // Precisely timed, quiet servers: log sd 0.01, so clip sd alone would cap the shift at 3%.
+        let s = CompareSettings::default();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let old = spread_group(&mut rng, 100, 1.0, 0.0, 0.01);
+        let slow = spread_group(&mut rng, 100, 1.3, 0.0, 0.01);
+        let v = compare(&slow, &old, Signal::Ttft, &s);
+        let e = v.effect.unwrap();
+        assert!(v.regressed && e.low < 1.3 && 1.3 < e.high, "{v:?}");
+        let same = compare(&spread_group(&mut rng, 100, 1.0, 0.0, 0.01), &old, Signal::Ttft, &s);
+        assert!(!same.regressed, "{same:?}");
     }
 
     #[test]

@@ -211,7 +211,10 @@ struct LatencyFrozen {
 }
 
 impl LatencyFrozen {
-    fn from_values(mut v: Vec<f32>, clip: f64) -> Option<Self> {
+    /// `reach`: the largest log shift the test weighs. The clip bounds are that much wider than
+    /// `clip` robust sd, so a slowdown the test is built to find is never clipped away when the
+    /// baseline is tight (precise timing of a quiet server), while one 10x probe stays bounded.
+    fn from_values(mut v: Vec<f32>, clip: f64, reach: f64) -> Option<Self> {
         v.sort_by(|a, b| a.total_cmp(b));
         let (median, se_median) = quantile_se(&v, 0.5)?;
         let (p95, se_p95) = quantile_se(&v, 0.95)?;
@@ -222,7 +225,7 @@ impl LatencyFrozen {
         let raw_mean = v.iter().map(|x| *x as f64).sum::<f64>() / n;
         let raw_sd = (v.iter().map(|x| (*x as f64 - raw_mean).powi(2)).sum::<f64>() / n).sqrt();
         let scale = if mad > 1e-6 { mad } else { raw_sd.max(1e-3) };
-        let (lo, hi) = (median - clip * scale, median + clip * scale);
+        let (lo, hi) = (median - clip * scale - reach, median + clip * scale + reach);
         let c: Vec<f64> = v.iter().map(|x| (*x as f64).clamp(lo, hi)).collect();
         let mean = c.iter().sum::<f64>() / n;
         let var = (c.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).max(1e-6);
@@ -334,6 +337,12 @@ struct TargetState {
 /// Latency mixture grid: tolerance · (min_effect/tolerance)^(2^k), k = 0..3 (1.10, 1.15, 1.27,
 /// 1.52 at the defaults).
 const LATENCY_GRID: usize = 4;
+
+/// The largest log slowdown of the armed test's grid (ln 1.52 at the defaults).
+fn armed_reach(s: &DetectSettings) -> f64 {
+    let null = s.latency_tolerance.ln();
+    null + (s.latency_min_effect.ln() - null) * (1u32 << (LATENCY_GRID - 1)) as f64
+}
 /// Goodput mixture grid: min_effect·2^k, k = 0..2 (+1, +2, +4 points at the default).
 const GOODPUT_GRID: usize = 3;
 /// Probes of a scenario before its continuous chart counts.
@@ -424,7 +433,7 @@ impl Detector {
             for lk in &mut sc.latency {
                 let from = now - s.latency_baseline_s;
                 let vals: Vec<f32> = lk.times.iter().zip(&lk.values).filter(|(t, _)| **t >= from && **t <= now).map(|(_, v)| *v).collect();
-                lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, s.clip_sigmas) } else { None };
+                lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, s.clip_sigmas, armed_reach(&s)) } else { None };
                 lk.post = LatencyPost::default();
                 lk.reference = None;
             }
@@ -530,7 +539,10 @@ impl Detector {
         if s.continuous && lk.ewma.n >= CONTINUOUS_MIN_PROBES && now - warm_since >= s.continuous_warmup_s {
             let sd = lk.ewma.var.sqrt().max(1e-3);
             let null = s.latency_tolerance.ln();
-            let z = ((y - lk.ewma.mean) / sd).clamp(-s.clip_sigmas, s.clip_sigmas) - null / sd;
+            // Clipped at clip sd plus the shift the chart looks for: a tight baseline must not
+            // clip a real slowdown below the null (the chart would never move).
+            let reach = s.clip_sigmas * sd + s.continuous_latency_min_effect.ln();
+            let z = (y - lk.ewma.mean).clamp(-reach, reach) / sd - null / sd;
             let d = (s.continuous_latency_min_effect.ln() - null) / sd;
             t.cusum[k] = (t.cusum[k] + d * z - d * d / 2.0).max(0.0);
             alarm = t.cusum[k] >= h;
@@ -555,7 +567,6 @@ impl Detector {
         // "No longer worse" test while regressed.
         if let Some((mu, var)) = lk.reference {
             let sd = var.sqrt();
-            let yc = y.clamp(mu - s.clip_sigmas * sd, mu + s.clip_sigmas * sd);
             let source = t.pooled[k].source.or(t.scenarios[si].rows[k].source);
             // ln LR of "shift = tolerance" against "shift = min effect".
             let a = s.latency_tolerance.ln();
@@ -563,6 +574,7 @@ impl Detector {
                 Some(Source::Continuous) => s.continuous_latency_min_effect.ln(),
                 _ => s.latency_min_effect.ln(),
             };
+            let yc = y.clamp(mu - s.clip_sigmas * sd - b, mu + s.clip_sigmas * sd + b);
             let inc = (b - a) * ((a + b) / 2.0 - (yc - mu)) / var;
             for r in [&mut t.pooled[k], &mut t.scenarios[si].rows[k]] {
                 if r.state == State::Regressed {
@@ -1097,6 +1109,29 @@ mod tests {
             assert!(!pooled(&d, Signal::Ttft).armed, "the window closed");
         }
         assert!(alarms <= 2, "{alarms} false alarms in 20 windows");
+    }
+
+    #[test]
+    fn a_tight_baseline_does_not_clip_a_real_slowdown_away() {
+        // A quiet, precisely timed server: log sd 0.01. Clipped at 3 sd alone, a 1.3x slowdown
+        // would count as 3% — below the 5% tolerance — and never alarm, armed or continuous.
+        let tight = |r: &mut SmallRng, factor: f64| {
+            let z: f64 = StandardNormal.sample(r);
+            Observation { ttft: Some(0.2 * (0.01 * z).exp() * factor), tpot: None, e2e: None, good: Some(true) }
+        };
+        for settings in [quiet(), DetectSettings::default()] {
+            let continuous = settings.continuous;
+            let mut rng = SmallRng::seed_from_u64(11);
+            let mut d = Detector::new(settings);
+            // Past the continuous chart's warm-up (an hour).
+            let t = feed(&mut d, &mut rng, 0.0, 4000, |r| tight(r, 1.0));
+            if !continuous {
+                d.mark_release("t", t);
+            }
+            feed(&mut d, &mut rng, t, 300, |r| tight(r, 1.3));
+            let row = pooled(&d, Signal::Ttft);
+            assert_eq!(row.state, State::Regressed, "continuous={continuous}: {row:?}");
+        }
     }
 
     #[test]

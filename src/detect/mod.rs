@@ -6,8 +6,9 @@
 //!
 //! **Release-armed tests.** `mark_release` freezes every scenario's baseline and, for
 //! `armed_window_s`, tests the probes after it sequentially:
-//! - latency: winsorized log latency (baseline median ± `clip_sigmas` robust sd, so one 10x probe
-//!   moves nothing much); the likelihood ratio of "post mean = pre mean + δ" against "= pre
+//! - latency: winsorized log latency (baseline median ± (`clip_sigmas` robust sd + the largest
+//!   slowdown of the test's grid), so one 10x probe moves nothing much while a tight baseline
+//!   cannot clip a real slowdown away); the likelihood ratio of "post mean = pre mean + δ" against "= pre
 //!   mean" for the difference of the two means, whose variance σ²(1/n + 1/m) carries the
 //!   baseline's own sampling error;
 //! - goodput: the bad indicator; the null predicts each post probe from the baseline's Beta
