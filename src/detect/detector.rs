@@ -233,23 +233,29 @@ impl LatencyFrozen {
     }
 
     /// ln LR of "post mean of winsorized logs = pre + null + δ" against "= pre + null", for the translation-
-    /// invariant statistic (post mean − pre mean ~ N(δ, σ²(1/n + 1/m))): the baseline's own
-    /// sampling error is in the variance.
+    /// invariant statistic (post mean − pre mean ~ N(δ, σ²/m + s²/n)): the baseline's own
+    /// sampling error is in the variance, and so is the post probes' spread `s²` when it is wider
+    /// than the baseline's (Welch), so a few post outliers on a tight baseline are spread, not a
+    /// shift. Two post probes at least: one says nothing about spread.
     fn llr(&self, post: &LatencyPost, null: f64, delta: f64) -> f64 {
-        if post.n == 0 {
+        if post.n < 2 {
             return 0.0;
         }
         let (n, m) = (post.n as f64, self.m as f64);
-        let neff = n * m / (n + m);
-        let d = post.sum / n - self.mean - null;
-        neff / self.var * (delta * d - delta * delta / 2.0)
+        let mean = post.sum / n;
+        let post_var = ((post.sum_sq - n * mean * mean) / (n - 1.0)).max(self.var);
+        let var = self.var / m + post_var / n;
+        let d = mean - self.mean - null;
+        (delta * d - delta * delta / 2.0) / var
     }
 }
 
 #[derive(Debug, Clone, Default)]
 struct LatencyPost {
     n: u64,
+    /// Sum and sum of squares of the winsorized log values.
     sum: f64,
+    sum_sq: f64,
     values: Vec<f32>,
 }
 
@@ -345,6 +351,8 @@ fn armed_reach(s: &DetectSettings) -> f64 {
 }
 /// Goodput mixture grid: min_effect·2^k, k = 0..2 (+1, +2, +4 points at the default).
 const GOODPUT_GRID: usize = 3;
+/// Probes whose evidence it takes at least to raise a continuous alarm.
+const CUSUM_MIN_PROBES: f64 = 4.0;
 /// Probes of a scenario before its continuous chart counts.
 const CONTINUOUS_MIN_PROBES: u64 = 100;
 /// Goodput baseline bins per window.
@@ -544,7 +552,10 @@ impl Detector {
             let reach = s.clip_sigmas * sd + s.continuous_latency_min_effect.ln();
             let z = (y - lk.ewma.mean).clamp(-reach, reach) / sd - null / sd;
             let d = (s.continuous_latency_min_effect.ln() - null) / sd;
-            t.cusum[k] = (t.cusum[k] + d * z - d * d / 2.0).max(0.0);
+            // Bounded influence: no single probe adds more than a quarter of the threshold, so one
+            // outlier cannot alarm on a tight baseline (capping only lowers increments, so the
+            // ARL bound of `h` still holds) and a real slowdown needs at least four probes.
+            t.cusum[k] = (t.cusum[k] + (d * z - d * d / 2.0).min(h / CUSUM_MIN_PROBES)).max(0.0);
             alarm = t.cusum[k] >= h;
         }
         lk.ewma.push(y, now, s.continuous_latency_tau_s, s.clip_sigmas);
@@ -559,7 +570,9 @@ impl Detector {
         // Release test.
         if armed && let Some(f) = &lk.frozen {
             lk.post.n += 1;
-            lk.post.sum += y.clamp(f.lo, f.hi);
+            let yc = y.clamp(f.lo, f.hi);
+            lk.post.sum += yc;
+            lk.post.sum_sq += yc * yc;
             if lk.post.values.len() < s.baseline_max_samples {
                 lk.post.values.push(y as f32);
             }
