@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use crate::deadline::wait_until;
+use crate::deadline::wait_until;
 
 use crate::arrival::Arrival;
 use crate::config::SloTable;

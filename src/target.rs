@@ -173,8 +173,9 @@ impl TargetRuntime {
                 (doc, model)
             }
         };
-        let version_doc = if d.version_path == d.model_path { Some(doc.clone()) } else { self.get_json::<serde_json::Value>(d.version_path).await.ok() };
-        let engine_version = version_doc.as_ref().and_then(d.version_of).unwrap_or_default();
+        let own_page = if d.version_path == d.model_path { None } else { self.get_json::<serde_json::Value>(d.version_path).await.ok() };
+        let version_doc = if d.version_path == d.model_path { Some(&doc) } else { own_page.as_ref() };
+        let engine_version = version_doc.and_then(d.version_of).unwrap_or_default();
         let engine = (d.engine_of)(&doc).or_else(|| family.implied_engine.map(str::to_owned)).unwrap_or_else(|| "unknown".into());
         Ok(Discovery { model, engine, engine_version })
     }

@@ -19,6 +19,5 @@ mod station;
 
 pub use generation::new_run_id;
 pub use options::{ProbeOverrides, ResolverHandle, RunOptions};
-pub use plan::{Schedule, schedules};
 pub use reload::{cancel_on_signals, run_until_signal};
 pub use run::{RunReport, Running, start};

@@ -125,11 +125,6 @@ pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>
     let mut out: Vec<Box<dyn SideSource>> = Vec::new();
     let mine = specs.iter().filter(|s| s.target.as_deref().is_none_or(|t| t == target.name));
     for spec in mine {
-        let mut spec = spec.clone();
-        // A target-less engine source (for every target) reads this run's target.
-        if spec.url.is_none() && spec.kind != SourceKind::Nvml {
-            spec.url = Some(target.metrics_url());
-        }
         let name = format!("source-{}", spec.name);
         let description = format!(
             "`sources:` entry {} ({}{}), read at the side-sample interval",
@@ -137,7 +132,7 @@ pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>
             spec.kind.as_str(),
             spec.url.as_deref().map_or(String::new(), |u| format!(", {u}"))
         );
-        out.push(Box::new(TelemetrySource { name, description, timeout: spec.timeout, inner: crate::source::build(&spec, client.clone()) }));
+        out.push(Box::new(TelemetrySource { name, description, timeout: spec.timeout, inner: crate::source::build(spec, client.clone()) }));
     }
     let has_engine = specs.iter().any(|s| matches!(s.kind, SourceKind::Engine(_)) && s.target.as_deref().is_none_or(|t| t == target.name));
     if let (Some(url), false) = (engine_url, has_engine) {

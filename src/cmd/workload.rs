@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::config::{ConfigErrors, ProtocolKind, Target};
+use crate::config::{ConfigErrors, Target};
 use crate::{loader, workload};
 
 #[derive(Debug, Subcommand)]
@@ -76,13 +76,7 @@ pub async fn run(command: WorkloadCommand) -> anyhow::Result<ExitCode> {
 
 /// The target the command line describes, checked as a `targets:` entry would be.
 fn accuracy_target(base_url: &str, api: &str, model: Option<&str>) -> Result<Target, ConfigErrors> {
-    let fail = |issues| ConfigErrors { file: "command line".into(), issues };
-    let Some(kind) = ProtocolKind::parse(api) else {
-        let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
-        let message = format!("unknown api \"{api}\": expected one of {}", valid.join(", "));
-        return Err(fail(vec![crate::config::ConfigIssue { path: "--api".into(), line: None, message }]));
-    };
-    let target = Target::new("accuracy", base_url, kind).map_err(fail)?;
+    let target = Target::from_names("accuracy", base_url, api).map_err(|issues| ConfigErrors { file: "command line".into(), issues })?;
     Ok(match model {
         Some(m) => target.with_model(m),
         None => target,

@@ -62,8 +62,14 @@ impl Target {
     /// targets without a file (tests, `workload accuracy --url`); change fields with the `with_`
     /// methods or directly. Errors in the three values are returned with their field paths.
     pub fn new(name: &str, base_url: &str, api: ProtocolKind) -> Result<Target, Vec<ConfigIssue>> {
+        Target::from_names(name, base_url, api.as_str())
+    }
+
+    /// [`Target::new`] with the API by its `api:` name (a command line's `--api`); an unknown
+    /// name is the same error a file gets.
+    pub fn from_names(name: &str, base_url: &str, api: &str) -> Result<Target, Vec<ConfigIssue>> {
         let mut entry = serde_norway::Mapping::new();
-        for (key, value) in [("name", name), ("base_url", base_url), ("api", api.as_str())] {
+        for (key, value) in [("name", name), ("base_url", base_url), ("api", api)] {
             entry.insert(key.into(), value.into());
         }
         let raw = RawTarget::deserialize(serde_norway::Value::Mapping(entry))
@@ -439,7 +445,7 @@ fn base_url(path: &str, text: &str, c: &mut Checker) -> String {
 }
 
 fn api(path: &str, text: &str, c: &mut Checker) -> ProtocolKind {
-    ProtocolKind::ALL.into_iter().find(|k| k.as_str() == text).unwrap_or_else(|| {
+    ProtocolKind::parse(text).unwrap_or_else(|| {
         let valid: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
         c.error(path, format!("unknown api \"{text}\": expected one of {}", valid.join(", ")));
         ProtocolKind::OpenaiChat

@@ -200,7 +200,9 @@ pub static FAMILIES: [Family; 7] = [
 impl ProtocolKind {
     /// This family's row.
     pub fn family(self) -> &'static Family {
-        FAMILIES.iter().find(|f| f.kind == self).expect("every ProtocolKind has a row in FAMILIES")
+        // FAMILIES is in declaration order (`one_row_per_kind_in_order`), so the discriminant
+        // is the row: no search on the per-probe path.
+        &FAMILIES[self as usize]
     }
 
     /// The protocol implementation for this kind.
@@ -220,7 +222,7 @@ impl ProtocolKind {
 }
 
 /// The engine an OpenAI-compatible `/v1/models` entry's `owned_by` names (`unknown` when none).
-pub fn engine_from_owner(owner: Option<&str>) -> String {
+fn engine_from_owner(owner: Option<&str>) -> String {
     let owner = owner.unwrap_or("").to_ascii_lowercase();
     let known = [
         ("vllm", "vllm"),

@@ -17,5 +17,5 @@ mod tgi;
 
 pub use crate::config::ProtocolKind;
 pub use api::*;
-pub use family::{Discovery, FAMILIES, Family, ModelSource, engine_from_owner};
+pub use family::{Discovery, FAMILIES, Family, ModelSource};
 pub(crate) use openai::{error_summary, truncate_chars};
