@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use reqwest::Method;
+use reqwest::header::{HeaderMap, HeaderValue};
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,7 @@ use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::coding::{BodyDecoder, ContentCoding};
 use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
-use crate::target::{TargetRuntime, classify_send_error, error_chain};
+use crate::target::{Answer, TargetRuntime};
 use crate::workload::Draw;
 
 /// Default cap on a whole response (`max_response_bytes` per target overrides it).
@@ -109,20 +109,17 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
         body["cache_salt"] = serde_json::json!(salt);
     }
     let body = serde_json::to_vec(&body).expect("JSON body");
-    let accept = family.accept(stream);
-    let request = target
-        .request(Method::POST, &protocol.path(stream, &spec))
-        .header("content-type", "application/json")
-        .header("accept", accept)
-        // Explicit, so no layer picks a coding for us: `identity` unless the target asks for
-        // compression (then frames are timed as they leave the decoder).
-        .header("accept-encoding", target.config.accept_encoding_header())
-        .header("x-request-id", &out.request_id)
-        .body(body);
-    let request = match out.trace {
-        Some(ids) => request.header("traceparent", ids.traceparent()),
-        None => request,
-    };
+    let mut headers = HeaderMap::with_capacity(5);
+    headers.append(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.append(reqwest::header::ACCEPT, HeaderValue::from_static(family.accept(stream)));
+    // Explicit, so no layer picks a coding for us: `identity` unless the target asks for
+    // compression (then frames are timed as they leave the decoder).
+    headers.append(reqwest::header::ACCEPT_ENCODING, header_value(&target.config.accept_encoding_header())?);
+    headers.append("x-request-id", header_value(&out.request_id)?);
+    if let Some(ids) = out.trace {
+        headers.append("traceparent", header_value(&ids.traceparent())?);
+    }
+    let path = protocol.path(stream, &spec);
 
     let timeouts = target.config.timeouts;
     // The scheduler hands probes over a little before their intended time so that waking a
@@ -135,11 +132,11 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
     let (header_deadline, header_class) =
         if stream { earliest(after(sent, timeouts.ttft), ErrorClass::TimeoutTtft, total_deadline) } else { (total_deadline, ErrorClass::TimeoutTotal) };
 
-    let mut response = match tokio::time::timeout_at(header_deadline.into(), request.send()).await {
+    let mut response = match tokio::time::timeout_at(header_deadline.into(), target.post(&path, headers, body)).await {
         Err(_) => {
             return Err(Failure::new(header_class, "no response headers before the deadline"));
         }
-        Ok(Err(e)) => return Err(classify_send_error(&e, target)),
+        Ok(Err(failure)) => return Err(failure),
         Ok(Ok(r)) => r,
     };
     out.timeline.first_byte = Some(Instant::now());
@@ -187,15 +184,13 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
             }
         };
         let chunk = match chunk {
-            Err(e) => {
-                return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
-            }
+            Err(e) => return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {e}"))),
             Ok(None) => break,
             Ok(Some(chunk)) => chunk,
         };
         let now = Instant::now();
         reader.last_chunk = now;
-        reader.feed(&chunk, protocol)?;
+        reader.feed(chunk, protocol)?;
         if reader.apply(now, out)? {
             out.timeline.end = now;
             return finish(true, protocol, out);
@@ -225,7 +220,7 @@ fn unterminated_event(tail: &[u8], protocol: &dyn Protocol, state: &mut StreamSt
 
 /// A non-streaming answer: the whole body (bounded in size and time) read as one event.
 async fn read_whole(
-    mut response: reqwest::Response,
+    mut response: Answer,
     protocol: &dyn Protocol,
     coding: ContentCoding,
     deadline: Instant,
@@ -239,13 +234,11 @@ async fn read_whole(
             Err(_) => {
                 return Err(Failure::new(ErrorClass::TimeoutTotal, "body not complete before the total deadline"));
             }
-            Ok(Err(e)) => {
-                return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
-            }
+            Ok(Err(e)) => return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {e}"))),
             Ok(Ok(None)) => break,
             Ok(Ok(Some(chunk))) => chunk,
         };
-        let chunk = decoder.decode(&chunk, max_bytes - body.len()).map_err(|e| Failure::new(ErrorClass::Parse, e))?;
+        let chunk = decoder.decode(chunk, max_bytes - body.len()).map_err(|e| Failure::new(ErrorClass::Parse, e))?;
         if body.len() + chunk.len() > max_bytes {
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {max_bytes} bytes")));
         }
@@ -413,8 +406,14 @@ fn timeout_detail(class: ErrorClass, out: &Outcome) -> String {
     format!("{} after {} text frames", class.as_str(), out.timeline.text_frame_count())
 }
 
+/// A header value made of request data (an id, a configured coding list): never fails for
+/// what the prober makes, but a bad one is this probe's error, not a panic.
+fn header_value(text: &str) -> Result<HeaderValue, Failure> {
+    HeaderValue::from_str(text).map_err(|_| Failure::new(ErrorClass::Internal, "a request header value is not valid"))
+}
+
 /// `framing`: the stream's framing, or `None` for a whole JSON answer.
-fn check_content_type(response: &reqwest::Response, framing: Option<Framing>) -> Result<(), Failure> {
+fn check_content_type(response: &Answer, framing: Option<Framing>) -> Result<(), Failure> {
     let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -428,12 +427,12 @@ fn check_content_type(response: &reqwest::Response, framing: Option<Framing>) ->
 }
 
 /// Reads at most `ERROR_BODY_BYTES` of an error body (bounded in time too) as one log line.
-async fn read_error_body(response: &mut reqwest::Response, total_deadline: Instant) -> String {
+async fn read_error_body(response: &mut Answer, total_deadline: Instant) -> String {
     let deadline = total_deadline.min(Instant::now() + Duration::from_secs(2));
     let mut body = Vec::new();
     while body.len() < ERROR_BODY_BYTES {
         match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
-            Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            Ok(Ok(Some(chunk))) => body.extend_from_slice(chunk),
             _ => break,
         }
     }

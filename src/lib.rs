@@ -14,6 +14,7 @@ pub mod detect;
 pub mod discover;
 pub mod exec;
 pub mod health;
+pub mod http1;
 pub mod loader;
 pub mod measure;
 pub mod mock;

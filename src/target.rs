@@ -1,6 +1,7 @@
-//! A target at run time: its HTTP client (TLS, HTTP version, proxies from the standard
-//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` variables), its API key, and the model and engine
-//! discovered from the endpoints its API family serves.
+//! A target at run time: its HTTP clients (the general one: TLS, HTTP version, proxies from the
+//! standard `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` variables; and, for plain `http`, the lean
+//! probe client of `http1`), its API key, and the model and engine discovered from the
+//! endpoints its API family serves.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, RwLock};
@@ -8,6 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::HttpVersion;
 use crate::config::Target;
@@ -27,6 +30,9 @@ pub struct TargetRuntime {
     pub config: Target,
     pub name: Arc<str>,
     client: reqwest::Client,
+    /// Sends the probes where it applies (`http1::Client::for_target`); discovery, `/tokenize`
+    /// and everything else use `client`.
+    lean: Option<Arc<crate::http1::Client>>,
     api_key: Option<Arc<KeySource>>,
     /// `headers_from` values (name, source), sent on every request and redacted like the key.
     secret_headers: Arc<Vec<(String, KeySource)>>,
@@ -54,10 +60,12 @@ impl TargetRuntime {
         }
         let client = build_client(&config).with_context(|| format!("target {}: building HTTP client", config.name))?;
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
+        let lean = crate::http1::Client::for_target(&config, USER_AGENT).map(Arc::new);
         Ok(TargetRuntime {
             name: Arc::from(config.name.as_str()),
             config,
             client,
+            lean,
             api_key,
             secret_headers: Arc::new(secret_headers),
             model,
@@ -82,6 +90,7 @@ impl TargetRuntime {
             name: self.name.clone(),
             config,
             client: self.client.clone(),
+            lean: self.lean.as_ref().map(|c| Arc::new(c.at(addr))),
             api_key: self.api_key.clone(),
             secret_headers: self.secret_headers.clone(),
             model,
@@ -103,21 +112,62 @@ impl TargetRuntime {
         text
     }
 
-    /// A request to `base_url + path` with the key and the configured extra headers.
-    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let mut req = self.client.request(method, format!("{}{}", self.config.base_url, path));
+    /// The headers every request of this target carries: the key as `Authorization: Bearer`,
+    /// `headers`, and the `headers_from` values (the secret ones marked sensitive).
+    fn own_headers(&self) -> Result<HeaderMap, Failure> {
+        let mut map = HeaderMap::new();
         if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key.current().expose());
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.current().expose()))
+                .map_err(|_| Failure::new(ErrorClass::Connect, "the API key is not a valid header value"))?;
+            value.set_sensitive(true);
+            map.append(reqwest::header::AUTHORIZATION, value);
         }
+        // Names and values were checked with the config; nothing is skipped here.
         for (name, value) in &self.config.headers {
-            req = req.header(name, value);
+            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+                map.append(name, value);
+            }
         }
         for (name, source) in self.secret_headers.iter() {
-            let mut value = reqwest::header::HeaderValue::from_str(source.current().expose()).unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
+            let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
+            let mut value = HeaderValue::from_str(source.current().expose()).unwrap_or_else(|_| HeaderValue::from_static(""));
             value.set_sensitive(true);
-            req = req.header(name.as_str(), value);
+            map.append(name, value);
         }
-        req
+        Ok(map)
+    }
+
+    /// A request to `base_url + path` through the general client, with the target's headers.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> Result<reqwest::RequestBuilder, Failure> {
+        let mut req = self.client.request(method, format!("{}{}", self.config.base_url, path));
+        for (name, value) in self.own_headers()? {
+            if let Some(name) = name {
+                req = req.header(name, value);
+            }
+        }
+        Ok(req)
+    }
+
+    /// Sends a probe: `POST base_url + path` with the target's headers, then `headers`, and
+    /// `body`; returns once the answer's head is in. Through the lean client where it applies.
+    pub async fn post(&self, path: &str, headers: HeaderMap, body: Vec<u8>) -> Result<Answer, Failure> {
+        let Some(lean) = &self.lean else {
+            let mut req = self.request(reqwest::Method::POST, path)?;
+            for (name, value) in headers.iter() {
+                req = req.header(name, value);
+            }
+            let response = req.body(body).send().await.map_err(|e| classify_send_error(&e, self))?;
+            return Ok(Answer::General { response, piece: bytes::Bytes::new() });
+        };
+        let mut all = self.own_headers()?;
+        for (name, value) in headers.iter() {
+            all.append(name, value.clone());
+        }
+        match lean.post(path, &all, &body).await {
+            Ok(response) => Ok(Answer::Lean(response)),
+            Err(crate::http1::SendError::ConnectTimeout(detail)) => Err(Failure::new(ErrorClass::TimeoutConnect, detail)),
+            Err(crate::http1::SendError::Connect(detail)) => Err(Failure::new(ErrorClass::Connect, detail)),
+        }
     }
 
     /// The configured model, else the one discovered earlier, else discovers it now.
@@ -192,7 +242,7 @@ impl TargetRuntime {
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<T, Failure> {
         let timeout = self.config.timeouts.connect.saturating_add(Duration::from_secs(5));
-        let resp = tokio::time::timeout(timeout, self.request(reqwest::Method::GET, path).send())
+        let resp = tokio::time::timeout(timeout, self.request(reqwest::Method::GET, path)?.send())
             .await
             .map_err(|_| Failure::new(ErrorClass::TimeoutTotal, format!("GET {path} timed out")))?
             .map_err(|e| classify_send_error(&e, self))?;
@@ -274,6 +324,48 @@ pub async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Vec
             Err(e) => {
                 return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
             }
+        }
+    }
+}
+
+/// A probe's answer, from the lean client or the general one, read alike.
+pub enum Answer {
+    Lean(crate::http1::Response),
+    /// `piece` holds the last body piece handed out.
+    General {
+        response: reqwest::Response,
+        piece: bytes::Bytes,
+    },
+}
+
+impl Answer {
+    pub fn status(&self) -> reqwest::StatusCode {
+        match self {
+            Answer::Lean(r) => r.status,
+            Answer::General { response, .. } => response.status(),
+        }
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        match self {
+            Answer::Lean(r) => &r.headers,
+            Answer::General { response, .. } => response.headers(),
+        }
+    }
+
+    /// The next piece of the body (`None` at its end); `Err` says why it broke off. Cancel
+    /// safe: a piece is either handed out or left to the next call.
+    pub async fn chunk(&mut self) -> Result<Option<&[u8]>, String> {
+        match self {
+            Answer::Lean(r) => r.chunk().await,
+            Answer::General { response, piece } => match response.chunk().await {
+                Ok(Some(bytes)) => {
+                    *piece = bytes;
+                    Ok(Some(&piece[..]))
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(error_chain(&e)),
+            },
         }
     }
 }

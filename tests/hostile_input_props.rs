@@ -4,7 +4,8 @@
 //! reproduces; `PROPS_ITERS` raises the case count (the default keeps CI fast).
 //!
 //! Covered: every protocol's frame parser and whole-body parser, TGI's timing headers, the
-//! SSE/NDJSON decoders under arbitrary splits, the Prometheus text parser, duration parsing,
+//! SSE/NDJSON decoders under arbitrary splits, the lean HTTP client's answer heads and body
+//! framing (chunked under arbitrary splits, against the data it encodes), the Prometheus text parser, duration parsing,
 //! config loading (mutated real configs), the bench records and manifest readers, `measure()`
 //! with arbitrary timelines and counts, and every real stream capture mutated byte by byte.
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llmprobe::config::Slo;
+use llmprobe::http1::BodyDecoder;
 use llmprobe::measure::measure;
 use llmprobe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use llmprobe::protocol::framing::FrameDecoder;
@@ -518,6 +520,82 @@ fn measure_never_panics_and_keeps_its_invariants() {
             assert!(s.multi_token_frames <= outcome.timeline.text_frames.len() as u64);
         } else {
             assert!(outcome.result.is_err() || outcome.timeline.text_frames.is_empty());
+        }
+    });
+}
+
+/// Feeds `pieces` to a body decoder as the lean client does (each step on what is left of the
+/// piece); returns the data, whether the body ended, and the first framing error.
+fn body_through(decoder: &mut BodyDecoder, pieces: &[&[u8]]) -> (Vec<u8>, Option<String>) {
+    let mut data = Vec::new();
+    for piece in pieces {
+        let mut rest: &[u8] = piece;
+        while !rest.is_empty() && !decoder.is_done() {
+            let step = match decoder.decode(rest) {
+                Ok(s) => s,
+                Err(e) => return (data, Some(e)),
+            };
+            assert!(step.used <= rest.len(), "a step never takes more than it was given");
+            if let Some(r) = step.data.clone() {
+                assert!(r.start <= r.end && r.end <= step.used, "data lies inside the consumed bytes");
+                data.extend_from_slice(&rest[r]);
+            }
+            if step.used == 0 {
+                break;
+            }
+            rest = &rest[step.used..];
+        }
+    }
+    (data, None)
+}
+
+#[test]
+fn chunked_bodies_decode_to_their_data_under_any_split() {
+    for_seeds("chunked splits", iters(2000), |rng| {
+        let mut wire = Vec::new();
+        let mut data = Vec::new();
+        for _ in 0..rng.below(6) {
+            let piece = rng.bytes(300);
+            if piece.is_empty() {
+                continue;
+            }
+            let size = if rng.below(2) == 0 { format!("{:x}", piece.len()) } else { format!("{:X}", piece.len()) };
+            let ext = *rng.pick(&["", ";a=b", " ;x", "\t;q=\"v\""]);
+            wire.extend(format!("{size}{ext}\r\n").bytes());
+            wire.extend(&piece);
+            wire.extend(b"\r\n");
+            data.extend(piece);
+        }
+        wire.extend(*rng.pick(&[&b"0\r\n\r\n"[..], b"0;end\r\nx-t: 1\r\ny: 2\r\n\r\n"]));
+        let mut pieces = Vec::new();
+        let mut rest = &wire[..];
+        while !rest.is_empty() {
+            let n = (rng.below(rest.len() as u64) + 1) as usize;
+            pieces.push(&rest[..n]);
+            rest = &rest[n..];
+        }
+        let mut decoder = BodyDecoder::chunked();
+        let (got, err) = body_through(&mut decoder, &pieces);
+        assert_eq!(err, None);
+        assert!(decoder.is_done(), "the zero chunk and the final CRLF end the body");
+        assert_eq!(got, data);
+    });
+}
+
+#[test]
+fn body_framing_and_answer_heads_never_panic_on_any_bytes() {
+    let pieces =
+        ["HTTP/1.1 ", "200 OK", "\r\n", "content-length: ", "transfer-encoding: chunked", "connection: close", "5", "ff", ";", "\r\n\r\n", "0\r\n", ":", " "];
+    for_seeds("http1 hostile", iters(3000), |rng| {
+        let bytes = if rng.below(2) == 0 { rng.bytes(200) } else { props::fragments(rng, &pieces, 24) };
+        if let Ok(Some((len, head))) = llmprobe::http1::parse_head(&bytes) {
+            assert!(len <= bytes.len());
+            let _ = head.keep_alive;
+        }
+        for mut decoder in [BodyDecoder::chunked(), BodyDecoder::Length(rng.below(1 << 20)), BodyDecoder::ToEnd] {
+            let cut = rng.below(bytes.len() as u64 + 1) as usize;
+            let (data, _) = body_through(&mut decoder, &[&bytes[..cut], &bytes[cut..]]);
+            assert!(data.len() <= bytes.len(), "framing never invents data");
         }
     });
 }

@@ -1,0 +1,715 @@
+//! A lean HTTP/1.1 client for the probe requests of plain-`http` targets. The answer is read on
+//! the probe's own task from one reused buffer: no connection task and no body channel between
+//! the socket and the parser, so a streamed frame costs one task wake-up and no copy (through
+//! the general client it cost two wake-ups, a channel hand-over and a `Bytes` per frame, which
+//! was most of the prober's CPU per frame and its timing error at high concurrency).
+//!
+//! What it does not do — TLS, HTTP/2, proxies, redirects, credentials in the URL — stays with
+//! the general client (`reqwest`); [`Client::for_target`] says when this one applies.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+use crate::config::{HttpVersion, Target};
+
+/// A kept-alive connection is not reused after this long idle (as the general client's pool).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle connections kept per target; more are closed when they come back.
+const MAX_IDLE: usize = 4096;
+/// A response head larger than this is refused (hyper's limit is of the same order).
+const MAX_HEAD_BYTES: usize = 64 << 10;
+/// Header fields per response head.
+const MAX_HEADERS: usize = 100;
+/// Longest chunk-size line (size, extensions) or trailer line.
+const MAX_LINE_BYTES: usize = 4096;
+/// The read buffer; streamed frames are far smaller, a larger body is read in pieces.
+const READ_BUF_BYTES: usize = 16 << 10;
+/// A probe ends at its stream's end marker, before the body's own end (the last chunk) is
+/// read; the rest is read in the background, within these bounds, so that the connection can
+/// be kept alive. Beyond them it is closed.
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+const DRAIN_BYTES: usize = 64 << 10;
+
+/// Why a request got no usable answer head. The text names addresses, never the URL.
+#[derive(Debug)]
+pub enum SendError {
+    /// No connection within the connect timeout.
+    ConnectTimeout(String),
+    /// Resolving or connecting failed, the connection broke before an answer, or the answer's
+    /// head was not HTTP/1.x (the general client reports these as connection errors too).
+    Connect(String),
+}
+
+/// The lean client of one target: where to connect, and its idle connections.
+pub struct Client {
+    host: Host,
+    port: u16,
+    /// The `Host` header: the URL's host, with its port when the URL names one.
+    authority: String,
+    /// `base_url`'s path (a proxy mount point), prepended to every request path.
+    prefix: String,
+    connect_timeout: Duration,
+    user_agent: &'static str,
+    idle: Mutex<Vec<(Conn, Instant)>>,
+}
+
+enum Host {
+    Ip(std::net::IpAddr),
+    Name(String),
+}
+
+impl Client {
+    /// The lean client for a target, or `None` where the general client must send: `https`,
+    /// HTTP/2, redirects followed, credentials in the URL, or a proxy set in the environment.
+    pub fn for_target(config: &Target, user_agent: &'static str) -> Option<Client> {
+        let url = reqwest::Url::parse(&config.base_url).ok()?;
+        let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+        if url.scheme() != "http"
+            || !url.username().is_empty()
+            || url.password().is_some()
+            || config.follow_redirects
+            || config.http_version == HttpVersion::Http2PriorKnowledge
+            || proxied
+        {
+            return None;
+        }
+        let host_text = url.host_str()?;
+        let host = match host_text.trim_start_matches('[').trim_end_matches(']').parse() {
+            Ok(ip) => Host::Ip(ip),
+            Err(_) => Host::Name(host_text.to_owned()),
+        };
+        let authority = match url.port() {
+            Some(port) => format!("{host_text}:{port}"),
+            None => host_text.to_owned(),
+        };
+        Some(Client {
+            host,
+            port: url.port_or_known_default()?,
+            authority,
+            prefix: url.path().trim_end_matches('/').to_owned(),
+            connect_timeout: config.timeouts.connect,
+            user_agent,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The same client pointed at another address (a discovered replica): no shared pool.
+    pub fn at(&self, addr: SocketAddr) -> Client {
+        let authority = match addr {
+            SocketAddr::V4(a) => a.to_string(),
+            SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
+        };
+        Client {
+            host: Host::Ip(addr.ip()),
+            port: addr.port(),
+            authority,
+            prefix: self.prefix.clone(),
+            connect_timeout: self.connect_timeout,
+            user_agent: self.user_agent,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends `POST prefix+path` and returns once the answer's head is in. A kept-alive
+    /// connection the server closed while it was idle gets the request once more on a new
+    /// connection, as the general client does, when not a byte of answer came back on it.
+    pub async fn post(self: &Arc<Self>, path: &str, headers: &HeaderMap, body: &[u8]) -> Result<Response, SendError> {
+        let request = self.request_bytes(path, headers, body);
+        if let Some(conn) = self.checkout() {
+            match exchange(conn, &request).await {
+                Ok(answer) => return Ok(self.answer(answer)),
+                Err(Exchange::Unanswered(_)) => {}
+                Err(Exchange::Failed(e)) => return Err(e),
+            }
+        }
+        let conn = self.connect().await?;
+        match exchange(conn, &request).await {
+            Ok(answer) => Ok(self.answer(answer)),
+            Err(Exchange::Unanswered(e) | Exchange::Failed(e)) => Err(e),
+        }
+    }
+
+    fn answer(self: &Arc<Self>, (head, conn): (Head, Conn)) -> Response {
+        Response {
+            status: head.status,
+            headers: head.headers,
+            body: head.body,
+            keep_alive: head.keep_alive,
+            conn: Some(conn),
+            client: self.clone(),
+            draining: false,
+        }
+    }
+
+    fn request_bytes(&self, path: &str, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + body.len());
+        for piece in ["POST ", &self.prefix, path, " HTTP/1.1\r\nhost: ", &self.authority, "\r\nuser-agent: ", self.user_agent, "\r\n"] {
+            out.extend_from_slice(piece.as_bytes());
+        }
+        for (name, value) in headers {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// The most recently returned idle connection that is still open and silent.
+    fn checkout(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((conn, since)) = idle.pop() {
+            let mut probe = [0u8; 1];
+            // Closed by the server (0), or bytes nobody asked for: not reusable.
+            if since.elapsed() < IDLE_TIMEOUT && matches!(conn.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn checkin(&self, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push((conn, Instant::now()));
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, SendError> {
+        let started = Instant::now();
+        let addrs: Vec<SocketAddr> = match &self.host {
+            Host::Ip(ip) => vec![SocketAddr::new(*ip, self.port)],
+            Host::Name(name) => match tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((name.as_str(), self.port))).await {
+                Err(_) => return Err(SendError::ConnectTimeout(format!("resolving {name} took longer than {:?}", self.connect_timeout))),
+                Ok(Err(e)) => return Err(SendError::Connect(format!("resolving {name}: {e}"))),
+                Ok(Ok(a)) => a.collect(),
+            },
+        };
+        let mut last = SendError::Connect(format!("no address for {}", self.authority));
+        for addr in addrs {
+            let Some(left) = self.connect_timeout.checked_sub(started.elapsed()) else {
+                break;
+            };
+            match tokio::time::timeout(left, TcpStream::connect(addr)).await {
+                Err(_) => last = SendError::ConnectTimeout(format!("connecting to {addr} took longer than {:?}", self.connect_timeout)),
+                Ok(Err(e)) => last = SendError::Connect(format!("connecting to {addr}: {e}")),
+                Ok(Ok(stream)) => {
+                    // Small requests, and a prober that must not wait on Nagle.
+                    let _ = stream.set_nodelay(true);
+                    return Ok(Conn { stream, buf: vec![0; READ_BUF_BYTES], start: 0, end: 0 });
+                }
+            }
+        }
+        Err(last)
+    }
+}
+
+/// A connection with its read buffer: `buf[start..end]` is read but not yet handed out.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Conn {
+    /// Reads more bytes after the unread ones, making room first (moving them to the front,
+    /// or growing the buffer up to `limit`). `Ok(0)` is the end of the stream.
+    async fn fill(&mut self, limit: usize) -> std::io::Result<usize> {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        }
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+            } else if self.buf.len() < limit {
+                let grown = (self.buf.len() * 2).min(limit);
+                self.buf.resize(grown, 0);
+            } else {
+                return Err(std::io::Error::other(format!("more than {limit} bytes without an end")));
+            }
+        }
+        let buf = &mut self.buf[self.end..];
+        let room = buf.len();
+        loop {
+            self.stream.readable().await?;
+            // A short read took everything the socket held (TCP copies every queued segment),
+            // so readiness is cleared now, saving the read that would only say "would block"
+            // (a system call per streamed frame). Data arriving meanwhile is not lost: the
+            // clearing is skipped when the reactor saw a new event since `readable`.
+            let mut got = None;
+            let read = self.stream.try_io(Interest::READABLE, || {
+                let n = self.stream.try_read(buf)?;
+                if n == 0 || n == room {
+                    return Ok(n);
+                }
+                got = Some(n);
+                Err(std::io::ErrorKind::WouldBlock.into())
+            });
+            let n = match (read, got) {
+                (_, Some(n)) | (Ok(n), None) => n,
+                (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                (Err(e), None) => return Err(e),
+            };
+            self.end += n;
+            return Ok(n);
+        }
+    }
+}
+
+enum Exchange {
+    /// The connection took the request but broke before a byte of answer (may be retried on
+    /// a new connection when it was a reused one).
+    Unanswered(SendError),
+    Failed(SendError),
+}
+
+/// A parsed answer head.
+pub struct Head {
+    pub status: reqwest::StatusCode,
+    pub headers: HeaderMap,
+    /// How its body is delimited.
+    pub body: BodyDecoder,
+    /// Whether the connection can carry another request after this answer.
+    pub keep_alive: bool,
+}
+
+/// Writes the request and reads the answer's head (skipping `1xx` interim answers).
+async fn exchange(mut conn: Conn, request: &[u8]) -> Result<(Head, Conn), Exchange> {
+    if let Err(e) = conn.stream.write_all(request).await {
+        return Err(Exchange::Unanswered(SendError::Connect(format!("sending the request: {e}"))));
+    }
+    let mut answered = false;
+    loop {
+        match parse_head(&conn.buf[conn.start..conn.end]) {
+            Ok(Some((len, head))) => {
+                conn.start += len;
+                if head.status.is_informational() && head.status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+                    continue;
+                }
+                return Ok((head, conn));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Exchange::Failed(SendError::Connect(format!("invalid answer head: {e}")))),
+        }
+        match conn.fill(MAX_HEAD_BYTES).await {
+            Ok(0) if !answered => return Err(Exchange::Unanswered(SendError::Connect("connection closed before an answer".into()))),
+            Ok(0) => return Err(Exchange::Failed(SendError::Connect("connection closed inside the answer head".into()))),
+            Ok(_) => answered = true,
+            Err(e) if !answered && e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Err(Exchange::Unanswered(SendError::Connect(format!("connection reset before an answer: {e}"))));
+            }
+            Err(e) => return Err(Exchange::Failed(SendError::Connect(format!("reading the answer head: {e}")))),
+        }
+    }
+}
+
+/// Parses an answer head from the front of `input`: `None` while incomplete, else its length
+/// and the head. Framing follows RFC 9112 §6.3 (no body for 1xx/204/304; chunked wins over a
+/// length; else a length; else the body runs to the end of the connection).
+pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut fields);
+    let len = match parsed.parse(input) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let status = parsed.code.and_then(|c| reqwest::StatusCode::from_u16(c).ok()).ok_or("invalid status code")?;
+    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    let (mut chunked, mut other_coding, mut length, mut close) = (false, false, None::<u64>, parsed.version == Some(0));
+    for field in parsed.headers.iter() {
+        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(field.name.as_bytes()), HeaderValue::from_bytes(field.value)) else {
+            continue;
+        };
+        if name == reqwest::header::TRANSFER_ENCODING {
+            // The last coding decides: chunked, or a body that runs to the end.
+            for coding in value.to_str().unwrap_or("").split(',').map(str::trim).filter(|c| !c.is_empty()) {
+                chunked = coding.eq_ignore_ascii_case("chunked");
+                other_coding = !chunked;
+            }
+        } else if name == reqwest::header::CONTENT_LENGTH {
+            let n: u64 = value.to_str().ok().and_then(|v| v.trim().parse().ok()).ok_or("invalid content-length")?;
+            if length.is_some_and(|l| l != n) {
+                return Err("conflicting content-length values".into());
+            }
+            length = Some(n);
+        } else if name == reqwest::header::CONNECTION {
+            let v = value.to_str().unwrap_or("");
+            if v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")) {
+                close = true;
+            } else if v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive")) && parsed.version == Some(0) {
+                close = false;
+            }
+        }
+        headers.append(name, value);
+    }
+    let code = status.as_u16();
+    let body = if (100..200).contains(&code) || code == 204 || code == 304 {
+        BodyDecoder::Done
+    } else if chunked {
+        BodyDecoder::chunked()
+    } else if other_coding {
+        BodyDecoder::ToEnd
+    } else {
+        match length {
+            Some(0) => BodyDecoder::Done,
+            Some(n) => BodyDecoder::Length(n),
+            None => BodyDecoder::ToEnd,
+        }
+    };
+    // A body that runs to the end, or a length beside a transfer coding, ends the connection.
+    let keep_alive = !close && !matches!(body, BodyDecoder::ToEnd) && !(length.is_some() && (chunked || other_coding)) && code != 101;
+    Ok(Some((len, Head { status, headers, body, keep_alive })))
+}
+
+/// The answer to a [`Client::post`]: status, head, and the body read piece by piece.
+pub struct Response {
+    pub status: reqwest::StatusCode,
+    pub headers: HeaderMap,
+    body: BodyDecoder,
+    keep_alive: bool,
+    conn: Option<Conn>,
+    client: Arc<Client>,
+    /// Set on the background reader of a dropped answer's rest (see `Drop`).
+    draining: bool,
+}
+
+impl Drop for Response {
+    /// An answer dropped before its body's end keeps its connection when the rest is already
+    /// buffered, or comes within `DRAIN_TIME` and `DRAIN_BYTES`; else the connection closes.
+    fn drop(&mut self) {
+        if self.draining || !self.keep_alive || self.conn.is_none() {
+            return;
+        }
+        while let Some(conn) = self.conn.as_mut() {
+            if conn.start == conn.end || self.body.is_done() {
+                break;
+            }
+            match self.body.decode(&conn.buf[conn.start..conn.end]) {
+                Ok(step) if step.used > 0 => conn.start += step.used,
+                _ => return,
+            }
+        }
+        if self.body.is_done() {
+            if let Some(conn) = self.conn.take().filter(|c| c.start == c.end) {
+                self.client.checkin(conn);
+            }
+            return;
+        }
+        let rest = Response {
+            status: self.status,
+            headers: HeaderMap::new(),
+            body: std::mem::replace(&mut self.body, BodyDecoder::Done),
+            keep_alive: true,
+            conn: self.conn.take(),
+            client: self.client.clone(),
+            draining: true,
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let mut rest = rest;
+                let drain = async {
+                    let mut read = 0;
+                    while let Ok(Some(piece)) = rest.chunk().await {
+                        read += piece.len();
+                        if read > DRAIN_BYTES {
+                            rest.conn = None;
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+            });
+        }
+    }
+}
+
+impl Response {
+    /// The next piece of the body as it came off the wire (chunk framing removed), lent from
+    /// the connection's buffer; `None` at its end, when a kept-alive connection goes back to
+    /// the pool. `Err` says why the body broke off.
+    pub async fn chunk(&mut self) -> Result<Option<&[u8]>, String> {
+        let range = loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Ok(None);
+            };
+            if self.body.is_done() {
+                let conn = self.conn.take().expect("checked above");
+                // Bytes after the end are not ours to read: such a connection is closed.
+                if self.keep_alive && conn.start == conn.end {
+                    self.client.checkin(conn);
+                }
+                return Ok(None);
+            }
+            if conn.start < conn.end {
+                let base = conn.start;
+                let step = self.body.decode(&conn.buf[base..conn.end])?;
+                conn.start += step.used;
+                if let Some(data) = step.data {
+                    break base + data.start..base + data.end;
+                }
+                if step.used > 0 || self.body.is_done() {
+                    continue;
+                }
+            }
+            match conn.fill(READ_BUF_BYTES).await {
+                Ok(0) => {
+                    self.keep_alive = false;
+                    if matches!(self.body, BodyDecoder::ToEnd) {
+                        self.body = BodyDecoder::Done;
+                        continue;
+                    }
+                    self.conn = None;
+                    return Err("connection closed before the end of the body".into());
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.conn = None;
+                    return Err(format!("reading the body: {e}"));
+                }
+            }
+        };
+        Ok(self.conn.as_ref().map(|c| &c.buf[range]))
+    }
+}
+
+/// How an answer's body is delimited, and how far it has been read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BodyDecoder {
+    /// This many bytes are left.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked(Chunked),
+    /// Everything up to the end of the connection.
+    ToEnd,
+    Done,
+}
+
+/// Where a chunked body's decoder stands (RFC 9112 §7.1; as strict as hyper: CRLF only).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunked {
+    /// In a chunk-size line: the size so far, its hex digits, the line's bytes.
+    Size {
+        size: u64,
+        digits: u8,
+        line: usize,
+    },
+    /// After the size: spaces or an extension up to CR.
+    Extension {
+        size: u64,
+        line: usize,
+    },
+    /// CR seen; LF must follow.
+    SizeLf {
+        size: u64,
+    },
+    /// Data bytes left in this chunk.
+    Data(u64),
+    /// After a chunk's data: CR then LF.
+    DataCr,
+    DataLf,
+    /// After the last (zero) chunk: a trailer line, or the final CRLF.
+    TrailerStart,
+    Trailer {
+        line: usize,
+    },
+    TrailerLf {
+        empty: bool,
+    },
+}
+
+/// What one [`BodyDecoder::decode`] step took from its input.
+#[derive(Debug, PartialEq)]
+pub struct Step {
+    /// Input bytes consumed.
+    pub used: usize,
+    /// Body data within the input (always inside the consumed bytes).
+    pub data: Option<Range<usize>>,
+}
+
+impl BodyDecoder {
+    /// A chunked body's decoder at its start.
+    pub fn chunked() -> BodyDecoder {
+        BodyDecoder::Chunked(Chunked::Size { size: 0, digits: 0, line: 0 })
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self, BodyDecoder::Done)
+    }
+
+    /// Takes framing bytes from `input` up to the next body data, and that data as far as it
+    /// is in `input`. Never panics on any input; a framing error is the reason the body broke
+    /// off.
+    pub fn decode(&mut self, input: &[u8]) -> Result<Step, String> {
+        match self {
+            BodyDecoder::Done => Ok(Step { used: 0, data: None }),
+            BodyDecoder::ToEnd => Ok(Step { used: input.len(), data: (!input.is_empty()).then_some(0..input.len()) }),
+            BodyDecoder::Length(left) => {
+                let n = (*left).min(input.len() as u64) as usize;
+                *left -= n as u64;
+                if *left == 0 {
+                    *self = BodyDecoder::Done;
+                }
+                Ok(Step { used: n, data: (n > 0).then_some(0..n) })
+            }
+            BodyDecoder::Chunked(state) => {
+                let (step, end) = decode_chunked(state, input)?;
+                if end {
+                    *self = BodyDecoder::Done;
+                }
+                Ok(step)
+            }
+        }
+    }
+}
+
+/// [`BodyDecoder::decode`] for a chunked body; `true` once its end is taken.
+fn decode_chunked(state: &mut Chunked, input: &[u8]) -> Result<(Step, bool), String> {
+    let mut i = 0;
+    while i < input.len() {
+        if let Chunked::Data(left) = state {
+            let n = (*left).min((input.len() - i) as u64) as usize;
+            *left -= n as u64;
+            if *left == 0 {
+                *state = Chunked::DataCr;
+            }
+            return Ok((Step { used: i + n, data: Some(i..i + n) }, false));
+        }
+        let b = input[i];
+        i += 1;
+        if chunk_byte(state, b)? {
+            return Ok((Step { used: i, data: None }, true));
+        }
+    }
+    Ok((Step { used: i, data: None }, false))
+}
+
+/// One framing byte of a chunked body; `true` at the end of the body.
+fn chunk_byte(state: &mut Chunked, b: u8) -> Result<bool, String> {
+    let long = |line: usize| if line > MAX_LINE_BYTES { Err(format!("chunk line longer than {MAX_LINE_BYTES} bytes")) } else { Ok(line + 1) };
+    *state = match *state {
+        Chunked::Size { size, digits, line } => match b {
+            b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                if digits >= 16 {
+                    return Err("chunk size too large".into());
+                }
+                let d = (b as char).to_digit(16).expect("a hex digit") as u64;
+                Chunked::Size { size: (size << 4) | d, digits: digits + 1, line: long(line)? }
+            }
+            _ if digits == 0 => return Err("invalid chunk size".into()),
+            b'\r' => Chunked::SizeLf { size },
+            b' ' | b'\t' | b';' => Chunked::Extension { size, line: long(line)? },
+            _ => return Err("invalid chunk size".into()),
+        },
+        Chunked::Extension { size, line } => match b {
+            b'\r' => Chunked::SizeLf { size },
+            b'\n' => return Err("invalid chunk extension".into()),
+            _ => Chunked::Extension { size, line: long(line)? },
+        },
+        Chunked::SizeLf { size } => match b {
+            b'\n' if size == 0 => Chunked::TrailerStart,
+            b'\n' => Chunked::Data(size),
+            _ => return Err("invalid chunk size line end".into()),
+        },
+        Chunked::Data(_) => unreachable!("data is taken before framing bytes"),
+        Chunked::DataCr => match b {
+            b'\r' => Chunked::DataLf,
+            _ => return Err("chunk data longer than its size".into()),
+        },
+        Chunked::DataLf => match b {
+            b'\n' => Chunked::Size { size: 0, digits: 0, line: 0 },
+            _ => return Err("invalid chunk data end".into()),
+        },
+        Chunked::TrailerStart => match b {
+            b'\r' => Chunked::TrailerLf { empty: true },
+            _ => Chunked::Trailer { line: 1 },
+        },
+        Chunked::Trailer { line } => match b {
+            b'\r' => Chunked::TrailerLf { empty: false },
+            _ => Chunked::Trailer { line: long(line)? },
+        },
+        Chunked::TrailerLf { empty } => match b {
+            b'\n' if empty => return Ok(true),
+            b'\n' => Chunked::TrailerStart,
+            _ => return Err("invalid trailer line end".into()),
+        },
+    };
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(mut decoder: BodyDecoder, pieces: &[&[u8]]) -> Result<(Vec<u8>, bool), String> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            let mut rest: &[u8] = piece;
+            loop {
+                let step = decoder.decode(rest)?;
+                if let Some(r) = step.data.clone() {
+                    out.extend_from_slice(&rest[r]);
+                }
+                rest = &rest[step.used..];
+                if step.used == 0 || rest.is_empty() {
+                    break;
+                }
+            }
+        }
+        Ok((out, decoder.is_done()))
+    }
+
+    #[test]
+    fn chunked_body_with_extensions_and_trailers_decodes_in_any_split() {
+        let wire = b"5;name=value\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for cut in 0..wire.len() {
+            let (data, done) = decode_all(BodyDecoder::chunked(), &[&wire[..cut], &wire[cut..]]).unwrap();
+            assert_eq!(data, b"helloabcdefghijklmnopqrstuvwxyz", "cut at {cut}");
+            assert!(done, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn chunked_framing_errors_are_errors() {
+        for wire in [&b"zz\r\n"[..], b"5\r\nhello!\r\n", b"5\nhello\r\n", b"\r\n", b"11111111111111111\r\n"] {
+            assert!(decode_all(BodyDecoder::chunked(), &[wire]).is_err(), "{:?}", String::from_utf8_lossy(wire));
+        }
+    }
+
+    #[test]
+    fn a_length_ends_the_body_exactly() {
+        let (data, done) = decode_all(BodyDecoder::Length(5), &[b"hel", b"lo"]).unwrap();
+        assert_eq!((data.as_slice(), done), (&b"hello"[..], true));
+        let mut d = BodyDecoder::Length(2);
+        assert_eq!(d.decode(b"abcd").unwrap(), Step { used: 2, data: Some(0..2) });
+        assert!(d.is_done());
+    }
+
+    #[test]
+    fn head_framing_follows_the_rfc() {
+        let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap().1;
+        assert_eq!(head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n").body, BodyDecoder::Length(3));
+        let h = head("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n");
+        assert!(matches!(h.body, BodyDecoder::Chunked(_)) && !h.keep_alive, "chunked wins; a length beside it closes");
+        let h = head("HTTP/1.1 200 OK\r\n\r\n");
+        assert!(h.body == BodyDecoder::ToEnd && !h.keep_alive);
+        assert_eq!(head("HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n").body, BodyDecoder::Done);
+        assert!(!head("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 1\r\n\r\n").keep_alive);
+        assert!(!head("HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n").keep_alive);
+        assert!(head("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n").keep_alive);
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n").is_err());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n").is_err());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-").unwrap().is_none());
+        assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+}
