@@ -338,6 +338,7 @@ fn spawn_dispatcher(
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
+        crate::deadline::prefer_prompt_wakeups();
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(dispatch(streams, begin, budget, ctx, probes))));
         let result = result.map_err(|panic| panic_message(panic.as_ref()));
         if let (Err(message), Some(h)) = (&result, health) {
