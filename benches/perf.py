@@ -6,7 +6,9 @@ Usage: benches/perf.py BIN [--quick] [--mock-load PATH] [--peer-vllm-bench PATH]
 Prints, each a median over repeats (1 with --quick):
   1. closed loop (`llmprobe bench`, concurrency 1, 100, 1000; 64-token streams): client CPU per
      request and per streamed frame, from /proc/<pid>/stat of the client sampled over the steady
-     part of the run (start-up and the report excluded), frames counted from records.jsonl;
+     part of the run (start-up and the report excluded), frames counted from records.jsonl; once
+     with the lean HTTP/1.1 probe client (the default for plain http) and once with the general
+     client (reqwest), which a set HTTP_PROXY selects (NO_PROXY keeps it off loopback);
   2. TTFT error: client TTFT minus the mock's own stamp of the first frame (`mock_emitted_ns`,
      `x-mock-timestamps: 1`; the record's `server_first_token_ms`), mean and p99. Both sides are
      durations from the request on their own monotonic clock, so no shared clock is needed; the
@@ -94,11 +96,16 @@ scenarios:
 """
 
 
-def run_bench(mock_port, bench_yaml):
+# The general client instead of the lean one: a proxy in the environment turns the lean client
+# off, and NO_PROXY keeps the requests direct.
+GENERAL_CLIENT = dict(os.environ, HTTP_PROXY="http://127.0.0.1:9", NO_PROXY="127.0.0.1,localhost")
+
+
+def run_bench(mock_port, bench_yaml, env=None):
     """One `llmprobe bench` on CPU 1; returns (records, summary, [(unix_s, cpu_s)] samples)."""
     cfg = write("probe: {seed: 7, max_in_flight: 100000}\n" + target(mock_port) + bench_yaml)
     out = tempfile.mkdtemp(prefix="perf-")
-    proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "bench", "--config", cfg, "--output", out], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "bench", "--config", cfg, "--output", out], stdout=subprocess.DEVNULL, env=env)
     samples = []
     while proc.poll() is None:
         c = cpu_seconds(proc.pid)
@@ -120,8 +127,8 @@ def frame_times(r):
     return out
 
 
-def closed_loop(mock_port, c, seconds):
-    records, _, samples = run_bench(mock_port, f"bench: {{mode: concurrency, concurrency: [{c}], repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n")
+def closed_loop(mock_port, c, seconds, env=None):
+    records, _, samples = run_bench(mock_port, f"bench: {{mode: concurrency, concurrency: [{c}], repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n", env)
     ok = [r for r in records if r["outcome"] == "success"]
     # Steady window: from 1 s after the first send to the last request's end (no start-up, no
     # report writing).
@@ -153,10 +160,10 @@ def open_arrival(mock_port, rate, seconds):
     return achieved, rep.get("schedule_lag_p99_ms") or float("inf"), rep.get("failed", 0) + rep.get("dropped", 0)
 
 
-def sidecar(mock_port, seconds):
+def sidecar(mock_port, seconds, env=None):
     port = free_port()
     cfg = write(f"listen: 127.0.0.1:{port}\nprobe: {{rate: 1, seed: 7, max_in_flight: 1000}}\n" + target(mock_port) + "sources:\n  - {kind: engine, target: mock}\n")
-    proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "probe", "--config", cfg], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "probe", "--config", cfg], stdout=subprocess.DEVNULL, env=env)
     try:
         wait_ready(port, "/metrics")
         time.sleep(3)
@@ -199,14 +206,15 @@ def main():
         wait_ready(mock_port, "/health")
         seconds = 4 if QUICK else 8
         print(f"# closed loop, 64-token streams, {seconds} s per run (client CPU over the steady window)")
-        print("streams  us/frame  ms/request  cores  ttft_err_mean_us  ttft_err_p99_us  itl_p50_ms  itl_p99_ms  itl_stdev_ms  errors")
-        for c in (1, 100, 1000):
-            runs = [closed_loop(mock_port, c, seconds) for _ in range(REPEATS)]
-            m = {k: med([r.get(k, float("nan")) for r in runs]) for k in runs[0]}
-            print(f"{c:>7}  {m.get('us_per_frame', float('nan')):8.2f}  {m.get('ms_per_request', float('nan')):10.3f}  {m.get('cores', float('nan')):5.2f}  "
-                  f"{m['ttft_err_mean_us']:16.0f}  {m['ttft_err_p99_us']:15.0f}  {m['itl_p50_ms']:10.2f}  {m['itl_p99_ms']:10.2f}  {m['itl_stdev_ms']:12.2f}  {sum(r['errors'] for r in runs):6}")
-            if not runs[0]["stamped"]:
-                print("         (no server_first_token_ms in the records: the mock did not stamp frames)")
+        print("client   streams  us/frame  ms/request  cores  ttft_err_mean_us  ttft_err_p99_us  itl_p50_ms  itl_p99_ms  itl_stdev_ms  errors")
+        for client, env in (("lean", None), ("general", GENERAL_CLIENT)):
+            for c in (1, 100, 1000):
+                runs = [closed_loop(mock_port, c, seconds, env) for _ in range(REPEATS)]
+                m = {k: med([r.get(k, float("nan")) for r in runs]) for k in runs[0]}
+                print(f"{client:<8} {c:>7}  {m.get('us_per_frame', float('nan')):8.2f}  {m.get('ms_per_request', float('nan')):10.3f}  {m.get('cores', float('nan')):5.2f}  "
+                      f"{m['ttft_err_mean_us']:16.0f}  {m['ttft_err_p99_us']:15.0f}  {m['itl_p50_ms']:10.2f}  {m['itl_p99_ms']:10.2f}  {m['itl_stdev_ms']:12.2f}  {sum(r['errors'] for r in runs):6}")
+                if not runs[0]["stamped"]:
+                    print("         (no server_first_token_ms in the records: the mock did not stamp frames)")
 
         seconds = 3 if QUICK else 5
         print(f"# open arrival, Poisson, 64-token streams, {seconds} s per rate: held = achieved >= 99% of target and schedule lag p99 <= 1 ms")
@@ -223,8 +231,9 @@ def main():
 
         seconds = 5 if QUICK else 20
         cpu, rss, hwm = sidecar(mock_port, seconds)
+        general_cpu, _, _ = sidecar(mock_port, seconds, GENERAL_CLIENT)
         print(f"# sidecar: probe at 1 req/s + one engine source (5 s interval), {seconds} s windows")
-        print(f"sidecar_cpu_percent {cpu:.3f}\nsidecar_rss_mib {rss/1024:.1f} (peak {hwm/1024:.1f})\nbinary_bytes {os.path.getsize(BIN)}")
+        print(f"sidecar_cpu_percent {cpu:.3f} (general client: {general_cpu:.3f})\nsidecar_rss_mib {rss/1024:.1f} (peak {hwm/1024:.1f})\nbinary_bytes {os.path.getsize(BIN)}")
     finally:
         mock.terminate(); mock.wait()
 

@@ -193,6 +193,8 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
         reader.feed(chunk, protocol)?;
         if reader.apply(now, out)? {
             out.timeline.end = now;
+            // The outcome is decided and stamped; only the connection's reuse waits on this.
+            response.settle().await;
             return finish(true, protocol, out);
         }
     }

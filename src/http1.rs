@@ -35,6 +35,8 @@ const READ_BUF_BYTES: usize = 16 << 10;
 /// be kept alive. Beyond them it is closed.
 const DRAIN_TIME: Duration = Duration::from_secs(1);
 const DRAIN_BYTES: usize = 64 << 10;
+/// How long a finished probe waits for the body's own end before leaving it to the drain.
+const SETTLE_TIME: Duration = Duration::from_millis(5);
 
 /// Why a request got no usable answer head. The text names addresses, never the URL.
 #[derive(Debug)]
@@ -480,6 +482,25 @@ impl Response {
             }
         };
         Ok(self.conn.as_ref().map(|c| &c.buf[range]))
+    }
+}
+
+impl Response {
+    /// Reads what is left of the body (after a stream's end marker: the last chunk), briefly,
+    /// so that the connection is back in the pool before the caller's next request; whatever
+    /// has not come by then is left to the background drain of `Drop`.
+    pub async fn settle(&mut self) {
+        let mut read = 0;
+        let rest = async {
+            while let Ok(Some(piece)) = self.chunk().await {
+                read += piece.len();
+                if read > DRAIN_BYTES {
+                    self.conn = None;
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(SETTLE_TIME, rest).await;
     }
 }
 

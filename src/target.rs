@@ -353,6 +353,14 @@ impl Answer {
         }
     }
 
+    /// After a stream's end marker: reads the body's own end briefly, so that a kept-alive
+    /// connection is free for the next request (the general client does this on its own).
+    pub async fn settle(&mut self) {
+        if let Answer::Lean(r) = self {
+            r.settle().await;
+        }
+    }
+
     /// The next piece of the body (`None` at its end); `Err` says why it broke off. Cancel
     /// safe: a piece is either handed out or left to the next call.
     pub async fn chunk(&mut self) -> Result<Option<&[u8]>, String> {
