@@ -7,6 +7,7 @@
 //! What it does not do — TLS, HTTP/2, proxies, redirects, credentials in the URL — stays with
 //! the general client (`reqwest`); [`Client::for_target`] says when this one applies.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -58,7 +59,8 @@ pub struct Client {
     prefix: String,
     connect_timeout: Duration,
     user_agent: &'static str,
-    idle: Mutex<Vec<(Conn, Instant)>>,
+    /// Oldest first: checked out from the back (the warmest), expired from the front.
+    idle: Mutex<VecDeque<(Conn, Instant)>>,
 }
 
 enum Host {
@@ -97,7 +99,7 @@ impl Client {
             prefix: url.path().trim_end_matches('/').to_owned(),
             connect_timeout: config.timeouts.connect,
             user_agent,
-            idle: Mutex::new(Vec::new()),
+            idle: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -114,7 +116,7 @@ impl Client {
             prefix: self.prefix.clone(),
             connect_timeout: self.connect_timeout,
             user_agent: self.user_agent,
-            idle: Mutex::new(Vec::new()),
+            idle: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -168,7 +170,7 @@ impl Client {
     /// The most recently returned idle connection that is still open and silent.
     fn checkout(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((conn, since)) = idle.pop() {
+        while let Some((conn, since)) = idle.pop_back() {
             let mut probe = [0u8; 1];
             // Closed by the server (0), or bytes nobody asked for: not reusable.
             if since.elapsed() < IDLE_TIMEOUT && matches!(conn.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
@@ -178,10 +180,19 @@ impl Client {
         None
     }
 
-    fn checkin(&self, conn: Conn) {
+    /// Keeps a connection for reuse; ones idle past `IDLE_TIMEOUT` are closed here, so a pool
+    /// that shrinks does not hold open sockets forever. A buffer grown for a large head goes
+    /// back to its usual size.
+    fn checkin(&self, mut conn: Conn) {
+        (conn.start, conn.end) = (0, 0);
+        conn.buf.truncate(READ_BUF_BYTES);
+        conn.buf.shrink_to_fit();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while idle.front().is_some_and(|(_, since)| since.elapsed() >= IDLE_TIMEOUT) {
+            idle.pop_front();
+        }
         if idle.len() < MAX_IDLE {
-            idle.push((conn, Instant::now()));
+            idle.push_back((conn, Instant::now()));
         }
     }
 
