@@ -431,17 +431,7 @@ impl Drop for Response {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let mut rest = rest;
-                let drain = async {
-                    let mut read = 0;
-                    while let Ok(Some(piece)) = rest.chunk().await {
-                        read += piece.len();
-                        if read > DRAIN_BYTES {
-                            rest.conn = None;
-                            break;
-                        }
-                    }
-                };
-                let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+                rest.read_rest(DRAIN_TIME).await;
             });
         }
     }
@@ -501,6 +491,12 @@ impl Response {
     /// so that the connection is back in the pool before the caller's next request; whatever
     /// has not come by then is left to the background drain of `Drop`.
     pub async fn settle(&mut self) {
+        self.read_rest(SETTLE_TIME).await;
+    }
+
+    /// Reads the body to its end (the connection then goes back to the pool) within `time`
+    /// and `DRAIN_BYTES`; past the byte bound the connection is closed.
+    async fn read_rest(&mut self, time: Duration) {
         let mut read = 0;
         let rest = async {
             while let Ok(Some(piece)) = self.chunk().await {
@@ -511,7 +507,7 @@ impl Response {
                 }
             }
         };
-        let _ = tokio::time::timeout(SETTLE_TIME, rest).await;
+        let _ = tokio::time::timeout(time, rest).await;
     }
 }
 
