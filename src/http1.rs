@@ -103,23 +103,6 @@ impl Client {
         })
     }
 
-    /// The same client pointed at another address (a discovered replica): no shared pool.
-    pub fn at(&self, addr: SocketAddr) -> Client {
-        let authority = match addr {
-            SocketAddr::V4(a) => a.to_string(),
-            SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
-        };
-        Client {
-            host: Host::Ip(addr.ip()),
-            port: addr.port(),
-            authority,
-            prefix: self.prefix.clone(),
-            connect_timeout: self.connect_timeout,
-            user_agent: self.user_agent,
-            idle: Mutex::new(VecDeque::new()),
-        }
-    }
-
     /// Sends `POST prefix+path` and returns once the answer's head is in. A kept-alive
     /// connection the server closed while it was idle gets the request once more on a new
     /// connection, as the general client does, when not a byte of answer came back on it.
@@ -140,15 +123,7 @@ impl Client {
     }
 
     fn answer(self: &Arc<Self>, (head, conn): (Head, Conn)) -> Response {
-        Response {
-            status: head.status,
-            headers: head.headers,
-            body: head.body,
-            keep_alive: head.keep_alive,
-            conn: Some(conn),
-            client: self.clone(),
-            draining: false,
-        }
+        Response { head, conn: Some(conn), client: self.clone(), draining: false }
     }
 
     fn request_bytes(&self, path: &str, headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
@@ -367,7 +342,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
         headers.append(name, value);
     }
     let code = status.as_u16();
-    let body = if (100..200).contains(&code) || code == 204 || code == 304 {
+    let body = if status.is_informational() || code == 204 || code == 304 {
         BodyDecoder::Done
     } else if chunked {
         BodyDecoder::chunked()
@@ -387,10 +362,9 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
 
 /// The answer to a [`Client::post`]: status, head, and the body read piece by piece.
 pub struct Response {
-    pub status: reqwest::StatusCode,
-    pub headers: HeaderMap,
-    body: BodyDecoder,
-    keep_alive: bool,
+    /// Its `body` decoder advances as the body is read; `keep_alive` turns false when the
+    /// connection ends.
+    pub head: Head,
     conn: Option<Conn>,
     client: Arc<Client>,
     /// Set on the background reader of a dropped answer's rest (see `Drop`).
@@ -401,33 +375,27 @@ impl Drop for Response {
     /// An answer dropped before its body's end keeps its connection when the rest is already
     /// buffered, or comes within `DRAIN_TIME` and `DRAIN_BYTES`; else the connection closes.
     fn drop(&mut self) {
-        if self.draining || !self.keep_alive || self.conn.is_none() {
+        if self.draining || !self.head.keep_alive || self.conn.is_none() {
             return;
         }
         while let Some(conn) = self.conn.as_mut() {
-            if conn.start == conn.end || self.body.is_done() {
+            if conn.start == conn.end || self.head.body.is_done() {
                 break;
             }
-            match self.body.decode(&conn.buf[conn.start..conn.end]) {
+            match self.head.body.decode(&conn.buf[conn.start..conn.end]) {
                 Ok(step) if step.used > 0 => conn.start += step.used,
                 _ => return,
             }
         }
-        if self.body.is_done() {
+        if self.head.body.is_done() {
             if let Some(conn) = self.conn.take().filter(|c| c.start == c.end) {
                 self.client.checkin(conn);
             }
             return;
         }
-        let rest = Response {
-            status: self.status,
-            headers: HeaderMap::new(),
-            body: std::mem::replace(&mut self.body, BodyDecoder::Done),
-            keep_alive: true,
-            conn: self.conn.take(),
-            client: self.client.clone(),
-            draining: true,
-        };
+        let head =
+            Head { status: self.head.status, headers: HeaderMap::new(), body: std::mem::replace(&mut self.head.body, BodyDecoder::Done), keep_alive: true };
+        let rest = Response { head, conn: self.conn.take(), client: self.client.clone(), draining: true };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let mut rest = rest;
@@ -446,30 +414,30 @@ impl Response {
             let Some(conn) = self.conn.as_mut() else {
                 return Ok(None);
             };
-            if self.body.is_done() {
+            if self.head.body.is_done() {
                 let conn = self.conn.take().expect("checked above");
                 // Bytes after the end are not ours to read: such a connection is closed.
-                if self.keep_alive && conn.start == conn.end {
+                if self.head.keep_alive && conn.start == conn.end {
                     self.client.checkin(conn);
                 }
                 return Ok(None);
             }
             if conn.start < conn.end {
                 let base = conn.start;
-                let step = self.body.decode(&conn.buf[base..conn.end])?;
+                let step = self.head.body.decode(&conn.buf[base..conn.end])?;
                 conn.start += step.used;
                 if let Some(data) = step.data {
                     break base + data.start..base + data.end;
                 }
-                if step.used > 0 || self.body.is_done() {
+                if step.used > 0 || self.head.body.is_done() {
                     continue;
                 }
             }
             match conn.fill(READ_BUF_BYTES).await {
                 Ok(0) => {
-                    self.keep_alive = false;
-                    if matches!(self.body, BodyDecoder::ToEnd) {
-                        self.body = BodyDecoder::Done;
+                    self.head.keep_alive = false;
+                    if matches!(self.head.body, BodyDecoder::ToEnd) {
+                        self.head.body = BodyDecoder::Done;
                         continue;
                     }
                     self.conn = None;

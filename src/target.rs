@@ -86,11 +86,13 @@ impl TargetRuntime {
             config.base_url = url.as_str().trim_end_matches('/').to_owned();
         }
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
+        // Its own pool, at the replica's address; the same choice of client as the target's.
+        let lean = self.lean.as_ref().and_then(|_| crate::http1::Client::for_target(&config, USER_AGENT)).map(Arc::new);
         TargetRuntime {
             name: self.name.clone(),
             config,
             client: self.client.clone(),
-            lean: self.lean.as_ref().map(|c| Arc::new(c.at(addr))),
+            lean,
             api_key: self.api_key.clone(),
             secret_headers: self.secret_headers.clone(),
             model,
@@ -139,13 +141,7 @@ impl TargetRuntime {
 
     /// A request to `base_url + path` through the general client, with the target's headers.
     pub fn request(&self, method: reqwest::Method, path: &str) -> Result<reqwest::RequestBuilder, Failure> {
-        let mut req = self.client.request(method, format!("{}{}", self.config.base_url, path));
-        for (name, value) in self.own_headers()? {
-            if let Some(name) = name {
-                req = req.header(name, value);
-            }
-        }
-        Ok(req)
+        Ok(self.client.request(method, format!("{}{}", self.config.base_url, path)).headers(self.own_headers()?))
     }
 
     /// Sends a probe: `POST base_url + path` with the target's headers, then `headers`, and
@@ -341,14 +337,14 @@ pub enum Answer {
 impl Answer {
     pub fn status(&self) -> reqwest::StatusCode {
         match self {
-            Answer::Lean(r) => r.status,
+            Answer::Lean(r) => r.head.status,
             Answer::General { response, .. } => response.status(),
         }
     }
 
     pub fn headers(&self) -> &HeaderMap {
         match self {
-            Answer::Lean(r) => &r.headers,
+            Answer::Lean(r) => &r.head.headers,
             Answer::General { response, .. } => response.headers(),
         }
     }
