@@ -11,11 +11,12 @@ use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
 use crate::deadline::after;
+use crate::handover::{Opened, Written};
 use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::coding::{BodyDecoder, ContentCoding};
 use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
-use crate::target::{Answer, TargetRuntime};
+use crate::target::{Answer, Prepared, TargetRuntime};
 use crate::workload::Draw;
 
 /// Default cap on a whole response (`max_response_bytes` per target overrides it).
@@ -34,18 +35,27 @@ pub struct Probe {
     pub intended: Instant,
 }
 
-/// Runs a probe to its end, sent at its intended time (a timer wake, up to about a millisecond
-/// late: lag is measured either way). `abort` (shutdown past the grace period) ends it as
-/// `cancelled`.
-pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
-    let at = probe.intended;
-    execute_when(probe, abort, crate::deadline::wait_until(at)).await
+/// When a probe's request goes out.
+pub enum SendAt {
+    /// As soon as it is built (closed loop: due once drawn).
+    Now,
+    /// At its intended time, on the runtime's timer (up to about a millisecond late; lag is
+    /// measured either way).
+    Timer,
+    /// When the scheduler's dispatcher opens this gate at the intended time, from its own
+    /// precisely sleeping thread; it writes the request itself where it can (`handover`).
+    Gate(crate::handover::Gate),
 }
 
-/// Runs a probe whose request is sent when `send_at` completes: the request is built first, so
-/// building it never counts as lag. The scheduler completes it at the intended time from its
-/// own precisely sleeping thread (no spinning here).
-pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: impl std::future::Future<Output = ()>) -> Outcome {
+/// Runs a probe to its end, sent at its intended time on the runtime's timer (`SendAt::Timer`).
+/// `abort` (shutdown past the grace period) ends it as `cancelled`.
+pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
+    execute_when(probe, abort, SendAt::Timer).await
+}
+
+/// Runs a probe to its end, its request sent as `send_at` says: the request is built first, so
+/// building it never counts as lag.
+pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: SendAt) -> Outcome {
     let mut outcome = blank_outcome(&probe);
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
     let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at)).catch_unwind();
@@ -59,6 +69,30 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: impl
     }
     outcome.result = result.map_err(|f| Failure { detail: probe.target.redact(&f.detail), ..f });
     outcome
+}
+
+/// Waits for the send time; returns what the dispatcher wrote of the request, if it did.
+async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -> Option<Written> {
+    match send_at {
+        SendAt::Now => None,
+        SendAt::Timer => {
+            crate::deadline::wait_until(intended).await;
+            None
+        }
+        SendAt::Gate(gate) => {
+            // Handed over early: a connection opened now keeps TCP set-up out of the send.
+            request.connect_before(intended).await;
+            match gate.pass(request.handover()).await {
+                Opened::Written(written) => Some(written),
+                Opened::Released => None,
+                // The scheduler stopped: keep the time on the runtime's timer.
+                Opened::Abandoned => {
+                    crate::deadline::wait_until(intended).await;
+                    None
+                }
+            }
+        }
+    }
 }
 
 /// An outcome for a probe that was never sent (in-flight cap).
@@ -96,7 +130,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
     }
 }
 
-async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future<Output = ()>) -> Result<(), Failure> {
+async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Failure> {
     let target = &probe.target;
     out.model = target.model().await?;
     let family = target.config.api.family();
@@ -121,18 +155,20 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: impl std::future::Future
     }
     let path = protocol.path(stream, &spec);
 
+    let mut request = target.prepare(&path, headers, body)?;
+
     let timeouts = target.config.timeouts;
     // The scheduler hands probes over a little before their intended time so that waking a
     // worker thread does not count as lag; the request is built, now wait for the send time.
-    send_at.await;
-    out.timeline.sent = Instant::now();
+    let written = send_time(send_at, probe.intended, &mut request).await;
+    out.timeline.sent = written.as_ref().map_or_else(Instant::now, |w| w.at);
     let sent = out.timeline.sent;
     let total_deadline = after(sent, timeouts.total);
     // A non-streaming answer comes whole after generation: only the total limit applies.
     let (header_deadline, header_class) =
         if stream { earliest(after(sent, timeouts.ttft), ErrorClass::TimeoutTtft, total_deadline) } else { (total_deadline, ErrorClass::TimeoutTotal) };
 
-    let mut response = match tokio::time::timeout_at(header_deadline.into(), target.post(&path, headers, body)).await {
+    let mut response = match tokio::time::timeout_at(header_deadline.into(), target.send(request, written)).await {
         Err(_) => {
             return Err(Failure::new(header_class, "no response headers before the deadline"));
         }

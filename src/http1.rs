@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::config::{HttpVersion, Target};
+use crate::handover::{Write, Written};
 
 /// A kept-alive connection is not reused after this long idle (as the general client's pool).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -103,23 +105,10 @@ impl Client {
         })
     }
 
-    /// Sends `POST prefix+path` and returns once the answer's head is in. A kept-alive
-    /// connection the server closed while it was idle gets the request once more on a new
-    /// connection, as the general client does, when not a byte of answer came back on it.
-    pub async fn post(self: &Arc<Self>, path: &str, headers: &HeaderMap, body: &[u8]) -> Result<Response, SendError> {
-        let request = self.request_bytes(path, headers, body);
-        if let Some(conn) = self.checkout() {
-            match exchange(conn, &request).await {
-                Ok(answer) => return Ok(self.answer(answer)),
-                Err(Exchange::Unanswered(_)) => {}
-                Err(Exchange::Failed(e)) => return Err(e),
-            }
-        }
-        let conn = self.connect().await?;
-        match exchange(conn, &request).await {
-            Ok(answer) => Ok(self.answer(answer)),
-            Err(Exchange::Unanswered(e) | Exchange::Failed(e)) => Err(e),
-        }
+    /// The request `POST prefix+path`, ready to send, with a kept-alive connection checked out
+    /// for it when one is idle.
+    pub fn prepare(self: &Arc<Self>, path: &str, headers: &HeaderMap, body: &[u8]) -> Request {
+        Request { client: self.clone(), bytes: self.request_bytes(path, headers, body).into(), conn: self.checkout() }
     }
 
     fn answer(self: &Arc<Self>, (head, conn): (Head, Conn)) -> Response {
@@ -197,6 +186,61 @@ impl Client {
             }
         }
         Err(last)
+    }
+}
+
+/// A request ready to send: its bytes, and the idle connection checked out for it (none: a
+/// new one is opened when it is sent).
+pub struct Request {
+    client: Arc<Client>,
+    bytes: Arc<[u8]>,
+    conn: Option<Conn>,
+}
+
+impl Request {
+    /// Opens a connection for the request now, when it has none, unless that takes past `by`
+    /// (its send time). A failure is left for the send, which connects again and reports it.
+    pub async fn connect_before(&mut self, by: Instant) {
+        if self.conn.is_some() {
+            return;
+        }
+        if let Ok(Ok(conn)) = tokio::time::timeout_at(by.into(), self.client.connect()).await {
+            self.conn = Some(conn);
+        }
+    }
+
+    /// The dispatcher's write of this request at its send time, when it has a connection.
+    pub fn handover(&self) -> Option<Write> {
+        Write::new(self.conn.as_ref()?.stream.as_fd(), self.bytes.clone())
+    }
+
+    /// Sends the request and returns once the answer's head is in. `written`: what the
+    /// dispatcher already wrote of it on its connection (see `handover`); the rest is written
+    /// here. A kept-alive connection the server closed while it was idle gets the request once
+    /// more on a new connection, as the general client does, when not a byte of answer came
+    /// back on it.
+    pub async fn send(self, written: Option<Written>) -> Result<Response, SendError> {
+        let Request { client, bytes, conn } = self;
+        if let Some(conn) = conn {
+            let sent = match written.map(|w| w.result) {
+                None => Some(0),
+                Some(Ok(n)) => Some(n.min(bytes.len())),
+                // Broken before the request was out: as a connection closed while idle.
+                Some(Err(_)) => None,
+            };
+            if let Some(sent) = sent {
+                match exchange(conn, &bytes[sent..]).await {
+                    Ok(answer) => return Ok(client.answer(answer)),
+                    Err(Exchange::Unanswered(_)) => {}
+                    Err(Exchange::Failed(e)) => return Err(e),
+                }
+            }
+        }
+        let conn = client.connect().await?;
+        match exchange(conn, &bytes).await {
+            Ok(answer) => Ok(client.answer(answer)),
+            Err(Exchange::Unanswered(e) | Exchange::Failed(e)) => Err(e),
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod deadline;
 pub mod detect;
 pub mod discover;
 pub mod exec;
+pub mod handover;
 pub mod health;
 pub mod http1;
 pub mod loader;

@@ -6,8 +6,9 @@
 //! - Open pacing: each stream draws its intended send times from its own arrival process, never
 //!   from a response. One dispatcher keeps the open streams in a min-heap of next intended times
 //!   and sends the earliest first. It runs on a thread of its own (see `start`) so probes
-//!   streaming on the main runtime cannot delay a send; probes run on the main runtime, released
-//!   by a gate the dispatcher fires at the send time. When a target's in-flight cap is reached the
+//!   streaming on the main runtime cannot delay a send; probes run on the main runtime, parked
+//!   at a gate the dispatcher opens at the send time, writing the request itself where the
+//!   probe has a kept-alive connection for it (`handover`). When a target's in-flight cap is reached the
 //!   probe is dropped and counted, never delayed (`InFlightSlot::take`, the only cap).
 //! - Closed pacing: `workers` loops on the main runtime, each sending its next request the moment
 //!   its previous one ended (a request is due as soon as it is drawn).
@@ -25,11 +26,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::deadline::wait_until;
-
 use crate::arrival::Arrival;
 use crate::config::SloTable;
-use crate::exec::{self, Probe};
+use crate::exec::{self, Probe, SendAt};
+use crate::handover;
 use crate::health::{Health, panic_message};
 use crate::recorder::{self, RecorderHandle};
 use crate::replicas::Endpoints;
@@ -37,12 +37,14 @@ use crate::sink::Sink;
 use crate::target::TargetRuntime;
 use crate::workload::{Calibration, Draw, Mix};
 
-/// Tokio timers tick in whole milliseconds; the last stretch before a deadline is waited out
-/// more finely so the send happens within microseconds of its intended time.
-const FINE_WINDOW: Duration = Duration::from_millis(1);
-/// Probes are handed to the main runtime this long before their intended time: waking one of
-/// its worker threads takes a fraction of a millisecond, which would otherwise be lag.
-const HANDOVER_LEAD: Duration = Duration::from_millis(1);
+/// Tokio timers tick in whole milliseconds and wake up to a tick or two late; the last stretch
+/// before a deadline is waited out more finely so the send happens within microseconds of its
+/// intended time. It must be longer than the timer's lateness, or a late timer makes a late send.
+const FINE_WINDOW: Duration = Duration::from_millis(3);
+/// Probes are handed to the main runtime this long before their intended time, so that each
+/// has its request built and its connection open when the time comes even while the runtime's
+/// threads are busy with streamed frames for a few milliseconds (then the dispatcher writes it).
+const HANDOVER_LEAD: Duration = Duration::from_millis(5);
 
 /// Called with (target, in-flight count) whenever the count changes.
 pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
@@ -241,11 +243,11 @@ impl OpenStream {
     }
 }
 
-/// A handed-over probe waiting for its send time: the dispatcher fires `gate` at `at`.
+/// A handed-over probe waiting for its send time: the dispatcher opens its gate at `at`.
 struct Gate {
     at: Instant,
     order: u64,
-    gate: tokio::sync::oneshot::Sender<()>,
+    opener: handover::Opener,
 }
 
 impl PartialEq for Gate {
@@ -268,7 +270,7 @@ impl Ord for Gate {
 /// Runs the open streams until each is done (the stop rule) or `ctx.stop` is cancelled; probes
 /// are spawned on `probes`. Call it on a thread of its own (`spawn_dispatcher`): it blocks that
 /// thread for the last fraction of a millisecond before each handover and each send, so probes
-/// wait for their send time parked (a oneshot the dispatcher fires), never spinning.
+/// wait for their send time parked (a gate the dispatcher opens), never spinning.
 async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budget>, ctx: RunContext, probes: tokio::runtime::Handle) {
     let mut next: Vec<Option<Next>> = streams.iter_mut().map(|s| s.next(0, begin, &budget)).collect();
     let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().filter_map(|(i, n)| Some(Reverse((n.as_ref()?.intended, i)))).collect();
@@ -285,7 +287,7 @@ async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budg
         let now = Instant::now();
         while gates.peek().is_some_and(|Reverse(g)| g.at <= now) {
             if let Some(Reverse(g)) = gates.pop() {
-                let _ = g.gate.send(());
+                g.opener.open();
             }
         }
         while let Some(&Reverse((deadline, i))) = due.peek() {
@@ -310,16 +312,10 @@ async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budg
                     ctx.recorder.record(exec::dropped(&probe)).await;
                     continue;
                 };
-                let (gate, released) = tokio::sync::oneshot::channel::<()>();
-                // A gate dropped without firing (the scheduler stopped) falls back to the timer.
-                let send_at = async move {
-                    if released.await.is_err() {
-                        wait_until(intended).await;
-                    }
-                };
-                ctx.tracker.spawn_on(run_probe(probe, send_at, slot, stream.draws.calibration().clone(), ctx.clone()), &probes);
+                let (opener, gate) = handover::gate();
+                ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, stream.draws.calibration().clone(), ctx.clone()), &probes);
                 order += 1;
-                gates.push(Reverse(Gate { at: intended, order, gate }));
+                gates.push(Reverse(Gate { at: intended, order, opener }));
             }
         }
     }
@@ -380,15 +376,15 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             // Workers bound what is in flight: the slot only counts, it never drops.
             let slot = InFlightSlot::take(&target, usize::MAX, &ctx.on_in_flight).expect("an unbounded cap");
             let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
-            run_probe(probe, std::future::ready(()), slot, calibration.clone(), ctx.clone())
+            run_probe(probe, SendAt::Now, slot, calibration.clone(), ctx.clone())
         });
         futures_util::future::join_all(sends).await;
     }
 }
 
-/// Sends one probe when `send_at` completes, feeds its usage to the prompt calibration, gives
-/// its slot back and records it.
-async fn run_probe(probe: Probe, send_at: impl std::future::Future<Output = ()>, slot: InFlightSlot, calibration: Arc<Calibration>, ctx: RunContext) {
+/// Sends one probe as `send_at` says, feeds its usage to the prompt calibration, gives its slot
+/// back and records it.
+async fn run_probe(probe: Probe, send_at: SendAt, slot: InFlightSlot, calibration: Arc<Calibration>, ctx: RunContext) {
     let words = probe.draw.words;
     let outcome = exec::execute_when(probe, &ctx.abort, send_at).await;
     if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {

@@ -14,6 +14,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::HttpVersion;
 use crate::config::Target;
+use crate::handover::{Write, Written};
 use crate::outcome::{ErrorClass, Failure};
 use crate::protocol::ModelSource;
 use crate::secret::KeySource;
@@ -144,22 +145,34 @@ impl TargetRuntime {
         Ok(self.client.request(method, format!("{}{}", self.config.base_url, path)).headers(self.own_headers()?))
     }
 
-    /// Sends a probe: `POST base_url + path` with the target's headers, then `headers`, and
-    /// `body`; returns once the answer's head is in. Through the lean client where it applies.
-    pub async fn post(&self, path: &str, headers: HeaderMap, body: Vec<u8>) -> Result<Answer, Failure> {
+    /// A probe request, ready to send: `POST base_url + path` with the target's headers, then
+    /// `headers`, and `body`. Through the lean client where it applies.
+    pub fn prepare(&self, path: &str, headers: HeaderMap, body: Vec<u8>) -> Result<Prepared, Failure> {
         let Some(lean) = &self.lean else {
             let mut req = self.request(reqwest::Method::POST, path)?;
             for (name, value) in headers.iter() {
                 req = req.header(name, value);
             }
-            let response = req.body(body).send().await.map_err(|e| classify_send_error(&e, self))?;
-            return Ok(Answer::General { response, piece: bytes::Bytes::new() });
+            return Ok(Prepared::General(req.body(body)));
         };
         let mut all = self.own_headers()?;
         for (name, value) in headers.iter() {
             all.append(name, value.clone());
         }
-        match lean.post(path, &all, &body).await {
+        Ok(Prepared::Lean(lean.prepare(path, &all, &body)))
+    }
+
+    /// Sends a prepared probe request (the rest of it, when the dispatcher wrote the first
+    /// `written` bytes) and returns once the answer's head is in.
+    pub async fn send(&self, request: Prepared, written: Option<Written>) -> Result<Answer, Failure> {
+        let request = match request {
+            Prepared::Lean(request) => request,
+            Prepared::General(req) => {
+                let response = req.send().await.map_err(|e| classify_send_error(&e, self))?;
+                return Ok(Answer::General { response, piece: bytes::Bytes::new() });
+            }
+        };
+        match request.send(written).await {
             Ok(response) => Ok(Answer::Lean(response)),
             Err(crate::http1::SendError::ConnectTimeout(detail)) => Err(Failure::new(ErrorClass::TimeoutConnect, detail)),
             Err(crate::http1::SendError::Connect(detail)) => Err(Failure::new(ErrorClass::Connect, detail)),
@@ -320,6 +333,30 @@ pub async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Vec
             Err(e) => {
                 return Err(Failure::new(ErrorClass::Truncated, format!("body broke off: {}", error_chain(&e))));
             }
+        }
+    }
+}
+
+/// A probe request ready to send, for the lean client or the general one.
+pub enum Prepared {
+    Lean(crate::http1::Request),
+    General(reqwest::RequestBuilder),
+}
+
+impl Prepared {
+    /// Opens the lean client's connection for the request before `by`, when it has none.
+    pub async fn connect_before(&mut self, by: std::time::Instant) {
+        if let Prepared::Lean(request) = self {
+            request.connect_before(by).await;
+        }
+    }
+
+    /// The dispatcher's write of the request at its send time, where it can do it (the lean
+    /// client with a connection).
+    pub fn handover(&self) -> Option<Write> {
+        match self {
+            Prepared::Lean(request) => request.handover(),
+            Prepared::General(_) => None,
         }
     }
 }

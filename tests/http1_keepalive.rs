@@ -1,6 +1,7 @@
 //! The lean HTTP/1.1 probe client over real loopback sockets: kept-alive connections are
-//! reused, a connection the server drops between requests costs no probe, and the request on
-//! the wire is what the general client sends (host, key, headers, length).
+//! reused, a connection the server drops between requests costs no probe, the request on the
+//! wire is what the general client sends (host, key, headers, length), and a request the
+//! dispatcher writes at its send time (`handover`) arrives whole, once, however large.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llmprobe::config::{SecretRef, Target};
-use llmprobe::exec::{Probe, execute};
+use llmprobe::exec::{Probe, SendAt, execute, execute_when};
+use llmprobe::handover;
 use llmprobe::outcome::Outcome;
 use llmprobe::protocol::ProtocolKind;
 use llmprobe::target::TargetRuntime;
@@ -82,10 +84,29 @@ async fn server(drop_second: bool) -> (SocketAddr, Arc<AtomicUsize>, Arc<Mutex<V
     (addr, conns, heads)
 }
 
+fn draw(prompt: &str) -> Draw {
+    Draw { input_tokens: 16, output_tokens: 16, prompt: prompt.into(), ..Draw::default() }
+}
+
 async fn probe(runtime: &Arc<TargetRuntime>, seq: u64) -> Outcome {
-    let draw = Draw { input_tokens: 16, output_tokens: 16, prompt: "hello there".into(), ..Draw::default() };
-    let probe = Probe { target: runtime.clone(), scenario: Arc::from("s"), seq, draw, intended: Instant::now() };
+    let probe = Probe { target: runtime.clone(), scenario: Arc::from("s"), seq, draw: draw("hello there"), intended: Instant::now() };
     execute(probe, &CancellationToken::new()).await
+}
+
+/// A probe parked at a gate that another thread opens `after` from now, as the dispatcher
+/// does; returns the outcome and when the gate was opened.
+async fn probe_at_gate(runtime: &Arc<TargetRuntime>, seq: u64, prompt: &str, after: Duration) -> (Outcome, Instant) {
+    let (opener, gate) = handover::gate();
+    let intended = Instant::now() + after;
+    let probe = Probe { target: runtime.clone(), scenario: Arc::from("s"), seq, draw: draw(prompt), intended };
+    let opening = std::thread::spawn(move || {
+        std::thread::sleep(after);
+        let at = Instant::now();
+        opener.open();
+        at
+    });
+    let outcome = execute_when(probe, &CancellationToken::new(), SendAt::Gate(gate)).await;
+    (outcome, opening.join().unwrap())
 }
 
 fn runtime(addr: SocketAddr) -> Arc<TargetRuntime> {
@@ -139,4 +160,119 @@ async fn the_request_on_the_wire_carries_host_key_headers_and_length() {
     }
     assert!(lines.iter().any(|l| l.starts_with("x-request-id: ") && l.len() > 20), "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("content-length: ")), "{lines:?}");
+}
+
+#[tokio::test]
+async fn the_dispatcher_writes_a_request_on_a_kept_alive_connection() {
+    let (addr, conns, heads) = server(false).await;
+    let target = runtime(addr);
+    assert!(probe(&target, 0).await.result.is_ok());
+    let (outcome, opened) = probe_at_gate(&target, 1, "hello there", Duration::from_millis(50)).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert!(outcome.timeline.sent >= opened, "sent when the gate opened, not before");
+    assert_eq!(conns.load(Ordering::SeqCst), 1, "the kept-alive connection carried it");
+    assert_eq!(heads.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_gated_probe_without_an_idle_connection_opens_one_before_its_send_time() {
+    let (addr, conns, heads) = server(false).await;
+    let target = runtime(addr);
+    let (outcome, opened) = probe_at_gate(&target, 0, "hello there", Duration::from_millis(100)).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert!(outcome.timeline.sent >= opened);
+    assert_eq!(conns.load(Ordering::SeqCst), 1);
+    assert_eq!(heads.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_larger_than_the_socket_takes_is_written_whole_once() {
+    let (addr, conns, heads) = server(false).await;
+    let target = runtime(addr);
+    assert!(probe(&target, 0).await.result.is_ok());
+    // Far beyond a socket's send buffer: the dispatcher writes what fits, the probe the rest.
+    let prompt = "word ".repeat(4 << 20);
+    let (outcome, _) = probe_at_gate(&target, 1, &prompt, Duration::from_millis(20)).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    // The server reads exactly `content-length` bytes per request: a byte written twice or
+    // missing would break the next request or hang this one.
+    assert!(probe(&target, 2).await.result.is_ok());
+    assert_eq!(heads.lock().unwrap().len(), 3);
+    assert_eq!(conns.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_dispatcher_write_the_server_drops_unanswered_is_sent_again_on_a_new_connection() {
+    let (addr, conns, heads) = server(true).await;
+    let target = runtime(addr);
+    assert!(probe(&target, 0).await.result.is_ok());
+    // The kept-alive connection takes the dispatcher's write and closes without an answer.
+    let (outcome, _) = probe_at_gate(&target, 1, "hello there", Duration::from_millis(20)).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
+    assert_eq!(heads.lock().unwrap().len(), 2, "every probe answered");
+}
+
+/// A server on a thread of its own (it keeps answering while the test's runtime is blocked):
+/// answers every request on one connection and reports when each request had fully arrived.
+fn thread_server() -> (SocketAddr, std::sync::mpsc::Receiver<Instant>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (arrived, arrivals) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut sock, _)) = listener.accept() else { return };
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                let length: usize = head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
+                if seen.len() >= end + 4 + length {
+                    seen.drain(..end + 4 + length);
+                    let _ = arrived.send(Instant::now());
+                    let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+                    for line in SSE.split_inclusive("\n\n") {
+                        wire.extend_from_slice(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes());
+                    }
+                    wire.extend_from_slice(b"0\r\n\r\n");
+                    if sock.write_all(&wire).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            match sock.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    (addr, arrivals)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_dispatchers_write_goes_out_while_the_probes_runtime_is_busy() {
+    let (addr, arrivals) = thread_server();
+    let target = runtime(addr);
+    assert!(probe(&target, 0).await.result.is_ok());
+    arrivals.recv().unwrap();
+    let (opener, gate) = handover::gate();
+    let intended = Instant::now() + Duration::from_millis(30);
+    let probe = Probe { target: target.clone(), scenario: Arc::from("s"), seq: 1, draw: draw("hello there"), intended };
+    let running = tokio::spawn(async move { execute_when(probe, &CancellationToken::new(), SendAt::Gate(gate)).await });
+    // Let the probe park at its gate, then keep this (only) runtime thread busy past the send time.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let opening = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        opener.open();
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let busy_until = Instant::now();
+    let arrived = arrivals.recv_timeout(Duration::from_secs(5)).expect("the request arrived");
+    assert!(arrived < busy_until, "the request went out while the probe could not run");
+    opening.join().unwrap();
+    let outcome = running.await.unwrap();
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert!(outcome.timeline.sent < busy_until, "its send time is the write's, not when the probe ran");
 }

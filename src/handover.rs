@@ -1,0 +1,200 @@
+//! How the dispatcher hands a probe its send time. The probe task parks at a [`Gate`] a little
+//! before its intended time with its request ready; at that time the dispatcher, on its own
+//! promptly waking thread, opens the gate. When the probe left a [`Write`] there (its request
+//! bytes and a kept-alive connection), the dispatcher writes the request itself: a runtime busy
+//! with streamed frames then delays reading the answer, never the send (which would be
+//! schedule lag). Otherwise the gate only releases the probe, which sends when it next runs.
+
+use std::io::Write as _;
+use std::os::fd::BorrowedFd;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A request the dispatcher writes at the send time, on its own handle to the connection (so
+/// that the probe ending meanwhile never leaves it writing to a closed or reused descriptor).
+pub struct Write {
+    socket: std::net::TcpStream,
+    bytes: Arc<[u8]>,
+}
+
+impl Write {
+    /// `None` when the descriptor cannot be duplicated (out of descriptors): the probe then
+    /// sends itself.
+    pub fn new(socket: BorrowedFd<'_>, bytes: Arc<[u8]>) -> Option<Write> {
+        let socket = std::net::TcpStream::from(socket.try_clone_to_owned().ok()?);
+        Some(Write { socket, bytes })
+    }
+
+    /// Writes as much as the socket takes now, never blocking (the socket is non-blocking);
+    /// the probe writes the rest.
+    fn run(mut self) -> Written {
+        let at = Instant::now();
+        let mut done = 0;
+        while done < self.bytes.len() {
+            match self.socket.write(&self.bytes[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Written { at, result: Err(e) },
+            }
+        }
+        Written { at, result: Ok(done) }
+    }
+}
+
+/// What the dispatcher did with a [`Write`]: when it started writing, and how many bytes the
+/// socket took (`Err`: the connection was broken).
+#[derive(Debug)]
+pub struct Written {
+    pub at: Instant,
+    pub result: std::io::Result<usize>,
+}
+
+/// How a gate opened.
+#[derive(Debug)]
+pub enum Opened {
+    /// The dispatcher wrote the request (all of it, or the first `result` bytes).
+    Written(Written),
+    /// Released at the send time: send now.
+    Released,
+    /// The dispatcher stopped before the send time: the probe keeps its time itself.
+    Abandoned,
+}
+
+/// The dispatcher's side of a gate.
+pub struct Opener {
+    write: Arc<Mutex<Option<Write>>>,
+    open: tokio::sync::oneshot::Sender<Option<Written>>,
+}
+
+/// The probe's side of a gate.
+pub struct Gate {
+    write: Arc<Mutex<Option<Write>>>,
+    opened: tokio::sync::oneshot::Receiver<Option<Written>>,
+}
+
+/// A new gate: the opener goes to the dispatcher, the gate to the probe.
+pub fn gate() -> (Opener, Gate) {
+    let write = Arc::new(Mutex::new(None));
+    let (open, opened) = tokio::sync::oneshot::channel();
+    (Opener { write: write.clone(), open }, Gate { write, opened })
+}
+
+impl Opener {
+    /// Opens the gate: writes the request the probe left, if it left one in time.
+    pub fn open(self) {
+        let write = self.write.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let _ = self.open.send(write.map(Write::run));
+    }
+}
+
+impl Gate {
+    /// Leaves `write` for the dispatcher and waits for the gate to open. A write left after
+    /// the gate opened is taken back (the probe sends itself).
+    pub async fn pass(mut self, write: Option<Write>) -> Opened {
+        if write.is_some() {
+            *self.write.lock().unwrap_or_else(|e| e.into_inner()) = write;
+        }
+        match (&mut self.opened).await {
+            Ok(Some(written)) => Opened::Written(written),
+            Ok(None) => Opened::Released,
+            Err(_) => Opened::Abandoned,
+        }
+    }
+}
+
+impl Drop for Gate {
+    /// A probe that ends before its send time (shutdown) takes its request back, so the
+    /// dispatcher never sends a request nobody reads.
+    fn drop(&mut self) {
+        self.write.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+
+    fn pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client.set_nonblocking(true).unwrap();
+        (client, listener.accept().unwrap().0)
+    }
+
+    #[tokio::test]
+    async fn the_opener_writes_what_the_probe_left() {
+        let (client, mut server) = pair();
+        let (opener, gate) = gate();
+        let write = Write::new(client.as_fd(), Arc::from(&b"GET / HTTP/1.1\r\n\r\n"[..]));
+        let before = Instant::now();
+        let passing = tokio::spawn(gate.pass(write));
+        tokio::task::yield_now().await;
+        // The probe task may not have run yet: open from another thread once it has.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        std::thread::spawn(move || opener.open()).join().unwrap();
+        match passing.await.unwrap() {
+            Opened::Written(w) => {
+                assert!(w.at >= before);
+                assert_eq!(w.result.unwrap(), 18);
+            }
+            other => panic!("expected a write, got {other:?}"),
+        }
+        let mut got = [0u8; 18];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn a_gate_opened_before_the_write_came_releases_and_takes_it_back() {
+        let (client, mut server) = pair();
+        let (opener, gate) = gate();
+        let probe_side = gate.write.clone();
+        opener.open();
+        let opened = gate.pass(Write::new(client.as_fd(), Arc::from(&b"late"[..]))).await;
+        assert!(matches!(opened, Opened::Released));
+        assert!(probe_side.lock().unwrap().is_none(), "the late write was taken back");
+        server.set_nonblocking(true).unwrap();
+        assert_eq!(server.read(&mut [0u8; 4]).map_err(|e| e.kind()).unwrap_err(), std::io::ErrorKind::WouldBlock, "nothing was sent");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_gate_leaves_nothing_to_write_and_a_dropped_opener_abandons() {
+        let (client, _server) = pair();
+        let (opener, gate) = gate();
+        let slot = gate.write.clone();
+        let passing = tokio::spawn(gate.pass(Write::new(client.as_fd(), Arc::from(&b"x"[..]))));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        passing.abort();
+        let _ = passing.await;
+        assert!(slot.lock().unwrap().is_none(), "an ended probe's request is never written");
+        drop(opener);
+
+        let (opener, gate) = super::gate();
+        drop(opener);
+        assert!(matches!(gate.pass(None).await, Opened::Abandoned));
+    }
+
+    #[test]
+    fn a_broken_connection_is_an_error_and_a_full_one_a_partial_write() {
+        let (client, server) = pair();
+        drop(server);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The first write may still be taken (the reset comes back with it); the next fails.
+        let mut last = Ok(0);
+        for _ in 0..3 {
+            last = Write::new(client.as_fd(), Arc::from(&b"after close"[..])).unwrap().run().result;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(last.is_err(), "writing to a closed peer fails: {last:?}");
+
+        let (client, _server) = pair();
+        let big: Arc<[u8]> = vec![b'a'; 64 << 20].into();
+        let written = Write::new(client.as_fd(), big.clone()).unwrap().run();
+        let n = written.result.unwrap();
+        assert!(n > 0 && n < big.len(), "a full socket takes part and the write does not block ({n})");
+    }
+}
