@@ -1,6 +1,7 @@
 """Performance harness: the prober's cost and accuracy against the mock engine, in one run.
 
-Usage: benches/perf.py BIN [--quick] [--mock-load PATH] [--peer-vllm-bench PATH]
+Usage: benches/perf.py BIN [--quick] [--only SECTIONS] [--mock-load PATH] [--floor PATH] [--peer-vllm-bench PATH]
+(`--only closed,open`: just those of floor, closed, open, sidecar, mock, peer)
 (scripts/bench-perf.sh builds the release binaries and calls it). Linux only (/proc, taskset).
 
 Prints, each a median over repeats (1 with --quick):
@@ -20,6 +21,9 @@ Prints, each a median over repeats (1 with --quick):
      CPU % of a core, RSS, binary size;
   6. the mock alone (with --mock-load, the `mock_load` bench binary; 10,000 streams of 64 and
      of 256 tokens): frames/s achieved, frames per second of mock CPU, concurrent streams held.
+  0. first, with --floor (the `floor` bench binary): the machine's own floor, what a bare
+     receiver on CPU 1 spends per small loopback message and how late it sees it (idle, busy,
+     and bursts over 1,000 connections read by bare tokio tasks), to read the figures against.
 The mock is pinned to CPU 0 and the client to CPU 1 (taskset). Quote figures with the machine's
 load: other work on those cores shows up in them.
 """
@@ -30,6 +34,11 @@ BIN = os.path.abspath(ARGS[0])
 QUICK = "--quick" in ARGS
 TICKS = os.sysconf("SC_CLK_TCK")
 REPEATS = 1 if QUICK else 3
+ONLY = set(ARGS[ARGS.index("--only") + 1].split(",")) if "--only" in ARGS else None
+
+
+def want(section):
+    return ONLY is None or section in ONLY
 
 
 def opt(name):
@@ -200,45 +209,53 @@ def mock_alone(mock_load, streams, tokens):
 def main():
     load = os.getloadavg()
     print(f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; mock on CPU 0, client on CPU 1; {REPEATS} run(s) each, medians")
+    floor = opt("--floor")
+    if floor and want("floor"):
+        print("# machine floor: a bare receiver on CPU 1, its sender on CPU 0 (benches/floor.rs)")
+        for _ in range(REPEATS):
+            sys.stdout.write(subprocess.run(pin(1) + [floor, "--bench"], capture_output=True, text=True, timeout=300).stdout)
     mock_port = free_port()
     mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{mock_port}", "--profile", "load-test"])
     try:
         wait_ready(mock_port, "/health")
-        seconds = 4 if QUICK else 8
-        print(f"# closed loop, 64-token streams, {seconds} s per run (client CPU over the steady window)")
-        print("client   streams  us/frame  ms/request  cores  ttft_err_mean_us  ttft_err_p99_us  itl_p50_ms  itl_p99_ms  itl_stdev_ms  errors")
-        for client, env in (("lean", None), ("general", GENERAL_CLIENT)):
-            for c in (1, 100, 1000):
-                runs = [closed_loop(mock_port, c, seconds, env) for _ in range(REPEATS)]
-                m = {k: med([r.get(k, float("nan")) for r in runs]) for k in runs[0]}
-                print(f"{client:<8} {c:>7}  {m.get('us_per_frame', float('nan')):8.2f}  {m.get('ms_per_request', float('nan')):10.3f}  {m.get('cores', float('nan')):5.2f}  "
-                      f"{m['ttft_err_mean_us']:16.0f}  {m['ttft_err_p99_us']:15.0f}  {m['itl_p50_ms']:10.2f}  {m['itl_p99_ms']:10.2f}  {m['itl_stdev_ms']:12.2f}  {sum(r['errors'] for r in runs):6}")
-                if not runs[0]["stamped"]:
-                    print("         (no server_first_token_ms in the records: the mock did not stamp frames)")
+        if want("closed"):
+            seconds = 4 if QUICK else 8
+            print(f"# closed loop, 64-token streams, {seconds} s per run (client CPU over the steady window)")
+            print("client   streams  us/frame  ms/request  cores  ttft_err_mean_us  ttft_err_p99_us  itl_p50_ms  itl_p99_ms  itl_stdev_ms  errors")
+            for client, env in (("lean", None), ("general", GENERAL_CLIENT)):
+                for c in (1, 100, 1000):
+                    runs = [closed_loop(mock_port, c, seconds, env) for _ in range(REPEATS)]
+                    m = {k: med([r.get(k, float("nan")) for r in runs]) for k in runs[0]}
+                    print(f"{client:<8} {c:>7}  {m.get('us_per_frame', float('nan')):8.2f}  {m.get('ms_per_request', float('nan')):10.3f}  {m.get('cores', float('nan')):5.2f}  "
+                          f"{m['ttft_err_mean_us']:16.0f}  {m['ttft_err_p99_us']:15.0f}  {m['itl_p50_ms']:10.2f}  {m['itl_p99_ms']:10.2f}  {m['itl_stdev_ms']:12.2f}  {sum(r['errors'] for r in runs):6}")
+                    if not runs[0]["stamped"]:
+                        print("         (no server_first_token_ms in the records: the mock did not stamp frames)")
 
-        seconds = 3 if QUICK else 5
-        print(f"# open arrival, Poisson, 64-token streams, {seconds} s per rate: held = achieved >= 99% of target and schedule lag p99 <= 1 ms")
-        best = 0
-        for rate in (250, 500, 750, 1000, 1500, 2000):
-            runs = [open_arrival(mock_port, rate, seconds) for _ in range(REPEATS)]
-            achieved, lag = med([r[0] for r in runs]), med([r[1] for r in runs])
-            ok = achieved >= 0.99 and lag <= 1.0
-            print(f"  rate {rate:>5}/s: achieved {achieved*100:6.2f}%, lag p99 {lag:7.3f} ms, failed+dropped {sum(r[2] for r in runs)} -> {'holds' if ok else 'misses'}")
-            if not ok:
-                break
-            best = rate
-        print(f"max_open_rate_held {best}")
+        if want("open"):
+            seconds = 3 if QUICK else 5
+            print(f"# open arrival, Poisson, 64-token streams, {seconds} s per rate: held = achieved >= 99% of target and schedule lag p99 <= 1 ms")
+            best = 0
+            for rate in (250, 500, 750, 1000, 1500, 2000):
+                runs = [open_arrival(mock_port, rate, seconds) for _ in range(REPEATS)]
+                achieved, lag = med([r[0] for r in runs]), med([r[1] for r in runs])
+                ok = achieved >= 0.99 and lag <= 1.0
+                print(f"  rate {rate:>5}/s: achieved {achieved*100:6.2f}%, lag p99 {lag:7.3f} ms (runs: {', '.join(f'{r[1]:.3f}' for r in runs)}), failed+dropped {sum(r[2] for r in runs)} -> {'holds' if ok else 'misses'}")
+                if not ok:
+                    break
+                best = rate
+            print(f"max_open_rate_held {best}")
 
-        seconds = 5 if QUICK else 20
-        cpu, rss, hwm = sidecar(mock_port, seconds)
-        general_cpu, _, _ = sidecar(mock_port, seconds, GENERAL_CLIENT)
-        print(f"# sidecar: probe at 1 req/s + one engine source (5 s interval), {seconds} s windows")
-        print(f"sidecar_cpu_percent {cpu:.3f} (general client: {general_cpu:.3f})\nsidecar_rss_mib {rss/1024:.1f} (peak {hwm/1024:.1f})\nbinary_bytes {os.path.getsize(BIN)}")
+        if want("sidecar"):
+            seconds = 5 if QUICK else 20
+            cpu, rss, hwm = sidecar(mock_port, seconds)
+            general_cpu, _, _ = sidecar(mock_port, seconds, GENERAL_CLIENT)
+            print(f"# sidecar: probe at 1 req/s + one engine source (5 s interval), {seconds} s windows")
+            print(f"sidecar_cpu_percent {cpu:.3f} (general client: {general_cpu:.3f})\nsidecar_rss_mib {rss/1024:.1f} (peak {hwm/1024:.1f})\nbinary_bytes {os.path.getsize(BIN)}")
     finally:
         mock.terminate(); mock.wait()
 
     mock_load = opt("--mock-load")
-    if mock_load:
+    if mock_load and want("mock"):
         streams = 2000 if QUICK else 10000
         # Short streams weigh the per-request work (accept, parse, submit), long ones the frames.
         for tokens in (64, 256):
@@ -249,7 +266,7 @@ def main():
         print("# mock alone: skipped (no --mock-load PATH)")
 
     peer = opt("--peer-vllm-bench")
-    if peer:
+    if peer and want("peer"):
         # vllm-bench's CPU per request at the same closed loop, beside ours: its CPU from wait4.
         port = free_port()
         mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{port}", "--profile", "load-test"])

@@ -44,7 +44,7 @@ const FINE_WINDOW: Duration = Duration::from_millis(3);
 /// Probes are handed to the main runtime this long before their intended time, so that each
 /// has its request built and its connection open when the time comes even while the runtime's
 /// threads are busy with streamed frames for a few milliseconds (then the dispatcher writes it).
-const HANDOVER_LEAD: Duration = Duration::from_millis(5);
+const HANDOVER_LEAD: Duration = Duration::from_millis(20);
 
 /// Called with (target, in-flight count) whenever the count changes.
 pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
