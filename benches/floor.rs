@@ -50,6 +50,11 @@ struct Floor {
     cpu_us_per_message: Option<f64>,
 }
 
+/// Starts this binary as a sender (`args[0]` is its path), on CPU 0 when `pin` is set.
+fn spawn_sender(args: &[String], pin: bool) -> std::io::Result<std::process::Child> {
+    if pin { std::process::Command::new("taskset").args(["-c", "0"]).args(args).spawn() } else { std::process::Command::new(&args[0]).args(&args[1..]).spawn() }
+}
+
 /// The burst sender: `steps` times, one message on each of `conns` connections, `gap` apart.
 fn send_bursts(port: u16, conns: usize, steps: usize, gap: Duration) -> std::io::Result<()> {
     let mut sockets = Vec::with_capacity(conns);
@@ -77,11 +82,7 @@ fn receive_bursts(conns: usize, steps: usize, gap: Duration, pin_sender: bool) -
         let port = listener.local_addr()?.port().to_string();
         let exe = std::env::current_exe()?.to_string_lossy().into_owned();
         let args = [exe, "--send-bursts".into(), port, conns.to_string(), steps.to_string(), gap.as_micros().to_string()];
-        let mut sender = if pin_sender {
-            std::process::Command::new("taskset").args(["-c", "0"]).args(&args).spawn()?
-        } else {
-            std::process::Command::new(&args[0]).args(&args[1..]).spawn()?
-        };
+        let mut sender = spawn_sender(&args, pin_sender)?;
         let mut sockets = Vec::with_capacity(conns);
         for _ in 0..conns {
             sockets.push(listener.accept().await?.0);
@@ -127,11 +128,7 @@ fn receive(count: usize, gap: Duration, pin_sender: bool) -> std::io::Result<Flo
     let port = listener.local_addr()?.port().to_string();
     let exe = std::env::current_exe()?;
     let args = [exe.to_string_lossy().into_owned(), "--send".into(), port, count.to_string(), gap.as_micros().to_string()];
-    let mut sender = if pin_sender {
-        std::process::Command::new("taskset").args(["-c", "0"]).args(&args).spawn()?
-    } else {
-        std::process::Command::new(&args[0]).args(&args[1..]).spawn()?
-    };
+    let mut sender = spawn_sender(&args, pin_sender)?;
     let (mut socket, _) = listener.accept()?;
     let mut buf = vec![0u8; 64 << 10];
     let (mut pending, mut latency_us) = (Vec::new(), Vec::with_capacity(count));
