@@ -50,6 +50,14 @@ struct Floor {
     cpu_us_per_message: Option<f64>,
 }
 
+/// CPU microseconds per message between two readings of `thread_cpu_ns`.
+fn per_message_us(before: Option<u64>, after: Option<u64>, messages: usize) -> Option<f64> {
+    match (before, after) {
+        (Some(b), Some(a)) if messages > 0 => Some(a.saturating_sub(b) as f64 / 1000.0 / messages as f64),
+        _ => None,
+    }
+}
+
 /// Starts this binary as a sender (`args[0]` is its path), on CPU 0 when `pin` is set.
 fn spawn_sender(args: &[String], pin: bool) -> std::io::Result<std::process::Child> {
     if pin { std::process::Command::new("taskset").args(["-c", "0"]).args(args).spawn() } else { std::process::Command::new(&args[0]).args(&args[1..]).spawn() }
@@ -114,10 +122,7 @@ fn receive_bursts(conns: usize, steps: usize, gap: Duration, pin_sender: bool) -
         }
         let cpu_after = thread_cpu_ns();
         let _ = sender.wait();
-        let cpu = match (cpu_before, cpu_after) {
-            (Some(b), Some(a)) if messages > 0 => Some(a.saturating_sub(b) as f64 / 1000.0 / messages as f64),
-            _ => None,
-        };
+        let cpu = per_message_us(cpu_before, cpu_after, messages);
         Ok((messages, cpu))
     })
 }
@@ -150,10 +155,7 @@ fn receive(count: usize, gap: Duration, pin_sender: bool) -> std::io::Result<Flo
     let cpu_after = thread_cpu_ns();
     sender.wait()?;
     let messages = latency_us.len();
-    let cpu_us_per_message = match (cpu_before, cpu_after) {
-        (Some(b), Some(a)) if messages > 0 => Some(a.saturating_sub(b) as f64 / 1000.0 / messages as f64),
-        _ => None,
-    };
+    let cpu_us_per_message = per_message_us(cpu_before, cpu_after, messages);
     latency_us.sort_by(f64::total_cmp);
     Ok(Floor { messages, latency_us, cpu_us_per_message })
 }

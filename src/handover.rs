@@ -14,13 +14,13 @@ use std::time::Instant;
 /// that the probe ending meanwhile never leaves it writing to a closed or reused descriptor).
 pub struct Write {
     socket: std::net::TcpStream,
-    bytes: Arc<[u8]>,
+    bytes: Arc<Vec<u8>>,
 }
 
 impl Write {
     /// `None` when the descriptor cannot be duplicated (out of descriptors): the probe then
     /// sends itself.
-    pub fn new(socket: BorrowedFd<'_>, bytes: Arc<[u8]>) -> Option<Write> {
+    pub fn new(socket: BorrowedFd<'_>, bytes: Arc<Vec<u8>>) -> Option<Write> {
         let socket = std::net::TcpStream::from(socket.try_clone_to_owned().ok()?);
         Some(Write { socket, bytes })
     }
@@ -129,7 +129,7 @@ mod tests {
     async fn the_opener_writes_what_the_probe_left() {
         let (client, mut server) = pair();
         let (opener, gate) = gate();
-        let write = Write::new(client.as_fd(), Arc::from(&b"GET / HTTP/1.1\r\n\r\n"[..]));
+        let write = Write::new(client.as_fd(), Arc::new(b"GET / HTTP/1.1\r\n\r\n".to_vec()));
         let before = Instant::now();
         let passing = tokio::spawn(gate.pass(write));
         tokio::task::yield_now().await;
@@ -154,7 +154,7 @@ mod tests {
         let (opener, gate) = gate();
         let probe_side = gate.write.clone();
         opener.open();
-        let opened = gate.pass(Write::new(client.as_fd(), Arc::from(&b"late"[..]))).await;
+        let opened = gate.pass(Write::new(client.as_fd(), Arc::new(b"late".to_vec()))).await;
         assert!(matches!(opened, Opened::Released));
         assert!(probe_side.lock().unwrap().is_none(), "the late write was taken back");
         server.set_nonblocking(true).unwrap();
@@ -166,7 +166,7 @@ mod tests {
         let (client, _server) = pair();
         let (opener, gate) = gate();
         let slot = gate.write.clone();
-        let passing = tokio::spawn(gate.pass(Write::new(client.as_fd(), Arc::from(&b"x"[..]))));
+        let passing = tokio::spawn(gate.pass(Write::new(client.as_fd(), Arc::new(b"x".to_vec()))));
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         passing.abort();
         let _ = passing.await;
@@ -186,13 +186,13 @@ mod tests {
         // The first write may still be taken (the reset comes back with it); the next fails.
         let mut last = Ok(0);
         for _ in 0..3 {
-            last = Write::new(client.as_fd(), Arc::from(&b"after close"[..])).unwrap().run().result;
+            last = Write::new(client.as_fd(), Arc::new(b"after close".to_vec())).unwrap().run().result;
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(last.is_err(), "writing to a closed peer fails: {last:?}");
 
         let (client, _server) = pair();
-        let big: Arc<[u8]> = vec![b'a'; 64 << 20].into();
+        let big = Arc::new(vec![b'a'; 64 << 20]);
         let written = Write::new(client.as_fd(), big.clone()).unwrap().run();
         let n = written.result.unwrap();
         assert!(n > 0 && n < big.len(), "a full socket takes part and the write does not block ({n})");

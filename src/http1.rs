@@ -108,7 +108,7 @@ impl Client {
     /// The request `POST prefix+path`, ready to send, with a kept-alive connection checked out
     /// for it when one is idle.
     pub fn prepare(self: &Arc<Self>, path: &str, headers: &HeaderMap, body: &[u8]) -> Request {
-        Request { client: self.clone(), bytes: self.request_bytes(path, headers, body).into(), conn: self.checkout() }
+        Request { client: self.clone(), bytes: Arc::new(self.request_bytes(path, headers, body)), conn: self.checkout() }
     }
 
     fn answer(self: &Arc<Self>, (head, conn): (Head, Conn)) -> Response {
@@ -193,7 +193,8 @@ impl Client {
 /// new one is opened when it is sent).
 pub struct Request {
     client: Arc<Client>,
-    bytes: Arc<[u8]>,
+    /// Shared with the dispatcher's write (moved in, not copied).
+    bytes: Arc<Vec<u8>>,
     conn: Option<Conn>,
 }
 
@@ -404,7 +405,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
     Ok(Some((len, Head { status, headers, body, keep_alive })))
 }
 
-/// The answer to a [`Client::post`]: status, head, and the body read piece by piece.
+/// The answer to a [`Request::send`]: status, head, and the body read piece by piece.
 pub struct Response {
     /// Its `body` decoder advances as the body is read; `keep_alive` turns false when the
     /// connection ends.

@@ -8,7 +8,7 @@
 //!   and sends the earliest first. It runs on a thread of its own (see `start`) so probes
 //!   streaming on the main runtime cannot delay a send; probes run on the main runtime, parked
 //!   at a gate the dispatcher opens at the send time, writing the request itself where the
-//!   probe has a kept-alive connection for it (`handover`). When a target's in-flight cap is reached the
+//!   probe has a connection for it (`handover`). When a target's in-flight cap is reached the
 //!   probe is dropped and counted, never delayed (`InFlightSlot::take`, the only cap).
 //! - Closed pacing: `workers` loops on the main runtime, each sending its next request the moment
 //!   its previous one ended (a request is due as soon as it is drawn).
@@ -269,8 +269,8 @@ impl Ord for Gate {
 
 /// Runs the open streams until each is done (the stop rule) or `ctx.stop` is cancelled; probes
 /// are spawned on `probes`. Call it on a thread of its own (`spawn_dispatcher`): it blocks that
-/// thread for the last fraction of a millisecond before each handover and each send, so probes
-/// wait for their send time parked (a gate the dispatcher opens), never spinning.
+/// thread for the last few milliseconds (`FINE_WINDOW`) before each handover and each send, so
+/// probes wait for their send time parked (a gate the dispatcher opens), never spinning.
 async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budget>, ctx: RunContext, probes: tokio::runtime::Handle) {
     let mut next: Vec<Option<Next>> = streams.iter_mut().map(|s| s.next(0, begin, &budget)).collect();
     let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().filter_map(|(i, n)| Some(Reverse((n.as_ref()?.intended, i)))).collect();

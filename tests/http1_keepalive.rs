@@ -22,22 +22,21 @@ use tokio_util::sync::CancellationToken;
 const SSE: &str = "data: {\"id\":\"1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n\
 data: {\"id\":\"1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
 
-/// Reads one request (head and `content-length` body); `None` at the end of the connection.
+/// The head and the length of a whole request (head and `content-length` body) at the front
+/// of `seen`, once it has all come.
+fn whole_request(seen: &[u8]) -> Option<(String, usize)> {
+    let end = seen.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&seen[..end]).to_string();
+    let length: usize = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
+    (seen.len() >= end + 4 + length).then_some((head, end + 4 + length))
+}
+
+/// Reads one request; `None` at the end of the connection.
 async fn read_request(sock: &mut TcpStream) -> Option<String> {
     let mut seen = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
-        if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&seen[..end]).to_string();
-            let length: usize =
-                head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
-            while seen.len() < end + 4 + length {
-                let n = sock.read(&mut buf).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                seen.extend_from_slice(&buf[..n]);
-            }
+        if let Some((head, _)) = whole_request(&seen) {
             return Some(head);
         }
         let n = sock.read(&mut buf).await.ok()?;
@@ -48,12 +47,19 @@ async fn read_request(sock: &mut TcpStream) -> Option<String> {
     }
 }
 
+/// The answer as written, piece by piece: the head, one chunk per SSE event, the last chunk.
+fn answer_pieces() -> Vec<Vec<u8>> {
+    let mut pieces = vec![b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec()];
+    pieces.extend(SSE.split_inclusive("\n\n").map(|line| format!("{:x}\r\n{line}\r\n", line.len()).into_bytes()));
+    pieces.push(b"0\r\n\r\n".to_vec());
+    pieces
+}
+
 async fn answer(sock: &mut TcpStream) -> std::io::Result<()> {
-    sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n").await?;
-    for line in SSE.split_inclusive("\n\n") {
-        sock.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes()).await?;
+    for piece in answer_pieces() {
+        sock.write_all(&piece).await?;
     }
-    sock.write_all(b"0\r\n\r\n").await
+    Ok(())
 }
 
 /// A keep-alive server answering every request; with `drop_second`, each connection's
@@ -225,22 +231,13 @@ fn thread_server() -> (SocketAddr, std::sync::mpsc::Receiver<Instant>) {
         let mut seen = Vec::new();
         let mut buf = [0u8; 8192];
         loop {
-            if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-                let length: usize = head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
-                if seen.len() >= end + 4 + length {
-                    seen.drain(..end + 4 + length);
-                    let _ = arrived.send(Instant::now());
-                    let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-                    for line in SSE.split_inclusive("\n\n") {
-                        wire.extend_from_slice(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes());
-                    }
-                    wire.extend_from_slice(b"0\r\n\r\n");
-                    if sock.write_all(&wire).is_err() {
-                        return;
-                    }
-                    continue;
+            if let Some((_, len)) = whole_request(&seen) {
+                seen.drain(..len);
+                let _ = arrived.send(Instant::now());
+                if answer_pieces().iter().any(|piece| sock.write_all(piece).is_err()) {
+                    return;
                 }
+                continue;
             }
             match sock.read(&mut buf) {
                 Ok(0) | Err(_) => return,
