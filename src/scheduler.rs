@@ -334,7 +334,8 @@ fn spawn_dispatcher(
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
-        crate::deadline::prefer_prompt_wakeups();
+        let wakeups = crate::deadline::prefer_prompt_wakeups();
+        log_wakeups_once(wakeups);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(dispatch(streams, begin, budget, ctx, probes))));
         let result = result.map_err(|panic| panic_message(panic.as_ref()));
         if let (Err(message), Some(h)) = (&result, health) {
@@ -344,6 +345,13 @@ fn spawn_dispatcher(
         let _ = done.send(result);
     })?;
     Ok(finished)
+}
+
+/// Says once per process how the dispatcher wakes (a bench starts one per point): the schedule
+/// lag it can hold under load depends on it.
+fn log_wakeups_once(wakeups: crate::deadline::Wakeups) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| tracing::info!(wakeups = wakeups.as_str(), "scheduler thread started"));
 }
 
 /// A closed-loop stream, shared by its workers.
