@@ -71,35 +71,30 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
     outcome
 }
 
-/// Waits for the send time; returns what the dispatcher wrote of the request, if it did.
-async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -> Option<Written> {
+/// Waits for the send time; returns what the dispatcher wrote of the request, if it did, or
+/// the in-flight cap's refusal (the probe is then never sent).
+async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -> Result<Option<Written>, Failure> {
     match send_at {
-        SendAt::Now => None,
+        SendAt::Now => Ok(None),
         SendAt::Timer => {
             crate::deadline::wait_until(intended).await;
-            None
+            Ok(None)
         }
         SendAt::Gate(gate) => {
             // Handed over early: a connection opened now keeps TCP set-up out of the send.
             request.connect_before(intended).await;
             match gate.pass(request.handover()).await {
-                Opened::Written(written) => Some(written),
-                Opened::Released => None,
+                Opened::Written(written) => Ok(Some(written)),
+                Opened::Released => Ok(None),
+                Opened::Refused => Err(Failure::new(ErrorClass::InFlightCap, "in-flight cap reached")),
                 // The scheduler stopped: keep the time on the runtime's timer.
                 Opened::Abandoned => {
                     crate::deadline::wait_until(intended).await;
-                    None
+                    Ok(None)
                 }
             }
         }
     }
-}
-
-/// An outcome for a probe that was never sent (in-flight cap).
-pub fn dropped(probe: &Probe) -> Outcome {
-    let mut outcome = blank_outcome(probe);
-    outcome.result = Err(Failure::new(ErrorClass::InFlightCap, "in-flight cap reached"));
-    outcome
 }
 
 fn blank_outcome(probe: &Probe) -> Outcome {
@@ -160,7 +155,7 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
     let timeouts = target.config.timeouts;
     // The scheduler hands probes over a little before their intended time so that waking a
     // worker thread does not count as lag; the request is built, now wait for the send time.
-    let written = send_time(send_at, probe.intended, &mut request).await;
+    let written = send_time(send_at, probe.intended, &mut request).await?;
     out.timeline.sent = written.as_ref().map_or_else(Instant::now, |w| w.at);
     let sent = out.timeline.sent;
     let total_deadline = after(sent, timeouts.total);

@@ -4,6 +4,8 @@
 //! bytes and a kept-alive connection), the dispatcher writes the request itself: a runtime busy
 //! with streamed frames then delays reading the answer, never the send (which would be
 //! schedule lag). Otherwise the gate only releases the probe, which sends when it next runs.
+//! A gate can also refuse the probe at its send time (the target's in-flight cap): it is then
+//! never sent.
 
 use std::io::Write as _;
 use std::os::fd::BorrowedFd;
@@ -58,6 +60,8 @@ pub enum Opened {
     Written(Written),
     /// Released at the send time: send now.
     Released,
+    /// Refused at the send time (the target's in-flight cap): never send.
+    Refused,
     /// The dispatcher stopped before the send time: the probe keeps its time itself.
     Abandoned,
 }
@@ -65,13 +69,13 @@ pub enum Opened {
 /// The dispatcher's side of a gate.
 pub struct Opener {
     write: Arc<Mutex<Option<Write>>>,
-    open: tokio::sync::oneshot::Sender<Option<Written>>,
+    open: tokio::sync::oneshot::Sender<Opened>,
 }
 
 /// The probe's side of a gate.
 pub struct Gate {
     write: Arc<Mutex<Option<Write>>>,
-    opened: tokio::sync::oneshot::Receiver<Option<Written>>,
+    opened: tokio::sync::oneshot::Receiver<Opened>,
 }
 
 /// A new gate: the opener goes to the dispatcher, the gate to the probe.
@@ -85,7 +89,13 @@ impl Opener {
     /// Opens the gate: writes the request the probe left, if it left one in time.
     pub fn open(self) {
         let write = self.write.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let _ = self.open.send(write.map(Write::run));
+        let _ = self.open.send(write.map_or(Opened::Released, |w| Opened::Written(w.run())));
+    }
+
+    /// Refuses the probe: the request it left is never written.
+    pub fn refuse(self) {
+        self.write.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let _ = self.open.send(Opened::Refused);
     }
 }
 
@@ -96,11 +106,7 @@ impl Gate {
         if write.is_some() {
             *self.write.lock().unwrap_or_else(|e| e.into_inner()) = write;
         }
-        match (&mut self.opened).await {
-            Ok(Some(written)) => Opened::Written(written),
-            Ok(None) => Opened::Released,
-            Err(_) => Opened::Abandoned,
-        }
+        (&mut self.opened).await.unwrap_or(Opened::Abandoned)
     }
 }
 
@@ -176,6 +182,18 @@ mod tests {
         let (opener, gate) = super::gate();
         drop(opener);
         assert!(matches!(gate.pass(None).await, Opened::Abandoned));
+    }
+
+    #[tokio::test]
+    async fn a_refused_gate_never_writes() {
+        let (client, mut server) = pair();
+        let (opener, gate) = gate();
+        let passing = tokio::spawn(gate.pass(Write::new(client.as_fd(), Arc::new(b"refused".to_vec()))));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        opener.refuse();
+        assert!(matches!(passing.await.unwrap(), Opened::Refused));
+        server.set_nonblocking(true).unwrap();
+        assert_eq!(server.read(&mut [0u8; 7]).map_err(|e| e.kind()).unwrap_err(), std::io::ErrorKind::WouldBlock, "nothing was sent");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!   streaming on the main runtime cannot delay a send; probes run on the main runtime, parked
 //!   at a gate the dispatcher opens at the send time, writing the request itself where the
 //!   probe has a connection for it (`handover`). When a target's in-flight cap is reached the
-//!   probe is dropped and counted, never delayed (`InFlightSlot::take`, the only cap).
+//!   probe is dropped and counted at its send time, never delayed (`Admission`, the only cap).
 //! - Closed pacing: `workers` loops on the main runtime, each sending its next request the moment
 //!   its previous one ended (a request is due as soon as it is drawn).
 //! - Stop rule: a request count over the run, a duration (no new request after it; running ones
@@ -247,7 +247,53 @@ impl OpenStream {
 struct Gate {
     at: Instant,
     order: u64,
-    opener: handover::Opener,
+    /// `None` once opened.
+    opener: Option<handover::Opener>,
+    admission: Admission,
+}
+
+/// What the dispatcher does for a probe at its send time, before opening its gate: count it
+/// scheduled and take its in-flight slot, so both count from the send time, not the hand-over.
+struct Admission {
+    target: Arc<TargetRuntime>,
+    scenario: Arc<str>,
+    cap: usize,
+    /// Filled with the probe's slot; the probe empties it when it ends.
+    slot: SlotCell,
+    recorder: RecorderHandle,
+    on_in_flight: InFlightHook,
+}
+
+impl Admission {
+    /// Counts the probe scheduled and takes its slot; `false`: the cap is reached (the probe
+    /// is refused, and counted as dropped when it records that).
+    fn admit(&self) -> bool {
+        self.recorder.scheduled(&self.target.name, &self.scenario, self.target.replica.as_deref());
+        let Some(slot) = InFlightSlot::take(&self.target, self.cap, &self.on_in_flight) else { return false };
+        *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
+        true
+    }
+}
+
+impl Gate {
+    /// At the send time: the probe is admitted and its gate opened, or it is refused.
+    fn open(mut self) {
+        if let Some(opener) = self.opener.take() {
+            if self.admission.admit() { opener.open() } else { opener.refuse() }
+        }
+    }
+}
+
+impl Drop for Gate {
+    /// A gate never opened (the dispatcher stopped, or panicked) is admitted now and abandoned:
+    /// the probe keeps its send time itself, and is counted like every other.
+    fn drop(&mut self) {
+        if let Some(opener) = self.opener.take() {
+            if !self.admission.admit() {
+                opener.refuse();
+            }
+        }
+    }
 }
 
 impl PartialEq for Gate {
@@ -287,7 +333,7 @@ async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budg
         let now = Instant::now();
         while gates.peek().is_some_and(|Reverse(g)| g.at <= now) {
             if let Some(Reverse(g)) = gates.pop() {
-                g.opener.open();
+                g.open();
             }
         }
         while let Some(&Reverse((deadline, i))) = due.peek() {
@@ -306,16 +352,20 @@ async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budg
             // `repeat_n` moves the draw into the last send: only a fan-out copies the prompt.
             let draws = std::iter::repeat_n(draw, targets.len());
             for (target, draw) in targets.into_iter().zip(draws) {
-                ctx.recorder.scheduled(&target.name, &scenario, target.replica.as_deref());
-                let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
-                let Some(slot) = InFlightSlot::take(&probe.target, stream.cap, &ctx.on_in_flight) else {
-                    ctx.recorder.record(exec::dropped(&probe)).await;
-                    continue;
+                let slot = SlotCell::default();
+                let admission = Admission {
+                    target: target.clone(),
+                    scenario: scenario.clone(),
+                    cap: stream.cap,
+                    slot: slot.clone(),
+                    recorder: ctx.recorder.clone(),
+                    on_in_flight: ctx.on_in_flight.clone(),
                 };
+                let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
                 let (opener, gate) = handover::gate();
                 ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, stream.draws.calibration().clone(), ctx.clone()), &probes);
                 order += 1;
-                gates.push(Reverse(Gate { at: intended, order, opener }));
+                gates.push(Reverse(Gate { at: intended, order, opener: Some(opener), admission }));
             }
         }
     }
@@ -384,7 +434,7 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             // Workers bound what is in flight: the slot only counts, it never drops.
             let slot = InFlightSlot::take(&target, usize::MAX, &ctx.on_in_flight).expect("an unbounded cap");
             let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
-            run_probe(probe, SendAt::Now, slot, calibration.clone(), ctx.clone())
+            run_probe(probe, SendAt::Now, Arc::new(Mutex::new(Some(slot))), calibration.clone(), ctx.clone())
         });
         futures_util::future::join_all(sends).await;
     }
@@ -392,15 +442,19 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
 
 /// Sends one probe as `send_at` says, feeds its usage to the prompt calibration, gives its slot
 /// back and records it.
-async fn run_probe(probe: Probe, send_at: SendAt, slot: InFlightSlot, calibration: Arc<Calibration>, ctx: RunContext) {
+async fn run_probe(probe: Probe, send_at: SendAt, slot: SlotCell, calibration: Arc<Calibration>, ctx: RunContext) {
     let words = probe.draw.words;
     let outcome = exec::execute_when(probe, &ctx.abort, send_at).await;
     if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
         calibration.observe(words, usage.prompt_tokens);
     }
-    drop(slot);
+    drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
     ctx.recorder.record(outcome).await;
 }
+
+/// A probe's in-flight slot once it has one: whichever of the probe and the dispatcher lets go
+/// of the cell last gives the slot back, so it cannot leak either way.
+type SlotCell = Arc<Mutex<Option<InFlightSlot>>>;
 
 /// One taken in-flight slot of a target, given back when dropped: whatever ends the probe
 /// task (its end, a panic, the runtime shutting down), the slot cannot leak.

@@ -111,3 +111,25 @@ async fn accounting_holds_with_drops_and_cancellations() {
     assert_eq!(metric(&text, "llmprobe_requests_total", &["outcome=\"dropped\"", "error=\"in_flight_cap\""]), scheduled - 5.0);
     assert_eq!(report.accounting.recorded(), report.accounting.scheduled());
 }
+
+/// A probe counts against the in-flight cap from its send time, not from when it is handed to
+/// the runtime (20 ms earlier): at 50/s (20 ms apart) with a cap of 1 and answers of a few
+/// milliseconds, a probe never overlaps the one before it, so none is dropped. Counting from
+/// the hand-over would find the previous probe just sent, and drop about every other one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_flight_cap_counts_from_the_send_time() {
+    let profile = llmprobe::mock::Profile { step_base_us: 1_000.0, ..llmprobe::mock::Profile::small_gpu() };
+    let (addr, _mock) = start_mock(MockOptions { profile, ..MockOptions::default() }).await;
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nprobe: {{rate: 50, seed: 5, max_in_flight: 1}}\ntargets:\n  - name: t\n    base_url: http://{addr}\n    api: openai-completions\n    model: mock-llama\n    ignore_eos: true\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 1, arrival: {{kind: constant}}}}\n"
+    );
+    let cfg = llmprobe::loader::parse(&yaml, "test.yaml").unwrap();
+    let (text, report) = run_for(cfg, 2.0).await;
+    let scheduled = report.accounting.scheduled() as f64;
+    let dropped = metric(&text, "llmprobe_requests_total", &["outcome=\"dropped\""]);
+    assert!(scheduled >= 60.0, "scheduled {scheduled}");
+    // A loaded machine may make an answer take longer than 20 ms now and then.
+    assert!(dropped <= scheduled * 0.1, "dropped {dropped} of {scheduled}\n{text}");
+    assert_eq!(metric(&text, "llmprobe_requests_total", &[]), scheduled);
+    assert_eq!(report.accounting.recorded(), report.accounting.scheduled());
+}
