@@ -16,7 +16,8 @@ Prints, each a median over repeats (1 with --quick):
      error includes the loopback transit both ways;
   3. ITL jitter: client gaps between frames (the mock steps every 20 ms), p50, p99, stdev;
   4. open arrival (Poisson, 64-token streams): the highest rate held (achieved >= 99% of target,
-     schedule lag p99 <= 1 ms), stepping up to 2,000/s;
+     schedule lag p99 <= 1 ms), stepping up to 2,000/s, with the cores the client and the mock
+     used over the steady part of each run (whichever nears 1.00 is the limit);
   5. sidecar (`llmprobe probe` at 1 req/s with one engine source scraping the mock's /metrics):
      CPU % of a core, RSS, binary size;
   6. the mock alone (with --mock-load, the `mock_load` bench binary; 10,000 streams of 64 and
@@ -25,7 +26,8 @@ Prints, each a median over repeats (1 with --quick):
      receiver on CPU 1 spends per small loopback message and how late it sees it (idle, busy,
      and bursts over 1,000 connections read by bare tokio tasks), to read the figures against.
 The mock is pinned to CPU 0 and the client to CPU 1 (taskset). Quote figures with the machine's
-load: other work on those cores shows up in them.
+load: other work on those cores shows up in them (the run ends with the steal time: on a VM,
+the host taking its CPUs away).
 """
 import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
@@ -110,21 +112,30 @@ scenarios:
 GENERAL_CLIENT = dict(os.environ, HTTP_PROXY="http://127.0.0.1:9", NO_PROXY="127.0.0.1,localhost")
 
 
-def run_bench(mock_port, bench_yaml, env=None):
-    """One `llmprobe bench` on CPU 1; returns (records, summary, [(unix_s, cpu_s)] samples)."""
+def run_bench(mock_port, bench_yaml, env=None, also=None):
+    """One `llmprobe bench` on CPU 1; returns (records, summary, [(unix_s, cpu_s)] samples), and
+    with `also` (a pid, the mock's) that process's samples as a fourth item."""
     cfg = write("probe: {seed: 7, max_in_flight: 100000}\n" + target(mock_port) + bench_yaml)
     out = tempfile.mkdtemp(prefix="perf-")
     proc = subprocess.Popen(pin(1) + [BIN, "--log", "error", "bench", "--config", cfg, "--output", out], stdout=subprocess.DEVNULL, env=env)
-    samples = []
+    samples, other = [], []
     while proc.poll() is None:
-        c = cpu_seconds(proc.pid)
+        c, o = cpu_seconds(proc.pid), cpu_seconds(also) if also else None
         if c is not None:
             samples.append((time.time(), c))
+        if o is not None:
+            other.append((time.time(), o))
         time.sleep(0.2)
     records = [json.loads(l) for l in open(os.path.join(out, "records.jsonl")) if l.strip()]
     summary = json.load(open(os.path.join(out, "summary.json")))
     shutil.rmtree(out, ignore_errors=True); os.unlink(cfg)
-    return records, summary, samples
+    return (records, summary, samples, other) if also else (records, summary, samples)
+
+
+def cores(samples, lo, hi):
+    """CPU cores a process used between unix times lo and hi, from its samples."""
+    win = [s for s in samples if lo <= s[0] <= hi]
+    return (win[-1][1] - win[0][1]) / (win[-1][0] - win[0][0]) if len(win) >= 2 and win[-1][0] > win[0][0] else float("nan")
 
 
 def frame_times(r):
@@ -162,11 +173,15 @@ def closed_loop(mock_port, c, seconds, env=None):
     return res
 
 
-def open_arrival(mock_port, rate, seconds):
-    _, summary, _ = run_bench(mock_port, f"bench: {{mode: rate, rates: [{rate}], arrival: poisson, max_concurrency: 100000, repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n")
+def open_arrival(mock_port, mock_pid, rate, seconds):
+    """(achieved fraction, lag p99 ms, failed+dropped, client cores, mock cores); the cores are
+    over the steady part (1 s after the first send to the last), to show which side is busier."""
+    records, summary, client, mock = run_bench(mock_port, f"bench: {{mode: rate, rates: [{rate}], arrival: poisson, max_concurrency: 100000, repeats: 1, duration: {seconds}s, point_timeout: 120s}}\n", also=mock_pid)
     rep = summary["points"][0]["repeats"][0]
     achieved = (rep.get("achieved_rate_rps") or 0) / rate
-    return achieved, rep.get("schedule_lag_p99_ms") or float("inf"), rep.get("failed", 0) + rep.get("dropped", 0)
+    sent = [r["sent_unix_s"] for r in records if r.get("sent_unix_s")]
+    lo, hi = (min(sent) + 1.0, max(sent)) if sent else (0, 0)
+    return achieved, rep.get("schedule_lag_p99_ms") or float("inf"), rep.get("failed", 0) + rep.get("dropped", 0), cores(client, lo, hi), cores(mock, lo, hi)
 
 
 def sidecar(mock_port, seconds, env=None):
@@ -206,7 +221,27 @@ def mock_alone(mock_load, streams, tokens):
     return got / wall, 1e6 / us, streams - int(vals.get("failed", streams))
 
 
+def cpu_ticks():
+    """(steal, total) jiffies of the whole machine from /proc/stat (None off Linux)."""
+    try:
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return f[7], sum(f)
+
+
 def main():
+    ticks = cpu_ticks()
+    try:
+        sections()
+    finally:
+        # A VM's host taking its CPUs away (steal) shows up in every figure above: say how much.
+        end = cpu_ticks()
+        if ticks and end and end[1] > ticks[1]:
+            print(f"# steal (time the host took from this VM's CPUs) over the run: {100 * (end[0] - ticks[0]) / (end[1] - ticks[1]):.2f}%")
+
+
+def sections():
     load = os.getloadavg()
     print(f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; mock on CPU 0, client on CPU 1; {REPEATS} run(s) each, medians")
     floor = opt("--floor")
@@ -236,10 +271,10 @@ def main():
             print(f"# open arrival, Poisson, 64-token streams, {seconds} s per rate: held = achieved >= 99% of target and schedule lag p99 <= 1 ms")
             best = 0
             for rate in (250, 500, 750, 1000, 1500, 2000):
-                runs = [open_arrival(mock_port, rate, seconds) for _ in range(REPEATS)]
+                runs = [open_arrival(mock_port, mock.pid, rate, seconds) for _ in range(REPEATS)]
                 achieved, lag = med([r[0] for r in runs]), med([r[1] for r in runs])
                 ok = achieved >= 0.99 and lag <= 1.0
-                print(f"  rate {rate:>5}/s: achieved {achieved*100:6.2f}%, lag p99 {lag:7.3f} ms (runs: {', '.join(f'{r[1]:.3f}' for r in runs)}), failed+dropped {sum(r[2] for r in runs)} -> {'holds' if ok else 'misses'}")
+                print(f"  rate {rate:>5}/s: achieved {achieved*100:6.2f}%, lag p99 {lag:7.3f} ms (runs: {', '.join(f'{r[1]:.3f}' for r in runs)}), failed+dropped {sum(r[2] for r in runs)}, cores client {med([r[3] for r in runs]):.2f} mock {med([r[4] for r in runs]):.2f} -> {'holds' if ok else 'misses'}")
                 if not ok:
                     break
                 best = rate
