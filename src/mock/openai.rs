@@ -394,3 +394,37 @@ async fn load(State(app): State<Arc<App>>) -> Response<Body> {
     let n = app.driver.with_engine(|e| e.num_running() + e.num_waiting());
     json_response(200, format!(r#"{{"server_load":{n}}}"#))
 }
+
+#[cfg(test)]
+mod frame_tests {
+    use super::*;
+    use crate::mock::engine::Finish;
+
+    fn writer(chat: bool, continuous: bool, reasoning_tokens: u32) -> OpenAi {
+        let head = r#"{"id":"cmpl-1","object":"o","created":7,"model":"m""#.to_string();
+        OpenAi { chat, head, include_usage: true, continuous, prompt_tokens: 5, reasoning_tokens }
+    }
+
+    /// Every shape of token frame (endpoint, continuous usage, finish, reasoning, text that
+    /// needs escaping), byte for byte as recorded. Regenerate with `UPDATE_GOLDEN=1 cargo test
+    /// --lib token_frames`, then review the diff.
+    #[test]
+    fn token_frames_are_byte_identical_to_the_recorded_ones() {
+        let mut all = String::new();
+        for chat in [false, true] {
+            for continuous in [false, true] {
+                for finish in [None, Some(Finish::Length)] {
+                    for (text, reasoning) in [(" word", 0), ("a\"b\\c\n\u{1}é", 0), (" think", 3)] {
+                        let t = Tok { text, id: 9, index: 1, completion_tokens: 2, finish };
+                        all.push_str(&writer(chat, continuous, reasoning).token(&t));
+                    }
+                }
+            }
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden/mock_openai_token_frames.txt");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, &all).unwrap();
+        }
+        assert_eq!(all, std::fs::read_to_string(&path).unwrap(), "frames differ from {}", path.display());
+    }
+}
