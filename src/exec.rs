@@ -86,7 +86,11 @@ async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -
             match gate.pass(request.handover()).await {
                 Opened::Written(written) => Ok(Some(written)),
                 Opened::Released => Ok(None),
-                Opened::Refused => Err(Failure::new(ErrorClass::InFlightCap, "in-flight cap reached")),
+                Opened::Refused => {
+                    // Refused before a byte was written: the connection stays reusable.
+                    request.withdraw();
+                    Err(Failure::new(ErrorClass::InFlightCap, "in-flight cap reached"))
+                }
                 // The scheduler stopped: keep the time on the runtime's timer.
                 Opened::Abandoned => {
                     crate::deadline::wait_until(intended).await;

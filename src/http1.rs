@@ -210,6 +210,14 @@ impl Request {
         }
     }
 
+    /// A request that will not be sent (refused at its send time): its connection, never
+    /// written to, goes back to the pool instead of being closed.
+    pub fn withdraw(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.client.checkin(conn);
+        }
+    }
+
     /// The dispatcher's write of this request at its send time, when it has a connection.
     pub fn handover(&self) -> Option<Write> {
         Write::new(self.conn.as_ref()?.stream.as_fd(), self.bytes.clone())

@@ -351,6 +351,13 @@ impl Prepared {
         }
     }
 
+    /// Gives back the lean client's connection of a request that will not be sent.
+    pub fn withdraw(&mut self) {
+        if let Prepared::Lean(request) = self {
+            request.withdraw();
+        }
+    }
+
     /// The dispatcher's write of the request at its send time, where it can do it (the lean
     /// client with a connection).
     pub fn handover(&self) -> Option<Write> {

@@ -192,6 +192,27 @@ async fn a_gated_probe_without_an_idle_connection_opens_one_before_its_send_time
 }
 
 #[tokio::test]
+async fn a_probe_refused_at_its_gate_leaves_its_connection_for_the_next() {
+    let (addr, conns, heads) = server(false).await;
+    let target = runtime(addr);
+    let (opener, gate) = handover::gate();
+    let intended = Instant::now() + Duration::from_millis(100);
+    let doomed = Probe { target: target.clone(), scenario: Arc::from("s"), seq: 0, draw: draw("refused"), intended };
+    let refusing = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        opener.refuse();
+    });
+    let refused = execute_when(doomed, &CancellationToken::new(), SendAt::Gate(gate)).await;
+    refusing.join().unwrap();
+    assert_eq!(refused.error_class(), Some(llmprobe::outcome::ErrorClass::InFlightCap), "{:?}", refused.result);
+    // The connection it opened before its send time serves the next probe.
+    let outcome = probe(&target, 1).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(conns.load(Ordering::SeqCst), 1, "the refused probe's connection was reused");
+    assert_eq!(heads.lock().unwrap().len(), 1, "the refused request never reached the server");
+}
+
+#[tokio::test]
 async fn a_request_larger_than_the_socket_takes_is_written_whole_once() {
     let (addr, conns, heads) = server(false).await;
     let target = runtime(addr);
