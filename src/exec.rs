@@ -101,6 +101,47 @@ async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -
     }
 }
 
+/// Waits for the send time of a probe that will not be sent.
+async fn send_time_unsent(send_at: SendAt, intended: Instant) {
+    match send_at {
+        SendAt::Now => {}
+        SendAt::Timer => crate::deadline::wait_until(intended).await,
+        SendAt::Gate(gate) => {
+            if let Opened::Abandoned = gate.pass(None).await {
+                crate::deadline::wait_until(intended).await;
+            }
+        }
+    }
+}
+
+/// The probe's request, ready to send: model, body and headers.
+async fn build(probe: &Probe, out: &mut Outcome) -> Result<Prepared, Failure> {
+    let target = &probe.target;
+    out.model = target.model().await?;
+    let family = target.config.api.family();
+    let protocol = family.protocol;
+    let stream = target.config.stream;
+    let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens };
+    let mut body = protocol.body(&target.config, &spec);
+    if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {
+        // vLLM's prefix-cache isolation field; only sent when a scenario configures it.
+        body["cache_salt"] = serde_json::json!(salt);
+    }
+    let body = serde_json::to_vec(&body).expect("JSON body");
+    let mut headers = HeaderMap::with_capacity(5);
+    headers.append(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.append(reqwest::header::ACCEPT, HeaderValue::from_static(family.accept(stream)));
+    // Explicit, so no layer picks a coding for us: `identity` unless the target asks for
+    // compression (then frames are timed as they leave the decoder).
+    headers.append(reqwest::header::ACCEPT_ENCODING, header_value(&target.config.accept_encoding_header())?);
+    headers.append("x-request-id", header_value(&out.request_id)?);
+    if let Some(ids) = out.trace {
+        headers.append("traceparent", header_value(&ids.traceparent())?);
+    }
+    let path = protocol.path(stream, &spec);
+    target.prepare(&path, headers, body)
+}
+
 fn blank_outcome(probe: &Probe) -> Outcome {
     let now = Instant::now();
     Outcome {
@@ -131,30 +172,19 @@ fn blank_outcome(probe: &Probe) -> Outcome {
 
 async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Failure> {
     let target = &probe.target;
-    out.model = target.model().await?;
+    let stream = target.config.stream;
     let family = target.config.api.family();
     let protocol = family.protocol;
-    let stream = target.config.stream;
-    let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens };
-    let mut body = protocol.body(&target.config, &spec);
-    if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {
-        // vLLM's prefix-cache isolation field; only sent when a scenario configures it.
-        body["cache_salt"] = serde_json::json!(salt);
-    }
-    let body = serde_json::to_vec(&body).expect("JSON body");
-    let mut headers = HeaderMap::with_capacity(5);
-    headers.append(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.append(reqwest::header::ACCEPT, HeaderValue::from_static(family.accept(stream)));
-    // Explicit, so no layer picks a coding for us: `identity` unless the target asks for
-    // compression (then frames are timed as they leave the decoder).
-    headers.append(reqwest::header::ACCEPT_ENCODING, header_value(&target.config.accept_encoding_header())?);
-    headers.append("x-request-id", header_value(&out.request_id)?);
-    if let Some(ids) = out.trace {
-        headers.append("traceparent", header_value(&ids.traceparent())?);
-    }
-    let path = protocol.path(stream, &spec);
-
-    let mut request = target.prepare(&path, headers, body)?;
+    let mut request = match build(probe, out).await {
+        Ok(request) => request,
+        Err(failure) => {
+            // A probe that fails before its send time (model discovery, a bad header) is
+            // still counted scheduled at that time: ending it there keeps every probe's record
+            // after its count, never before.
+            send_time_unsent(send_at, probe.intended).await;
+            return Err(failure);
+        }
+    };
 
     let timeouts = target.config.timeouts;
     // The scheduler hands probes over a little before their intended time so that waking a

@@ -294,3 +294,20 @@ async fn the_dispatchers_write_goes_out_while_the_probes_runtime_is_busy() {
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
     assert!(outcome.timeline.sent < busy_until, "its send time is the write's, not when the probe ran");
 }
+
+#[tokio::test]
+async fn a_probe_that_fails_before_its_send_time_ends_at_it() {
+    // Nothing listens here: model discovery fails at once, long before the send time.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let target = Arc::new(TargetRuntime::new(Target::new("t", &format!("http://{addr}"), ProtocolKind::OpenaiChat).unwrap()).unwrap());
+    let (outcome, opened) = probe_at_gate(&target, 0, "hello there", Duration::from_millis(100)).await;
+    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    // Its record must not come before the dispatcher counts it scheduled (at the gate).
+    assert!(outcome.timeline.end >= opened, "ended {:?} before its gate opened", opened - outcome.timeline.end);
+
+    let intended = Instant::now() + Duration::from_millis(100);
+    let timed = Probe { target: target.clone(), scenario: Arc::from("s"), seq: 1, draw: draw("hello there"), intended };
+    let outcome = execute(timed, &CancellationToken::new()).await;
+    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert!(outcome.timeline.end >= intended, "ended before its send time");
+}
