@@ -1,6 +1,7 @@
 """Performance harness: the prober's cost and accuracy against the mock engine, in one run.
 
-Usage: benches/perf.py BIN [--quick] [--only SECTIONS] [--mock-load PATH] [--floor PATH] [--peer-vllm-bench PATH]
+Usage: benches/perf.py BIN [--quick] [--only SECTIONS] [--mock-load PATH] [--floor PATH]
+                        [--peer-vllm-bench PATH [--peer-mock PATH] [--peer-tokenizer DIR]]
 (`--only closed,open`: just those of floor, closed, open, sidecar, mock, peer)
 (scripts/bench-perf.sh builds the release binaries and calls it). Linux only (/proc, taskset).
 
@@ -22,6 +23,11 @@ Prints, each a median over repeats (1 with --quick):
      CPU % of a core, RSS, binary size;
   6. the mock alone (with --mock-load, the `mock_load` bench binary; 10,000 streams of 64 and
      of 256 tokens): frames/s achieved, frames per second of mock CPU, concurrent streams held.
+  7. with --peer-vllm-bench (a vllm-bench binary), llmprobe and vllm-bench side by side in
+     closed loop at 1, 100 and 1,000 streams against one mock (vllm-bench's deterministic
+     bench-overhead/mock-server with --peer-mock, else ours): CPU per request and mean TTFT
+     error of each, and their ratios (--peer-tokenizer: a directory with a tokenizer.json, so
+     vllm-bench tokenizes locally instead of asking the server);
   0. first, with --floor (the `floor` bench binary): the machine's own floor, what a bare
      receiver on CPU 1 spends per small loopback message and how late it sees it (idle, busy,
      and bursts over 1,000 connections read by bare tokio tasks), to read the figures against.
@@ -230,6 +236,114 @@ def cpu_ticks():
     return f[7], sum(f)
 
 
+# The peer comparison's workload, vllm-bench's own overhead set-up: 32 tokens in, 100 out, the
+# mock's first token at 50 ms and then one every 10 ms.
+PEER_FIRST_TOKEN_MS, PEER_TOKENS = 50, 100
+# (streams, requests of the short run, requests of the long run): CPU per request is the
+# difference of the two runs' whole-process CPU over the difference of their requests, so each
+# tool's start-up, dataset set-up and report writing cancel out.
+PEER_POINTS = ((1, 5, 15), (100, 200, 600), (1000, 1000, 3000))
+
+
+# The mock's busiest 0.5 s in the last whole_run (cores): near 1.00 the mock, not the client, sets
+# the TTFT error.
+MOCK_PEAK = [0.0]
+
+
+def whole_run(cmd, mock_pid=None):
+    """Runs cmd on CPU 1; (exit status, CPU seconds of the whole process). Samples the mock's CPU
+    meanwhile into MOCK_PEAK."""
+    p = subprocess.Popen(pin(1) + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples = []
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        c = cpu_seconds(mock_pid) if mock_pid else None
+        if c is not None:
+            samples.append((time.time(), c))
+        time.sleep(0.1)
+    MOCK_PEAK[0] = max(((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[5:])), default=float("nan"))
+    return status >> 8, usage.ru_utime + usage.ru_stime
+
+
+def ours_on_peer_mock(port, mock_pid, c, n):
+    """llmprobe bench, closed loop: (exit, CPU s, mean TTFT ms, successes)."""
+    cfg = write(f"""probe: {{seed: 7, max_in_flight: 100000}}
+targets:
+  - {{name: peer-mock, base_url: "http://127.0.0.1:{port}", api: openai-completions, model: mock-model}}
+scenarios:
+  - {{name: s, input_tokens: 32, output_tokens: {PEER_TOKENS}}}
+bench: {{mode: concurrency, concurrency: [{c}], repeats: 1, requests: {n}, warmup_requests: 0, point_timeout: 600s}}
+""")
+    out = tempfile.mkdtemp(prefix="perf-peer-")
+    try:
+        status, cpu = whole_run([BIN, "--log", "error", "bench", "--config", cfg, "--output", out], mock_pid)
+        records = [json.loads(l) for l in open(os.path.join(out, "records.jsonl")) if l.strip()]
+        # vllm-bench's mock ends its streams with `[DONE]` but never a finish reason, which
+        # llmprobe calls `truncated`; such a stream was still read whole, so its TTFT counts.
+        ok = [r for r in records if r["outcome"] == "success" or r.get("error_detail") == "end marker without a finish reason"]
+        ttfts = [(r["first_token_s"] - r["sent_s"]) * 1e3 for r in ok if r.get("first_token_s") is not None]
+        return status, cpu, statistics.fmean(ttfts) if ttfts else float("nan"), len(ttfts)
+    finally:
+        shutil.rmtree(out, ignore_errors=True); os.unlink(cfg)
+
+
+def peer_on_peer_mock(peer, port, mock_pid, c, n):
+    """vllm-bench, closed loop: (exit, CPU s, mean TTFT ms, successes)."""
+    out = tempfile.mkdtemp(prefix="perf-vllm-bench-")
+    tokenizer = opt("--peer-tokenizer")
+    cmd = [peer, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}", "--model", "mock-model",
+           "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", str(PEER_TOKENS),
+           "--num-prompts", str(n), "--max-concurrency", str(c), "--num-warmups", "0", "--disable-tqdm",
+           "--ready-check-timeout-sec", "10", "--save-result", "--result-dir", out] + (["--tokenizer", tokenizer] if tokenizer else [])
+    try:
+        status, cpu = whole_run(cmd, mock_pid)
+        results = [json.load(open(os.path.join(out, f))) for f in os.listdir(out) if f.endswith(".json")]
+        r = results[0] if results else {}
+        return status, cpu, r.get("mean_ttft_ms", float("nan")), r.get("completed", 0)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def peer_section(peer):
+    """llmprobe beside vllm-bench in one run, closed loop against one mock on CPU 0: vllm-bench's
+    deterministic mock (`--peer-mock PATH`, its bench-overhead/mock-server) where given, else
+    ours; TTFT error is mean TTFT minus the mock's first-token delay (so it holds that mock's own
+    lag), CPU per request the marginal whole-process CPU (PEER_POINTS)."""
+    peer_mock = opt("--peer-mock")
+    port = free_port()
+    if peer_mock:
+        cmd = [peer_mock, "--port", str(port), "--first-token-delay-ms", str(PEER_FIRST_TOKEN_MS), "--token-interval-ms", "10", "--num-tokens", str(PEER_TOKENS)]
+        first_ms, which = PEER_FIRST_TOKEN_MS, "vllm-bench's mock (first token 50 ms, then 10 ms apart)"
+    else:
+        cmd = [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{port}", "--profile", "load-test"]
+        first_ms, which = float("nan"), "llmprobe's mock, load-test profile (TTFT error not comparable: no fixed first-token time)"
+    mock = subprocess.Popen(pin(0) + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(port, "/v1/models")
+        print(f"# peer: llmprobe beside vllm-bench, closed loop, 32 in / {PEER_TOKENS} out, against {which}")
+        print("# CPU per request = (CPU of the long run - CPU of the short run) / (extra requests), whole processes")
+        print("# mock_peak: the mock's busiest 0.5 s during the long runs (cores; llmprobe's, vllm-bench's)")
+        print("streams  llmprobe_ms/req  vllm-bench_ms/req  cpu_ratio  llmprobe_ttft_err_ms  vllm-bench_ttft_err_ms  ttft_err_ratio  mock_peak  exits")
+        for c, n1, n2 in PEER_POINTS:
+            rows = []
+            for _ in range(REPEATS):
+                row = []
+                for run in (lambda n: ours_on_peer_mock(port, mock.pid, c, n), lambda n: peer_on_peer_mock(peer, port, mock.pid, c, n)):
+                    s1, cpu1, _, _ = run(n1)
+                    s2, cpu2, ttft, ok = run(n2)
+                    row.append(((cpu2 - cpu1) * 1e3 / (n2 - n1), ttft - first_ms, f"{s1}/{s2}", ok, MOCK_PEAK[0]))
+                rows.append(row)
+            ours_ms, peer_ms = med([r[0][0] for r in rows]), med([r[1][0] for r in rows])
+            ours_err, peer_err = med([r[0][1] for r in rows]), med([r[1][1] for r in rows])
+            exits = " ".join(f"{r[0][2]},{r[1][2]} ok {r[0][3]},{r[1][3]}" for r in rows)
+            peak = f"{med([r[0][4] for r in rows]):.2f},{med([r[1][4] for r in rows]):.2f}"
+            print(f"{c:7d}  {ours_ms:15.3f}  {peer_ms:17.3f}  {ours_ms / peer_ms:9.2f}  {ours_err:20.3f}  {peer_err:22.3f}  {ours_err / peer_err:13.2f}  {peak:>9}  {exits}")
+    finally:
+        mock.terminate(); mock.wait()
+
+
 def main():
     ticks = cpu_ticks()
     try:
@@ -302,22 +416,8 @@ def sections():
 
     peer = opt("--peer-vllm-bench")
     if peer and want("peer"):
-        # vllm-bench's CPU per request at the same closed loop, beside ours: its CPU from wait4.
-        port = free_port()
-        mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{port}", "--profile", "load-test"])
-        try:
-            wait_ready(port, "/health")
-            n = 200
-            p = subprocess.Popen(pin(1) + [peer, "--base-url", f"http://127.0.0.1:{port}", "--model", "mock-llama", "--endpoint", "/v1/completions",
-                                            "--num-prompts", str(n), "--max-concurrency", "100", "--random-output-len", "64"], stdout=subprocess.DEVNULL)
-            _, status, usage = os.wait4(p.pid, 0)
-            peer_ms = (usage.ru_utime + usage.ru_stime) * 1e3 / n
-            ours = closed_loop(port, 100, 8).get("ms_per_request", float("nan"))
-            print(f"# peer vllm-bench (exit {status >> 8}): {peer_ms:.3f} ms CPU per request (whole process) vs llmprobe {ours:.3f} (steady window) -> ratio {peer_ms / ours:.2f}")
-        finally:
-            mock.terminate(); mock.wait()
+        peer_section(peer)
     else:
         print("# peer: not run (no --peer-vllm-bench PATH)")
-
 
 main()

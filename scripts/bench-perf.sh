@@ -2,7 +2,7 @@
 # Performance harness (release build; not a timed test, not in CI): client CPU per frame, TTFT
 # error against the mock's emission stamps, ITL jitter, open-arrival rate held, sidecar
 # footprint, the mock's own throughput and the machine's floor. See benches/perf.py.
-# Usage: scripts/bench-perf.sh [--quick] [--peer-vllm-bench PATH]
+# Usage: scripts/bench-perf.sh [--quick] [--only SECTIONS] [--peer-vllm-bench PATH [--peer-mock PATH] [--peer-tokenizer DIR]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --bin llmprobe >&2

@@ -75,7 +75,10 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
 /// the in-flight cap's refusal (the probe is then never sent).
 async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -> Result<Option<Written>, Failure> {
     match send_at {
-        SendAt::Now => Ok(None),
+        SendAt::Now => {
+            request.connect_first().await;
+            Ok(None)
+        }
         SendAt::Timer => {
             crate::deadline::wait_until(intended).await;
             Ok(None)

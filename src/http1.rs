@@ -108,7 +108,7 @@ impl Client {
     /// The request `POST prefix+path`, ready to send, with a kept-alive connection checked out
     /// for it when one is idle.
     pub fn prepare(self: &Arc<Self>, path: &str, headers: &HeaderMap, body: &[u8]) -> Request {
-        Request { client: self.clone(), bytes: Arc::new(self.request_bytes(path, headers, body)), conn: self.checkout() }
+        Request { client: self.clone(), bytes: Arc::new(self.request_bytes(path, headers, body)), conn: self.checkout(), unconnected: None }
     }
 
     fn answer(self: &Arc<Self>, (head, conn): (Head, Conn)) -> Response {
@@ -196,9 +196,23 @@ pub struct Request {
     /// Shared with the dispatcher's write (moved in, not copied).
     bytes: Arc<Vec<u8>>,
     conn: Option<Conn>,
+    /// Why `connect_first` could not open a connection: the send reports it.
+    unconnected: Option<SendError>,
 }
 
 impl Request {
+    /// Opens a connection for a request sent at once (closed loop), when it has none, so that
+    /// "sent" is stamped at the write and TCP set-up is not in its TTFT. A failure is kept and
+    /// reported by the send, which does not connect again.
+    pub async fn connect_first(&mut self) {
+        if self.conn.is_none() {
+            match self.client.connect().await {
+                Ok(conn) => self.conn = Some(conn),
+                Err(e) => self.unconnected = Some(e),
+            }
+        }
+    }
+
     /// Opens a connection for the request now, when it has none, unless that takes past `by`
     /// (its send time). A failure is left for the send, which connects again and reports it.
     pub async fn connect_before(&mut self, by: Instant) {
@@ -229,7 +243,10 @@ impl Request {
     /// more on a new connection, as the general client does, when not a byte of answer came
     /// back on it.
     pub async fn send(self, written: Option<Written>) -> Result<Response, SendError> {
-        let Request { client, bytes, conn } = self;
+        let Request { client, bytes, conn, unconnected } = self;
+        if let Some(e) = unconnected {
+            return Err(e);
+        }
         if let Some(conn) = conn {
             let sent = match written.map(|w| w.result) {
                 None => Some(0),

@@ -351,6 +351,14 @@ impl Prepared {
         }
     }
 
+    /// Opens the lean client's connection for a request sent at once, when it has none (see
+    /// `http1::Request::connect_first`).
+    pub async fn connect_first(&mut self) {
+        if let Prepared::Lean(request) = self {
+            request.connect_first().await;
+        }
+    }
+
     /// Gives back the lean client's connection of a request that will not be sent.
     pub fn withdraw(&mut self) {
         if let Prepared::Lean(request) = self {

@@ -311,3 +311,21 @@ async fn a_probe_that_fails_before_its_send_time_ends_at_it() {
     assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
     assert!(outcome.timeline.end >= intended, "ended before its send time");
 }
+
+#[tokio::test]
+async fn a_closed_loop_probe_connects_before_it_is_sent_and_reports_a_failed_connect_once() {
+    let (addr, conns, heads) = server(false).await;
+    let target = runtime(addr);
+    for seq in 0..2 {
+        let probe = Probe { target: target.clone(), scenario: Arc::from("s"), seq, draw: draw("hello there"), intended: Instant::now() };
+        let outcome = execute_when(probe, &CancellationToken::new(), SendAt::Now).await;
+        assert!(outcome.result.is_ok(), "probe {seq}: {:?}", outcome.result);
+    }
+    assert_eq!(conns.load(Ordering::SeqCst), 1, "opened once, then kept alive");
+    assert_eq!(heads.lock().unwrap().len(), 2);
+
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let probe = Probe { target: runtime(refused), scenario: Arc::from("s"), seq: 2, draw: draw("hello there"), intended: Instant::now() };
+    let outcome = execute_when(probe, &CancellationToken::new(), SendAt::Now).await;
+    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+}
