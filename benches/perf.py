@@ -245,63 +245,58 @@ PEER_FIRST_TOKEN_MS, PEER_TOKENS = 50, 100
 PEER_POINTS = ((1, 5, 15), (100, 200, 600), (1000, 1000, 3000))
 
 
-# The mock's busiest 0.5 s in the last whole_run (cores): near 1.00 the mock, not the client, sets
-# the TTFT error.
-MOCK_PEAK = [0.0]
-
-
-def whole_run(cmd, mock_pid=None):
-    """Runs cmd on CPU 1; (exit status, CPU seconds of the whole process). Samples the mock's CPU
-    meanwhile into MOCK_PEAK."""
+def whole_run(cmd, mock_pid):
+    """Runs cmd on CPU 1; (exit status, CPU seconds of the whole process, the mock's busiest
+    0.5 s meanwhile in cores: near 1.00 the mock, not the client, sets the TTFT error)."""
     p = subprocess.Popen(pin(1) + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     samples = []
     while True:
         pid, status, usage = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
-        c = cpu_seconds(mock_pid) if mock_pid else None
+        c = cpu_seconds(mock_pid)
         if c is not None:
             samples.append((time.time(), c))
         time.sleep(0.1)
-    MOCK_PEAK[0] = max(((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[5:])), default=float("nan"))
-    return status >> 8, usage.ru_utime + usage.ru_stime
+    peak = max(((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[5:])), default=float("nan"))
+    return status >> 8, usage.ru_utime + usage.ru_stime, peak
 
 
-def ours_on_peer_mock(port, mock_pid, c, n):
-    """llmprobe bench, closed loop: (exit, CPU s, mean TTFT ms, successes)."""
+def ours_on_peer_mock(port, mock_pid, model, c, n):
+    """llmprobe bench, closed loop: (exit, CPU s, mean TTFT ms, successes, mock peak cores)."""
     cfg = write(f"""probe: {{seed: 7, max_in_flight: 100000}}
 targets:
-  - {{name: peer-mock, base_url: "http://127.0.0.1:{port}", api: openai-completions, model: mock-model}}
+  - {{name: peer-mock, base_url: "http://127.0.0.1:{port}", api: openai-completions, model: {model}}}
 scenarios:
   - {{name: s, input_tokens: 32, output_tokens: {PEER_TOKENS}}}
 bench: {{mode: concurrency, concurrency: [{c}], repeats: 1, requests: {n}, warmup_requests: 0, point_timeout: 600s}}
 """)
     out = tempfile.mkdtemp(prefix="perf-peer-")
     try:
-        status, cpu = whole_run([BIN, "--log", "error", "bench", "--config", cfg, "--output", out], mock_pid)
+        status, cpu, peak = whole_run([BIN, "--log", "error", "bench", "--config", cfg, "--output", out], mock_pid)
         records = [json.loads(l) for l in open(os.path.join(out, "records.jsonl")) if l.strip()]
         # vllm-bench's mock ends its streams with `[DONE]` but never a finish reason, which
         # llmprobe calls `truncated`; such a stream was still read whole, so its TTFT counts.
         ok = [r for r in records if r["outcome"] == "success" or r.get("error_detail") == "end marker without a finish reason"]
         ttfts = [(r["first_token_s"] - r["sent_s"]) * 1e3 for r in ok if r.get("first_token_s") is not None]
-        return status, cpu, statistics.fmean(ttfts) if ttfts else float("nan"), len(ttfts)
+        return status, cpu, statistics.fmean(ttfts) if ttfts else float("nan"), len(ttfts), peak
     finally:
         shutil.rmtree(out, ignore_errors=True); os.unlink(cfg)
 
 
-def peer_on_peer_mock(peer, port, mock_pid, c, n):
-    """vllm-bench, closed loop: (exit, CPU s, mean TTFT ms, successes)."""
+def peer_on_peer_mock(peer, port, mock_pid, model, c, n):
+    """vllm-bench, closed loop: (exit, CPU s, mean TTFT ms, successes, mock peak cores)."""
     out = tempfile.mkdtemp(prefix="perf-vllm-bench-")
     tokenizer = opt("--peer-tokenizer")
-    cmd = [peer, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}", "--model", "mock-model",
+    cmd = [peer, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}", "--model", model,
            "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", str(PEER_TOKENS),
            "--num-prompts", str(n), "--max-concurrency", str(c), "--num-warmups", "0", "--disable-tqdm",
            "--ready-check-timeout-sec", "10", "--save-result", "--result-dir", out] + (["--tokenizer", tokenizer] if tokenizer else [])
     try:
-        status, cpu = whole_run(cmd, mock_pid)
+        status, cpu, peak = whole_run(cmd, mock_pid)
         results = [json.load(open(os.path.join(out, f))) for f in os.listdir(out) if f.endswith(".json")]
         r = results[0] if results else {}
-        return status, cpu, r.get("mean_ttft_ms", float("nan")), r.get("completed", 0)
+        return status, cpu, r.get("mean_ttft_ms", float("nan")), r.get("completed", 0), peak
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -315,10 +310,10 @@ def peer_section(peer):
     port = free_port()
     if peer_mock:
         cmd = [peer_mock, "--port", str(port), "--first-token-delay-ms", str(PEER_FIRST_TOKEN_MS), "--token-interval-ms", "10", "--num-tokens", str(PEER_TOKENS)]
-        first_ms, which = PEER_FIRST_TOKEN_MS, "vllm-bench's mock (first token 50 ms, then 10 ms apart)"
+        first_ms, model, which = PEER_FIRST_TOKEN_MS, "mock-model", "vllm-bench's mock (first token 50 ms, then 10 ms apart)"
     else:
         cmd = [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{port}", "--profile", "load-test"]
-        first_ms, which = float("nan"), "llmprobe's mock, load-test profile (TTFT error not comparable: no fixed first-token time)"
+        first_ms, model, which = float("nan"), "mock-llama", "llmprobe's mock, load-test profile (TTFT error not comparable: no fixed first-token time)"
     mock = subprocess.Popen(pin(0) + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(port, "/v1/models")
@@ -330,10 +325,10 @@ def peer_section(peer):
             rows = []
             for _ in range(REPEATS):
                 row = []
-                for run in (lambda n: ours_on_peer_mock(port, mock.pid, c, n), lambda n: peer_on_peer_mock(peer, port, mock.pid, c, n)):
-                    s1, cpu1, _, _ = run(n1)
-                    s2, cpu2, ttft, ok = run(n2)
-                    row.append(((cpu2 - cpu1) * 1e3 / (n2 - n1), ttft - first_ms, f"{s1}/{s2}", ok, MOCK_PEAK[0]))
+                for run in (lambda n: ours_on_peer_mock(port, mock.pid, model, c, n), lambda n: peer_on_peer_mock(peer, port, mock.pid, model, c, n)):
+                    s1, cpu1, _, _, _ = run(n1)
+                    s2, cpu2, ttft, ok, peak = run(n2)
+                    row.append(((cpu2 - cpu1) * 1e3 / (n2 - n1), ttft - first_ms, f"{s1}/{s2}", ok, peak))
                 rows.append(row)
             ours_ms, peer_ms = med([r[0][0] for r in rows]), med([r[1][0] for r in rows])
             ours_err, peer_err = med([r[0][1] for r in rows]), med([r[1][1] for r in rows])
