@@ -207,7 +207,7 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
         Ok(Err(failure)) => return Err(failure),
         Ok(Ok(r)) => r,
     };
-    out.timeline.first_byte = Some(Instant::now());
+    out.timeline.first_byte = Some(arrival(response.arrived(), sent, Instant::now()));
     let status = response.status();
     out.http_status = Some(status.as_u16());
     if !status.is_success() {
@@ -224,6 +224,8 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
     check_content_type(&response, Some(family.framing))?;
 
     let mut reader = StreamReader::new(family.framing, coding, target.config.max_response_bytes);
+    // Frames are timed from their arrival, which cannot come before the head's.
+    reader.last_chunk = out.timeline.first_byte.unwrap_or(sent);
     // One timer for the whole stream: re-arming a timeout for every chunk would cost a timer
     // wheel update per frame. It is moved only when the deadline comes earlier, or when it fires
     // before the current deadline (which moved later); so it times out exactly when a fresh
@@ -256,9 +258,9 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
             Ok(None) => break,
             Ok(Some(chunk)) => chunk,
         };
-        let now = Instant::now();
-        reader.last_chunk = now;
         reader.feed(chunk, protocol)?;
+        let now = arrival(response.arrived(), reader.last_chunk.max(sent), Instant::now());
+        reader.last_chunk = now;
         if reader.apply(now, out)? {
             out.timeline.end = now;
             // The outcome is decided and stamped; only the connection's reuse waits on this.
@@ -274,6 +276,13 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
         return Err(unterminated_event(&tail, protocol, &mut reader.state));
     }
     finish(done, protocol, out)
+}
+
+/// When a piece of the answer came: the client's receive stamp where it has one (see
+/// `receive_stamp`), kept between the exchange's previous event `floor` and the read time
+/// `now`; else `now`.
+fn arrival(stamp: Option<Instant>, floor: Instant, now: Instant) -> Instant {
+    stamp.map_or(now, |at| at.max(floor).min(now))
 }
 
 /// A stream that ended cleanly inside an SSE event (no blank line after it). The WHATWG rules

@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 
 use crate::config::{HttpVersion, Target};
 use crate::handover::{Write, Written};
+use crate::receive_stamp;
 
 /// A kept-alive connection is not reused after this long idle (as the general client's pool).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -181,7 +182,9 @@ impl Client {
                 Ok(Ok(stream)) => {
                     // Small requests, and a prober that must not wait on Nagle.
                     let _ = stream.set_nodelay(true);
-                    return Ok(Conn { stream, buf: vec![0; READ_BUF_BYTES], start: 0, end: 0 });
+                    // Frames are timed by their arrival on the host, not by when they are read.
+                    receive_stamp::enable(&stream);
+                    return Ok(Conn { stream, buf: vec![0; READ_BUF_BYTES], start: 0, end: 0, arrived: None });
                 }
             }
         }
@@ -276,6 +279,9 @@ struct Conn {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// When the newest bytes in `buf` reached the host (the kernel's stamp of the last read);
+    /// `None` where the kernel gave none.
+    arrived: Option<Instant>,
 }
 
 impl Conn {
@@ -304,9 +310,10 @@ impl Conn {
             // so readiness is cleared now, saving the read that would only say "would block"
             // (a system call per streamed frame). Data arriving meanwhile is not lost: the
             // clearing is skipped when the reactor saw a new event since `readable`.
-            let mut got = None;
+            let (mut got, mut stamp) = (None, None);
             let read = self.stream.try_io(Interest::READABLE, || {
-                let n = self.stream.try_read(buf)?;
+                let (n, at) = receive_stamp::try_read(&self.stream, buf)?;
+                stamp = at;
                 if n == 0 || n == room {
                     return Ok(n);
                 }
@@ -319,6 +326,7 @@ impl Conn {
                 (Err(e), None) => return Err(e),
             };
             self.end += n;
+            self.arrived = stamp.and_then(receive_stamp::to_instant);
             return Ok(n);
         }
     }
@@ -476,6 +484,12 @@ impl Drop for Response {
 }
 
 impl Response {
+    /// When the bytes last handed out (the head, then each body piece) reached the host, by
+    /// the kernel's stamp of the read that brought the newest of them.
+    pub fn arrived(&self) -> Option<Instant> {
+        self.conn.as_ref()?.arrived
+    }
+
     /// The next piece of the body as it came off the wire (chunk framing removed), lent from
     /// the connection's buffer; `None` at its end, when a kept-alive connection goes back to
     /// the pool. `Err` says why the body broke off.

@@ -22,6 +22,7 @@ pub mod mock;
 pub mod once;
 pub mod outcome;
 pub mod protocol;
+pub mod receive_stamp;
 pub mod recorder;
 pub mod release;
 pub mod replicas;

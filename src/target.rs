@@ -401,6 +401,16 @@ impl Answer {
         }
     }
 
+    /// When the head or the body piece last handed out reached the host, where the client
+    /// knows (the lean client, from the kernel's receive stamps); else the caller's read time
+    /// stands.
+    pub fn arrived(&self) -> Option<std::time::Instant> {
+        match self {
+            Answer::Lean(r) => r.arrived(),
+            Answer::General { .. } => None,
+        }
+    }
+
     /// After a stream's end marker: reads the body's own end briefly, so that a kept-alive
     /// connection is free for the next request (the general client does this on its own).
     pub async fn settle(&mut self) {

@@ -329,3 +329,55 @@ async fn a_closed_loop_probe_connects_before_it_is_sent_and_reports_a_failed_con
     let outcome = execute_when(probe, &CancellationToken::new(), SendAt::Now).await;
     assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
 }
+
+/// A one-request server on its own thread: the head and the first event `first` after the
+/// request, the rest `rest` after that. Returns its address and when it wrote the first event.
+#[cfg(target_os = "linux")]
+fn paced_server(first: Duration, rest: Duration) -> (SocketAddr, std::sync::mpsc::Receiver<Instant>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (wrote, writes) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut sock, _)) = listener.accept() else { return };
+        let _ = sock.set_nodelay(true);
+        let (mut seen, mut buf) = (Vec::new(), [0u8; 8192]);
+        while whole_request(&seen).is_none() {
+            match sock.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        let pieces = answer_pieces();
+        std::thread::sleep(first);
+        let _ = sock.write_all(&[pieces[0].as_slice(), pieces[1].as_slice()].concat());
+        let _ = wrote.send(Instant::now());
+        std::thread::sleep(rest);
+        let _ = sock.write_all(&pieces[2..].concat());
+        // Until the client has read it all and closed.
+        let _ = sock.read(&mut buf);
+    });
+    (addr, writes)
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "current_thread")]
+async fn a_frame_is_timed_at_its_arrival_when_the_probe_reads_it_late() {
+    let (addr, writes) = paced_server(Duration::from_millis(100), Duration::from_millis(400));
+    let target = runtime(addr);
+    let running = tokio::spawn(async move { probe(&target, 0).await });
+    // Let the probe send, then keep this (only) runtime thread busy past the first event's arrival.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    std::thread::sleep(Duration::from_millis(400));
+    let busy_until = Instant::now();
+    let written = writes.recv_timeout(Duration::from_secs(5)).expect("the server wrote the first event");
+    assert!(written < busy_until, "the first event came while the probe could not read it");
+    let outcome = running.await.unwrap();
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    let first = outcome.timeline.first_token().expect("a first token");
+    assert!(first < busy_until, "the first token is timed at its arrival, not at the read after the busy spell");
+    assert!(first + Duration::from_millis(5) >= written, "and not before the server wrote it");
+    assert!(outcome.timeline.first_byte.unwrap() <= first);
+    let second = outcome.timeline.end;
+    assert!(second.duration_since(first) >= Duration::from_millis(300), "the gap to the end is the server's 400 ms pause less the busy spell's overlap");
+}

@@ -148,3 +148,30 @@ async fn timestamps_are_opt_in_and_increase() {
     assert!(!ev[1].contains("mock_emitted_ns"));
     stop.cancel();
 }
+
+/// The frame stamps count from the request's arrival on the host: a request that waits for a
+/// busy mock has the wait in them (a client timed against them is not charged with it).
+#[cfg(target_os = "linux")]
+#[test]
+fn timestamps_count_from_the_requests_arrival_not_from_when_the_mock_took_it() {
+    // The mock on its own one-thread runtime, so that the test can keep it busy.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mock = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (base, stop) = start().await;
+            tx.send((base, tokio::runtime::Handle::current(), stop.clone())).unwrap();
+            stop.cancelled().await;
+        });
+    });
+    let (base, mock_rt, stop) = rx.recv().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // Busy for 300 ms; the request goes out 20 ms into it.
+    mock_rt.spawn(async { std::thread::sleep(Duration::from_millis(300)) });
+    std::thread::sleep(Duration::from_millis(20));
+    let ev = rt.block_on(chat(&base, "none", &[("x-mock-timestamps", "1")], 2)).unwrap().events();
+    let first: u64 = serde_json::from_str::<Value>(&ev[0]).unwrap()["mock_emitted_ns"].as_u64().unwrap();
+    assert!(first >= 200_000_000, "the first frame's stamp ({first} ns) holds the request's wait for the busy mock");
+    stop.cancel();
+    mock.join().unwrap();
+}

@@ -11,6 +11,7 @@ pub mod engine;
 mod faults;
 mod hist;
 mod kv;
+mod listener;
 mod metrics;
 mod native;
 mod openai;
@@ -49,13 +50,6 @@ fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
 
 /// Serves the mock on `listener` until `shutdown` is cancelled.
 pub async fn serve(listener: tokio::net::TcpListener, opts: MockOptions, shutdown: CancellationToken) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let app = router_with_stop(opts, shutdown.child_token());
-    // Every frame is its own small write: with Nagle's algorithm a frame waits for the ACK of
-    // the one before (the client's delayed ACK), which skews TTFT and ITL by milliseconds.
-    // Inference servers (uvicorn, the engines' own) set TCP_NODELAY too.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    let app = router_with_stop(opts, shutdown.child_token()).into_make_service_with_connect_info::<listener::ConnStamps>();
+    axum::serve(listener::StampedListener::new(listener), app).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

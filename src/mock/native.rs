@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::app::App;
 use super::engine::SeqSpec;
 use super::faults::Fault;
+use super::listener::RequestArrival;
 use super::openai::{finish_whole, pre_engine_fault};
 use super::tokenizer::{encode, encode_chat};
 use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response};
@@ -77,24 +78,24 @@ fn with_retry_after(mut r: Response<Body>) -> Response<Body> {
     r
 }
 
-async fn ollama_generate(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
-    run(app, h, body, Family::Ollama { chat: false }).await
+async fn ollama_generate(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: Bytes) -> Response<Body> {
+    run(app, arrival, h, body, Family::Ollama { chat: false }).await
 }
 
-async fn ollama_chat(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
-    run(app, h, body, Family::Ollama { chat: true }).await
+async fn ollama_chat(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: Bytes) -> Response<Body> {
+    run(app, arrival, h, body, Family::Ollama { chat: true }).await
 }
 
-async fn llamacpp_completion(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
-    run(app, h, body, Family::LlamaCpp).await
+async fn llamacpp_completion(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: Bytes) -> Response<Body> {
+    run(app, arrival, h, body, Family::LlamaCpp).await
 }
 
-async fn tgi_stream(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
-    run(app, h, body, Family::Tgi).await
+async fn tgi_stream(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: Bytes) -> Response<Body> {
+    run(app, arrival, h, body, Family::Tgi).await
 }
 
-async fn sglang_generate(State(app): State<Arc<App>>, h: HeaderMap, body: Bytes) -> Response<Body> {
-    run(app, h, body, Family::Sglang).await
+async fn sglang_generate(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: Bytes) -> Response<Body> {
+    run(app, arrival, h, body, Family::Sglang).await
 }
 
 /// The request as each family spells it.
@@ -145,8 +146,8 @@ fn parse(family: Family, v: &Value, max_len: u32) -> Parsed {
     Parsed { prompt, max_tokens, stream, ignore_eos }
 }
 
-async fn run(app: Arc<App>, h: HeaderMap, body: Bytes, family: Family) -> Response<Body> {
-    let started = std::time::Instant::now();
+async fn run(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: Bytes, family: Family) -> Response<Body> {
+    let started = arrival.at();
     let v: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return json_response(400, format!(r#"{{"error":{}}}"#, js(&e.to_string()))),

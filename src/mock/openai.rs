@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::app::App;
 use super::engine::SeqSpec;
 use super::faults::Fault;
+use super::listener::RequestArrival;
 use super::tokenizer::{decode_id, encode, encode_chat};
 use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response};
 
@@ -164,20 +165,20 @@ fn parse_gen(app: &App, body: &Value, chat: bool) -> Result<Gen, Response<Body>>
     })
 }
 
-async fn completions(State(app): State<Arc<App>>, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
-    generate(app, h, body, false).await
+async fn completions(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
+    generate(app, arrival, h, body, false).await
 }
 
-async fn chat(State(app): State<Arc<App>>, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
-    generate(app, h, body, true).await
+async fn chat(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
+    generate(app, arrival, h, body, true).await
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, Response<Body>> {
     serde_json::from_slice(body).map_err(|e| bad_request(&format!("Invalid JSON body: {e}"), "body"))
 }
 
-async fn generate(app: Arc<App>, h: HeaderMap, body: axum::body::Bytes, chat: bool) -> Response<Body> {
-    let started = std::time::Instant::now();
+async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes, chat: bool) -> Response<Body> {
+    let started = arrival.at();
     let g = match parse_body(&body).and_then(|b| parse_gen(&app, &b, chat)) {
         Ok(g) => g,
         Err(r) => return r,
