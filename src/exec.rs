@@ -308,6 +308,8 @@ async fn read_whole(
 ) -> Result<(), Failure> {
     let mut decoder = BodyDecoder::new(coding);
     let mut body = Vec::new();
+    // When the last piece came (the answer's end), by the receive stamps where there are any.
+    let mut last_arrived = None;
     loop {
         let chunk = match tokio::time::timeout_at(deadline.into(), response.chunk()).await {
             Err(_) => {
@@ -322,8 +324,9 @@ async fn read_whole(
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {max_bytes} bytes")));
         }
         body.extend_from_slice(&chunk);
+        last_arrived = response.arrived();
     }
-    let now = Instant::now();
+    let now = arrival(last_arrived, out.timeline.first_byte.unwrap_or(out.timeline.sent), Instant::now());
     out.timeline.end = now;
     let event = protocol.parse_whole(&body).map_err(protocol_failure)?;
     let done = event.done;
