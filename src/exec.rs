@@ -259,9 +259,15 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
             Ok(Some(chunk)) => chunk,
         };
         reader.feed(chunk, protocol)?;
-        let now = arrival(response.arrived(), reader.last_chunk.max(sent), Instant::now());
+        let stamp = response.arrived();
+        let now = arrival(stamp, reader.last_chunk.max(sent), Instant::now());
         reader.last_chunk = now;
-        if reader.apply(now, out)? {
+        let had_first = out.timeline.first_token().is_some();
+        let done = reader.apply(now, out)?;
+        if !had_first {
+            out.timeline.first_token_stamped = stamp.is_some() && out.timeline.first_token().is_some();
+        }
+        if done {
             out.timeline.end = now;
             // The outcome is decided and stamped; only the connection's reuse waits on this.
             response.settle().await;
@@ -331,6 +337,7 @@ async fn read_whole(
     let event = protocol.parse_whole(&body).map_err(protocol_failure)?;
     let done = event.done;
     apply_event(event, now, None, out);
+    out.timeline.first_token_stamped = last_arrived.is_some() && out.timeline.first_token().is_some();
     finish(done, protocol, out)
 }
 

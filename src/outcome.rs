@@ -143,6 +143,9 @@ pub struct Timeline {
     /// The server's own emission stamp of the first text frame, nanoseconds since the request
     /// arrived there (the mock's `mock_emitted_ns`); `None` unless the server stamps frames.
     pub first_emitted_ns: Option<u64>,
+    /// Whether the first text frame's time is its arrival on the host (the kernel's receive
+    /// stamp, `receive_stamp`) rather than when the prober read it.
+    pub first_token_stamped: bool,
 }
 
 /// Text frames whose timestamps a probe keeps (~3 MiB at most): a stream of millions of tiny
@@ -152,7 +155,16 @@ pub const MAX_TEXT_FRAMES: usize = 65_536;
 impl Timeline {
     /// A timeline with no frames yet, everything at `sent`.
     pub fn new(intended: Instant, sent: Instant) -> Self {
-        Timeline { intended, sent, first_byte: None, text_frames: Vec::new(), text_frames_beyond_cap: 0, end: sent, first_emitted_ns: None }
+        Timeline {
+            intended,
+            sent,
+            first_byte: None,
+            text_frames: Vec::new(),
+            text_frames_beyond_cap: 0,
+            end: sent,
+            first_emitted_ns: None,
+            first_token_stamped: false,
+        }
     }
 
     /// Keeps a text frame, or only counts it once `MAX_TEXT_FRAMES` are kept.

@@ -55,6 +55,12 @@ fn check_dir(dir: &Path) {
     for (i, r) in records.iter().enumerate() {
         conform(r, schema::RECORD, &format!("records.jsonl line {}", i + 1));
     }
+    // Plain http goes through the lean client, which times frames at their arrival (after the
+    // warm-up: the kernel turns stamping on a moment after the first socket asks).
+    if cfg!(target_os = "linux") {
+        let measured: Vec<&Value> = records.iter().filter(|r| r["phase"] == "measure" && !r["first_token_s"].is_null()).collect();
+        assert!(!measured.is_empty() && measured.iter().all(|r| r["first_token_time"] == "arrival"), "{measured:?}");
+    }
     let windows = json_lines(&dir.join("engine_window.jsonl"));
     assert_eq!(windows.len(), 4, "one window per measured repeat");
     for w in &windows {

@@ -194,6 +194,7 @@ fn synthetic(point: usize, load: f64, ttft_ms: f64, good: bool, repeat: u32, seq
         sent_unix_s: 1e9 + seq as f64 / load,
         first_token_unix_s: None,
         end_unix_s: 1e9 + seq as f64 / load + 1.0,
+        first_token_time: None,
         schedule_lag_ms: 0.0,
         ttft_ms: Some(ttft_ms),
         server_first_token_ms: None,

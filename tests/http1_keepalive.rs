@@ -376,6 +376,7 @@ async fn a_frame_is_timed_at_its_arrival_when_the_probe_reads_it_late() {
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
     let first = outcome.timeline.first_token().expect("a first token");
     assert!(first < busy_until, "the first token is timed at its arrival, not at the read after the busy spell");
+    assert!(outcome.timeline.first_token_stamped, "and says so");
     assert!(first + Duration::from_millis(5) >= written, "and not before the server wrote it");
     assert!(outcome.timeline.first_byte.unwrap() <= first);
     let second = outcome.timeline.end;

@@ -76,6 +76,11 @@ pub struct Record {
     pub sent_unix_s: f64,
     pub first_token_unix_s: Option<f64>,
     pub end_unix_s: f64,
+    /// What the first token's time is: `arrival` (when its bytes reached the host, by the
+    /// kernel's receive stamp: the lean client on Linux) or `read` (when the prober read them);
+    /// `None` without a first token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_time: Option<String>,
     pub schedule_lag_ms: f64,
     pub ttft_ms: Option<f64>,
     /// The server's own time to the first text frame, from the request's arrival there to the
@@ -180,6 +185,7 @@ pub fn from_outcome(o: &Outcome, sample: Option<&Sample>, slo: &Slo, epoch: &Epo
         sent_unix_s: unix(epoch.rel(tl.sent)),
         first_token_unix_s: first.map(unix),
         end_unix_s: unix(epoch.rel(tl.end)),
+        first_token_time: first.map(|_| if tl.first_token_stamped { "arrival" } else { "read" }.to_owned()),
         schedule_lag_ms: ms(tl.schedule_lag()),
         ttft_ms: sample.map(|s| ms(s.ttft)),
         server_first_token_ms: tl.first_emitted_ns.filter(|_| sample.is_some()).map(|ns| ns as f64 / 1e6),

@@ -77,6 +77,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
             text_frames_beyond_cap: 0,
             end: sent + ms(end_ms),
             first_emitted_ns: None,
+            first_token_stamped: false,
         },
         http_status: Some(200),
         usage: None,
