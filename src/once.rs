@@ -87,7 +87,13 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
     for (i, f) in t.text_frames.iter().enumerate() {
         let label = if i == 0 { "first token" } else { "text frame" };
         let kind = if f.reasoning_bytes > 0 { format!(" reasoning {} B", f.reasoning_bytes) } else { String::new() };
-        let _ = writeln!(out, "  {label:<14} {}   #{:<4} content {} B{kind}", at(f.at), i + 1, f.content_bytes);
+        // Whether the times are the frames' arrival on the host or when they were read.
+        let clock = match i {
+            0 if t.first_token_stamped => "   (arrival)",
+            0 => "   (read)",
+            _ => "",
+        };
+        let _ = writeln!(out, "  {label:<14} {}   #{:<4} content {} B{kind}{clock}", at(f.at), i + 1, f.content_bytes);
     }
     let _ = writeln!(out, "  end            {}", at(t.end));
     match o.usage {
