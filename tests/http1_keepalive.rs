@@ -331,13 +331,15 @@ async fn a_closed_loop_probe_connects_before_it_is_sent_and_reports_a_failed_con
 }
 
 /// A one-request server on its own thread: the head and the first event `first` after the
-/// request, the rest `rest` after that. Returns its address and when it wrote the first event.
+/// request, the rest `rest` after that. Returns its address, word that the request came and
+/// when it wrote the first event.
 #[cfg(target_os = "linux")]
-fn paced_server(first: Duration, rest: Duration) -> (SocketAddr, std::sync::mpsc::Receiver<Instant>) {
+fn paced_server(first: Duration, rest: Duration) -> (SocketAddr, std::sync::mpsc::Receiver<()>, std::sync::mpsc::Receiver<Instant>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let (wrote, writes) = std::sync::mpsc::channel();
+    let (came, requests) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let Ok((mut sock, _)) = listener.accept() else { return };
         let _ = sock.set_nodelay(true);
@@ -348,6 +350,7 @@ fn paced_server(first: Duration, rest: Duration) -> (SocketAddr, std::sync::mpsc
                 Ok(n) => seen.extend_from_slice(&buf[..n]),
             }
         }
+        let _ = came.send(());
         let pieces = answer_pieces();
         std::thread::sleep(first);
         let _ = sock.write_all(&[pieces[0].as_slice(), pieces[1].as_slice()].concat());
@@ -357,17 +360,21 @@ fn paced_server(first: Duration, rest: Duration) -> (SocketAddr, std::sync::mpsc
         // Until the client has read it all and closed.
         let _ = sock.read(&mut buf);
     });
-    (addr, writes)
+    (addr, requests, writes)
 }
 
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "current_thread")]
 async fn a_frame_is_timed_at_its_arrival_when_the_probe_reads_it_late() {
-    let (addr, writes) = paced_server(Duration::from_millis(100), Duration::from_millis(400));
+    let (addr, requests, writes) = paced_server(Duration::from_millis(100), Duration::from_millis(400));
     let target = runtime(addr);
     let running = tokio::spawn(async move { probe(&target, 0).await });
     // Let the probe send, then keep this (only) runtime thread busy past the first event's arrival.
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let sent_by = Instant::now() + Duration::from_secs(5);
+    while requests.try_recv().is_err() {
+        assert!(Instant::now() < sent_by, "the probe sent its request");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     std::thread::sleep(Duration::from_millis(400));
     let busy_until = Instant::now();
     let written = writes.recv_timeout(Duration::from_secs(5)).expect("the server wrote the first event");

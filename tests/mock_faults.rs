@@ -154,8 +154,12 @@ async fn timestamps_are_opt_in_and_increase() {
 #[cfg(target_os = "linux")]
 #[test]
 fn timestamps_count_from_the_requests_arrival_not_from_when_the_mock_took_it() {
+    use std::io::{Read, Write};
+    use std::sync::mpsc::channel;
+    use std::time::Instant;
+
     // The mock on its own one-thread runtime, so that the test can keep it busy.
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = channel();
     let mock = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
@@ -165,13 +169,49 @@ fn timestamps_count_from_the_requests_arrival_not_from_when_the_mock_took_it() {
         });
     });
     let (base, mock_rt, stop) = rx.recv().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    // Busy for 300 ms; the request goes out 20 ms into it.
-    mock_rt.spawn(async { std::thread::sleep(Duration::from_millis(300)) });
-    std::thread::sleep(Duration::from_millis(20));
-    let ev = rt.block_on(chat(&base, "none", &[("x-mock-timestamps", "1")], 2)).unwrap().events();
-    let first: u64 = serde_json::from_str::<Value>(&ev[0]).unwrap()["mock_emitted_ns"].as_u64().unwrap();
-    assert!(first >= 200_000_000, "the first frame's stamp ({first} ns) holds the request's wait for the busy mock");
+    // Connected while the mock is idle, so that only the request waits.
+    let mut conn = std::net::TcpStream::connect(base.strip_prefix("http://").unwrap()).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let body = r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"ignore_eos":true,"stream":true}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-mock-fault: none\r\nx-mock-timestamps: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    // Busy for 300 ms; the request is sent once the busy spell has begun, and the times the
+    // request was written and the mock was free again bound the wait it must report.
+    let (busy_tx, busy_rx) = channel();
+    let (free_tx, free_rx) = channel();
+    mock_rt.spawn(async move {
+        busy_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        free_tx.send(Instant::now()).unwrap();
+    });
+    busy_rx.recv().unwrap();
+    conn.write_all(request.as_bytes()).unwrap();
+    let written = Instant::now();
+    let mut got = Vec::new();
+    let key = b"\"mock_emitted_ns\":";
+    let first: u64 = loop {
+        let mut buf = [0u8; 4096];
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "the answer ended without a stamped frame: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        if let Some(at) = got.windows(key.len()).position(|w| w == key) {
+            let digits: String = got[at + key.len()..].iter().take_while(|b| b.is_ascii_digit()).map(|b| *b as char).collect();
+            if got.len() > at + key.len() + digits.len() {
+                break digits.parse().unwrap();
+            }
+        }
+    };
+    let waited = free_rx.recv().unwrap().saturating_duration_since(written);
+    assert!(waited >= Duration::from_millis(100), "the request went out late in the busy spell ({waited:?} left); nothing to measure");
+    // 1 ms for putting the kernel's wall-clock stamp on the monotonic clock.
+    assert!(
+        first as u128 + 1_000_000 >= waited.as_nanos(),
+        "the first frame's stamp ({first} ns) holds the request's wait for the busy mock ({} ns)",
+        waited.as_nanos()
+    );
     stop.cancel();
     mock.join().unwrap();
 }

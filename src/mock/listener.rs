@@ -44,6 +44,10 @@ impl Listener for StampedListener {
         // of the one before (the client's delayed ACK), which skews TTFT and ITL by
         // milliseconds. Inference servers (uvicorn, the engines' own) set TCP_NODELAY too.
         let _ = stream.set_nodelay(true);
+        // Again on the connection: one whose handshake completed before the listener asked
+        // (a client that connected while the mock was starting) did not inherit it. Bytes
+        // already queued carry their stamps all the same once the host stamps at all.
+        receive_stamp::enable(&stream);
         (Stamped { stream, last: Arc::default() }, addr)
     }
 
