@@ -6,6 +6,7 @@
 //! blocks freed.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,7 +23,29 @@ pub struct Driver {
 
 struct Inner {
     engine: Engine,
-    subs: HashMap<SeqId, mpsc::UnboundedSender<Emit>>,
+    subs: HashMap<SeqId, mpsc::UnboundedSender<Emit>, BuildHasherDefault<SeqIdHasher>>,
+}
+
+/// The engine hands sequence ids out in order (they never come from a client, so there is no
+/// flooding to defend against): one multiplication spreads them over the table, where SipHash
+/// cost more than the rest of the lookup done once per emitted token.
+#[derive(Default)]
+struct SeqIdHasher(u64);
+
+impl Hasher for SeqIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// A submitted request: its token stream and what the engine decided up front.
@@ -47,7 +70,7 @@ impl Inner {
 
 impl Driver {
     pub fn new(engine: Engine) -> Arc<Self> {
-        Arc::new(Driver { inner: Mutex::new(Inner { engine, subs: HashMap::new() }), notify: Notify::new(), epoch: Instant::now() })
+        Arc::new(Driver { inner: Mutex::new(Inner { engine, subs: HashMap::default() }), notify: Notify::new(), epoch: Instant::now() })
     }
 
     /// Runs `f` on the engine, mutably (e.g. to change its profile at run time).

@@ -20,7 +20,7 @@ use super::engine::SeqSpec;
 use super::faults::Fault;
 use super::listener::RequestArrival;
 use super::tokenizer::{decode_id, encode, encode_chat};
-use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response};
+use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response, push_js};
 
 const FINGERPRINT: &str = "vllm-0.32.0-mock";
 
@@ -315,25 +315,36 @@ impl Render for OpenAi {
     }
 
     fn token(&mut self, t: &Tok<'_>) -> String {
-        let (fin, stop) = match t.finish {
-            Some(f) => (js(f.as_str()), ",\"stop_reason\":null"),
-            None => ("null".into(), if self.chat { "" } else { ",\"stop_reason\":null" }),
-        };
-        let usage = self.cont_usage(t.completion_tokens);
+        // Appended piece by piece: this runs for every frame of every stream.
+        let mut f = String::with_capacity(self.head.len() + t.text.len() + 192);
+        f.push_str("data: ");
+        f.push_str(&self.head);
         if self.chat {
             let field = if t.completion_tokens <= self.reasoning_tokens { "reasoning_content" } else { "content" };
-            format!(
-                "data: {},\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":{}}},\"logprobs\":null,\"finish_reason\":{fin}{stop},\"token_ids\":null}}]{usage}}}\n\n",
-                self.head,
-                js(t.text)
-            )
+            f.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"");
+            f.push_str(field);
+            f.push_str("\":");
+            push_js(&mut f, t.text);
+            f.push('}');
         } else {
-            format!(
-                "data: {},\"choices\":[{{\"index\":0,\"text\":{},\"logprobs\":null,\"finish_reason\":{fin}{stop},\"prompt_token_ids\":null,\"token_ids\":null}}]{usage}}}\n\n",
-                self.head,
-                js(t.text)
-            )
+            f.push_str(",\"choices\":[{\"index\":0,\"text\":");
+            push_js(&mut f, t.text);
         }
+        f.push_str(",\"logprobs\":null,\"finish_reason\":");
+        match t.finish {
+            Some(fin) => push_js(&mut f, fin.as_str()),
+            None => f.push_str("null"),
+        }
+        if t.finish.is_some() || !self.chat {
+            f.push_str(",\"stop_reason\":null");
+        }
+        f.push_str(if self.chat { ",\"token_ids\":null}]" } else { ",\"prompt_token_ids\":null,\"token_ids\":null}]" });
+        if self.continuous {
+            f.push(',');
+            f.push_str(&self.usage(t.completion_tokens));
+        }
+        f.push_str("}\n\n");
+        f
     }
 
     fn end(&mut self, e: &End) -> Vec<String> {
