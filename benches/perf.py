@@ -32,6 +32,8 @@ Prints, each a median over repeats (1 with --quick):
   0. first, with --floor (the `floor` bench binary): the machine's own floor, what a bare
      receiver on CPU 1 spends per small loopback message and how late it sees it (idle, busy,
      and bursts over 1,000 connections read by bare tokio tasks), to read the figures against.
+Last, the performance targets (client CPU per frame, TTFT error, open-arrival rate, sidecar,
+mock, the ratios to vllm-bench) beside this run's figures, each met or missed.
 The mock is pinned to CPU 0 and the client to CPU 1 (taskset). Quote figures with the machine's
 load: other work on those cores shows up in them (the run ends with the steal time: on a VM,
 the host taking its CPUs away).
@@ -44,6 +46,10 @@ QUICK = "--quick" in ARGS
 TICKS = os.sysconf("SC_CLK_TCK")
 REPEATS = 1 if QUICK else 3
 ONLY = set(ARGS[ARGS.index("--only") + 1].split(",")) if "--only" in ARGS else None
+
+
+# The figures the targets are judged on, as the sections take them (see `targets`).
+GOT = {}
 
 
 def want(section):
@@ -342,6 +348,7 @@ def peer_section(peer):
             ours_err, peer_err = med([r[0][1] for r in rows]), med([r[1][1] for r in rows])
             exits = " ".join(f"{r[0][2]},{r[1][2]} ok {r[0][3]},{r[1][3]}" for r in rows)
             peak = f"{med([r[0][4] for r in rows]):.2f},{med([r[1][4] for r in rows]):.2f}"
+            GOT[("peer", c)] = (ours_ms / peer_ms, ours_err / peer_err)
             print(f"{c:7d}  {ours_ms:15.3f}  {peer_ms:17.3f}  {ours_ms / peer_ms:9.2f}  {ours_err:20.3f}  {peer_err:22.3f}  {ours_err / peer_err:13.2f}  {peak:>9}  {exits}")
     finally:
         mock.terminate(); mock.wait()
@@ -351,11 +358,52 @@ def main():
     ticks = cpu_ticks()
     try:
         sections()
+        targets()
     finally:
         # A VM's host taking its CPUs away (steal) shows up in every figure above: say how much.
         end = cpu_ticks()
         if ticks and end and end[1] > ticks[1]:
             print(f"# steal (time the host took from this VM's CPUs) over the run: {100 * (end[0] - ticks[0]) / (end[1] - ticks[1]):.2f}%")
+
+
+def targets():
+    """The performance targets against this run's figures (only those the run took)."""
+    lines = []
+
+    def judge(what, figure, ok, note=""):
+        lines.append(f"  {what}: {figure} -> {'met' if ok else 'missed'}{note}")
+
+    lean = {c: GOT.get(("lean", c)) for c in (1, 100, 1000)}
+    if lean[1000]:
+        floor = GOT.get("floor_bursts_us")
+        judge("client CPU per frame at 1,000 streams <= 2.5 us", f"{lean[1000]['us_per_frame']:.2f} us", lean[1000]["us_per_frame"] <= 2.5,
+              f" (this machine's floor, a bare tokio reader: {floor:.2f} us)" if floor else "")
+    for c, limit in ((1, 100), (100, 200), (1000, 1000)):
+        if lean[c]:
+            judge(f"TTFT error mean at {c:,} stream(s) <= {limit} us", f"{lean[c]['ttft_err_mean_us']:.0f} us", lean[c]["ttft_err_mean_us"] <= limit)
+    if "open_rate_held" in GOT:
+        judge("open arrival held (achieved >= 99%, lag p99 <= 1 ms) >= 1,000/s", f"{GOT['open_rate_held']}/s", GOT["open_rate_held"] >= 1000)
+    if "sidecar" in GOT:
+        cpu, rss_mib, size = GOT["sidecar"]
+        judge("sidecar CPU <= 0.2% of a core", f"{cpu:.2f}%", cpu <= 0.2)
+        judge("sidecar RSS <= 16 MiB", f"{rss_mib:.1f} MiB", rss_mib <= 16)
+        judge("binary <= 15 MB", f"{size:,} bytes", size <= 15_000_000, " (the binary given; the release profile strips symbols)")
+    for tokens in (64, 256):
+        if ("mock", tokens) in GOT:
+            rate, held, streams = GOT[("mock", tokens)]
+            if streams < 10_000:
+                lines.append(f"  mock: not judged ({streams:,} streams, not 10,000: a mock that idles between steps costs more per frame)")
+                continue
+            judge(f"mock >= 200,000 frames per second of its CPU ({tokens}-token streams)", f"{rate:,.0f}", rate >= 200_000)
+            judge(f"mock holds 10,000 concurrent streams on one core ({tokens}-token streams)", f"{held:,}", held >= 10_000)
+    for c in (100, 1000):
+        if ("peer", c) in GOT:
+            cpu_ratio, err_ratio = GOT[("peer", c)]
+            judge(f"CPU per request vs vllm-bench at {c:,} streams <= 0.5x", f"{cpu_ratio:.2f}x", cpu_ratio <= 0.5)
+            judge(f"TTFT error vs vllm-bench at {c:,} streams <= 0.2x", f"{err_ratio:.2f}x", err_ratio <= 0.2)
+    if lines:
+        print("# against the targets (this run's medians" + ("; --quick: one short run each, judge by a full run)" if QUICK else ")"))
+        print("\n".join(lines))
 
 
 def sections():
@@ -364,8 +412,13 @@ def sections():
     floor = opt("--floor")
     if floor and want("floor"):
         print("# machine floor: a bare receiver on CPU 1, its sender on CPU 0 (benches/floor.rs)")
+        bursts = []
         for _ in range(REPEATS):
-            sys.stdout.write(subprocess.run(pin(1) + [floor, "--bench"], capture_output=True, text=True, timeout=300).stdout)
+            out = subprocess.run(pin(1) + [floor, "--bench"], capture_output=True, text=True, timeout=300).stdout
+            sys.stdout.write(out)
+            bursts += [float(l.split("receiver CPU")[1].split()[0]) for l in out.splitlines() if "bursts" in l and "receiver CPU" in l]
+        if bursts:
+            GOT["floor_bursts_us"] = med(bursts)
     mock_port = free_port()
     mock = subprocess.Popen(pin(0) + [BIN, "--log", "error", "mock", "--listen", f"127.0.0.1:{mock_port}", "--profile", "load-test"])
     try:
@@ -378,6 +431,7 @@ def sections():
                 for c in (1, 100, 1000):
                     runs = [closed_loop(mock_port, c, seconds, env) for _ in range(REPEATS)]
                     m = {k: med([r.get(k, float("nan")) for r in runs]) for k in runs[0]}
+                    GOT[(client, c)] = m
                     print(f"{client:<8} {c:>7}  {m.get('us_per_frame', float('nan')):8.2f}  {m.get('ms_per_request', float('nan')):10.3f}  {m.get('cores', float('nan')):5.2f}  "
                           f"{m['ttft_err_mean_us']:16.0f}  {m['ttft_err_p99_us']:15.0f}  {m['itl_p50_ms']:10.2f}  {m['itl_p99_ms']:10.2f}  {m['itl_stdev_ms']:12.2f}  {sum(r['errors'] for r in runs):6}")
                     if not runs[0]["stamped"]:
@@ -396,11 +450,13 @@ def sections():
                     break
                 best = rate
             print(f"max_open_rate_held {best}")
+            GOT["open_rate_held"] = best
 
         if want("sidecar"):
             seconds = 5 if QUICK else 20
             cpu, rss, hwm = sidecar(mock_port, seconds)
             general_cpu, _, _ = sidecar(mock_port, seconds, GENERAL_CLIENT)
+            GOT["sidecar"] = (cpu, rss / 1024, os.path.getsize(BIN))
             print(f"# sidecar: probe at 1 req/s + one engine source (5 s interval), {seconds} s windows")
             print(f"sidecar_cpu_percent {cpu:.3f} (general client: {general_cpu:.3f})\nsidecar_rss_mib {rss/1024:.1f} (peak {hwm/1024:.1f})\nbinary_bytes {os.path.getsize(BIN)}")
     finally:
@@ -412,6 +468,7 @@ def sections():
         # Short streams weigh the per-request work (accept, parse, submit), long ones the frames.
         for tokens in (64, 256):
             runs = [mock_alone(mock_load, streams, tokens) for _ in range(REPEATS)]
+            GOT[("mock", tokens)] = (med([r[1] for r in runs]), min(r[2] for r in runs), streams)
             print(f"# mock alone on CPU 0 (load-test profile), {streams} concurrent {tokens}-token streams from mock_load on CPU 1, a second round on the kept-alive connections")
             print(f"mock_frames_per_s_achieved {med([r[0] for r in runs]):.0f}\nmock_frames_per_core_s {med([r[1] for r in runs]):.0f} (first round, new connections: {med([r[3] for r in runs]):.0f})\nmock_streams_held {min(r[2] for r in runs)}")
     else:
