@@ -26,8 +26,9 @@ pub struct StampedListener(TcpListener);
 
 impl StampedListener {
     pub fn new(listener: TcpListener) -> Self {
-        // On the listener, so that a request sent before its connection is accepted is
-        // stamped too (accepted sockets inherit the option).
+        // On the listener, so that the host stamps from the start and a request sent before
+        // its connection is accepted is stamped too (connections that complete their handshake
+        // from now on inherit the option; `accept` asks again for any that did not).
         receive_stamp::enable(&listener);
         StampedListener(listener)
     }
