@@ -98,6 +98,44 @@ fn target_info_change_replaces_the_old_series() {
     );
 }
 
+/// `llmprobe_detect_state` carries `source` (which detector set the state): one label value per
+/// row at a time, so a row whose source changes leaves no stale series, and a reload does not reset
+/// an exported row.
+#[test]
+fn detect_state_has_one_source_per_row() {
+    let cfg = config();
+    let metrics = Metrics::new(&cfg);
+    let pooled_ttft = |text: &str| -> Vec<String> {
+        lines_with(text, "llmprobe_detect_state{").into_iter().filter(|l| l.contains("scenario=\"*\",signal=\"ttft\"")).map(str::to_owned).collect()
+    };
+    let rows = |text: &str| lines_with(text, "llmprobe_detect_state{").len();
+    let text = metrics.encode_openmetrics();
+    let all = rows(&text);
+    assert_eq!(all, 2 * 4 * 3, "two rows (pooled, chat) x four signals x three states");
+    assert!(lines_with(&text, "llmprobe_detect_state{").iter().all(|l| l.contains(",source=\"none\"}")), "precreated rows are watching, source none:\n{text}");
+    for (state, source) in [("regressed", "continuous"), ("recovered", "continuous"), ("watching", "none"), ("regressed", "release")] {
+        metrics.detect.set_state("local", "*", "ttft", state, source);
+        let text = metrics.encode_openmetrics();
+        let series = pooled_ttft(&text);
+        assert_eq!(series.len(), 3, "{state}/{source}: one series per state, none stale:\n{}", series.join("\n"));
+        for s in &series {
+            assert!(s.contains(&format!(",source=\"{source}\"}}")), "{s}");
+            assert_eq!(s.ends_with(" 1"), s.contains(&format!("state=\"{state}\"")), "{s}");
+        }
+        assert_eq!(rows(&text), all, "other rows untouched");
+    }
+    metrics.reconfigure(&cfg, &cfg);
+    assert!(
+        pooled_ttft(&metrics.encode_openmetrics())
+            .contains(&"llmprobe_detect_state{target=\"local\",scenario=\"*\",signal=\"ttft\",state=\"regressed\",source=\"release\"} 1".to_owned()),
+        "a reload keeps an exported row"
+    );
+    let mut fewer = cfg.clone();
+    fewer.targets.clear();
+    metrics.reconfigure(&cfg, &fewer);
+    assert_eq!(rows(&metrics.encode_openmetrics()), 0, "a removed target leaves no detector state");
+}
+
 #[test]
 fn config_reload_gauge_follows_the_last_result() {
     let metrics = Metrics::new(&config());

@@ -1,8 +1,8 @@
 //! The release-regression detector end to end, against the mock engine at a high probe rate (so
 //! a baseline fills in seconds): a simulated release (`POST /mock/control`: a new engine
 //! version, and a slowdown or none) is a discovery marker; with a 2.5x slowdown the pooled TTFT
-//! row becomes `regressed` — the series `LLMProbeReleaseRegression` selects — and without one it
-//! stays `watching`. The marker API: 404 without a token file, 401 with a wrong token, 400 for an
+//! row becomes `regressed` by the release-armed test (`source="release"`) — the series
+//! `LLMProbeReleaseRegression` selects — and without one it stays `watching` (`source="none"`). The marker API: 404 without a token file, 401 with a wrong token, 400 for an
 //! unknown target, 202 from `llmprobe release mark`; the token never appears in metrics.
 
 mod common;
@@ -34,9 +34,16 @@ async fn scrape(addr: SocketAddr) -> String {
     reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
 }
 
-/// The series the `LLMProbeReleaseRegression` alert fires on.
+/// The series the `LLMProbeReleaseRegression` alert fires on (with `source="release"`), summed over
+/// the `source` label.
 fn regressed(text: &str, signal: &str) -> f64 {
     metric(text, "llmprobe_detect_state", &["target=\"t\"", "scenario=\"*\"", &format!("signal=\"{signal}\""), "state=\"regressed\""])
+}
+
+/// The pooled row's state series of `signal`: (state, source, value) each.
+fn state_series(text: &str, signal: &str) -> Vec<String> {
+    let prefix = format!("llmprobe_detect_state{{target=\"t\",scenario=\"*\",signal=\"{signal}\",");
+    text.lines().filter(|l| l.starts_with(&prefix)).map(|l| l[prefix.len()..].to_owned()).collect()
 }
 
 async fn control(mock: SocketAddr, body: &str) {
@@ -73,6 +80,14 @@ async fn release_and_watch(slowdown: f64, wait: Duration, done: impl Fn(&str) ->
 async fn a_slower_release_is_detected_as_regressed() {
     let text = release_and_watch(2.5, Duration::from_secs(30), |t| regressed(t, "ttft") == 1.0).await;
     assert_eq!(regressed(&text, "ttft"), 1.0, "TTFT regressed after a 2.5x slower release:\n{text}");
+    // Set by the release-armed test, one source per row (no stale `source="none"` series).
+    let mut series = state_series(&text, "ttft");
+    series.sort();
+    assert_eq!(
+        series,
+        ["state=\"recovered\",source=\"release\"} 0", "state=\"regressed\",source=\"release\"} 1", "state=\"watching\",source=\"release\"} 0"],
+        "{text}"
+    );
     assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"0.33.0\"", "source=\"discovery\""]), 1.0, "{text}");
     assert!(metric(&text, "llmprobe_release_timestamp_seconds", &["target=\"t\""]) > 1.0e9);
     let ratio = metric(&text, "llmprobe_detect_latency_ratio", &["scenario=\"*\"", "signal=\"ttft\"", "percentile=\"p50\"", "bound=\"estimate\""]);
@@ -90,6 +105,7 @@ async fn a_release_without_slowdown_stays_watching() {
     for signal in ["ttft", "tpot", "e2e", "goodput"] {
         assert_eq!(regressed(&text, signal), 0.0, "{signal} must not regress without a slowdown:\n{text}");
         assert_eq!(metric(&text, "llmprobe_detect_state", &["scenario=\"*\"", &format!("signal=\"{signal}\""), "state=\"watching\""]), 1.0);
+        assert!(state_series(&text, signal).iter().all(|s| s.contains("source=\"none\"")), "watching rows carry source none:\n{text}");
     }
     assert!(metric(&text, "llmprobe_detect_samples", &["scenario=\"*\"", "signal=\"ttft\""]) > 50.0, "probes after the marker were tested:\n{text}");
 }

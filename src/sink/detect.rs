@@ -9,16 +9,14 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use super::Sink;
-use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels, DetectStateLabels};
+use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
 use crate::config::Detect;
-use crate::detect::{Detector, Estimate, Observation, Signal, SignalReport, State, persist};
+use crate::detect::{Detector, Estimate, Event, Observation, Signal, SignalReport, Source, State, persist};
 use crate::measure::Sample;
 use crate::outcome::{ErrorClass, Outcome};
 
 /// The `scenario` label of a target's pooled rows (no scenario name can contain `*`).
 pub const POOLED: &str = "*";
-
-const STATES: [State; 3] = [State::Watching, State::Regressed, State::Recovered];
 
 pub struct DetectSink {
     detector: Mutex<Detector>,
@@ -87,13 +85,11 @@ impl DetectSink {
         for e in events {
             let scenario = e.scenario.as_deref().unwrap_or(POOLED);
             let row = rows.iter().find(|r| r.target == e.target && r.scenario == e.scenario && r.signal == e.signal);
-            let effect = row.map(effect_text).unwrap_or_default();
+            let text = event_text(&e, row);
+            let (signal, source) = (e.signal.as_str(), e.source.as_str());
             match e.state {
-                State::Regressed => {
-                    tracing::warn!(target_name = %e.target, scenario, signal = e.signal.as_str(), source = e.source.as_str(), "regression detected: {effect}")
-                }
-                State::Recovered => tracing::info!(target_name = %e.target, scenario, signal = e.signal.as_str(), "regression recovered: {effect}"),
-                State::Watching => tracing::info!(target_name = %e.target, scenario, signal = e.signal.as_str(), "detector back to watching"),
+                State::Regressed => tracing::warn!(target_name = %e.target, scenario, signal, source, "{text}"),
+                State::Recovered | State::Watching => tracing::info!(target_name = %e.target, scenario, signal, source, "{text}"),
             }
         }
         let mut now_exported = HashSet::new();
@@ -130,10 +126,7 @@ impl DetectSink {
     fn export(&self, row: &SignalReport, scenario: &str) {
         let f = &self.families;
         let signal = row.signal.as_str();
-        for state in STATES {
-            let labels = DetectStateLabels { target: row.target.clone(), scenario: scenario.to_owned(), signal, state: state.as_str() };
-            f.state.get_or_create(&labels).set(i64::from(row.state == state));
-        }
+        f.set_state(&row.target, scenario, signal, row.state.as_str(), state_source(row));
         let sig = DetectSignalLabels { target: row.target.clone(), scenario: scenario.to_owned(), signal };
         f.evidence.get_or_create(&sig).set(row.log_evidence);
         f.threshold.get_or_create(&sig).set(row.threshold);
@@ -163,14 +156,79 @@ fn bounds(e: Option<Estimate>) -> [(&'static str, f64); 3] {
     [("estimate", e.value), ("low", e.low), ("high", e.high)]
 }
 
+/// The `source` label of a row's exported state: the detector that set it (`release`,
+/// `continuous`), `none` while watching.
+fn state_source(r: &SignalReport) -> &'static str {
+    match (r.state, r.source) {
+        (State::Watching, _) | (_, None) => "none",
+        (_, Some(source)) => source.as_str(),
+    }
+}
+
+/// A number for a log line: `n/a` rather than NaN or infinity.
+fn num(x: f64, digits: usize) -> String {
+    if x.is_finite() { format!("{x:.digits$}") } else { "n/a".to_owned() }
+}
+
+/// The effect against the baseline frozen at the release marker, with its 95% interval.
 fn effect_text(r: &SignalReport) -> String {
-    let fmt = |e: &Estimate| format!("{:.3} (95% {:.3}..{:.3})", e.value, e.low, e.high);
-    match (r.signal, r.median_ratio, r.bad_delta) {
-        (Signal::Goodput, _, Some(d)) => {
-            format!("bad fraction {:+.4} (95% {:+.4}..{:+.4}), evidence {:.1}/{:.1}", d.value, d.low, d.high, r.log_evidence, r.threshold)
+    let finite = |e: &Estimate| [e.value, e.low, e.high].iter().all(|x| x.is_finite());
+    let ratio = |name: &str, e: Option<Estimate>| e.filter(finite).map(|e| format!("{name} ratio {:.3} (95% {:.3}..{:.3})", e.value, e.low, e.high));
+    let parts: Vec<String> = if r.signal == Signal::Goodput {
+        r.bad_delta.filter(finite).map(|d| format!("bad fraction {:+.4} (95% {:+.4}..{:+.4})", d.value, d.low, d.high)).into_iter().collect()
+    } else {
+        [ratio("median", r.median_ratio), ratio("p95", r.p95_ratio)].into_iter().flatten().collect()
+    };
+    if parts.is_empty() { "no effect estimate yet".to_owned() } else { parts.join(", ") }
+}
+
+/// The log text of one state change; `row` is the row as exported now (`None`: not exported, its
+/// target left the config). It says "regression detected" only with the test's evidence and
+/// threshold in the text and the evidence at or above the threshold. Where the row's numbers no
+/// longer show that (the row is exported a few seconds after the change: a statistic may have
+/// restarted at the alarm or fallen back since) it says what is known instead.
+fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
+    let test = match e.source {
+        Source::Release => "the release-armed test",
+        Source::Continuous => "the continuous test (no release marker)",
+    };
+    let Some(r) = row else {
+        return match e.state {
+            State::Regressed => format!("marked regressed by {test}; the row is not exported (its target is not configured)"),
+            State::Recovered => format!("regression recovered (it was set by {test})"),
+            State::Watching => "detector back to watching".to_owned(),
+        };
+    };
+    match (e.state, e.source) {
+        (State::Regressed, Source::Release) => {
+            let marker = match r.marker_s {
+                Some(m) => format!("{:.0} s after the release marker of {}", (e.at - m).max(0.0), crate::rfc3339::format_unix(m, 0)),
+                None => "after the release marker".to_owned(),
+            };
+            let (evidence, threshold) = (r.log_evidence, r.threshold);
+            let head = if evidence >= threshold {
+                format!("regression detected by {test}, {marker}: evidence {evidence:.1} >= threshold {threshold:.1}")
+            } else {
+                format!("marked regressed by {test}, {marker}; its evidence is now {} against the threshold {} it passed", num(evidence, 1), num(threshold, 1))
+            };
+            format!("{head}; {}; {} probes since the marker", effect_text(r), r.samples)
         }
-        (_, Some(m), _) => format!("median ratio {}, evidence {:.1}/{:.1}", fmt(&m), r.log_evidence, r.threshold),
-        _ => format!("evidence {:.1}/{:.1}", r.log_evidence.max(r.cusum), r.threshold.max(r.cusum_threshold)),
+        (State::Regressed, Source::Continuous) => {
+            // The report's `cusum`/`cusum_threshold`: the continuous test's evidence and threshold.
+            let (evidence, threshold) = (r.cusum, r.cusum_threshold);
+            if threshold > 0.0 && evidence >= threshold {
+                format!("regression detected by {test}: evidence {evidence:.1} >= threshold {threshold:.1}, slower or worse than its own recent baseline")
+            } else {
+                format!(
+                    "marked regressed by {test}: slower or worse than its own recent baseline (its evidence is now {} against the threshold {} it passed)",
+                    num(evidence, 1),
+                    num(threshold, 1)
+                )
+            }
+        }
+        (State::Recovered, Source::Release) => format!("regression recovered (it was set by {test}): {}", effect_text(r)),
+        (State::Recovered, Source::Continuous) => format!("regression recovered (it was set by {test}): back within the tolerance of its recent baseline"),
+        (State::Watching, _) => "detector back to watching".to_owned(),
     }
 }
 
@@ -193,5 +251,90 @@ impl Sink for DetectSink {
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
         let obs = observation(outcome, sample);
         self.lock().observe(&outcome.target, &outcome.scenario, obs, unix_now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(signal: Signal, state: State, source: Option<Source>) -> SignalReport {
+        SignalReport {
+            target: "vllm".to_owned(),
+            scenario: None,
+            signal,
+            state,
+            source,
+            armed: true,
+            marker_s: Some(1_767_225_600.0),
+            changed_s: Some(1_767_225_912.0),
+            samples: 118,
+            baseline_samples: 400,
+            median_ratio: Some(Estimate { value: 1.31, low: 1.18, high: 1.45 }),
+            p95_ratio: Some(Estimate { value: 1.52, low: 1.3, high: 1.8 }),
+            bad_delta: None,
+            log_evidence: 7.25,
+            p_value: 0.0007,
+            threshold: 5.99,
+            cusum: 0.0,
+            cusum_threshold: 16.2,
+        }
+    }
+
+    fn event(state: State, source: Source) -> Event {
+        Event { target: "vllm".to_owned(), scenario: None, signal: Signal::Ttft, state, source, at: 1_767_225_912.0 }
+    }
+
+    #[test]
+    fn the_state_source_label_names_the_detector_and_is_none_while_watching() {
+        assert_eq!(state_source(&row(Signal::Ttft, State::Regressed, Some(Source::Release))), "release");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Regressed, Some(Source::Continuous))), "continuous");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Recovered, Some(Source::Continuous))), "continuous");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Watching, None)), "none");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Watching, Some(Source::Release))), "none");
+    }
+
+    #[test]
+    fn a_release_regression_is_logged_with_evidence_threshold_marker_and_effect() {
+        let r = row(Signal::Ttft, State::Regressed, Some(Source::Release));
+        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        assert!(text.starts_with("regression detected by the release-armed test, 312 s after the release marker of 2026-01-01T00:00:00Z"), "{text}");
+        assert!(text.contains("evidence 7.2 >= threshold 6.0"), "{text}");
+        assert!(text.contains("median ratio 1.310 (95% 1.180..1.450)") && text.contains("118 probes since the marker"), "{text}");
+    }
+
+    #[test]
+    fn regression_detected_needs_the_evidence_at_the_threshold() {
+        // The release test's evidence fell back below its threshold before the export.
+        let mut r = row(Signal::Ttft, State::Regressed, Some(Source::Release));
+        r.log_evidence = 5.2;
+        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        assert!(!text.contains("regression detected") && text.contains("5.2") && text.contains("6.0"), "{text}");
+        // The continuous test's statistic restarted at its alarm: 0 against 16.2 is not "detected".
+        let r = row(Signal::Ttft, State::Regressed, Some(Source::Continuous));
+        let text = event_text(&event(State::Regressed, Source::Continuous), Some(&r));
+        assert!(!text.contains("regression detected") && text.contains("continuous test (no release marker)"), "{text}");
+        assert!(!text.contains("ratio"), "a continuous row has no release effect to show: {text}");
+        let mut r = row(Signal::Ttft, State::Regressed, Some(Source::Continuous));
+        r.cusum = 17.0;
+        let text = event_text(&event(State::Regressed, Source::Continuous), Some(&r));
+        assert!(text.starts_with("regression detected by the continuous test (no release marker): evidence 17.0 >= threshold 16.2"), "{text}");
+        // No row, no numbers: never "detected".
+        let text = event_text(&event(State::Regressed, Source::Release), None);
+        assert!(!text.contains("regression detected"), "{text}");
+    }
+
+    #[test]
+    fn log_text_never_prints_nan() {
+        let mut r = row(Signal::Goodput, State::Regressed, Some(Source::Release));
+        r.bad_delta = Some(Estimate { value: f64::NAN, low: f64::NAN, high: f64::NAN });
+        r.log_evidence = f64::NAN;
+        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        assert!(!text.contains("NaN") && text.contains("no effect estimate yet"), "{text}");
+        r.bad_delta = Some(Estimate { value: 0.045, low: 0.021, high: 0.069 });
+        r.log_evidence = 5.1;
+        r.threshold = 4.89;
+        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        assert!(text.contains("evidence 5.1 >= threshold 4.9") && text.contains("bad fraction +0.0450 (95% +0.0210..+0.0690)"), "{text}");
     }
 }

@@ -72,7 +72,7 @@ pub const STREAM_ENCODING_TOTAL: FamilySpec = FamilySpec {
 
 pub const DETECT_STATE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_state",
-    help: "Release-regression detector state per target, scenario (* = all pooled) and signal: 1 for the current state",
+    help: "Release-regression detector state per target, scenario (* = all pooled) and signal: 1 for the current state; source: the test that set it (release, continuous; none while watching)",
 };
 pub const DETECT_LATENCY_RATIO: FamilySpec = FamilySpec {
     name: "llmprobe_detect_latency_ratio",

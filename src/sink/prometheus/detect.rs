@@ -15,13 +15,34 @@ use std::sync::Mutex;
 
 // ---- Detector families ---------------------------------------------------------------------------
 
+/// `llmprobe_detect_state`: a state set (1 for the current `state`, 0 for the others) whose
+/// series all carry `source`, which detector set that state: `release` (the release-armed
+/// sequential test), `continuous` (the marker-free continuous test) or `none` (watching).
+///
+/// `source` is a label of the state itself rather than a second state-set gauge: it is not an
+/// independent enum (`none` exactly while watching), it changes only together with the state, and
+/// every reader of the state (alerts, dashboards, ad-hoc queries) sees which detector set it
+/// without a join; a query that leaves it out selects the same rows as before. The cost is the
+/// usual one of a label that can change (like `version` on `llmprobe_release_info`): when it does,
+/// the row's label sets are replaced, never left behind (`DetectFamilies::set_state`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DetectStateLabels {
     pub target: String,
     pub scenario: String,
     pub signal: &'static str,
     pub state: &'static str,
+    pub source: &'static str,
 }
+
+/// The states of `llmprobe_detect_state`, in export order.
+const DETECT_STATES: [&str; 3] = ["watching", "regressed", "recovered"];
+/// The values of its `source` label.
+const DETECT_SOURCES: [&str; 3] = ["none", "release", "continuous"];
+/// The signals of every detector row.
+const DETECT_SIGNALS: [&str; 4] = ["ttft", "tpot", "e2e", "goodput"];
+
+/// One detector row of the exposition: target, scenario (`*` pooled), signal.
+type RowKey = (String, String, &'static str);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DetectSignalLabels {
@@ -58,7 +79,10 @@ pub struct ReleaseLabels {
 /// The detector's exported state; the detector sink (`sink/detect.rs`) writes it.
 #[derive(Debug, Clone)]
 pub struct DetectFamilies {
-    pub state: Family<DetectStateLabels, Gauge>,
+    /// Written only through `set_state`, which keeps one `source` per row.
+    pub(super) state: Family<DetectStateLabels, Gauge>,
+    /// The `source` each exported row's state series carry now.
+    state_source: std::sync::Arc<Mutex<HashMap<RowKey, &'static str>>>,
     pub latency_ratio: Family<DetectRatioLabels, FloatGauge>,
     pub bad_delta: Family<DetectDeltaLabels, FloatGauge>,
     pub evidence: Family<DetectSignalLabels, FloatGauge>,
@@ -73,6 +97,7 @@ impl DetectFamilies {
     pub(super) fn new() -> Self {
         DetectFamilies {
             state: Family::default(),
+            state_source: Default::default(),
             latency_ratio: Family::default(),
             bad_delta: Family::default(),
             evidence: Family::default(),
@@ -108,21 +133,55 @@ impl DetectFamilies {
         self.release_timestamp.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
     }
 
-    /// Every detector row a config can have, at its starting value (watching, no evidence, no
-    /// estimate yet), so rules and dashboards see the series before the first probe. Rows
-    /// are the target's pooled one (`scenario="*"`) and one per scenario, for each signal.
+    /// One row's state: 1 for `state`, 0 for the other states, every series labelled `source`.
+    /// A row carries one `source` at a time: when it changes, the new label sets are created and
+    /// then the old ones removed, so a scrape never misses the row and no stale series stays.
+    pub fn set_state(&self, target: &str, scenario: &str, signal: &'static str, state: &'static str, source: &'static str) {
+        let mut current = self.state_source.lock().unwrap_or_else(|e| e.into_inner());
+        self.write_state(&mut current, target, scenario, signal, state, source);
+    }
+
+    fn write_state(
+        &self,
+        current: &mut HashMap<RowKey, &'static str>,
+        target: &str,
+        scenario: &str,
+        signal: &'static str,
+        state: &'static str,
+        source: &'static str,
+    ) {
+        let old = current.insert((target.to_owned(), scenario.to_owned(), signal), source);
+        let labels =
+            |state: &'static str, source: &'static str| DetectStateLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, state, source };
+        for s in DETECT_STATES {
+            self.state.get_or_create(&labels(s, source)).set(i64::from(s == state));
+        }
+        if let Some(old) = old.filter(|old| *old != source) {
+            for s in DETECT_STATES {
+                self.state.remove(&labels(s, old));
+            }
+        }
+    }
+
+    /// Every detector row a config can have, so rules and dashboards see the series before the
+    /// first probe. Rows are the target's pooled one (`scenario="*"`) and one per scenario, for
+    /// each signal. A new row starts watching (`source="none"`), with no evidence and no estimate
+    /// yet; a row already exported keeps its values (a reload does not reset it until the next
+    /// export).
     pub(super) fn precreate(&self, config: &Config) {
         if !config.detect.enabled {
             return;
         }
+        // Held throughout, so an export of a row racing a reload cannot be overwritten by its start.
+        let mut current = self.state_source.lock().unwrap_or_else(|e| e.into_inner());
         for target in &config.targets {
             let rows = std::iter::once("*").chain(config.scenarios.iter().map(|s| s.name.as_str()));
             for scenario in rows {
-                for signal in ["ttft", "tpot", "e2e", "goodput"] {
-                    for state in ["watching", "regressed", "recovered"] {
-                        let labels = DetectStateLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal, state };
-                        self.state.get_or_create(&labels).set(i64::from(state == "watching"));
+                for signal in DETECT_SIGNALS {
+                    if current.contains_key(&(target.name.clone(), scenario.to_owned(), signal)) {
+                        continue;
                     }
+                    self.write_state(&mut current, &target.name, scenario, signal, "watching", "none");
                     let sig = DetectSignalLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal };
                     touch(&self.evidence, &sig);
                     touch(&self.samples, &sig);
@@ -147,9 +206,13 @@ impl DetectFamilies {
 
     /// Removes one detector row (target × scenario, `*` for the pooled one), every signal.
     pub fn forget_row(&self, target: &str, scenario: &str) {
-        for signal in ["ttft", "tpot", "e2e", "goodput"] {
-            for state in ["watching", "regressed", "recovered"] {
-                self.state.remove(&DetectStateLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, state });
+        let mut current = self.state_source.lock().unwrap_or_else(|e| e.into_inner());
+        for signal in DETECT_SIGNALS {
+            current.remove(&(target.to_owned(), scenario.to_owned(), signal));
+            for state in DETECT_STATES {
+                for source in DETECT_SOURCES {
+                    self.state.remove(&DetectStateLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal, state, source });
+                }
             }
             let sig = DetectSignalLabels { target: target.to_owned(), scenario: scenario.to_owned(), signal };
             self.evidence.remove(&sig);
