@@ -9,6 +9,11 @@
 //!   and no regression; every pooled transition to `regressed` during the day is a false alarm,
 //!   counted by source. False alarms per 30 days = 30 × alarms per simulated day, so the
 //!   release-armed tests and the continuous detector are measured together, on the same probes.
+//!
+//! Both kinds see the same day model (`Conditions`): the daily cycle, a load offset shared by all
+//! scenarios (Ornstein–Uhlenbeck in log latency), a rollout warm-up after the release, and one
+//! outage and one error burst per simulated day at random times. Latency per probe is lognormal
+//! (optionally bimodal: prefix-cache hits and misses) with outliers, or a recorded probe.
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -17,13 +22,114 @@ use rand_distr::{Distribution, Exp, StandardNormal};
 use super::detector::{Detector, Observation, Signal, Source, State};
 use crate::config::DetectSettings;
 
-/// One recorded probe used as the baseline distribution.
+const DAY_S: f64 = 86_400.0;
+
+/// One recorded probe.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReplayProbe {
     pub ttft: Option<f64>,
     pub tpot: Option<f64>,
     pub e2e: Option<f64>,
     pub good: bool,
+    /// When it was sent (Unix s: the intended time, else the sent time), if recorded.
+    pub at_s: Option<f64>,
+}
+
+/// A recorded probe in the send-order timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimedProbe {
+    pub scenario: usize,
+    pub probe: ReplayProbe,
+    /// Seconds since the previous probe of the recording (the first: the mean gap, for looping).
+    pub gap_s: f64,
+}
+
+/// Recorded probes, per scenario (random-order replay) and in send order (time-order replay).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replay {
+    pub pools: Vec<Vec<ReplayProbe>>,
+    /// Empty unless every probe has a time and the times advance.
+    pub timeline: Vec<TimedProbe>,
+}
+
+impl Replay {
+    /// From (scenario index, probe) in file order. The timeline is sorted by send time (stable):
+    /// records are written when a request ends, so file order is not quite send order.
+    pub fn new(records: Vec<(usize, ReplayProbe)>) -> Replay {
+        let scenarios = records.iter().map(|r| r.0 + 1).max().unwrap_or(0);
+        let mut pools = vec![Vec::new(); scenarios];
+        for (s, r) in &records {
+            pools[*s].push(*r);
+        }
+        let mut timeline = Vec::new();
+        if records.iter().all(|r| r.1.at_s.is_some_and(f64::is_finite)) && records.len() >= 2 {
+            let mut sorted = records;
+            sorted.sort_by(|a, b| a.1.at_s.unwrap_or(0.0).total_cmp(&b.1.at_s.unwrap_or(0.0)));
+            let at = |i: usize| sorted[i].1.at_s.unwrap_or(0.0);
+            let span = at(sorted.len() - 1) - at(0);
+            if span > 0.0 {
+                let mean_gap = span / (sorted.len() - 1) as f64;
+                timeline = (0..sorted.len())
+                    .map(|i| TimedProbe { scenario: sorted[i].0, probe: sorted[i].1, gap_s: if i == 0 { mean_gap } else { at(i) - at(i - 1) } })
+                    .collect();
+            }
+        }
+        Replay { pools, timeline }
+    }
+
+    /// Recorded probes per second (time order), from the recording's span.
+    pub fn rate(&self) -> Option<f64> {
+        let span: f64 = self.timeline.iter().skip(1).map(|t| t.gap_s).sum();
+        (span > 0.0).then(|| (self.timeline.len() - 1) as f64 / span)
+    }
+}
+
+/// How recorded probes are replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayOrder {
+    /// Each probe drawn at random from its scenario's records, at Poisson times of `rate`.
+    Random,
+    /// The records in send order at their recorded gaps (looping), keeping the recording's
+    /// autocorrelation; `rate` is then the recording's.
+    Time,
+}
+
+/// Which probes the latency regression slows down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegressionTarget {
+    All,
+    /// Prefix-cache misses only (the slow mode of a bimodal TTFT).
+    Miss,
+}
+
+/// A load offset shared by all scenarios of the target: L(t), an Ornstein–Uhlenbeck process in
+/// log latency. TTFT × e^L, TPOT × e^(tpot_share·L).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// Stationary standard deviation of L (0: no shared load).
+    pub sd: f64,
+    /// Time constant (s): the autocorrelation at lag τ is 1/e.
+    pub tau_s: f64,
+    pub tpot_share: f64,
+}
+
+/// The warm-up of a rollout after each release: latency × a factor drawn from
+/// [factor_min, factor_max] for a duration drawn from [duration_min_s, duration_max_s], and a
+/// share of failures for the first `error_s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rollout {
+    pub factor_min: f64,
+    pub factor_max: f64,
+    pub duration_min_s: f64,
+    pub duration_max_s: f64,
+    pub error_share: f64,
+    pub error_s: f64,
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Rollout { factor_min: 1.3, factor_max: 2.0, duration_min_s: 120.0, duration_max_s: 300.0, error_share: 0.03, error_s: 120.0 }
+    }
 }
 
 /// What to simulate.
@@ -40,14 +146,32 @@ pub struct PlanParams {
     pub output_tokens: f64,
     /// Factor on TTFT after the release (1 = none).
     pub regression: f64,
+    pub regression_target: RegressionTarget,
+    /// Only the first this many scenarios regress (`None`: all).
+    pub regression_scenarios: Option<usize>,
     pub good_before: f64,
     pub good_after: f64,
     /// Relative amplitude of the daily latency cycle (0.2 = ±20%).
     pub drift: f64,
     pub drift_period_s: f64,
+    pub load: Load,
+    /// Share of prefix-cache hits (0: unimodal TTFT); a miss's TTFT median is × `miss_factor`.
+    pub cache_hit_share: f64,
+    pub miss_factor: f64,
     pub outlier_share: f64,
     pub outlier_factor: f64,
+    /// An outlier's factor is Pareto(α) (minimum 1) instead of `outlier_factor`.
+    pub tail_pareto_alpha: Option<f64>,
+    /// One total outage a simulated day, this long (s; 0: none).
+    pub outage_s: f64,
+    /// One error burst a simulated day, this long (s; 0: none), failing this share of probes.
+    pub burst_s: f64,
+    pub burst_error_share: f64,
+    pub rollout: Option<Rollout>,
+    /// Detection trials.
     pub trials: usize,
+    /// Null trials (simulated days).
+    pub days: usize,
     pub seed: u64,
     /// How long a detection trial runs after the release (s).
     pub horizon_s: f64,
@@ -57,15 +181,16 @@ pub struct PlanParams {
     pub threads: usize,
     /// Mark the release (false: a silent regression, only the continuous detector can see it).
     pub marker: bool,
-    /// Recorded probes per scenario; when set they replace the synthetic distributions.
-    pub replay: Option<Vec<Vec<ReplayProbe>>>,
+    /// Recorded probes; when set they replace the synthetic distributions.
+    pub replay: Option<Replay>,
+    pub replay_order: ReplayOrder,
     pub settings: DetectSettings,
 }
 
 impl PlanParams {
     /// The acceptance scenario's parameters with the given detector settings.
     pub fn new(settings: DetectSettings) -> Self {
-        let warmup_s = settings.goodput_baseline_s.max(settings.latency_baseline_s).max(settings.continuous_warmup_s);
+        let warmup_s = settings.goodput_baseline_s.max(settings.latency_baseline_s);
         PlanParams {
             rate: 0.5,
             scenarios: 3,
@@ -75,48 +200,85 @@ impl PlanParams {
             tpot_sigma: 0.2,
             output_tokens: 64.0,
             regression: 1.25,
+            regression_target: RegressionTarget::All,
+            regression_scenarios: None,
             good_before: 0.995,
             good_after: 0.995,
             drift: 0.2,
-            drift_period_s: 86_400.0,
+            drift_period_s: DAY_S,
+            load: Load { sd: 0.0, tau_s: 300.0, tpot_share: 0.5 },
+            cache_hit_share: 0.0,
+            miss_factor: 3.0,
             outlier_share: 0.01,
             outlier_factor: 10.0,
+            tail_pareto_alpha: None,
+            outage_s: 0.0,
+            burst_s: 0.0,
+            burst_error_share: 0.25,
+            rollout: None,
             trials: 1000,
+            days: 1000,
             seed: 1,
             horizon_s: 3600.0,
             warmup_s,
             threads: 0,
             marker: true,
             replay: None,
+            replay_order: ReplayOrder::Random,
             settings,
         }
     }
+
+    fn timed_replay(&self) -> Option<&[TimedProbe]> {
+        self.replay.as_ref().filter(|r| self.replay_order == ReplayOrder::Time && !r.timeline.is_empty()).map(|r| r.timeline.as_slice())
+    }
+}
+
+/// A detection: seconds after the release and the detector that raised it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Detection {
+    pub after_s: f64,
+    pub source: Source,
 }
 
 /// What the planner measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanResult {
     pub trials: usize,
-    /// Time from release to detection per detection trial (`None`: not within the horizon).
-    pub detect_s: Vec<Option<f64>>,
+    /// The first pooled `regressed` after the release per detection trial (`None`: not within
+    /// the horizon).
+    pub detections: Vec<Option<Detection>>,
     /// Simulated days of the null trials and the false alarms in them, by source.
     pub days: f64,
     pub armed_alarms: u64,
     pub continuous_alarms: u64,
-    /// Null trials whose release window raised at least one alarm.
+    /// Null trials whose release window raised at least one release-armed alarm (with a rollout
+    /// warm-up: mostly the warm-up's).
     pub windows_alarmed: u64,
     /// False alarms by signal (ttft, tpot, e2e, goodput): (release-armed, continuous).
     pub by_signal: [(u64, u64); 4],
 }
 
 impl PlanResult {
+    /// A result of detection trials only.
+    pub fn from_detections(detections: Vec<Option<Detection>>) -> Self {
+        PlanResult { trials: detections.len(), detections, days: 0.0, armed_alarms: 0, continuous_alarms: 0, windows_alarmed: 0, by_signal: Default::default() }
+    }
+
+    /// Share of detection trials detected within `s` seconds (by either detector).
     pub fn detected_within(&self, s: f64) -> f64 {
-        self.detect_s.iter().filter(|d| d.is_some_and(|d| d <= s)).count() as f64 / self.detect_s.len().max(1) as f64
+        self.detected_within_by(s, None)
+    }
+
+    /// The same, counting only detections whose first pooled alarm came from `source`.
+    pub fn detected_within_by(&self, s: f64, source: Option<Source>) -> f64 {
+        let hit = |d: &Option<Detection>| d.is_some_and(|d| d.after_s <= s && source.is_none_or(|x| x == d.source));
+        self.detections.iter().filter(|d| hit(d)).count() as f64 / self.detections.len().max(1) as f64
     }
 
     /// Median time to detect (s); `None` when fewer than half the trials detected.
     pub fn median_detect_s(&self) -> Option<f64> {
-        let mut v: Vec<f64> = self.detect_s.iter().map(|d| d.unwrap_or(f64::INFINITY)).collect();
+        let mut v: Vec<f64> = self.detections.iter().map(|d| d.map_or(f64::INFINITY, |d| d.after_s)).collect();
         v.sort_by(|a, b| a.total_cmp(b));
         v.get(v.len().saturating_sub(1) / 2).copied().filter(|m| m.is_finite())
     }
@@ -124,50 +286,173 @@ impl PlanResult {
     pub fn per_30_days(&self, alarms: u64) -> f64 {
         alarms as f64 / self.days.max(1e-9) * 30.0
     }
+
+    /// One-sided 95% upper bound of the rate per 30 days.
+    pub fn upper95_per_30_days(&self, alarms: u64) -> f64 {
+        poisson_upper95(alarms) / self.days.max(1e-9) * 30.0
+    }
 }
 
+/// The events of one trial besides the steady state, drawn up front.
+#[derive(Debug, Clone, Default)]
+struct Conditions {
+    release: f64,
+    /// Apply the regression from the release on (detection trials).
+    regress: bool,
+    /// [start, end) of each outage and error burst.
+    outages: Vec<(f64, f64)>,
+    bursts: Vec<(f64, f64)>,
+    /// Rollout warm-up: (latency factor, slow until, errors until).
+    rollout: Option<(f64, f64, f64)>,
+}
+
+impl Conditions {
+    /// One outage and one burst per simulated day, the days counted from the end of the warm-up
+    /// (so a null day holds exactly one of each and the warm-up its share); with its own seed, so
+    /// turning a condition on leaves the probe stream of the others as it was.
+    fn draw(p: &PlanParams, seed: u64, release: f64, end: f64, regress: bool) -> Conditions {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0xD1B5_4A32_D192_ED03);
+        let daily = |len: f64, rng: &mut SmallRng| {
+            let mut v = Vec::new();
+            if len <= 0.0 {
+                return v;
+            }
+            let mut day = p.warmup_s - (p.warmup_s / DAY_S).ceil() * DAY_S;
+            while day < end {
+                let at = day + rng.random_range(0.0..DAY_S);
+                if at + len > 0.0 && at < end {
+                    v.push((at, at + len));
+                }
+                day += DAY_S;
+            }
+            v
+        };
+        let outages = daily(p.outage_s, &mut rng);
+        let bursts = if p.burst_error_share > 0.0 { daily(p.burst_s, &mut rng) } else { Vec::new() };
+        let rollout = p.rollout.map(|r| {
+            let factor = if r.factor_max > r.factor_min { rng.random_range(r.factor_min..r.factor_max) } else { r.factor_min };
+            let slow = if r.duration_max_s > r.duration_min_s { rng.random_range(r.duration_min_s..r.duration_max_s) } else { r.duration_min_s };
+            (factor, release + slow, release + r.error_s)
+        });
+        Conditions { release, regress, outages, bursts, rollout }
+    }
+}
+
+fn within(windows: &[(f64, f64)], t: f64) -> bool {
+    windows.iter().any(|(a, b)| t >= *a && t < *b)
+}
+
+/// The probe generator of one trial. Per probe O(1): the load offset is advanced exactly over the
+/// gap since the previous probe.
 struct Gen<'a> {
     p: &'a PlanParams,
     rng: SmallRng,
     phase: f64,
     exp: Exp<f64>,
+    cond: Conditions,
+    /// Virtual time of the last probe (s).
+    t: f64,
+    /// The load offset L(t).
+    load: f64,
+    /// Next record of a time-order replay.
+    cursor: usize,
 }
 
-impl Gen<'_> {
+/// One generated probe.
+struct Probe {
+    t: f64,
+    scenario: usize,
+    obs: Observation,
+}
+
+impl<'a> Gen<'a> {
+    fn new(p: &'a PlanParams, mut rng: SmallRng, phase: f64, cond: Conditions) -> Self {
+        // L starts from its stationary distribution.
+        let load = if p.load.sd > 0.0 { p.load.sd * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng) } else { 0.0 };
+        // A time-order replay starts at a random record, so trials differ.
+        let cursor = p.timed_replay().map_or(0, |tl| rng.random_range(0..tl.len()));
+        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, cursor }
+    }
+
     fn normal(&mut self) -> f64 {
         StandardNormal.sample(&mut self.rng)
     }
 
-    fn probe(&mut self, scenario: usize, t: f64, after: bool) -> Observation {
+    /// OU exact step: L' = L·e^(−dt/τ) + sd·√(1 − e^(−2dt/τ))·N(0, 1).
+    fn advance_load(&mut self, dt: f64) {
+        let l = self.p.load;
+        if l.sd > 0.0 {
+            let a = (-dt / l.tau_s).exp();
+            self.load = self.load * a + l.sd * (1.0 - a * a).max(0.0).sqrt() * self.normal();
+        }
+    }
+
+    fn next(&mut self) -> Probe {
         let p = self.p;
+        let (dt, scenario, record) = match p.timed_replay() {
+            Some(tl) => {
+                let r = tl[self.cursor];
+                self.cursor = (self.cursor + 1) % tl.len();
+                (r.gap_s, r.scenario, Some(r.probe))
+            }
+            None => {
+                let dt = self.exp.sample(&mut self.rng);
+                let s = self.rng.random_range(0..p.scenarios.max(1));
+                let record = p.replay.as_ref().map(|r| {
+                    let pool = &r.pools[s % r.pools.len()];
+                    pool[self.rng.random_range(0..pool.len())]
+                });
+                (dt, s, record)
+            }
+        };
+        self.t += dt;
+        self.advance_load(dt);
+        Probe { t: self.t, scenario, obs: self.probe(scenario, record) }
+    }
+
+    fn probe(&mut self, scenario: usize, record: Option<ReplayProbe>) -> Observation {
+        let p = self.p;
+        let t = self.t;
+        let c = &self.cond;
+        let after = c.regress && t >= c.release && p.regression_scenarios.is_none_or(|n| scenario < n);
+        let rollout = c.rollout.filter(|_| t >= c.release);
+        let failed = within(&c.outages, t)
+            || (within(&c.bursts, t) && self.rng.random_bool(p.burst_error_share.clamp(0.0, 1.0)))
+            || rollout.is_some_and(|r| t < r.2 && self.rng.random_bool(p.rollout.map_or(0.0, |r| r.error_share).clamp(0.0, 1.0)));
+        if failed {
+            return Observation { ttft: None, tpot: None, e2e: None, good: Some(false) };
+        }
         let drift = 1.0 + p.drift * (std::f64::consts::TAU * t / p.drift_period_s + self.phase).sin();
         let outlier = p.outlier_share > 0.0 && self.rng.random_bool(p.outlier_share.min(1.0));
-        let f = drift * if outlier { p.outlier_factor } else { 1.0 };
-        let reg = if after { p.regression } else { 1.0 };
+        let tail = match (outlier, p.tail_pareto_alpha) {
+            (false, _) => 1.0,
+            (true, None) => p.outlier_factor,
+            (true, Some(alpha)) => (1.0 - self.rng.random::<f64>()).powf(-1.0 / alpha),
+        };
+        let warm = rollout.filter(|r| t < r.1).map_or(1.0, |r| r.0);
+        let common = drift * tail * warm;
+        let (ttft_f, tpot_f) = (common * self.load.exp(), common * (p.load.tpot_share * self.load).exp());
         let (bad_before, bad_after) = (1.0 - p.good_before, 1.0 - p.good_after);
-        if let Some(replay) = &p.replay {
-            let pool = &replay[scenario % replay.len()];
-            let r = pool[self.rng.random_range(0..pool.len())];
+        if let Some(r) = record {
             let mut good = r.good;
             if after && good && bad_after > bad_before {
                 good = !self.rng.random_bool(((bad_after - bad_before) / (1.0 - bad_before)).min(1.0));
             }
-            let ttft = r.ttft.map(|v| v * f * reg);
-            let tpot = r.tpot.map(|v| v * f);
-            let e2e = r.e2e.map(|v| v * f + r.ttft.map_or(0.0, |x| x * f * (reg - 1.0)));
-            return Observation { ttft, tpot, e2e, good: Some(good) };
+            let ttft = r.ttft.map(|v| v * ttft_f * if after { p.regression } else { 1.0 });
+            // The part of e2e after the first token moves with TPOT.
+            let e2e = r.e2e.map(|v| ttft.unwrap_or(0.0) + (v - r.ttft.unwrap_or(0.0)).max(0.0) * tpot_f);
+            return Observation { ttft, tpot: r.tpot.map(|v| v * tpot_f), e2e, good: Some(good) };
         }
         let bad = if after { bad_after } else { bad_before };
         if self.rng.random_bool(bad.clamp(0.0, 1.0)) {
             return Observation { ttft: None, tpot: None, e2e: None, good: Some(false) };
         }
-        let ttft = p.ttft_median_s * (p.ttft_sigma * self.normal()).exp() * f * reg;
-        let tpot = p.tpot_median_s * (p.tpot_sigma * self.normal()).exp() * f;
+        let miss = p.cache_hit_share > 0.0 && !self.rng.random_bool(p.cache_hit_share.min(1.0));
+        let mode = if miss { p.miss_factor } else { 1.0 };
+        let reg = if after && (p.regression_target == RegressionTarget::All || miss) { p.regression } else { 1.0 };
+        let ttft = p.ttft_median_s * mode * (p.ttft_sigma * self.normal()).exp() * ttft_f * reg;
+        let tpot = p.tpot_median_s * (p.tpot_sigma * self.normal()).exp() * tpot_f;
         Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true) }
-    }
-
-    fn next_gap(&mut self) -> f64 {
-        self.exp.sample(&mut self.rng)
     }
 }
 
@@ -177,18 +462,25 @@ fn scenario_names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("s{i}")).collect()
 }
 
-/// Runs one detection trial: seconds from release to the first pooled `regressed`, if any.
-fn detection_trial(p: &PlanParams, seed: u64) -> Option<f64> {
+fn pooled_regressed(e: &super::detector::Event) -> bool {
+    e.scenario.is_none() && e.state == State::Regressed
+}
+
+/// Runs one detection trial: the first pooled `regressed` after the release, if any. Alarms
+/// before the release (warm-up) are dropped: the question is what the release set off, or what
+/// the continuous detector finds after it.
+fn detection_trial(p: &PlanParams, seed: u64) -> Option<Detection> {
     let names = scenario_names(p.scenarios.max(1));
     let mut rng = SmallRng::seed_from_u64(seed);
     let phase = rng.random_range(0.0..std::f64::consts::TAU);
-    let mut g = Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0") };
-    let mut det = Detector::new(p.settings.clone());
     let release = p.warmup_s;
+    let end = release + p.horizon_s;
+    let mut g = Gen::new(p, rng, phase, Conditions::draw(p, seed, release, end, true));
+    let mut det = Detector::new(p.settings.clone());
     let mut released = false;
-    let mut t = 0.0;
     loop {
-        t += g.next_gap();
+        let probe = g.next();
+        let t = probe.t;
         if !released && t >= release {
             if p.marker {
                 det.mark_release(TARGET, release);
@@ -196,45 +488,47 @@ fn detection_trial(p: &PlanParams, seed: u64) -> Option<f64> {
             det.drain_events();
             released = true;
         }
-        if t > release + p.horizon_s {
+        if t > end {
             return None;
         }
-        let s = g.rng.random_range(0..names.len());
-        let obs = g.probe(s, t, released);
-        det.observe(TARGET, &names[s], obs, t);
-        if det.has_events() {
-            let ev = det.drain_events();
-            if released && ev.iter().any(|e| e.scenario.is_none() && e.state == State::Regressed) {
-                return Some(t - release);
+        det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
+        // Before the release, events pile up and are dropped at the release.
+        if released && det.has_events() {
+            if let Some(e) = det.drain_events().into_iter().find(pooled_regressed) {
+                return Some(Detection { after_s: t - release, source: e.source });
             }
         }
     }
 }
 
-/// Runs one null day: false alarms by signal, (release-armed, continuous).
-fn null_trial(p: &PlanParams, seed: u64) -> [(u64, u64); 4] {
+/// One null day: false alarms by signal, (release-armed, continuous).
+struct NullDay {
+    alarms: [(u64, u64); 4],
+}
+
+fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
     let names = scenario_names(p.scenarios.max(1));
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x9E37_79B9_7F4A_7C15);
     let phase = rng.random_range(0.0..std::f64::consts::TAU);
-    let release = p.warmup_s + rng.random_range(0.0..86_400.0);
-    let mut g = Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0") };
+    let release = p.warmup_s + rng.random_range(0.0..DAY_S);
+    let end = p.warmup_s + DAY_S;
+    let mut g = Gen::new(p, rng, phase, Conditions::draw(p, seed ^ 0x9E37_79B9_7F4A_7C15, release, end, false));
     let mut det = Detector::new(p.settings.clone());
-    let end = p.warmup_s + 86_400.0;
     let mut alarms = [(0u64, 0u64); 4];
     let mut released = false;
-    let mut t = 0.0;
-    while t < end {
-        t += g.next_gap();
+    while g.t < end {
+        let probe = g.next();
+        let t = probe.t;
         if !released && t >= release {
-            det.mark_release(TARGET, release);
+            if p.marker {
+                det.mark_release(TARGET, release);
+            }
             released = true;
         }
-        let s = g.rng.random_range(0..names.len());
-        let obs = g.probe(s, t, false);
-        det.observe(TARGET, &names[s], obs, t);
+        det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
         if det.has_events() {
             for e in det.drain_events() {
-                if e.scenario.is_none() && e.state == State::Regressed && e.at >= p.warmup_s {
+                if pooled_regressed(&e) && e.at >= p.warmup_s {
                     let a = &mut alarms[Signal::ALL.iter().position(|s| *s == e.signal).unwrap_or(0)];
                     match e.source {
                         Source::Release => a.0 += 1,
@@ -244,7 +538,7 @@ fn null_trial(p: &PlanParams, seed: u64) -> [(u64, u64); 4] {
             }
         }
     }
-    alarms
+    NullDay { alarms }
 }
 
 fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -272,24 +566,81 @@ fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) ->
     out.into_iter().map(|x| x.expect("every trial ran")).collect()
 }
 
-/// Runs the detection trials and the null days.
+fn trial_seed(p: &PlanParams, i: usize) -> u64 {
+    p.seed.wrapping_mul(1_000_003).wrapping_add(i as u64)
+}
+
+/// Runs `p.trials` detection trials and `p.days` null days.
 pub fn run(p: &PlanParams) -> PlanResult {
-    let detect_s = parallel(p.trials, p.threads, |i| detection_trial(p, p.seed.wrapping_mul(1_000_003).wrapping_add(i as u64)));
-    let null = parallel(p.trials, p.threads, |i| null_trial(p, p.seed.wrapping_mul(1_000_003).wrapping_add(i as u64)));
+    let detections = detections(p);
+    let null = parallel(p.days, p.threads, |i| null_trial(p, trial_seed(p, i)));
     PlanResult {
-        trials: p.trials,
-        detect_s,
-        days: p.trials as f64,
-        armed_alarms: null.iter().flatten().map(|n| n.0).sum(),
-        continuous_alarms: null.iter().flatten().map(|n| n.1).sum(),
-        windows_alarmed: null.iter().filter(|n| n.iter().any(|a| a.0 > 0)).count() as u64,
-        by_signal: std::array::from_fn(|i| (null.iter().map(|n| n[i].0).sum(), null.iter().map(|n| n[i].1).sum())),
+        days: p.days as f64,
+        armed_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.0).sum(),
+        continuous_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.1).sum(),
+        windows_alarmed: null.iter().filter(|n| n.alarms.iter().any(|a| a.0 > 0)).count() as u64,
+        by_signal: std::array::from_fn(|i| (null.iter().map(|n| n.alarms[i].0).sum(), null.iter().map(|n| n.alarms[i].1).sum())),
+        ..PlanResult::from_detections(detections)
     }
 }
 
-/// Only the detection trials (for tests and quick looks).
+/// Only the detection trials, with the detector that raised each.
+pub fn detections(p: &PlanParams) -> Vec<Option<Detection>> {
+    parallel(p.trials, p.threads, |i| detection_trial(p, trial_seed(p, i)))
+}
+
+/// Only the detection trials: seconds from release to detection (for tests and quick looks).
 pub fn run_detection(p: &PlanParams) -> Vec<Option<f64>> {
-    parallel(p.trials, p.threads, |i| detection_trial(p, p.seed.wrapping_mul(1_000_003).wrapping_add(i as u64)))
+    detections(p).into_iter().map(|d| d.map(|d| d.after_s)).collect()
+}
+
+/// The TTFT slowdowns the smallest-detectable search tries (the planner's; the preview's is coarser).
+pub const SLOWDOWN_GRID: [f64; 13] = [1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5, 1.6, 1.8, 2.0, 2.5, 3.0];
+
+/// Share of trials a slowdown must be detected in to count as detectable.
+pub const DETECTABLE_POWER: f64 = 0.9;
+
+/// The smallest TTFT slowdown of the grid detected in ≥ 90% of trials within 15 and within
+/// 60 minutes (`None`: not even the grid's largest).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinDetectable {
+    pub within_15_min: Option<f64>,
+    pub within_60_min: Option<f64>,
+    pub trials: usize,
+    /// (factor, detected within 15 min, within 60 min) for every factor run.
+    pub runs: Vec<(f64, f64, f64)>,
+}
+
+/// Bisects `grid` (ascending) for the smallest TTFT slowdown detected in ≥ 90% of `trials`
+/// trials, within 15 and within 60 min. Power grows with the slowdown, so each deadline takes
+/// about log2(grid) steps; both share the runs, and every step uses the same seeds (common random
+/// numbers keep the measured power monotone). Goodput is left unchanged.
+pub fn min_detectable(p: &PlanParams, grid: &[f64], trials: usize) -> MinDetectable {
+    let mut q = p.clone();
+    q.trials = trials;
+    q.horizon_s = q.horizon_s.max(3600.0);
+    q.good_after = q.good_before;
+    let mut power: Vec<Option<(f64, f64)>> = vec![None; grid.len()];
+    let mut smallest = |deadline: usize| {
+        let (mut lo, mut hi) = (0, grid.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let pw = *power[mid].get_or_insert_with(|| {
+                q.regression = grid[mid];
+                let r = PlanResult::from_detections(detections(&q));
+                (r.detected_within(900.0), r.detected_within(3600.0))
+            });
+            if [pw.0, pw.1][deadline] >= DETECTABLE_POWER {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        grid.get(lo).copied()
+    };
+    let (within_15_min, within_60_min) = (smallest(0), smallest(1));
+    let runs = grid.iter().zip(&power).filter_map(|(f, pw)| pw.map(|(a, b)| (*f, a, b))).collect();
+    MinDetectable { within_15_min, within_60_min, trials, runs }
 }
 
 /// Upper end of a one-sided 95% Poisson interval for a count (for "≤ x per 30 days" claims).
@@ -301,15 +652,77 @@ pub fn poisson_upper95(k: u64) -> f64 {
     df * c * c * c / 2.0
 }
 
+/// The day model in words (the conditions that are on).
+fn conditions(p: &PlanParams) -> Vec<String> {
+    let mut c = Vec::new();
+    if p.load.sd > 0.0 {
+        c.push(format!(
+            "shared load: log-latency offset sd {} with {:.1} min time constant (TPOT x{} of it)",
+            p.load.sd,
+            p.load.tau_s / 60.0,
+            p.load.tpot_share
+        ));
+    }
+    if p.cache_hit_share > 0.0 && p.replay.is_none() {
+        c.push(format!("prefix cache: {:.0}% hits; misses x{} TTFT", p.cache_hit_share * 100.0, p.miss_factor));
+    }
+    if let Some(a) = p.tail_pareto_alpha {
+        c.push(format!("outlier factor Pareto(alpha {a})"));
+    }
+    if p.outage_s > 0.0 {
+        c.push(format!("one {:.0} s total outage a day", p.outage_s));
+    }
+    if p.burst_s > 0.0 && p.burst_error_share > 0.0 {
+        c.push(format!("one {:.0} s error burst a day ({:.0}% fail)", p.burst_s, p.burst_error_share * 100.0));
+    }
+    if let Some(r) = p.rollout {
+        c.push(format!(
+            "rollout warm-up after each release: latency x{}..{} for {:.0}..{:.0} s, {:.1}% errors for {:.0} s",
+            r.factor_min,
+            r.factor_max,
+            r.duration_min_s,
+            r.duration_max_s,
+            r.error_share * 100.0,
+            r.error_s
+        ));
+    }
+    c
+}
+
+fn regression_words(p: &PlanParams) -> String {
+    let scope = match (p.regression_target, p.regression_scenarios) {
+        (RegressionTarget::All, None) => String::new(),
+        (t, n) => {
+            let mut s = Vec::new();
+            if t == RegressionTarget::Miss {
+                s.push("cache misses only".to_owned());
+            }
+            if let Some(n) = n {
+                s.push(format!("first {n} of {} scenarios", p.scenarios));
+            }
+            format!(" ({})", s.join(", "))
+        }
+    };
+    format!("TTFT x{}{scope}, goodput {:.2}% -> {:.2}%", p.regression, p.good_before * 100.0, p.good_after * 100.0)
+}
+
 /// The planner's table.
 pub fn format(p: &PlanParams, r: &PlanResult) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let minutes = |s: Option<f64>| s.map_or_else(|| format!("> {:.0} min", p.horizon_s / 60.0), |s| format!("{:.1} min", s / 60.0));
-    let _ = writeln!(o, "probes: {:.3}/s per target over {} scenarios ({:.1} per minute)", p.rate, p.scenarios, p.rate * 60.0);
+    match (p.timed_replay(), &p.replay) {
+        (Some(tl), Some(r)) => {
+            let rate = r.rate().unwrap_or(0.0);
+            let _ = writeln!(o, "probes: replayed in recorded order at recorded gaps ({rate:.3}/s, {} probes, looped)", tl.len());
+        }
+        _ => {
+            let _ = writeln!(o, "probes: {:.3}/s per target over {} scenarios ({:.1} per minute)", p.rate, p.scenarios, p.rate * 60.0);
+        }
+    }
     match &p.replay {
         Some(r) => {
-            let _ = writeln!(o, "latency: replayed records ({} scenarios, {} probes)", r.len(), r.iter().map(Vec::len).sum::<usize>());
+            let _ = writeln!(o, "latency: replayed records ({} scenarios, {} probes)", r.pools.len(), r.pools.iter().map(Vec::len).sum::<usize>());
         }
         None => {
             let _ = writeln!(
@@ -331,29 +744,370 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         p.outlier_share * 100.0,
         p.outlier_factor
     );
-    let _ = writeln!(o, "release: TTFT x{}, goodput {:.2}% -> {:.2}%", p.regression, p.good_before * 100.0, p.good_after * 100.0);
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "detection ({} trials, release after {:.0} h of baseline{}):",
-        r.trials,
-        p.warmup_s / 3600.0,
-        if p.marker { "" } else { ", no marker: continuous detector only" }
-    );
-    for m in [5.0, 15.0, 60.0] {
-        if m * 60.0 <= p.horizon_s + 1e-9 {
-            let _ = writeln!(o, "  detected within {m:>2} min   {:.3}", r.detected_within(m * 60.0));
+    for c in conditions(p) {
+        let _ = writeln!(o, "{c}");
+    }
+    let _ = writeln!(o, "release: {}", regression_words(p));
+    if r.trials > 0 {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "detection ({} trials, release after {:.0} h of baseline{}):",
+            r.trials,
+            p.warmup_s / 3600.0,
+            if p.marker { "" } else { ", no marker: continuous detector only" }
+        );
+        for m in [5.0, 15.0, 60.0] {
+            if m * 60.0 <= p.horizon_s + 1e-9 {
+                let (a, c) = (r.detected_within_by(m * 60.0, Some(Source::Release)), r.detected_within_by(m * 60.0, Some(Source::Continuous)));
+                let _ = writeln!(o, "  detected within {m:>2} min   {:.3}  (release-armed {a:.3}, continuous {c:.3})", r.detected_within(m * 60.0));
+            }
+        }
+        let _ = writeln!(o, "  median time to detect    {}", minutes(r.median_detect_s()));
+    }
+    if r.days > 0.0 {
+        let _ = writeln!(o);
+        let total = r.armed_alarms + r.continuous_alarms;
+        let _ = writeln!(o, "false alarms without a regression ({:.0} simulated days, one release a day; per 30 days, 95% upper bound):", r.days);
+        for (label, k) in [("release-armed", r.armed_alarms), ("continuous", r.continuous_alarms), ("total", total)] {
+            let _ = writeln!(o, "  {label:<14} {:>6.3}  (<= {:.3})  [{k} alarms]", r.per_30_days(k), r.upper95_per_30_days(k));
+        }
+        let what = if p.rollout.is_some() { "rollout windows with a release alarm" } else { "release windows with an alarm" };
+        let _ = writeln!(o, "  {what}: {} of {:.0}", r.windows_alarmed, r.days);
+        let by: Vec<String> = Signal::ALL.iter().zip(&r.by_signal).map(|(s, (a, c))| format!("{} {a}+{c}", s.as_str())).collect();
+        let _ = writeln!(o, "  alarms by signal (release-armed+continuous): {}", by.join(", "));
+    }
+    o
+}
+
+/// Lines for the smallest-detectable search.
+pub fn format_min_detectable(m: &MinDetectable) -> String {
+    let f = |x: Option<f64>| x.map_or_else(|| format!("> x{}", SLOWDOWN_GRID[SLOWDOWN_GRID.len() - 1]), |x| format!("x{x}"));
+    let runs: Vec<String> = m.runs.iter().map(|(x, a, b)| format!("x{x}: {a:.2}/{b:.2}")).collect();
+    format!(
+        "smallest TTFT slowdown detected in >= {:.0}% of {} trials: within 15 min {}, within 60 min {}\n  (runs, share within 15/60 min: {})\n",
+        DETECTABLE_POWER * 100.0,
+        m.trials,
+        f(m.within_15_min),
+        f(m.within_60_min),
+        runs.join(", ")
+    )
+}
+
+/// The result as one JSON object: every parameter and figure.
+pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let within = |source: Option<Source>| {
+        let mut m = serde_json::Map::new();
+        for minutes in [5, 15, 60] {
+            if minutes as f64 * 60.0 <= p.horizon_s + 1e-9 {
+                m.insert(minutes.to_string(), json!(r.detected_within_by(minutes as f64 * 60.0, source)));
+            }
+        }
+        Value::Object(m)
+    };
+    let alarms = |k: u64| json!({"count": k, "per_30_days": r.per_30_days(k), "upper95_per_30_days": r.upper95_per_30_days(k)});
+    let by_signal: serde_json::Map<String, Value> =
+        Signal::ALL.iter().zip(&r.by_signal).map(|(s, (a, c))| (s.as_str().to_owned(), json!({"release": a, "continuous": c}))).collect();
+    let replay = p.replay.as_ref().map(|rp| {
+        json!({
+            "scenarios": rp.pools.len(),
+            "probes": rp.pools.iter().map(Vec::len).sum::<usize>(),
+            "order": match p.replay_order { ReplayOrder::Random => "random", ReplayOrder::Time => "time" },
+            "recorded_rate": rp.rate(),
+        })
+    });
+    json!({
+        "params": {
+            "rate": p.rate,
+            "scenarios": p.scenarios,
+            "ttft_median_ms": p.ttft_median_s * 1e3,
+            "ttft_sigma": p.ttft_sigma,
+            "tpot_median_ms": p.tpot_median_s * 1e3,
+            "tpot_sigma": p.tpot_sigma,
+            "output_tokens": p.output_tokens,
+            "regression": p.regression,
+            "regression_target": match p.regression_target { RegressionTarget::All => "all", RegressionTarget::Miss => "miss" },
+            "regression_scenarios": p.regression_scenarios,
+            "good_before": p.good_before,
+            "good_after": p.good_after,
+            "drift": p.drift,
+            "drift_period_h": p.drift_period_s / 3600.0,
+            "load": {"sd": p.load.sd, "tau_min": p.load.tau_s / 60.0, "tpot_share": p.load.tpot_share},
+            "cache": {"hit_share": p.cache_hit_share, "miss_factor": p.miss_factor},
+            "outliers": {"share": p.outlier_share, "factor": p.outlier_factor, "pareto_alpha": p.tail_pareto_alpha},
+            "outage_s": p.outage_s,
+            "burst": {"s": p.burst_s, "error_share": p.burst_error_share},
+            "rollout": p.rollout.map(|r| json!({
+                "factor_min": r.factor_min, "factor_max": r.factor_max,
+                "duration_min_s": r.duration_min_s, "duration_max_s": r.duration_max_s,
+                "error_share": r.error_share, "error_s": r.error_s,
+            })),
+            "trials": p.trials,
+            "days": p.days,
+            "seed": p.seed,
+            "horizon_min": p.horizon_s / 60.0,
+            "warmup_h": p.warmup_s / 3600.0,
+            "marker": p.marker,
+            "replay": replay,
+        },
+        "detection": (r.trials > 0).then(|| json!({
+            "trials": r.trials,
+            "detected_within": within(None),
+            "detected_within_by_source": {"release": within(Some(Source::Release)), "continuous": within(Some(Source::Continuous))},
+            "median_detect_min": r.median_detect_s().map(|s| s / 60.0),
+        })),
+        "false_alarms": (r.days > 0.0).then(|| json!({
+            "days": r.days,
+            "release": alarms(r.armed_alarms),
+            "continuous": alarms(r.continuous_alarms),
+            "total": alarms(r.armed_alarms + r.continuous_alarms),
+            "windows_alarmed": r.windows_alarmed,
+            "rollout": p.rollout.is_some(),
+            "by_signal": by_signal,
+        })),
+        "min_detectable": min.map(|m| json!({
+            "power": DETECTABLE_POWER,
+            "trials": m.trials,
+            "within_15_min": m.within_15_min,
+            "within_60_min": m.within_60_min,
+            "runs": m.runs.iter().map(|(f, a, b)| json!({"factor": f, "within_15_min": a, "within_60_min": b})).collect::<Vec<_>>(),
+        })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> PlanParams {
+        let mut p = PlanParams::new(DetectSettings::default());
+        p.warmup_s = 600.0;
+        p
+    }
+
+    fn gen_for<'a>(p: &'a PlanParams, release: f64, end: f64, regress: bool) -> Gen<'a> {
+        let cond = Conditions::draw(p, 7, release, end, regress);
+        Gen::new(p, SmallRng::seed_from_u64(7), 0.0, cond)
+    }
+
+    /// The shared load offset has the stationary sd asked for and autocorrelation 1/e at lag τ.
+    #[test]
+    fn load_offset_is_an_ou_process_with_the_requested_sd_and_time_constant() {
+        let mut p = params();
+        p.load = Load { sd: 0.1, tau_s: 300.0, tpot_share: 0.5 };
+        let mut g = gen_for(&p, 1e12, 1e12, false);
+        let (dt, lag) = (10.0, 30); // lag 30 × 10 s = τ
+        let xs: Vec<f64> = (0..200_000)
+            .map(|_| {
+                g.advance_load(dt);
+                g.load
+            })
+            .collect();
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        let cov = xs.windows(lag + 1).map(|w| (w[0] - mean) * (w[lag] - mean)).sum::<f64>() / (n - lag as f64);
+        assert!((var.sqrt() - 0.1).abs() < 0.005, "sd {}", var.sqrt());
+        let rho = cov / var;
+        assert!((rho - (-1.0f64).exp()).abs() < 0.03, "lag-tau autocorrelation {rho}");
+    }
+
+    /// The load moves TTFT by e^L and TPOT by e^(share·L), and every scenario alike.
+    #[test]
+    fn load_is_shared_and_tpot_moves_by_its_share() {
+        let mut p = params();
+        (p.ttft_sigma, p.tpot_sigma, p.drift, p.outlier_share, p.good_before) = (0.0, 0.0, 0.0, 0.0, 1.0);
+        p.load = Load { sd: 0.3, tau_s: 300.0, tpot_share: 0.5 };
+        let mut g = gen_for(&p, 1e12, 1e12, false);
+        for _ in 0..1000 {
+            let probe = g.next();
+            let (ttft, tpot) = (probe.obs.ttft.unwrap(), probe.obs.tpot.unwrap());
+            assert!((ttft / p.ttft_median_s - g.load.exp()).abs() < 1e-9);
+            assert!((tpot / p.tpot_median_s - (0.5 * g.load).exp()).abs() < 1e-9);
         }
     }
-    let _ = writeln!(o, "  median time to detect    {}", minutes(r.median_detect_s()));
-    let _ = writeln!(o);
-    let total = r.armed_alarms + r.continuous_alarms;
-    let _ = writeln!(o, "false alarms without a regression ({:.0} simulated days, one release a day; per 30 days, 95% upper bound):", r.days);
-    for (label, k) in [("release-armed", r.armed_alarms), ("continuous", r.continuous_alarms), ("total", total)] {
-        let _ = writeln!(o, "  {label:<14} {:>6.3}  (<= {:.3})  [{k} alarms]", r.per_30_days(k), poisson_upper95(k) / r.days.max(1e-9) * 30.0);
+
+    /// Every probe inside an outage fails without latency; none outside does (goodput 100%).
+    #[test]
+    fn outage_fails_every_probe_in_its_window_and_only_there() {
+        let mut p = params();
+        p.rate = 2.0;
+        p.good_before = 1.0;
+        p.outage_s = 600.0;
+        p.warmup_s = 0.0;
+        let end = DAY_S;
+        let mut g = gen_for(&p, 1e12, end, false);
+        assert_eq!(g.cond.outages.len(), 1, "one a day");
+        let (from, to) = g.cond.outages[0];
+        assert!((to - from - 600.0).abs() < 1e-9 && (0.0..DAY_S).contains(&from));
+        let mut inside = 0;
+        while g.t < end {
+            let probe = g.next();
+            let out = (from..to).contains(&probe.t);
+            assert_eq!(probe.obs.good, Some(!out), "at {} (outage {from}..{to})", probe.t);
+            if out {
+                inside += 1;
+                assert!(probe.obs.ttft.is_none() && probe.obs.e2e.is_none());
+            }
+        }
+        assert!(inside > 1000, "{inside} probes in the outage");
     }
-    let _ = writeln!(o, "  release windows with an alarm: {} of {:.0}", r.windows_alarmed, r.days);
-    let by: Vec<String> = Signal::ALL.iter().zip(&r.by_signal).map(|(s, (a, c))| format!("{} {a}+{c}", s.as_str())).collect();
-    let _ = writeln!(o, "  alarms by signal (release-armed+continuous): {}", by.join(", "));
-    o
+
+    /// A burst fails about its share of the probes inside it.
+    #[test]
+    fn burst_fails_its_share() {
+        let mut p = params();
+        (p.rate, p.good_before, p.burst_s, p.burst_error_share, p.warmup_s) = (5.0, 1.0, 3600.0, 0.25, 0.0);
+        let mut g = gen_for(&p, 1e12, DAY_S, false);
+        let (from, to) = g.cond.bursts[0];
+        let (mut n, mut bad) = (0, 0);
+        while g.t < DAY_S {
+            let probe = g.next();
+            if probe.t >= from && probe.t < to {
+                n += 1;
+                bad += (probe.obs.good == Some(false)) as usize;
+            } else {
+                assert_eq!(probe.obs.good, Some(true));
+            }
+        }
+        let share = bad as f64 / n as f64;
+        assert!((share - 0.25).abs() < 0.03, "{bad} of {n}");
+    }
+
+    /// Null days: one outage each; detection trials: an outage with the day's probability.
+    #[test]
+    fn outages_come_once_a_simulated_day() {
+        let mut p = params();
+        p.outage_s = 40.0;
+        p.warmup_s = 6.0 * 3600.0;
+        let end = p.warmup_s + DAY_S;
+        let in_day =
+            (0..200).map(|s| Conditions::draw(&p, s, 0.0, end, false).outages.iter().filter(|w| w.0 >= p.warmup_s && w.0 < end).count()).collect::<Vec<_>>();
+        assert!(in_day.iter().all(|n| *n == 1), "{in_day:?}");
+        // 6 h warm-up + 1 h horizon: 7/24 outages a trial on average.
+        let n: usize = (0..2000).map(|s| Conditions::draw(&p, s, 0.0, p.warmup_s + 3600.0, true).outages.len()).sum();
+        assert!((n as f64 / 2000.0 - 7.0 / 24.0).abs() < 0.04, "{n} in 2000 trials");
+    }
+
+    /// The rollout warm-up slows TTFT and TPOT by one factor in [min, max] for a duration in
+    /// [min, max] after the release, and fails about its error share for `error_s`.
+    #[test]
+    fn rollout_warmup_slows_then_stops() {
+        let mut p = params();
+        (p.ttft_sigma, p.tpot_sigma, p.drift, p.outlier_share, p.good_before, p.rate) = (0.0, 0.0, 0.0, 0.0, 1.0, 5.0);
+        p.rollout = Some(Rollout { error_share: 0.2, ..Rollout::default() });
+        let release = 1000.0;
+        let mut g = gen_for(&p, release, 3000.0, false);
+        let (factor, slow_until, errors_until) = g.cond.rollout.unwrap();
+        assert!((1.3..=2.0).contains(&factor) && (120.0..=300.0).contains(&(slow_until - release)) && errors_until == release + 120.0);
+        let (mut n_err, mut bad) = (0, 0);
+        while g.t < 3000.0 {
+            let probe = g.next();
+            let t = probe.t;
+            if t >= release && t < errors_until {
+                n_err += 1;
+                bad += (probe.obs.good == Some(false)) as usize;
+            }
+            if let Some(ttft) = probe.obs.ttft {
+                let want = if t >= release && t < slow_until { factor } else { 1.0 };
+                assert!((ttft / p.ttft_median_s - want).abs() < 1e-9, "at {t}");
+                assert!((probe.obs.tpot.unwrap() / p.tpot_median_s - want).abs() < 1e-9);
+            } else {
+                assert!(t >= release && t < errors_until, "a failure outside the error window at {t}");
+            }
+        }
+        assert!(bad > 0 && (bad as f64 / n_err as f64) < 0.4, "{bad} of {n_err}");
+    }
+
+    /// Bimodal TTFT: hits at the median, misses at × miss_factor; a miss-only regression slows
+    /// only the misses, and only the first N scenarios.
+    #[test]
+    fn cache_modes_and_partial_regression() {
+        let mut p = params();
+        (p.ttft_sigma, p.drift, p.outlier_share, p.good_before, p.good_after) = (0.0, 0.0, 0.0, 1.0, 1.0);
+        (p.cache_hit_share, p.miss_factor, p.regression, p.regression_target, p.regression_scenarios) = (0.7, 3.0, 1.5, RegressionTarget::Miss, Some(1));
+        let mut g = gen_for(&p, 0.0, 1e12, true);
+        let (mut hits, mut n) = (0, 0);
+        for _ in 0..20_000 {
+            let probe = g.next();
+            let x = probe.obs.ttft.unwrap() / p.ttft_median_s;
+            let slow_miss = if probe.scenario == 0 { 4.5 } else { 3.0 };
+            assert!((x - 1.0).abs() < 1e-9 || (x - slow_miss).abs() < 1e-9, "scenario {}: x{x}", probe.scenario);
+            hits += ((x - 1.0).abs() < 1e-9) as usize;
+            n += 1;
+        }
+        assert!((hits as f64 / n as f64 - 0.7).abs() < 0.02);
+    }
+
+    /// Pareto tails: outliers are ≥ 1 and heavy (some far beyond the fixed factor).
+    #[test]
+    fn pareto_outliers_are_heavy() {
+        let mut p = params();
+        (p.ttft_sigma, p.drift, p.outlier_share, p.tail_pareto_alpha, p.good_before) = (0.0, 0.0, 1.0, Some(1.0), 1.0);
+        let mut g = gen_for(&p, 1e12, 1e12, false);
+        let xs: Vec<f64> = (0..10_000).map(|_| g.next().obs.ttft.unwrap() / p.ttft_median_s).collect();
+        assert!(xs.iter().all(|x| *x >= 1.0 - 1e-12));
+        // P(X > 100) = 1/100 for alpha 1.
+        let big = xs.iter().filter(|x| **x > 100.0).count();
+        assert!((50..200).contains(&big), "{big}");
+    }
+
+    fn record(ttft_ms: f64, at: f64) -> ReplayProbe {
+        ReplayProbe { ttft: Some(ttft_ms / 1e3), tpot: Some(0.01), e2e: Some(ttft_ms / 1e3 + 0.5), good: true, at_s: Some(at) }
+    }
+
+    /// Time order replays the records in send order at their recorded gaps, looping.
+    #[test]
+    fn time_order_replay_keeps_the_recorded_order_and_gaps() {
+        // File order is completion order; send order is by time.
+        let records = vec![(0, record(100.0, 10.0)), (1, record(300.0, 12.0)), (0, record(200.0, 11.0)), (1, record(400.0, 15.0))];
+        let replay = Replay::new(records);
+        let order: Vec<f64> = replay.timeline.iter().map(|t| t.probe.ttft.unwrap()).collect();
+        assert_eq!(order, vec![0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(replay.timeline.iter().map(|t| t.scenario).collect::<Vec<_>>(), vec![0, 0, 1, 1]);
+        let mut p = params();
+        (p.drift, p.outlier_share) = (0.0, 0.0);
+        p.replay = Some(replay.clone());
+        p.replay_order = ReplayOrder::Time;
+        let mut g = gen_for(&p, 1e12, 1e12, false);
+        let start = g.cursor;
+        let mut last = 0.0;
+        for i in 0..10 {
+            let probe = g.next();
+            let want = replay.timeline[(start + i) % 4];
+            assert_eq!(probe.scenario, want.scenario);
+            assert!((probe.obs.ttft.unwrap() - want.probe.ttft.unwrap()).abs() < 1e-12);
+            assert!((probe.t - last - want.gap_s).abs() < 1e-9);
+            last = probe.t;
+        }
+        assert_eq!(replay.timeline[0].gap_s, 5.0 / 3.0, "the loop's gap is the mean gap");
+        // Without times there is no timeline (the command refuses time order then).
+        assert!(Replay::new(vec![(0, ReplayProbe { at_s: None, ..record(1.0, 0.0) }), (0, record(1.0, 1.0))]).timeline.is_empty());
+    }
+
+    /// The JSON object carries the parameters and every figure.
+    #[test]
+    fn json_has_every_figure() {
+        let mut p = params();
+        p.horizon_s = 3600.0;
+        let mut r = PlanResult::from_detections(vec![
+            Some(Detection { after_s: 200.0, source: Source::Release }),
+            Some(Detection { after_s: 1200.0, source: Source::Continuous }),
+            None,
+        ]);
+        r.days = 10.0;
+        r.armed_alarms = 1;
+        let m = MinDetectable { within_15_min: Some(1.3), within_60_min: None, trials: 5, runs: vec![(1.3, 0.9, 1.0)] };
+        let v = to_json(&p, &r, Some(&m));
+        assert!((v["detection"]["detected_within"]["15"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert!((v["detection"]["detected_within"]["60"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        assert!((v["detection"]["detected_within_by_source"]["continuous"]["60"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(v["false_alarms"]["release"]["count"], 1);
+        assert!((v["false_alarms"]["release"]["per_30_days"].as_f64().unwrap() - 3.0).abs() < 1e-12);
+        assert!(v["false_alarms"]["total"]["upper95_per_30_days"].as_f64().unwrap() > 3.0);
+        assert_eq!(v["min_detectable"]["within_15_min"], 1.3);
+        assert!(v["min_detectable"]["within_60_min"].is_null());
+        assert_eq!(v["params"]["load"]["tau_min"], 5.0);
+    }
 }
