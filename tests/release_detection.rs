@@ -18,15 +18,17 @@ use tokio_util::sync::CancellationToken;
 const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
 const TOKEN: &str = "release-token-do-not-print";
 
-/// A prober config with detector settings scaled for a test: a one-minute baseline, 30
-/// baseline probes, markers re-read every 500 ms. The statistics are the defaults'.
+/// A prober config with detector settings scaled for a test: one-second bins (so a minute of
+/// baseline is 60 bins), a one-minute baseline, 30 baseline probes, a 2 s grace window, the
+/// continuous test's windows scaled alike, markers re-read every 500 ms. The statistics are the
+/// defaults'.
 fn yaml(mock: SocketAddr, token_file: Option<&std::path::Path>) -> String {
     let token = token_file.map(|p| format!("  release_token_file: {}\n", p.display())).unwrap_or_default();
     format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 40, seed: 5, discovery_interval: 500ms, shutdown_grace: 2s}}\n\
          targets:\n  - {{name: t, base_url: \"http://{mock}\", api: openai-chat, model: mock-llama}}\n\
          scenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 8}}\n\
-         detect:\n{token}  tuning: {{latency_baseline_s: 60, min_latency_baseline: 30, armed_window_s: 120}}\n"
+         detect:\n{token}  tuning: {{bin_s: 1, history_s: 1800, latency_baseline_s: 60, goodput_baseline_s: 600, min_latency_baseline: 30, armed_window_s: 120, release_grace_s: 2, continuous_window_s: 60, continuous_reference_s: 600, continuous_look_s: 10}}\n"
     )
 }
 

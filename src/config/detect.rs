@@ -90,54 +90,68 @@ pub(super) fn detect(raw: &RawDetect, c: &mut Checker) -> Detect {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectSettings {
-    /// False-alarm probability of one release-armed window, for the whole target (all signals and
-    /// scenarios together). Split: half to goodput, a sixth to each latency signal.
+    /// False-alarm probability of one release window, for the whole target (all signals,
+    /// scenarios and looks together). Split: half to goodput, a sixth to each latency signal.
     pub armed_alpha: f64,
-    /// How long a release marker arms the sequential tests (seconds).
+    /// How long a release marker arms the tests (seconds).
     pub armed_window_s: f64,
+    /// Probes of the first this many seconds after a marker are reported but do not decide:
+    /// pods restart, caches and compilation warm up, a few requests fail.
+    pub release_grace_s: f64,
     /// Latency baseline: the probes of the last this many seconds before the marker.
     pub latency_baseline_s: f64,
-    /// Goodput baseline: the probes of the last this many seconds before the marker (bad outcomes
-    /// are rare, so this window is longer).
+    /// Goodput baseline: the last this many seconds before the marker (bad outcomes are rare,
+    /// so this window is longer).
     pub goodput_baseline_s: f64,
+    /// Width of the time bins (seconds) in which the probes of a target are pooled. The load a
+    /// target is under is measured from the variability of these bins over `history_s`.
+    pub bin_s: f64,
+    /// How much of each target's binned history is kept for the dependence model (seconds).
+    pub history_s: f64,
     /// Cap on stored latency values per target × scenario × signal (the newest are kept).
     pub baseline_max_samples: usize,
     /// A scenario takes part in a latency test only with at least this many baseline probes.
     pub min_latency_baseline: usize,
     /// A scenario takes part in a goodput test only with at least this many baseline probes.
     pub min_goodput_baseline: usize,
-    /// Smallest latency slowdown (post/pre ratio) the armed test is built to find.
-    pub latency_min_effect: f64,
-    /// Slowdown (post/pre ratio) still counted as no regression: the null hypothesis of the latency
-    /// tests is "ratio ≤ tolerance". It absorbs slow drift: a ±20% daily cycle moves the mean of an
-    /// hour after the marker against a 30 min baseline by up to about 4%.
+    /// Smallest slowdown (post/pre ratio) worth an alarm: the tests ask whether the release made
+    /// latency slower at all (with the load's own variance), and an alarm also needs the
+    /// estimated slowdown to reach this (for the exceedance test: the share of baseline probes a
+    /// slowdown this large would push above the quantile).
     pub latency_tolerance: f64,
-    /// Smallest rise of the bad fraction (absolute, 0.01 = one point) the armed test is built to find.
+    /// The recovery test's "still regressed" alternative (post/pre ratio) after a release alarm.
+    pub latency_min_effect: f64,
+    /// The exceedance test counts probes above this quantile of the baseline.
+    pub exceedance_quantile: f64,
+    /// The recovery test's "still regressed" alternative for goodput (rise of the bad fraction,
+    /// absolute: 0.01 = one point) after a release alarm.
     pub goodput_min_effect: f64,
-    /// Log latencies are winsorized at baseline median ± (this many robust standard deviations +
-    /// the largest slowdown the test weighs).
+    /// Log latencies are winsorized at the scenario's long-run mean ± (this many standard
+    /// deviations + ln 2).
     pub clip_sigmas: f64,
-    /// A scenario row is marked regressed when the target's pooled row is and the scenario's own
-    /// evidence reaches ln(1/attribution_alpha).
+    /// When the pooled row regressed, a scenario row is marked regressed when its own test
+    /// (one look) reaches this level.
     pub attribution_alpha: f64,
+    /// Persistence: a test that passes must also pass at this level on the most recent half of
+    /// its probes, so a transient at the start of the window is not a regression.
+    pub confirm_alpha: f64,
     /// Error level of the "no longer worse" test that turns `regressed` into `recovered`.
     pub recovery_alpha: f64,
-    /// Run the continuous (marker-free) CUSUM detector.
+    /// Run the continuous (marker-free) detector.
     pub continuous: bool,
-    /// Average run length between false alarms of the continuous detector, per target (days).
+    /// Average time between false alarms of the continuous detector, per target (days).
     pub continuous_arl_days: f64,
-    /// Smallest latency slowdown the continuous detector is built to find.
+    /// The continuous detector compares the last this many seconds ...
+    pub continuous_window_s: f64,
+    /// ... with this many seconds before them (goodput: `goodput_baseline_s`). Long, so the
+    /// reference's own load noise is small beside the recent window's.
+    pub continuous_reference_s: f64,
+    /// How often the continuous detector looks (seconds).
+    pub continuous_look_s: f64,
+    /// The recovery test's alternative after a continuous latency alarm (post/pre ratio).
     pub continuous_latency_min_effect: f64,
-    /// Smallest rise of the bad fraction the continuous detector is built to find.
+    /// The recovery test's alternative after a continuous goodput alarm (rise of the bad fraction).
     pub continuous_goodput_min_effect: f64,
-    /// Time constant of the continuous detector's latency baseline (EWMA, seconds). An EWMA lags a
-    /// daily cycle of amplitude A by about A·(2π/86400)·τ in log latency: 0.035 for ±20% at 2400 s,
-    /// inside `latency_tolerance` (ln 1.05 = 0.049).
-    pub continuous_latency_tau_s: f64,
-    /// Time constant of the continuous detector's bad-fraction baseline (EWMA, seconds).
-    pub continuous_goodput_tau_s: f64,
-    /// Continuous charts start after this long (seconds) and 100 probes of a scenario.
-    pub continuous_warmup_s: f64,
     /// Cap on target × scenario keys; probes of further keys are ignored (counted).
     pub max_keys: usize,
 }
@@ -147,28 +161,36 @@ impl Default for DetectSettings {
         DetectSettings {
             armed_alpha: 0.015,
             armed_window_s: 3600.0,
-            latency_baseline_s: 1800.0,
+            release_grace_s: 300.0,
+            latency_baseline_s: 3600.0,
             goodput_baseline_s: 21600.0,
+            bin_s: 60.0,
+            history_s: 43200.0,
             baseline_max_samples: 2048,
             min_latency_baseline: 30,
             min_goodput_baseline: 200,
-            latency_min_effect: 1.10,
             latency_tolerance: 1.05,
+            latency_min_effect: 1.10,
+            exceedance_quantile: 0.9,
             goodput_min_effect: 0.01,
             clip_sigmas: 3.0,
             attribution_alpha: 0.05,
+            confirm_alpha: 0.05,
             recovery_alpha: 0.01,
             continuous: true,
             continuous_arl_days: 60.0,
+            continuous_window_s: 1800.0,
+            continuous_reference_s: 21600.0,
+            continuous_look_s: 300.0,
             continuous_latency_min_effect: 1.20,
             continuous_goodput_min_effect: 0.02,
-            continuous_latency_tau_s: 2400.0,
-            continuous_goodput_tau_s: 21600.0,
-            continuous_warmup_s: 3600.0,
             max_keys: 256,
         }
     }
 }
+
+/// Most time bins of history kept per target (memory: about 80 bytes a bin).
+pub const MAX_HISTORY_BINS: f64 = 50_000.0;
 
 impl DetectSettings {
     /// Every problem as `field: message`; empty when valid.
@@ -181,9 +203,11 @@ impl DetectSettings {
         };
         prob("armed_alpha", self.armed_alpha, 0.5);
         prob("attribution_alpha", self.attribution_alpha, 0.5);
+        prob("confirm_alpha", self.confirm_alpha, 0.5);
         prob("recovery_alpha", self.recovery_alpha, 0.5);
         prob("goodput_min_effect", self.goodput_min_effect, 0.5);
         prob("continuous_goodput_min_effect", self.continuous_goodput_min_effect, 0.5);
+        prob("exceedance_quantile", self.exceedance_quantile, 1.0);
         let mut positive = |name: &str, v: f64| {
             if !(v.is_finite() && v > 0.0) {
                 errors.push(format!("{name}: must be a positive number, got {v}"));
@@ -192,12 +216,15 @@ impl DetectSettings {
         positive("armed_window_s", self.armed_window_s);
         positive("latency_baseline_s", self.latency_baseline_s);
         positive("goodput_baseline_s", self.goodput_baseline_s);
+        positive("bin_s", self.bin_s);
+        positive("history_s", self.history_s);
         positive("clip_sigmas", self.clip_sigmas);
         positive("continuous_arl_days", self.continuous_arl_days);
-        positive("continuous_latency_tau_s", self.continuous_latency_tau_s);
-        positive("continuous_goodput_tau_s", self.continuous_goodput_tau_s);
-        if !(self.continuous_warmup_s.is_finite() && self.continuous_warmup_s >= 0.0) {
-            errors.push(format!("continuous_warmup_s: must be >= 0, got {}", self.continuous_warmup_s));
+        positive("continuous_window_s", self.continuous_window_s);
+        positive("continuous_reference_s", self.continuous_reference_s);
+        positive("continuous_look_s", self.continuous_look_s);
+        if !(self.release_grace_s.is_finite() && self.release_grace_s >= 0.0 && self.release_grace_s < self.armed_window_s) {
+            errors.push(format!("release_grace_s: must be >= 0 and below armed_window_s, got {}", self.release_grace_s));
         }
         for (name, v) in [("latency_min_effect", self.latency_min_effect), ("continuous_latency_min_effect", self.continuous_latency_min_effect)] {
             if !(v.is_finite() && v > 1.0 && v < 10.0) {
@@ -220,6 +247,31 @@ impl DetectSettings {
         }
         if self.min_latency_baseline > self.baseline_max_samples {
             errors.push("min_latency_baseline: must not exceed baseline_max_samples".to_string());
+        }
+        if self.bin_s > 0.0 && self.history_s > 0.0 {
+            let bins = self.history_s / self.bin_s;
+            if bins > MAX_HISTORY_BINS {
+                errors.push(format!("history_s: at most {MAX_HISTORY_BINS} bins of bin_s, got {bins:.0}"));
+            }
+            let needed = [
+                ("latency_baseline_s + armed_window_s", self.latency_baseline_s + self.armed_window_s),
+                ("goodput_baseline_s + armed_window_s", self.goodput_baseline_s + self.armed_window_s),
+                ("continuous_reference_s + continuous_window_s", self.continuous_reference_s + self.continuous_window_s),
+            ];
+            for (what, span) in needed {
+                if span > self.history_s {
+                    errors.push(format!("history_s: must cover {what} ({span} s), got {}", self.history_s));
+                }
+            }
+            for (name, v) in [
+                ("latency_baseline_s", self.latency_baseline_s),
+                ("continuous_window_s", self.continuous_window_s),
+                ("continuous_look_s", self.continuous_look_s),
+            ] {
+                if v < self.bin_s {
+                    errors.push(format!("{name}: must be at least bin_s ({}), got {v}", self.bin_s));
+                }
+            }
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
     }

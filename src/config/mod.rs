@@ -34,7 +34,7 @@ mod workload;
 pub use bench::{Bench, BenchMode, Matrix};
 pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MIN_RATE, Resolvers};
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
-pub use detect::{Detect, DetectSettings};
+pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
 pub use kinds::{ContentCoding, EngineKind, ProtocolKind, SourceKind};
 pub use load::{load, parse};

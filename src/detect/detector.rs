@@ -1,5 +1,6 @@
-//! The online detector: bounded rolling baselines per target × scenario × signal, release-armed
-//! sequential tests against the baseline frozen at the marker, and a continuous CUSUM.
+//! The online detector: per target, the probes pooled in time bins (the dependence model), per
+//! target × scenario × signal the recent raw values, release-armed tests against the baseline
+//! frozen at the marker, and a continuous before/after test without a marker.
 //!
 //! Pure and I/O free: time is the `now` the caller passes (seconds, one clock throughout).
 
@@ -7,7 +8,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::math::{Z95, log_sum_exp, proportion_delta, quantile_se};
+use super::math::{Z95, isotonic_increasing, normal_quantile, normal_sf, proportion_delta, quantile_se, sum_tail};
 use crate::config::DetectSettings;
 
 /// One probe as the detector sees it. Latencies in seconds.
@@ -117,13 +118,16 @@ pub struct SignalReport {
     pub p95_ratio: Option<Estimate>,
     /// Goodput: post − pre bad fraction (95% interval).
     pub bad_delta: Option<Estimate>,
-    /// ln of the release test's mixture likelihood ratio (an e-value), now.
+    /// Release test at its last look: ln(1/p), p adjusted for every look and test of the window
+    /// (Bonferroni), so it compares with one threshold.
     pub log_evidence: f64,
-    /// Always-valid p-value of the release test: min over time of 1/e-value.
+    /// The smallest adjusted p-value of the window so far.
     pub p_value: f64,
-    /// `log_evidence` at or above this is `regressed`.
+    /// `log_evidence` at or above this (with both halves of the window agreeing) is `regressed`:
+    /// ln(1/α) of the signal's share of `armed_alpha`.
     pub threshold: f64,
-    /// Pooled rows: the continuous CUSUM statistic and its alarm threshold (0 for scenario rows).
+    /// Pooled rows: the continuous test's last look, ln(1/p), and its alarm threshold (0 for
+    /// scenario rows and before its first look). The names are kept from an earlier CUSUM.
     pub cusum: f64,
     pub cusum_threshold: f64,
 }
@@ -150,7 +154,7 @@ pub struct Ignored {
     pub bad_values: u64,
 }
 
-/// Exponentially weighted mean and variance (time constant from the settings).
+/// Exponentially weighted mean and variance: a scenario's long-run level and spread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Ewma {
     pub n: u64,
@@ -185,15 +189,323 @@ impl Ewma {
         self.n += 1;
         self.last = now;
     }
+
+    /// Winsorizing bounds for a log latency: mean ± (clip sd + ln 2). Wide enough that the slow
+    /// mode of a bimodal latency (cache misses) and a doubling stay inside; one 10x probe does not.
+    fn bounds(&self, clip: f64) -> (f64, f64) {
+        if self.n < 10 {
+            return (f64::NEG_INFINITY, f64::INFINITY);
+        }
+        let half = clip * self.var.sqrt() + std::f64::consts::LN_2;
+        (self.mean - half, self.mean + half)
+    }
 }
 
-/// One bin of goodput counts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Bin {
-    pub start: f64,
-    pub good: u32,
-    pub bad: u32,
+// ---- the dependence model: a target's probes pooled in time bins --------------------------------
+
+/// One closed time bin of a target: per latency signal the probes, the mean of their residuals
+/// (winsorized log latency minus the scenario's long-run level) and the variance of that mean
+/// from the spread inside the bin (`-1`: fewer than two probes); goodput counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HistBin {
+    n: [u32; 3],
+    mean: [f32; 3],
+    nugget: [f32; 3],
+    good: u32,
+    bad: u32,
 }
+
+impl HistBin {
+    /// Every probe of the bin failed (at least two): a total outage, left to the availability
+    /// alerts and out of the goodput tests, which look for a release that fails *some* requests.
+    fn outage(&self) -> bool {
+        self.good == 0 && self.bad >= 2
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct OpenBin {
+    n: [u32; 3],
+    sum: [f64; 3],
+    sum_sq: [f64; 3],
+    good: u32,
+    bad: u32,
+}
+
+impl OpenBin {
+    fn close(&self) -> HistBin {
+        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, ..HistBin::default() };
+        for k in 0..3 {
+            let n = self.n[k] as f64;
+            if n >= 1.0 {
+                let mean = self.sum[k] / n;
+                b.mean[k] = mean as f32;
+                b.nugget[k] = if n >= 2.0 { (((self.sum_sq[k] - n * mean * mean) / (n - 1.0)).max(0.0) / n) as f32 } else { -1.0 };
+            } else {
+                b.nugget[k] = -1.0;
+            }
+        }
+        b
+    }
+}
+
+/// Running sums of the empirical variogram γ(k) = ½ E[(x_{i+k} − x_i)²] of a target's bin means,
+/// lags 1..=k_max, over the bins held; pairs are added when a bin arrives and removed when it
+/// leaves, so a look costs O(k_max).
+#[derive(Debug, Clone, Default)]
+struct Variogram {
+    sums: Vec<f64>,
+    counts: Vec<f64>,
+    nugget_sum: f64,
+    nugget_n: f64,
+}
+
+/// A lag of the variogram counts with at least this many pairs.
+const MIN_PAIRS: f64 = 8.0;
+
+impl Variogram {
+    fn new(k_max: usize) -> Self {
+        Variogram { sums: vec![0.0; k_max + 1], counts: vec![0.0; k_max + 1], nugget_sum: 0.0, nugget_n: 0.0 }
+    }
+
+    /// Adds (`sign` 1) or removes (-1) bin `i`'s pairs with the bins after it up to `limit`
+    /// (`forward`) or before it, and its nugget.
+    fn update(&mut self, bins: &VecDeque<HistBin>, i: usize, k: usize, forward: Option<usize>, sign: f64) {
+        let b = &bins[i];
+        if b.n[k] == 0 {
+            return;
+        }
+        if b.nugget[k] >= 0.0 {
+            self.nugget_sum += sign * b.nugget[k] as f64;
+            self.nugget_n += sign;
+        }
+        let x = b.mean[k] as f64;
+        let k_max = self.sums.len() - 1;
+        for lag in 1..=k_max {
+            let j = match forward {
+                Some(limit) if i + lag >= limit => break,
+                Some(_) => i + lag,
+                None => i.wrapping_sub(lag),
+            };
+            let Some(o) = bins.get(j) else { break };
+            if o.n[k] > 0 {
+                let d = x - o.mean[k] as f64;
+                self.sums[lag] += sign * d * d;
+                self.counts[lag] += sign;
+            }
+        }
+    }
+
+    /// The probe noise of a bin mean: the average within-bin variance of the mean.
+    fn nugget(&self) -> Option<f64> {
+        (self.nugget_n >= 1.0).then(|| (self.nugget_sum / self.nugget_n).max(1e-12))
+    }
+
+    /// γ(0..=k_max), non-decreasing (isotonic fit weighted by pair counts: a variogram of load
+    /// that lasts minutes, plus slow drift, only grows with the lag); lags with too few pairs take
+    /// the nearest estimated one. `None` until some lag has enough pairs.
+    fn curve(&self) -> Option<Vec<f64>> {
+        let lags: Vec<usize> = (1..self.sums.len()).filter(|&k| self.counts[k] >= MIN_PAIRS).collect();
+        if lags.is_empty() {
+            return None;
+        }
+        let raw: Vec<f64> = lags.iter().map(|&k| (self.sums[k] / (2.0 * self.counts[k])).max(0.0)).collect();
+        let w: Vec<f64> = lags.iter().map(|&k| self.counts[k]).collect();
+        let fit = isotonic_increasing(&raw, &w);
+        let mut out = vec![0.0; self.sums.len()];
+        let mut j = 0;
+        for (k, o) in out.iter_mut().enumerate().skip(1) {
+            while j + 1 < lags.len() && lags[j + 1] <= k {
+                j += 1;
+            }
+            *o = fit[j];
+        }
+        Some(out)
+    }
+}
+
+/// Variance of mean(bins [b0, b1)) − mean(bins [a0, a1)) (a1 ≤ b0 or overlapping: any blocks)
+/// from a variogram: Var(Σ wᵢxᵢ) = −Σᵢⱼ wᵢwⱼ γ(|i−j|) for weights summing to zero. Exact for any
+/// process with stationary increments (load that swings for minutes, slow drift included).
+fn contrast_var(gamma: &[f64], (a0, a1): (i64, i64), (b0, b1): (i64, i64)) -> f64 {
+    let (na, nb) = ((a1 - a0) as f64, (b1 - b0) as f64);
+    if na < 1.0 || nb < 1.0 {
+        return f64::INFINITY;
+    }
+    let g = |k: i64| gamma[(k as usize).min(gamma.len() - 1)];
+    let within = |n: i64| (1..n).map(|k| (n - k) as f64 * g(k)).sum::<f64>();
+    // Ordered pairs (i in A, j in B) at lag j − i = k.
+    let mut cross = 0.0;
+    let (lo, hi) = (b0 - (a1 - 1), b1 - 1 - a0);
+    for k in lo..=hi {
+        let count = (a1.min(b1 - k) - a0.max(b0 - k)).max(0) as f64;
+        if count > 0.0 {
+            cross += count * g(k.abs());
+        }
+    }
+    (2.0 * cross / (na * nb) - 2.0 * within(a1 - a0) / (na * na) - 2.0 * within(b1 - b0) / (nb * nb)).max(0.0)
+}
+
+/// The dependence of one signal's bin means: variogram and probe noise of a bin mean.
+#[derive(Debug, Clone, PartialEq)]
+struct Dependence {
+    gamma: Vec<f64>,
+    nugget: f64,
+}
+
+impl Dependence {
+    /// The design effect of a before/after comparison of blocks `a` and `b`: the variance of the
+    /// difference of their means under this dependence, over what independent probes would give
+    /// (at least 1).
+    fn design_effect(&self, a: (i64, i64), b: (i64, i64)) -> f64 {
+        let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
+        (contrast_var(&self.gamma, a, b) / iid).max(1.0)
+    }
+}
+
+/// A target's binned history: closed bins (dense, one per bin index), the open bin, and the
+/// variogram of each latency signal's bin means. The variogram leaves out the newest `delay`
+/// bins (the continuous test's recent window), so a change being tested does not inflate the
+/// variance it is tested against.
+#[derive(Debug, Clone)]
+struct History {
+    /// Bin index of `bins[0]`.
+    first: i64,
+    bins: VecDeque<HistBin>,
+    open: Option<(i64, OpenBin)>,
+    vario: [Variogram; 3],
+    k_max: usize,
+    cap: usize,
+    delay: usize,
+}
+
+impl History {
+    fn new(k_max: usize, cap: usize, delay: usize) -> Self {
+        History { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
+    }
+
+    fn dependence(&self, k: usize) -> Option<Dependence> {
+        let v = &self.vario[k];
+        Some(Dependence { gamma: v.curve()?, nugget: v.nugget()? })
+    }
+
+    fn get(&self, bin: i64) -> Option<&HistBin> {
+        let i = bin - self.first;
+        if i < 0 { None } else { self.bins.get(i as usize) }
+    }
+
+    /// Index one past the last closed bin.
+    fn end(&self) -> i64 {
+        self.first + self.bins.len() as i64
+    }
+
+    fn push(&mut self, bin: i64, b: HistBin) {
+        if self.bins.is_empty() || bin - self.end() > self.cap as i64 {
+            self.bins.clear();
+            self.vario = std::array::from_fn(|_| Variogram::new(self.k_max));
+            self.first = bin;
+        }
+        while self.end() < bin {
+            self.push_back(HistBin { nugget: [-1.0; 3], ..HistBin::default() });
+        }
+        if bin == self.end() {
+            self.push_back(b);
+        }
+        while self.bins.len() > self.cap {
+            let in_vario = self.bins.len().saturating_sub(self.delay);
+            if in_vario > 0 {
+                for (k, v) in self.vario.iter_mut().enumerate() {
+                    v.update(&self.bins, 0, k, Some(in_vario), -1.0);
+                }
+            }
+            self.bins.pop_front();
+            self.first += 1;
+        }
+    }
+
+    fn push_back(&mut self, b: HistBin) {
+        self.bins.push_back(b);
+        if let Some(i) = self.bins.len().checked_sub(1 + self.delay) {
+            for (k, v) in self.vario.iter_mut().enumerate() {
+                v.update(&self.bins, i, k, None, 1.0);
+            }
+        }
+    }
+
+    fn rebuild(&mut self) {
+        self.vario = std::array::from_fn(|_| Variogram::new(self.k_max));
+        for i in 0..self.bins.len().saturating_sub(self.delay) {
+            for (k, v) in self.vario.iter_mut().enumerate() {
+                v.update(&self.bins, i, k, None, 1.0);
+            }
+        }
+    }
+
+    /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped) and how
+    /// many bins had probes.
+    fn block_mean(&self, k: usize, (from, to): (i64, i64)) -> (f64, usize) {
+        let (mut sum, mut n) = (0.0, 0usize);
+        for bin in from..to {
+            if let Some(b) = self.get(bin).filter(|b| b.n[k] > 0) {
+                sum += b.mean[k] as f64;
+                n += 1;
+            }
+        }
+        (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
+    }
+}
+
+// ---- goodput: bad probes counted per bin, capped ---------------------------------------------
+
+/// The null model of a goodput test: the distribution of the capped bad count of one bin in the
+/// baseline (outage bins left out), with a Dirichlet(½) prior so an unseen count is not impossible.
+#[derive(Debug, Clone, PartialEq)]
+struct GoodFrozen {
+    pmf: Vec<f64>,
+    cap: u32,
+    /// Probes and bad probes of the baseline (the bad fraction for estimates and recovery).
+    n: u64,
+    bad: u64,
+}
+
+impl GoodFrozen {
+    /// From the baseline's (good, bad) bins. The cap is a little above the bad count a bin
+    /// usually holds (at least 2, at most 8): failures count per bin up to it, so a burst of
+    /// errors weighs a few bins' worth (bad minutes, not bad probes) while a release that fails a
+    /// few percent of requests shows in most bins.
+    fn from_bins(bins: impl Iterator<Item = (u32, u32)> + Clone) -> Option<GoodFrozen> {
+        let (mut n, mut bad, mut count) = (0u64, 0u64, 0u64);
+        for (g, b) in bins.clone() {
+            n += (g + b) as u64;
+            bad += b as u64;
+            count += 1;
+        }
+        if count == 0 {
+            return None;
+        }
+        let per_bin = bad as f64 / count as f64;
+        let cap = ((2.0 * per_bin).ceil() as u32 + 1).clamp(2, 8);
+        let mut pmf = vec![0.5; cap as usize + 1];
+        for (_, b) in bins {
+            pmf[b.min(cap) as usize] += 1.0;
+        }
+        let total: f64 = pmf.iter().sum();
+        pmf.iter_mut().for_each(|p| *p /= total);
+        Some(GoodFrozen { pmf, cap, n, bad })
+    }
+
+    fn p_bad(&self) -> f64 {
+        (self.bad as f64 + 0.5) / (self.n as f64 + 1.0)
+    }
+
+    /// P(sum of capped bad counts over these bins ≥ observed) under the baseline.
+    fn tail(&self, bins: &[(u32, u32)]) -> f64 {
+        let s: u32 = bins.iter().map(|(_, b)| (*b).min(self.cap)).sum();
+        sum_tail(&self.pmf, bins.len(), s as usize)
+    }
+}
+
+// ---- per target × scenario -----------------------------------------------------------------------
 
 /// Baseline of one latency signal frozen at a marker (log seconds).
 #[derive(Debug, Clone)]
@@ -208,97 +520,113 @@ struct LatencyFrozen {
     /// Mean and variance of the winsorized log values.
     mean: f64,
     var: f64,
+    /// The exceedance test's reference (the baseline quantile), the baseline's share above it,
+    /// and the share the tolerance moves above it (baseline values in (q − ln tolerance, q]).
+    q: f64,
+    above: f64,
+    above_tolerance: f64,
 }
 
 impl LatencyFrozen {
-    /// `reach`: the largest log shift the test weighs. The clip bounds are that much wider than
-    /// `clip` robust sd, so a slowdown the test is built to find is never clipped away when the
-    /// baseline is tight (precise timing of a quiet server), while one 10x probe stays bounded.
-    fn from_values(mut v: Vec<f32>, clip: f64, reach: f64) -> Option<Self> {
+    fn from_values(mut v: Vec<f32>, (lo, hi): (f64, f64), s: &DetectSettings) -> Option<Self> {
         v.sort_by(|a, b| a.total_cmp(b));
         let (median, se_median) = quantile_se(&v, 0.5)?;
         let (p95, se_p95) = quantile_se(&v, 0.95)?;
-        let mut dev: Vec<f32> = v.iter().map(|x| (*x as f64 - median).abs() as f32).collect();
-        dev.sort_by(|a, b| a.total_cmp(b));
-        let mad = quantile_se(&dev, 0.5)?.0 * 1.4826;
+        let (q, _) = quantile_se(&v, s.exceedance_quantile)?;
         let n = v.len() as f64;
-        let raw_mean = v.iter().map(|x| *x as f64).sum::<f64>() / n;
-        let raw_sd = (v.iter().map(|x| (*x as f64 - raw_mean).powi(2)).sum::<f64>() / n).sqrt();
-        let scale = if mad > 1e-6 { mad } else { raw_sd.max(1e-3) };
-        let (lo, hi) = (median - clip * scale - reach, median + clip * scale + reach);
         let c: Vec<f64> = v.iter().map(|x| (*x as f64).clamp(lo, hi)).collect();
         let mean = c.iter().sum::<f64>() / n;
         let var = (c.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).max(1e-6);
-        Some(LatencyFrozen { m: v.len(), median, se_median, p95, se_p95, lo, hi, mean, var })
-    }
-
-    /// ln LR of "post mean of winsorized logs = pre + null + δ" against "= pre + null", for the translation-
-    /// invariant statistic (post mean − pre mean ~ N(δ, σ²/m + s²/n)): the baseline's own
-    /// sampling error is in the variance, and so is the post probes' spread `s²` when it is wider
-    /// than the baseline's (Welch), so a few post outliers on a tight baseline are spread, not a
-    /// shift. Two post probes at least: one says nothing about spread.
-    fn llr(&self, post: &LatencyPost, null: f64, delta: f64) -> f64 {
-        if post.n < 2 {
-            return 0.0;
-        }
-        let (n, m) = (post.n as f64, self.m as f64);
-        let mean = post.sum / n;
-        let post_var = ((post.sum_sq - n * mean * mean) / (n - 1.0)).max(self.var);
-        let var = self.var / m + post_var / n;
-        let d = mean - self.mean - null;
-        (delta * d - delta * delta / 2.0) / var
+        let above = v.iter().filter(|x| **x as f64 > q).count() as f64 / n;
+        let tol = s.latency_tolerance.ln();
+        let above_tolerance = v.iter().filter(|x| (**x as f64) > q - tol && (**x as f64) <= q).count() as f64 / n;
+        Some(LatencyFrozen { m: v.len(), median, se_median, p95, se_p95, lo, hi, mean, var, q, above, above_tolerance })
     }
 }
 
+/// The probes of one latency signal after the grace window.
 #[derive(Debug, Clone, Default)]
 struct LatencyPost {
     n: u64,
-    /// Sum and sum of squares of the winsorized log values.
     sum: f64,
     sum_sq: f64,
-    values: Vec<f32>,
+    above: u64,
+    /// The newest (time, log value), at most `baseline_max_samples`.
+    recent: VecDeque<(f64, f32)>,
+}
+
+/// Post-release probes of a time span: count, mean of winsorized logs, share above the reference.
+#[derive(Debug, Clone, Copy, Default)]
+struct Part {
+    n: f64,
+    mean: f64,
+    var: f64,
+    above: f64,
+}
+
+impl LatencyPost {
+    fn all(&self, f: &LatencyFrozen) -> Part {
+        let n = self.n as f64;
+        if n < 1.0 {
+            return Part::default();
+        }
+        let mean = self.sum / n;
+        let var = if n >= 2.0 { ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
+        Part { n, mean, var, above: self.above as f64 / n }
+    }
+
+    /// The stored probes with time in [from, to).
+    fn span(&self, f: &LatencyFrozen, from: f64, to: f64) -> Part {
+        let (mut n, mut sum, mut sq, mut above) = (0.0, 0.0, 0.0, 0.0);
+        for (t, y) in &self.recent {
+            if *t >= from && *t < to {
+                let y = *y as f64;
+                let c = y.clamp(f.lo, f.hi);
+                n += 1.0;
+                sum += c;
+                sq += c * c;
+                if y > f.q {
+                    above += 1.0;
+                }
+            }
+        }
+        if n < 1.0 {
+            return Part::default();
+        }
+        let mean = sum / n;
+        let var = if n >= 2.0 { ((sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
+        Part { n, mean, var, above: above / n }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 struct LatencyKey {
+    /// Raw log values of the baseline window (for freezing).
     times: VecDeque<f64>,
     values: VecDeque<f32>,
-    ewma: Ewma,
+    /// Long-run level and spread (winsorizing bounds); held still while the target is armed or
+    /// regressed.
+    level: Ewma,
+    /// The fixed level residuals of the binned history are taken from (the level after
+    /// `ANCHOR_PROBES` probes). It must not move with the probes: a wandering centre would read
+    /// as load in the history. Re-set only when the level has moved by more than `REANCHOR`.
+    anchor: Option<f64>,
     frozen: Option<LatencyFrozen>,
     post: LatencyPost,
-    /// Reference (mean, variance) of the "no longer worse" test while regressed.
-    reference: Option<(f64, f64)>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct GoodFrozen {
-    bad: u64,
-    n: u64,
-}
-
-impl GoodFrozen {
-    /// Posterior of the baseline bad fraction: Beta(bad + ½, good + ½).
-    fn ab(&self) -> (f64, f64) {
-        (self.bad as f64 + 0.5, (self.n - self.bad) as f64 + 0.5)
-    }
-    fn p_hat(&self) -> f64 {
-        let (a, b) = self.ab();
-        a / (a + b)
-    }
+/// One bin of a scenario's goodput counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GoodBin {
+    pub bin: i64,
+    pub good: u32,
+    pub bad: u32,
 }
 
 #[derive(Debug, Clone, Default)]
 struct GoodputKey {
-    bins: VecDeque<Bin>,
-    /// EWMA of the bad indicator (mean = bad fraction).
-    ewma: Ewma,
+    bins: VecDeque<GoodBin>,
     frozen: Option<GoodFrozen>,
-    post_n: u64,
-    post_bad: u64,
-    /// ln of the null's sequential predictive probability of the post probes (Beta-binomial:
-    /// the baseline's sampling error integrated out).
-    ln_m0: f64,
-    reference: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -308,12 +636,11 @@ struct Row {
     changed: Option<f64>,
     log_e: f64,
     max_log_e: f64,
-    recovery: f64,
 }
 
 impl Default for Row {
     fn default() -> Self {
-        Row { state: State::Watching, source: None, changed: None, log_e: 0.0, max_log_e: 0.0, recovery: 0.0 }
+        Row { state: State::Watching, source: None, changed: None, log_e: 0.0, max_log_e: 0.0 }
     }
 }
 
@@ -334,31 +661,66 @@ struct TargetState {
     marker: Option<f64>,
     armed_until: Option<f64>,
     pooled: [Row; 4],
-    cusum: [f64; 4],
-    /// Exponentially weighted probe rate of the target (probes/s) and when it was last updated.
-    rate: f64,
-    rate_last: f64,
+    /// The pooled goodput baseline frozen at the marker.
+    good_frozen: Option<GoodFrozen>,
+    /// Per signal: the reference bins of the recovery test while the pooled row is regressed,
+    /// and the bad fraction it is compared with (goodput).
+    recovery_ref: [Option<(i64, i64, f64)>; 4],
+    /// The continuous test's last evidence and threshold per signal.
+    continuous: [(f64, f64); 4],
+    /// The dependence of each latency signal frozen at the marker: the armed tests' variance
+    /// comes from the history before the release, never from the probes they test.
+    dependence: [Option<Dependence>; 3],
+    /// Design effect of the test that raised each signal's alarm (for the recovery tests).
+    alarm_deff: [f64; 4],
+    hist: History,
 }
 
-/// Latency mixture grid: tolerance · (min_effect/tolerance)^(2^k), k = 0..3 (1.10, 1.15, 1.27,
-/// 1.52 at the defaults).
-const LATENCY_GRID: usize = 4;
-
-/// The largest log slowdown of the armed test's grid (ln 1.52 at the defaults).
-fn armed_reach(s: &DetectSettings) -> f64 {
-    let null = s.latency_tolerance.ln();
-    null + (s.latency_min_effect.ln() - null) * (1u32 << (LATENCY_GRID - 1)) as f64
+/// Post-grace bins counted as looks (bins after the grace window): every 2 from 4 up to 12, every
+/// 5 up to 30, every 10 up to 120, then every 30. The tests spend their error level over the looks
+/// a window holds (Bonferroni), so each look is valid whatever the dependence between looks. The
+/// first look waits for 4 bins: the persistence check needs two halves of at least 2 bins, so a
+/// warm-up that outlasts the grace window by up to 2 bins is never a regression.
+fn is_look(e: i64) -> bool {
+    match e {
+        ..=3 => false,
+        4..=12 => e % 2 == 0,
+        13..=30 => e % 5 == 0,
+        31..=120 => e % 10 == 0,
+        _ => e % 30 == 0,
+    }
 }
-/// Goodput mixture grid: min_effect·2^k, k = 0..2 (+1, +2, +4 points at the default).
-const GOODPUT_GRID: usize = 3;
-/// Probes whose evidence it takes at least to raise a continuous alarm.
-const CUSUM_MIN_PROBES: f64 = 4.0;
-/// Probes of a scenario before its continuous chart counts.
-const CONTINUOUS_MIN_PROBES: u64 = 100;
-/// Goodput baseline bins per window.
-const GOODPUT_BINS: f64 = 72.0;
-/// Time constant of the target's probe-rate estimate (s).
-const RATE_TAU_S: f64 = 3600.0;
+
+fn looks_within(bins: i64) -> usize {
+    (0..=bins).filter(|e| is_look(*e)).count().max(1)
+}
+
+/// Probes of a scenario before its residuals enter the binned history.
+const ANCHOR_PROBES: u64 = 100;
+/// ln 1.5: the long-run level moved this far from the anchor (a scenario changed for good) sets a
+/// new anchor.
+const REANCHOR: f64 = 0.405;
+
+/// Bins of the recovery test's recent window.
+const RECOVERY_BINS: i64 = 10;
+/// Post-release probes a scenario needs before it takes part in a latency test.
+const MIN_POST: f64 = 5.0;
+
+/// One test at one look.
+#[derive(Debug, Clone, Copy)]
+struct Verdict {
+    /// One-look p-value, and adjusted for the looks and the test's share of the error level.
+    p: f64,
+    p_adj: f64,
+    /// Both halves of the post-grace probes show the effect on their own (persistence).
+    confirmed: bool,
+}
+
+impl Verdict {
+    fn passes(&self, alpha: f64) -> bool {
+        self.p_adj <= alpha && self.confirmed
+    }
+}
 
 /// The regression detector. See the module docs for the method.
 #[derive(Debug, Clone)]
@@ -402,67 +764,106 @@ impl Detector {
         !self.events.is_empty()
     }
 
-    /// ln of the alarm threshold of a signal's pooled release test.
+    /// The release test's error level for one signal (per release and target).
+    fn alpha(&self, signal: Signal) -> f64 {
+        self.settings.armed_alpha * if signal == Signal::Goodput { 0.5 } else { 1.0 / 6.0 }
+    }
+
+    /// ln of the alarm threshold of a signal's release test: evidence (ln 1/adjusted p) at or
+    /// above it is `regressed`.
     pub fn threshold(&self, signal: Signal) -> f64 {
-        let share = if signal == Signal::Goodput { 0.5 } else { 1.0 / 6.0 };
-        (1.0 / (self.settings.armed_alpha * share)).ln()
+        (1.0 / self.alpha(signal)).ln()
     }
 
-    fn attribution_threshold(&self) -> f64 {
-        (1.0 / self.settings.attribution_alpha).ln()
+    /// The continuous test's error level per look and signal: its false alarms, summed over the
+    /// looks of `continuous_arl_days` and the four signals, are at most one.
+    fn continuous_alpha(&self) -> f64 {
+        let s = &self.settings;
+        let looks = s.continuous_arl_days * 86_400.0 / s.continuous_look_s;
+        1.0 / (4.0 * looks.max(1.0))
     }
 
-    /// ln threshold of the continuous CUSUM for a target probing at `rate` probes/s: Lorden's
-    /// bound ARL₀ ≥ e^h (in probes) with the target's ARL split over its four charts.
-    pub fn cusum_threshold(&self, rate: f64) -> f64 {
-        (4.0 * self.settings.continuous_arl_days * 86_400.0 * rate.max(1e-3)).ln().max(1.0)
+    fn bin_of(&self, t: f64) -> i64 {
+        let b = (t / self.settings.bin_s).floor();
+        if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
+    }
+
+    /// The first bin that starts at or after `t`.
+    fn bin_after(&self, t: f64) -> i64 {
+        let b = (t / self.settings.bin_s).ceil();
+        if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
+    }
+
+    fn new_target(&self, name: &str, now: f64) -> TargetState {
+        let s = &self.settings;
+        let span = (s.latency_baseline_s + s.armed_window_s).max(s.continuous_reference_s + s.continuous_window_s);
+        let cap = (s.history_s / s.bin_s).ceil().clamp(1.0, crate::config::MAX_HISTORY_BINS) as usize;
+        let k_max = ((span / s.bin_s).ceil() as usize).clamp(1, cap);
+        TargetState {
+            name: name.to_string(),
+            first_seen: now,
+            scenarios: Vec::new(),
+            marker: None,
+            armed_until: None,
+            pooled: [Row::default(); 4],
+            good_frozen: None,
+            recovery_ref: [None; 4],
+            continuous: [(0.0, 0.0); 4],
+            dependence: [None, None, None],
+            alarm_deff: [1.0; 4],
+            hist: History::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
+        }
     }
 
     /// A release of `target` at `now`: freezes every scenario's baseline (the probes of the
     /// baseline windows before `now`), resets the target's rows to `watching` and arms the tests
-    /// for `armed_window_s`. A marker for a target never seen is remembered (rows without a
-    /// baseline stay out of the test).
+    /// for `armed_window_s`, the first `release_grace_s` of which do not decide. A marker for a
+    /// target never seen is remembered (rows without a baseline stay out of the test).
     pub fn mark_release(&mut self, target: &str, now: f64) {
         self.tick(now);
-        let s = self.settings.clone();
         let ti = match self.targets.iter().position(|t| t.name == target) {
             Some(i) => i,
             None => {
-                self.targets.push(new_target(target, now));
+                let t = self.new_target(target, now);
+                self.targets.push(t);
                 self.targets.len() - 1
             }
         };
+        let s = self.settings.clone();
+        let (g0, g1) = (self.bin_of(now - s.goodput_baseline_s), self.bin_of(now));
         let t = &mut self.targets[ti];
         t.marker = Some(now);
         t.armed_until = Some(now + s.armed_window_s);
         t.pooled = [Row::default(); 4];
+        t.recovery_ref = [None; 4];
+        t.dependence = std::array::from_fn(|k| t.hist.dependence(k));
+        let outage = |h: &History, bin: i64| h.get(bin).is_some_and(HistBin::outage);
+        let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
+        let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
+        t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
         for sc in &mut t.scenarios {
             sc.rows = [Row::default(); 4];
             for lk in &mut sc.latency {
                 let from = now - s.latency_baseline_s;
                 let vals: Vec<f32> = lk.times.iter().zip(&lk.values).filter(|(t, _)| **t >= from && **t <= now).map(|(_, v)| *v).collect();
-                lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, s.clip_sigmas, armed_reach(&s)) } else { None };
+                lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
                 lk.post = LatencyPost::default();
-                lk.reference = None;
             }
             let g = &mut sc.goodput;
-            let from = now - s.goodput_baseline_s;
-            let (mut good, mut bad) = (0u64, 0u64);
-            for b in g.bins.iter().filter(|b| b.start >= from - 1e-9 && b.start <= now) {
-                good += b.good as u64;
-                bad += b.bad as u64;
-            }
-            g.frozen = if good + bad >= s.min_goodput_baseline as u64 { Some(GoodFrozen { bad, n: good + bad }) } else { None };
-            g.post_n = 0;
-            g.post_bad = 0;
-            g.ln_m0 = 0.0;
-            g.reference = None;
+            let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !outage(&t.hist, b.bin)).map(|b| (b.good, b.bad));
+            let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
+            g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
         }
     }
 
-    /// Advances time without a probe: closes release windows and ages `recovered` rows.
+    /// Advances time without a probe: closes finished bins (running the looks they end), closes
+    /// release windows and ages `recovered` rows.
     pub fn tick(&mut self, now: f64) {
         self.last_now = self.last_now.max(now);
+        let current = self.bin_of(now);
+        for ti in 0..self.targets.len() {
+            self.advance(ti, current);
+        }
         let window = self.settings.armed_window_s;
         for t in &mut self.targets {
             if t.armed_until.is_some_and(|u| now >= u) {
@@ -480,6 +881,17 @@ impl Detector {
         }
     }
 
+    /// Closes target `ti`'s open bin when time has reached bin `current`.
+    fn advance(&mut self, ti: usize, current: i64) {
+        let Some((bin, open)) = self.targets[ti].hist.open else { return };
+        if bin >= current {
+            return;
+        }
+        self.targets[ti].hist.open = None;
+        self.targets[ti].hist.push(bin, open.close());
+        self.bin_closed(ti, bin);
+    }
+
     /// One probe of `target` × `scenario` at `now`.
     pub fn observe(&mut self, target: &str, scenario: &str, obs: Observation, now: f64) {
         let Some(good) = obs.good else {
@@ -494,7 +906,8 @@ impl Detector {
                     self.ignored.over_key_cap += 1;
                     return;
                 }
-                self.targets.push(new_target(target, now));
+                let t = self.new_target(target, now);
+                self.targets.push(t);
                 self.targets.len() - 1
             }
         };
@@ -517,286 +930,409 @@ impl Detector {
                 t.scenarios.len() - 1
             }
         };
-        {
-            let t = &mut self.targets[ti];
-            let dt = (now - t.rate_last).max(0.0);
-            t.rate = t.rate * (-dt / RATE_TAU_S).exp() + 1.0 / RATE_TAU_S;
-            t.rate_last = now;
-        }
-        let h = self.cusum_threshold(self.targets[ti].rate);
-        for (i, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {
+        // A probe older than the open bin (clocks of concurrent probes) joins the open bin.
+        let bin = self.bin_of(now).max(self.targets[ti].hist.open.map_or(i64::MIN, |o| o.0));
+        let s = &self.settings;
+        let t = &mut self.targets[ti];
+        let hold = t.armed_until.is_some() || t.pooled.iter().any(|r| r.state == State::Regressed);
+        let post_from = t.marker.map(|m| m + s.release_grace_s);
+        let open = &mut t.hist.open.get_or_insert((bin, OpenBin::default())).1;
+        let sc = &mut t.scenarios[si];
+        for (k, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {
             let Some(v) = v else { continue };
             if !(v.is_finite() && v > 0.0) {
                 self.ignored.bad_values += 1;
                 continue;
             }
-            self.observe_latency(ti, si, Signal::LATENCY[i], v.ln(), now, h);
-        }
-        self.observe_goodput(ti, si, !good, now, h);
-    }
-
-    fn observe_latency(&mut self, ti: usize, si: usize, signal: Signal, y: f64, now: f64, h: f64) {
-        let s = &self.settings;
-        let k = signal.index();
-        let t = &mut self.targets[ti];
-        let armed = t.armed_until.is_some();
-        let warm_since = t.scenarios[si].first_seen;
-        let lk = &mut t.scenarios[si].latency[k];
-        // Continuous chart: standardized against the slow EWMA before it learns this probe.
-        let mut alarm = false;
-        if s.continuous && lk.ewma.n >= CONTINUOUS_MIN_PROBES && now - warm_since >= s.continuous_warmup_s {
-            let sd = lk.ewma.var.sqrt().max(1e-3);
-            let null = s.latency_tolerance.ln();
-            // Clipped at clip sd plus the shift the chart looks for: a tight baseline must not
-            // clip a real slowdown below the null (the chart would never move).
-            let reach = s.clip_sigmas * sd + s.continuous_latency_min_effect.ln();
-            let z = (y - lk.ewma.mean).clamp(-reach, reach) / sd - null / sd;
-            let d = (s.continuous_latency_min_effect.ln() - null) / sd;
-            // Bounded influence: no single probe adds more than a quarter of the threshold, so one
-            // outlier cannot alarm on a tight baseline (capping only lowers increments, so the
-            // ARL bound of `h` still holds) and a real slowdown needs at least four probes.
-            t.cusum[k] = (t.cusum[k] + (d * z - d * d / 2.0).min(h / CUSUM_MIN_PROBES)).max(0.0);
-            alarm = t.cusum[k] >= h;
-        }
-        lk.ewma.push(y, now, s.continuous_latency_tau_s, s.clip_sigmas);
-        // Rolling baseline.
-        lk.times.push_back(now);
-        lk.values.push_back(y as f32);
-        let from = now - s.latency_baseline_s;
-        while lk.times.front().is_some_and(|t0| *t0 < from) || lk.times.len() > s.baseline_max_samples {
-            lk.times.pop_front();
-            lk.values.pop_front();
-        }
-        // Release test.
-        if armed && let Some(f) = &lk.frozen {
-            lk.post.n += 1;
-            let yc = y.clamp(f.lo, f.hi);
-            lk.post.sum += yc;
-            lk.post.sum_sq += yc * yc;
-            if lk.post.values.len() < s.baseline_max_samples {
-                lk.post.values.push(y as f32);
+            let y = v.ln();
+            let lk = &mut sc.latency[k];
+            let (lo, hi) = lk.level.bounds(s.clip_sigmas);
+            if let Some(anchor) = lk.anchor {
+                let r = y.clamp(lo, hi) - anchor;
+                open.n[k] += 1;
+                open.sum[k] += r;
+                open.sum_sq[k] += r * r;
             }
-        }
-        // "No longer worse" test while regressed.
-        if let Some((mu, var)) = lk.reference {
-            let sd = var.sqrt();
-            let source = t.pooled[k].source.or(t.scenarios[si].rows[k].source);
-            // ln LR of "shift = tolerance" against "shift = min effect".
-            let a = s.latency_tolerance.ln();
-            let b = match source {
-                Some(Source::Continuous) => s.continuous_latency_min_effect.ln(),
-                _ => s.latency_min_effect.ln(),
-            };
-            let yc = y.clamp(mu - s.clip_sigmas * sd - b, mu + s.clip_sigmas * sd + b);
-            let inc = (b - a) * ((a + b) / 2.0 - (yc - mu)) / var;
-            for r in [&mut t.pooled[k], &mut t.scenarios[si].rows[k]] {
-                if r.state == State::Regressed {
-                    r.recovery = (r.recovery + inc).max(0.0);
+            if !hold || lk.level.n < ANCHOR_PROBES {
+                lk.level.push(y, now, s.history_s / 2.0, s.clip_sigmas);
+                let moved = lk.anchor.is_some_and(|a| (lk.level.mean - a).abs() > REANCHOR);
+                if (lk.anchor.is_none() && lk.level.n >= ANCHOR_PROBES) || moved {
+                    lk.anchor = Some(lk.level.mean);
+                }
+            }
+            lk.times.push_back(now);
+            lk.values.push_back(y as f32);
+            let from = now - s.latency_baseline_s;
+            while lk.times.front().is_some_and(|t0| *t0 < from) || lk.times.len() > s.baseline_max_samples {
+                lk.times.pop_front();
+                lk.values.pop_front();
+            }
+            if let (Some(f), Some(p0)) = (&lk.frozen, post_from)
+                && now >= p0
+                && t.armed_until.is_some()
+            {
+                let c = y.clamp(f.lo, f.hi);
+                lk.post.n += 1;
+                lk.post.sum += c;
+                lk.post.sum_sq += c * c;
+                lk.post.above += u64::from(y > f.q);
+            }
+            if post_from.is_some_and(|p0| now >= p0) && (t.armed_until.is_some() || sc.rows[k].state == State::Regressed) {
+                lk.post.recent.push_back((now, y as f32));
+                if lk.post.recent.len() > s.baseline_max_samples {
+                    lk.post.recent.pop_front();
                 }
             }
         }
-        if alarm {
-            t.cusum[k] = 0.0;
-            self.continuous_alarm(ti, signal, now);
+        if good {
+            open.good += 1;
+        } else {
+            open.bad += 1;
         }
-        self.update_rows(ti, signal, now);
-    }
-
-    fn observe_goodput(&mut self, ti: usize, si: usize, bad: bool, now: f64, h: f64) {
-        let s = &self.settings;
-        let k = Signal::Goodput.index();
-        let t = &mut self.targets[ti];
-        let armed = t.armed_until.is_some();
-        let warm_since = t.scenarios[si].first_seen;
-        let g = &mut t.scenarios[si].goodput;
-        let b = if bad { 1.0 } else { 0.0 };
-        let mut alarm = false;
-        if s.continuous && g.ewma.n >= CONTINUOUS_MIN_PROBES && now - warm_since >= s.continuous_warmup_s {
-            let p0 = g.ewma.mean.clamp(1e-3, 0.9);
-            let p1 = p0 + s.continuous_goodput_min_effect;
-            let inc = if bad { (p1 / p0).ln() } else { ((1.0 - p1) / (1.0 - p0)).ln() };
-            t.cusum[k] = (t.cusum[k] + inc).max(0.0);
-            alarm = t.cusum[k] >= h;
-        }
-        g.ewma.push(b, now, s.continuous_goodput_tau_s, f64::INFINITY);
-        // Rolling baseline in bins.
-        let width = s.goodput_baseline_s / GOODPUT_BINS;
-        let start = (now / width).floor() * width;
+        let g = &mut sc.goodput;
         match g.bins.back_mut() {
-            Some(last) if last.start == start => {
-                if bad {
-                    last.bad += 1
-                } else {
+            Some(last) if last.bin >= bin => {
+                if good {
                     last.good += 1
+                } else {
+                    last.bad += 1
                 }
             }
-            _ => g.bins.push_back(Bin { start, good: u32::from(!bad), bad: u32::from(bad) }),
+            _ => g.bins.push_back(GoodBin { bin, good: u32::from(good), bad: u32::from(!good) }),
         }
-        while g.bins.front().is_some_and(|f| f.start + width < now - s.goodput_baseline_s) {
+        let keep_from = bin - ((s.goodput_baseline_s + s.armed_window_s) / s.bin_s).ceil() as i64 - 1;
+        while g.bins.front().is_some_and(|f| f.bin < keep_from) {
             g.bins.pop_front();
         }
-        if armed && let Some(f) = g.frozen {
-            let (a0, b0) = f.ab();
-            let (j, n) = (g.post_bad as f64, g.post_n as f64);
-            g.ln_m0 += if bad { ((a0 + j) / (a0 + b0 + n)).ln() } else { ((b0 + n - j) / (a0 + b0 + n)).ln() };
-            g.post_n += 1;
-            g.post_bad += u64::from(bad);
-        }
-        if let Some(p0) = g.reference {
-            let source = t.pooled[k].source.or(t.scenarios[si].rows[k].source);
-            let d = match source {
-                Some(Source::Continuous) => s.continuous_goodput_min_effect,
-                _ => s.goodput_min_effect,
-            };
-            let p1 = (p0 + d).min(0.999);
-            let inc = if bad { (p0 / p1).ln() } else { ((1.0 - p0) / (1.0 - p1)).ln() };
-            for r in [&mut t.pooled[k], &mut t.scenarios[si].rows[k]] {
-                if r.state == State::Regressed {
-                    r.recovery = (r.recovery + inc).max(0.0);
+    }
+
+    /// Bin `bin` of target `ti` closed: the release looks it ends, the recovery tests, the
+    /// continuous look.
+    fn bin_closed(&mut self, ti: usize, bin: i64) {
+        let s = self.settings.clone();
+        let end = (bin + 1) as f64 * s.bin_s;
+        if let (Some(marker), Some(_)) = (self.targets[ti].marker, self.targets[ti].armed_until) {
+            let post0 = self.bin_after(marker + s.release_grace_s);
+            let e = bin + 1 - post0;
+            if is_look(e) {
+                for signal in Signal::ALL {
+                    self.release_look(ti, signal, marker, end, (post0, bin + 1));
                 }
             }
         }
-        if alarm {
-            t.cusum[k] = 0.0;
-            self.continuous_alarm(ti, Signal::Goodput, now);
+        for signal in Signal::ALL {
+            self.recovery(ti, signal, bin, end);
         }
-        self.update_rows(ti, Signal::Goodput, now);
-    }
-
-    fn continuous_alarm(&mut self, ti: usize, signal: Signal, now: f64) {
-        let k = signal.index();
-        let t = &mut self.targets[ti];
-        if t.pooled[k].state == State::Regressed {
-            return;
-        }
-        t.pooled[k] = Row { state: State::Regressed, source: Some(Source::Continuous), changed: Some(now), ..t.pooled[k] };
-        t.pooled[k].recovery = 0.0;
-        for sc in &mut t.scenarios {
-            if signal == Signal::Goodput {
-                sc.goodput.reference = Some(sc.goodput.ewma.mean.clamp(1e-3, 0.9));
-            } else {
-                let e = sc.latency[k].ewma;
-                sc.latency[k].reference = Some((e.mean, e.var.max(1e-6)));
+        let look_bins = (s.continuous_look_s / s.bin_s).round().max(1.0) as i64;
+        if s.continuous && self.targets[ti].armed_until.is_none() && (bin + 1).rem_euclid(look_bins) == 0 {
+            for signal in Signal::ALL {
+                self.continuous_look(ti, signal, bin, end);
             }
         }
-        self.events.push(Event { target: t.name.clone(), scenario: None, signal, state: State::Regressed, source: Source::Continuous, at: now });
     }
 
-    /// Per-scenario ln LR of each grid alternative (None: the scenario is not in the test).
-    fn scenario_llrs(&self, sc: &ScenarioState, signal: Signal) -> Option<[f64; LATENCY_GRID]> {
+    /// The release-armed tests of one signal at a look: per scenario and pooled, the mean of
+    /// winsorized log latency and the share above the baseline quantile (latency), or the capped
+    /// bad count per bin (goodput).
+    fn release_look(&mut self, ti: usize, signal: Signal, marker: f64, end: f64, post: (i64, i64)) {
         let s = &self.settings;
-        let mut out = [f64::NEG_INFINITY; LATENCY_GRID];
-        if signal == Signal::Goodput {
-            let g = &sc.goodput;
-            let f = g.frozen?;
-            let p = f.p_hat();
-            let (j, n) = (g.post_bad as f64, g.post_n as f64);
-            for (i, o) in out.iter_mut().enumerate().take(GOODPUT_GRID) {
-                let p1 = (p + s.goodput_min_effect * (1u32 << i) as f64).min(0.99);
-                *o = j * p1.ln() + (n - j) * (1.0 - p1).ln() - g.ln_m0;
-            }
-        } else {
-            let lk = &sc.latency[signal.index()];
-            let f = lk.frozen.as_ref()?;
-            let null = s.latency_tolerance.ln();
-            let d0 = s.latency_min_effect.ln() - null;
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = f.llr(&lk.post, null, d0 * (1u32 << i) as f64);
-            }
-        }
-        Some(out)
-    }
-
-    fn update_rows(&mut self, ti: usize, signal: Signal, now: f64) {
-        let k = signal.index();
-        {
-            let t = &self.targets[ti];
-            if t.armed_until.is_none() && t.pooled[k].state != State::Regressed && t.scenarios.iter().all(|s| s.rows[k].state != State::Regressed) {
-                return;
-            }
-        }
-        let grid = if signal == Signal::Goodput { GOODPUT_GRID } else { LATENCY_GRID };
-        let lw = -(grid as f64).ln();
-        let thr = self.threshold(signal);
-        let attr = self.attribution_threshold();
-        let rec = (1.0 / self.settings.recovery_alpha).ln();
+        let alpha = self.alpha(signal);
+        let post_start = marker + s.release_grace_s;
+        let mid = (post_start + end) / 2.0;
+        let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
+        let looks = looks_within(window_bins) as f64;
         let t = &self.targets[ti];
-        let armed = t.armed_until.is_some();
-        let mut pooled = [0.0f64; LATENCY_GRID];
-        let mut any = false;
-        let mut per_scenario: Vec<Option<f64>> = Vec::with_capacity(t.scenarios.len());
-        if armed {
-            for sc in &t.scenarios {
-                match self.scenario_llrs(sc, signal) {
-                    Some(l) => {
-                        any = true;
-                        for i in 0..grid {
-                            pooled[i] += l[i];
-                        }
-                        let terms: Vec<f64> = l[..grid].iter().map(|x| x + lw).collect();
-                        per_scenario.push(Some(log_sum_exp(&terms)));
-                    }
-                    None => per_scenario.push(None),
+        let mut scen: Vec<Option<[Verdict; 2]>> = vec![None; t.scenarios.len()];
+        let mut pooled: Vec<Verdict> = Vec::new();
+        if signal == Signal::Goodput {
+            let outage = |bin: i64| t.hist.get(bin).is_some_and(HistBin::outage);
+            let mid_bin = (post.0 + post.1) / 2;
+            let split = |bins: Vec<(i64, u32, u32)>| {
+                let all: Vec<(u32, u32)> = bins.iter().map(|b| (b.1, b.2)).collect();
+                let early: Vec<(u32, u32)> = bins.iter().filter(|b| b.0 < mid_bin).map(|b| (b.1, b.2)).collect();
+                let late: Vec<(u32, u32)> = bins.iter().filter(|b| b.0 >= mid_bin).map(|b| (b.1, b.2)).collect();
+                (all, early, late)
+            };
+            let verdict = |f: &GoodFrozen, bins: Vec<(i64, u32, u32)>, share: f64| {
+                let (all, early, late) = split(bins);
+                let p = f.tail(&all);
+                let confirmed = !early.is_empty() && !late.is_empty() && f.tail(&early) <= s.confirm_alpha && f.tail(&late) <= s.confirm_alpha;
+                Verdict { p, p_adj: (p * looks / share).min(1.0), confirmed }
+            };
+            let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
+            if let Some(f) = &t.good_frozen {
+                let bins: Vec<(i64, u32, u32)> = (post.0..post.1).filter_map(|b| t.hist.get(b).filter(|h| !h.outage()).map(|h| (b, h.good, h.bad))).collect();
+                if !bins.is_empty() {
+                    pooled.push(verdict(f, bins, 0.5));
                 }
             }
-        }
-        let pooled_log_e = if any {
-            let terms: Vec<f64> = pooled[..grid].iter().map(|x| x + lw).collect();
-            Some(log_sum_exp(&terms))
+            for (i, sc) in t.scenarios.iter().enumerate() {
+                let Some(f) = &sc.goodput.frozen else { continue };
+                let bins: Vec<(i64, u32, u32)> =
+                    sc.goodput.bins.iter().filter(|b| b.bin >= post.0 && b.bin < post.1 && !outage(b.bin)).map(|b| (b.bin, b.good, b.bad)).collect();
+                if !bins.is_empty() {
+                    let v = verdict(f, bins, 0.5 / k);
+                    scen[i] = Some([v, v]);
+                }
+            }
         } else {
-            None
-        };
-        let mut events = Vec::new();
+            let k = signal.index();
+            let tol = s.latency_tolerance.ln();
+            let base = (self.bin_of(marker - s.latency_baseline_s), self.bin_of(marker));
+            let deff = t.dependence[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
+            // (part, frozen) per scenario in the test: all post probes, early half, late half.
+            let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
+            for (i, sc) in t.scenarios.iter().enumerate() {
+                let lk = &sc.latency[k];
+                let Some(f) = &lk.frozen else { continue };
+                let all = lk.post.all(f);
+                if all.n >= MIN_POST {
+                    parts.push((i, [all, lk.post.span(f, post_start, mid), lk.post.span(f, mid, f64::INFINITY)], f));
+                }
+            }
+            let kk = parts.len().max(1) as f64;
+            // z of the mean test and of the exceedance test for a weighted set of scenarios.
+            // For a weighted set of scenarios, per statistic (mean, exceedance): z of "no slower
+            // than the baseline", and whether the estimate reaches the tolerance.
+            let z = |sel: &[(f64, Part, &LatencyFrozen)]| -> Option<[(f64, bool); 2]> {
+                let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
+                if total <= 0.0 {
+                    return None;
+                }
+                let (mut d, mut v, mut de, mut ve, mut tol_e) = (0.0, 0.0, 0.0, 0.0, 0.0);
+                for (w, p, f) in sel {
+                    if p.n < 2.0 {
+                        continue;
+                    }
+                    let w = w / total;
+                    let var = p.var.max(f.var);
+                    d += w * (p.mean - f.mean);
+                    v += w * w * (var / p.n + f.var / f.m as f64);
+                    de += w * (p.above - f.above);
+                    ve += w * w * f.above * (1.0 - f.above) * (1.0 / p.n + 1.0 / f.m as f64);
+                    tol_e += w * f.above_tolerance;
+                }
+                Some([(d / (v * deff).sqrt(), d >= tol), (de / (ve.max(1e-12) * deff).sqrt(), de >= tol_e)])
+            };
+            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64| -> Option<[Verdict; 2]> {
+                let pick = |j: usize| sel.iter().map(|(w, p, f)| (*w * p[j].n / p[0].n.max(1.0), p[j], *f)).collect::<Vec<_>>();
+                let all = z(&pick(0))?;
+                let halves = [z(&pick(1)), z(&pick(2))];
+                let confirmed = |j: usize| halves.iter().all(|h| h.is_some_and(|h| normal_sf(h[j].0) <= s.confirm_alpha && h[j].1));
+                let make = |j: usize| {
+                    let (zz, large) = all[j];
+                    let p = normal_sf(zz);
+                    Verdict { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed(j) && large }
+                };
+                Some([make(0), make(1)])
+            };
+            let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
+            if let Some(v) = verdicts(&all, 0.25) {
+                pooled.extend(v);
+            }
+            for (i, p, f) in &parts {
+                scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk);
+            }
+            self.targets[ti].alarm_deff[k] = deff;
+        }
+        self.apply_release_look(ti, signal, end, &pooled, &scen, alpha);
+    }
+
+    fn apply_release_look(&mut self, ti: usize, signal: Signal, now: f64, pooled: &[Verdict], scen: &[Option<[Verdict; 2]>], alpha: f64) {
+        let k = signal.index();
+        let attribution = self.settings.attribution_alpha;
+        let baseline = self.baseline_ref(ti, signal);
         let t = &mut self.targets[ti];
-        let name = t.name.clone();
+        let evidence = |v: &Verdict| -(v.p_adj.max(1e-300)).ln();
+        let mut events = Vec::new();
+        let all = pooled.iter().chain(scen.iter().flatten().flatten());
+        let best = all.clone().map(evidence).fold(f64::NEG_INFINITY, f64::max);
+        let any_pass = all.clone().any(|v| v.passes(alpha));
+        let pooled_pass = pooled.iter().any(|v| v.passes(alpha));
         {
             let r = &mut t.pooled[k];
-            if let Some(le) = pooled_log_e {
-                r.log_e = le;
-                r.max_log_e = r.max_log_e.max(le);
-                if r.state == State::Watching && le >= thr {
-                    *r = Row { state: State::Regressed, source: Some(Source::Release), changed: Some(now), recovery: 0.0, ..*r };
-                    events.push((None, State::Regressed, Source::Release));
-                }
+            if best.is_finite() {
+                r.log_e = best;
+                r.max_log_e = r.max_log_e.max(best);
             }
-            if r.state == State::Regressed && r.recovery >= rec {
-                r.state = State::Recovered;
-                r.changed = Some(now);
-                events.push((None, State::Recovered, r.source.unwrap_or(Source::Release)));
+            if r.state == State::Watching && any_pass {
+                *r = Row { state: State::Regressed, source: Some(Source::Release), changed: Some(now), ..*r };
+                t.recovery_ref[k] = baseline;
+                events.push((None, State::Regressed));
             }
         }
         let pooled_release = t.pooled[k].state == State::Regressed && t.pooled[k].source == Some(Source::Release);
         for (i, sc) in t.scenarios.iter_mut().enumerate() {
+            let Some(v) = scen.get(i).copied().flatten() else { continue };
             let r = &mut sc.rows[k];
-            if let Some(Some(le)) = per_scenario.get(i) {
-                r.log_e = *le;
-                r.max_log_e = r.max_log_e.max(*le);
-                if pooled_release && r.state == State::Watching && *le >= attr {
-                    *r = Row { state: State::Regressed, source: Some(Source::Release), changed: Some(now), recovery: 0.0, ..*r };
-                    events.push((Some(sc.name.clone()), State::Regressed, Source::Release));
-                }
-            }
-            if r.state == State::Regressed && r.recovery >= rec {
-                r.state = State::Recovered;
-                r.changed = Some(now);
-                events.push((Some(sc.name.clone()), State::Recovered, Source::Release));
-            }
-            // The recovery test needs its reference once any row of this key is regressed.
-            if r.state == State::Regressed || pooled_release {
-                if signal == Signal::Goodput {
-                    if sc.goodput.reference.is_none() {
-                        sc.goodput.reference = sc.goodput.frozen.map(|f| f.p_hat());
-                    }
-                } else {
-                    let lk = &mut sc.latency[k];
-                    if lk.reference.is_none() {
-                        lk.reference = lk.frozen.as_ref().map(|f| (f.mean, f.var));
-                    }
-                }
+            let le = v.iter().map(evidence).fold(f64::NEG_INFINITY, f64::max);
+            r.log_e = le;
+            r.max_log_e = r.max_log_e.max(le);
+            let own = v.iter().any(|x| x.passes(alpha));
+            let attributed = pooled_pass && pooled_release && v.iter().any(|x| x.p <= attribution && x.confirmed);
+            if r.state == State::Watching && (own || attributed) {
+                *r = Row { state: State::Regressed, source: Some(Source::Release), changed: Some(now), ..*r };
+                events.push((Some(sc.name.clone()), State::Regressed));
             }
         }
-        for (scenario, state, source) in events {
-            self.events.push(Event { target: name.clone(), scenario, signal, state, source, at: now });
+        let name = t.name.clone();
+        for (scenario, state) in events {
+            self.events.push(Event { target: name.clone(), scenario, signal, state, source: Source::Release, at: now });
+        }
+    }
+
+    /// The reference of a release alarm's recovery test: the baseline bins, and the baseline bad
+    /// fraction (goodput).
+    fn baseline_ref(&self, ti: usize, signal: Signal) -> Option<(i64, i64, f64)> {
+        let s = &self.settings;
+        let t = &self.targets[ti];
+        let marker = t.marker?;
+        if signal == Signal::Goodput {
+            let f = t.good_frozen.as_ref()?;
+            Some((self.bin_of(marker - s.goodput_baseline_s), self.bin_of(marker), f.p_bad()))
+        } else {
+            Some((self.bin_of(marker - s.latency_baseline_s), self.bin_of(marker), 0.0))
+        }
+    }
+
+    /// The continuous test of one signal: the last `continuous_window_s` against the
+    /// `continuous_reference_s` before them (goodput: `goodput_baseline_s`), with the target's
+    /// own dependence in the variance and both halves of the recent window required.
+    fn continuous_look(&mut self, ti: usize, signal: Signal, bin: i64, now: f64) {
+        let s = &self.settings;
+        let k = signal.index();
+        let alpha = self.continuous_alpha();
+        let threshold = (1.0 / alpha).ln();
+        let w = (s.continuous_window_s / s.bin_s).round().max(1.0) as i64;
+        let reference_s = if signal == Signal::Goodput { s.goodput_baseline_s } else { s.continuous_reference_s };
+        let r = (reference_s / s.bin_s).round().max(1.0) as i64;
+        let recent = (bin + 1 - w, bin + 1);
+        let reference = (recent.0 - r, recent.0);
+        let half = (recent.0 + recent.1) / 2;
+        let t = &self.targets[ti];
+        if t.pooled[k].state == State::Regressed || t.hist.first > reference.0 {
+            return;
+        }
+        let mut deff = 1.0;
+        let (p, confirmed, p_ref) = if signal == Signal::Goodput {
+            let bins = |(a, b): (i64, i64)| (a..b).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| (h.good, h.bad)).collect::<Vec<_>>();
+            let refs = bins(reference);
+            let total: u64 = refs.iter().map(|(g, b)| (g + b) as u64).sum();
+            let Some(f) = GoodFrozen::from_bins(refs.iter().copied()).filter(|_| total >= s.min_goodput_baseline as u64) else { return };
+            let now_bins = bins(recent);
+            if now_bins.is_empty() {
+                return;
+            }
+            let (e, l) = (bins((recent.0, half)), bins((half, recent.1)));
+            let confirmed = !e.is_empty() && !l.is_empty() && f.tail(&e) <= s.confirm_alpha && f.tail(&l) <= s.confirm_alpha;
+            (f.tail(&now_bins), confirmed, f.p_bad())
+        } else {
+            let tol = s.latency_tolerance.ln();
+            let Some(dep) = t.hist.dependence(k) else { return };
+            let z = |b: (i64, i64)| {
+                let (mr, nr) = t.hist.block_mean(k, reference);
+                let (mb, nb) = t.hist.block_mean(k, b);
+                if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < b.1 - b.0 {
+                    return None;
+                }
+                Some(((mb - mr) / contrast_var(&dep.gamma, reference, b).max(1e-12).sqrt(), mb - mr >= tol))
+            };
+            let Some((zm, large)) = z(recent) else { return };
+            deff = dep.design_effect(reference, recent);
+            let confirmed = large && [(recent.0, half), (half, recent.1)].iter().all(|b| z(*b).is_some_and(|(x, l)| normal_sf(x) <= s.confirm_alpha && l));
+            (normal_sf(zm), confirmed, 0.0)
+        };
+        let evidence = -(p.max(1e-300)).ln();
+        let t = &mut self.targets[ti];
+        t.continuous[k] = (evidence, threshold);
+        if p <= alpha && confirmed {
+            let name = t.name.clone();
+            t.pooled[k] = Row { state: State::Regressed, source: Some(Source::Continuous), changed: Some(now), ..t.pooled[k] };
+            t.recovery_ref[k] = Some((reference.0, reference.1, p_ref));
+            t.alarm_deff[k] = deff;
+            self.events.push(Event { target: name, scenario: None, signal, state: State::Regressed, source: Source::Continuous, at: now });
+        }
+    }
+
+    /// "No longer worse": a regressed row recovers when its last `RECOVERY_BINS` bins are below
+    /// the still-regressed alternative with confidence 1 − `recovery_alpha`.
+    fn recovery(&mut self, ti: usize, signal: Signal, bin: i64, now: f64) {
+        let s = &self.settings;
+        let k = signal.index();
+        let t = &self.targets[ti];
+        let pooled = t.pooled[k];
+        let any = pooled.state == State::Regressed || t.scenarios.iter().any(|sc| sc.rows[k].state == State::Regressed);
+        if !any {
+            return;
+        }
+        let z_rec = normal_quantile(1.0 - s.recovery_alpha);
+        let continuous = pooled.source == Some(Source::Continuous);
+        let recent = (bin + 1 - RECOVERY_BINS, bin + 1);
+        let since = |r: &Row| r.changed.map_or(i64::MAX, |c| self.bin_after(c));
+        let mut recovered_pooled = false;
+        if pooled.state == State::Regressed
+            && recent.0 >= since(&pooled)
+            && let Some((a, b, p0)) = t.recovery_ref[k]
+        {
+            recovered_pooled = if signal == Signal::Goodput {
+                let me = if continuous { s.continuous_goodput_min_effect } else { s.goodput_min_effect };
+                let bins: Vec<(u32, u32)> = (recent.0..recent.1).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| (h.good, h.bad)).collect();
+                bad_share_below(&bins, p0 + me, z_rec)
+            } else {
+                let me = if continuous { s.continuous_latency_min_effect } else { s.latency_min_effect }.ln();
+                // The variance of independent bins times the design effect at the alarm: the
+                // history now holds the regression itself, which would inflate a fresh estimate.
+                match t.hist.vario[k].nugget() {
+                    Some(nugget) => {
+                        let (mr, nr) = t.hist.block_mean(k, (a, b));
+                        let (mb, nb) = t.hist.block_mean(k, recent);
+                        let var = nugget * (1.0 / nr.max(1) as f64 + 1.0 / nb.max(1) as f64) * t.alarm_deff[k];
+                        nr > 0 && nb as i64 * 2 >= RECOVERY_BINS && (mb - mr - me) / var.sqrt() <= -z_rec
+                    }
+                    None => false,
+                }
+            };
+        }
+        // Scenario rows: their own recent probes against their frozen baseline.
+        let from = recent.0 as f64 * s.bin_s;
+        let mut recovered_scen = vec![false; t.scenarios.len()];
+        for (i, sc) in t.scenarios.iter().enumerate() {
+            let r = &sc.rows[k];
+            if r.state != State::Regressed || recent.0 < since(r) {
+                continue;
+            }
+            recovered_scen[i] = if signal == Signal::Goodput {
+                let Some(f) = &sc.goodput.frozen else { continue };
+                let bins: Vec<(u32, u32)> = sc.goodput.bins.iter().filter(|b| b.bin >= recent.0 && b.bin < recent.1).map(|b| (b.good, b.bad)).collect();
+                bad_share_below(&bins, f.p_bad() + s.goodput_min_effect, z_rec)
+            } else {
+                let lk = &sc.latency[k];
+                let Some(f) = &lk.frozen else { continue };
+                let p = lk.post.span(f, from, f64::INFINITY);
+                p.n >= MIN_POST && {
+                    let var = (p.var.max(f.var) / p.n + f.var / f.m as f64) * t.alarm_deff[k];
+                    (p.mean - f.mean - s.latency_min_effect.ln()) / var.sqrt() <= -z_rec
+                }
+            };
+        }
+        let t = &mut self.targets[ti];
+        let mut events = Vec::new();
+        if recovered_pooled {
+            t.pooled[k].state = State::Recovered;
+            t.pooled[k].changed = Some(now);
+            t.recovery_ref[k] = None;
+            events.push((None, t.pooled[k].source.unwrap_or(Source::Release)));
+        }
+        for (sc, rec) in t.scenarios.iter_mut().zip(recovered_scen) {
+            if rec {
+                sc.rows[k].state = State::Recovered;
+                sc.rows[k].changed = Some(now);
+                events.push((Some(sc.name.clone()), Source::Release));
+            }
+        }
+        let name = t.name.clone();
+        for (scenario, source) in events {
+            self.events.push(Event { target: name.clone(), scenario, signal, state: State::Recovered, source, at: now });
         }
     }
 
@@ -805,12 +1341,10 @@ impl Detector {
     pub fn report(&self) -> Vec<SignalReport> {
         let mut out = Vec::new();
         for t in &self.targets {
-            let h = self.cusum_threshold(t.rate);
             for signal in Signal::ALL {
                 let k = signal.index();
                 let mut row = self.row_report(t, None, signal, &t.pooled[k]);
-                row.cusum = t.cusum[k];
-                row.cusum_threshold = h;
+                (row.cusum, row.cusum_threshold) = t.continuous[k];
                 out.push(row);
             }
             for sc in &t.scenarios {
@@ -823,6 +1357,7 @@ impl Detector {
     }
 
     fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &Row) -> SignalReport {
+        let s = &self.settings;
         let scs: Vec<&ScenarioState> = match only {
             Some(sc) => vec![sc],
             None => t.scenarios.iter().collect(),
@@ -831,31 +1366,34 @@ impl Detector {
         let (mut samples, mut baseline) = (0u64, 0u64);
         let (mut median_ratio, mut p95_ratio, mut bad_delta) = (None, None, None);
         if signal == Signal::Goodput {
-            let mut parts = Vec::new();
-            for sc in &scs {
-                let g = &sc.goodput;
-                samples += g.post_n;
-                match g.frozen {
-                    Some(f) => {
-                        baseline += f.n;
-                        if let Some(d) = proportion_delta(f.bad, f.n, g.post_bad, g.post_n) {
-                            parts.push((g.post_n as f64, d));
-                        }
-                    }
-                    None => baseline += g.bins.iter().map(|b| (b.good + b.bad) as u64).sum::<u64>(),
+            let post0 = t.marker.map(|m| self.bin_after(m + s.release_grace_s));
+            let frozen = match only {
+                Some(sc) => sc.goodput.frozen.as_ref(),
+                None => t.good_frozen.as_ref(),
+            };
+            let (mut n, mut bad) = (0u64, 0u64);
+            if let Some(p0) = post0 {
+                match only {
+                    Some(sc) => sc.goodput.bins.iter().filter(|b| b.bin >= p0).for_each(|b| {
+                        n += (b.good + b.bad) as u64;
+                        bad += b.bad as u64;
+                    }),
+                    None => (p0..t.hist.end()).filter_map(|b| t.hist.get(b)).for_each(|b| {
+                        n += (b.good + b.bad) as u64;
+                        bad += b.bad as u64;
+                    }),
                 }
             }
-            let total: f64 = parts.iter().map(|p| p.0).sum();
-            if total > 0.0 {
-                let (mut point, mut centre, mut var) = (0.0, 0.0, 0.0);
-                for (n, (p, c, v)) in &parts {
-                    let w = n / total;
-                    point += w * p;
-                    centre += w * c;
-                    var += w * w * v;
+            samples = n;
+            match frozen {
+                Some(f) => {
+                    baseline = f.n;
+                    if let Some((point, centre, var)) = proportion_delta(f.bad, f.n, bad, n) {
+                        let half = Z95 * var.sqrt();
+                        bad_delta = Some(Estimate { value: point, low: centre - half, high: centre + half });
+                    }
                 }
-                let half = Z95 * var.sqrt();
-                bad_delta = Some(Estimate { value: point, low: centre - half, high: centre + half });
+                None => baseline = scs.iter().flat_map(|sc| sc.goodput.bins.iter()).map(|b| (b.good + b.bad) as u64).sum(),
             }
         } else {
             let (mut med, mut p95) = (Vec::new(), Vec::new());
@@ -865,8 +1403,8 @@ impl Detector {
                 match &lk.frozen {
                     Some(f) => {
                         baseline += f.m as u64;
-                        if lk.post.values.len() >= 5 {
-                            let mut v = lk.post.values.clone();
+                        if lk.post.recent.len() >= 5 {
+                            let mut v: Vec<f32> = lk.post.recent.iter().map(|x| x.1).collect();
                             v.sort_by(|a, b| a.total_cmp(b));
                             if let (Some((m, sm)), Some((q, sq))) = (quantile_se(&v, 0.5), quantile_se(&v, 0.95)) {
                                 med.push((m - f.median, sm * sm + f.se_median * f.se_median));
@@ -880,14 +1418,13 @@ impl Detector {
             median_ratio = combine_log_ratios(&med);
             p95_ratio = combine_log_ratios(&p95);
         }
-        let armed = t.armed_until.is_some();
         SignalReport {
             target: t.name.clone(),
             scenario: only.map(|s| s.name.clone()),
             signal,
             state: r.state,
             source: r.source,
-            armed,
+            armed: t.armed_until.is_some(),
             marker_s: t.marker,
             changed_s: r.changed,
             samples,
@@ -897,11 +1434,23 @@ impl Detector {
             bad_delta,
             log_evidence: r.log_e,
             p_value: (-r.max_log_e).exp().min(1.0),
-            threshold: if only.is_some() { self.attribution_threshold() } else { self.threshold(signal) },
+            threshold: self.threshold(signal),
             cusum: 0.0,
             cusum_threshold: 0.0,
         }
     }
+}
+
+/// Whether the bad share of `bins` is below `limit` with confidence given by `z` (normal
+/// approximation, the variance at the larger of the share and the limit). Needs 20 probes.
+fn bad_share_below(bins: &[(u32, u32)], limit: f64, z: f64) -> bool {
+    let n: f64 = bins.iter().map(|(g, b)| (g + b) as f64).sum();
+    if n < 20.0 {
+        return false;
+    }
+    let p = bins.iter().map(|(_, b)| *b as f64).sum::<f64>() / n;
+    let v = (p * (1.0 - p)).max(limit.clamp(0.0, 1.0) * (1.0 - limit.clamp(0.0, 1.0))).max(1e-9);
+    (p - limit) / (v / n).sqrt() <= -z
 }
 
 /// Inverse-variance weighted mean of log ratios, as a ratio with its 95% interval.
@@ -919,24 +1468,10 @@ fn combine_log_ratios(parts: &[(f64, f64)]) -> Option<Estimate> {
     Some(Estimate { value: mean.exp(), low: (mean - Z95 * se).exp(), high: (mean + Z95 * se).exp() })
 }
 
-fn new_target(name: &str, now: f64) -> TargetState {
-    TargetState {
-        name: name.to_string(),
-        first_seen: now,
-        scenarios: Vec::new(),
-        marker: None,
-        armed_until: None,
-        pooled: [Row::default(); 4],
-        cusum: [0.0; 4],
-        rate: 0.0,
-        rate_last: now,
-    }
-}
-
 // ---- snapshot ----
 
 /// Format version of `Detector::snapshot`.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub const SNAPSHOT_VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Snapshot {
@@ -949,8 +1484,8 @@ pub(crate) struct Snapshot {
 pub(crate) struct SnapTarget {
     name: String,
     first_seen: f64,
-    rate: f64,
-    rate_last: f64,
+    history_first: i64,
+    history: Vec<HistBin>,
     scenarios: Vec<SnapScenario>,
 }
 
@@ -959,15 +1494,15 @@ pub(crate) struct SnapScenario {
     name: String,
     first_seen: f64,
     latency: Vec<SnapLatency>,
-    goodput_bins: Vec<Bin>,
-    goodput_ewma: Ewma,
+    goodput_bins: Vec<GoodBin>,
 }
 
 #[derive(Serialize, Deserialize)]
 pub(crate) struct SnapLatency {
     times: Vec<f64>,
     values: Vec<f32>,
-    ewma: Ewma,
+    level: Ewma,
+    anchor: Option<f64>,
 }
 
 /// What `restore` took over.
@@ -978,9 +1513,9 @@ pub struct Restored {
 }
 
 impl Detector {
-    /// The baselines (rolling windows and continuous EWMAs) as versioned JSON. Release windows in
-    /// progress are not saved. Size is bounded by `max_keys × 3 × baseline_max_samples` values
-    /// (about 25 bytes each) plus 72 goodput bins per key.
+    /// The baselines (raw values, long-run levels, binned history) as versioned JSON. Release
+    /// windows in progress are not saved. Size is bounded by `max_keys × 3 ×
+    /// baseline_max_samples` values (about 25 bytes each) plus the bins of `history_s` per target.
     pub fn snapshot(&self) -> Vec<u8> {
         let snap = Snapshot {
             version: SNAPSHOT_VERSION,
@@ -991,8 +1526,8 @@ impl Detector {
                 .map(|t| SnapTarget {
                     name: t.name.clone(),
                     first_seen: t.first_seen,
-                    rate: t.rate,
-                    rate_last: t.rate_last,
+                    history_first: t.hist.first,
+                    history: t.hist.bins.iter().copied().collect(),
                     scenarios: t
                         .scenarios
                         .iter()
@@ -1002,10 +1537,14 @@ impl Detector {
                             latency: sc
                                 .latency
                                 .iter()
-                                .map(|l| SnapLatency { times: l.times.iter().copied().collect(), values: l.values.iter().copied().collect(), ewma: l.ewma })
+                                .map(|l| SnapLatency {
+                                    times: l.times.iter().copied().collect(),
+                                    values: l.values.iter().copied().collect(),
+                                    level: l.level,
+                                    anchor: l.anchor,
+                                })
                                 .collect(),
                             goodput_bins: sc.goodput.bins.iter().copied().collect(),
-                            goodput_ewma: sc.goodput.ewma,
                         })
                         .collect(),
                 })
@@ -1014,22 +1553,36 @@ impl Detector {
         serde_json::to_vec(&snap).unwrap_or_default()
     }
 
-    /// Replaces every baseline with those of `bytes` (from `snapshot`), dropping values older
-    /// than the baseline windows before `now` and anything beyond the caps. Markers, release
+    /// Replaces every baseline with those of `bytes` (from `snapshot`), dropping values and bins
+    /// older than the windows before `now` and anything beyond the caps. Markers, release
     /// windows and states start afresh.
     pub fn restore(&mut self, bytes: &[u8], now: f64) -> Result<Restored, String> {
         let snap: Snapshot = serde_json::from_slice(bytes).map_err(|e| format!("not a detector snapshot: {e}"))?;
         if snap.version != SNAPSHOT_VERSION {
             return Err(format!("snapshot version {} (this build reads {SNAPSHOT_VERSION})", snap.version));
         }
-        let s = &self.settings;
+        let s = self.settings.clone();
         let mut targets = Vec::new();
         let mut keys = 0;
         let mut samples = 0;
+        let oldest_bin = self.bin_of(now - s.history_s);
+        let now_bin = self.bin_of(now);
         for st in snap.targets {
-            let mut t = new_target(&st.name, st.first_seen);
-            t.rate = if st.rate.is_finite() { st.rate.max(0.0) } else { 0.0 };
-            t.rate_last = st.rate_last;
+            let mut t = self.new_target(&st.name, st.first_seen);
+            for (i, b) in st.history.into_iter().enumerate() {
+                let bin = st.history_first.saturating_add(i as i64);
+                let finite = b.mean.iter().chain(&b.nugget).all(|x| x.is_finite());
+                if bin >= oldest_bin && bin < now_bin && finite {
+                    t.hist.bins.push_back(b);
+                    if t.hist.bins.len() == 1 {
+                        t.hist.first = bin;
+                    }
+                }
+                if t.hist.bins.len() >= t.hist.cap {
+                    break;
+                }
+            }
+            t.hist.rebuild();
             for ss in st.scenarios {
                 if keys >= s.max_keys {
                     break;
@@ -1060,11 +1613,12 @@ impl Detector {
                         lk.values.pop_front();
                     }
                     samples += lk.times.len();
-                    lk.ewma = if sl.ewma.mean.is_finite() && sl.ewma.var.is_finite() { sl.ewma } else { Ewma::default() };
+                    lk.level = if sl.level.mean.is_finite() && sl.level.var.is_finite() && sl.level.var >= 0.0 { sl.level } else { Ewma::default() };
+                    lk.anchor = sl.anchor.filter(|a| a.is_finite());
                 }
-                let from = now - s.goodput_baseline_s;
-                sc.goodput.bins = ss.goodput_bins.into_iter().filter(|b| b.start.is_finite() && b.start >= from).take(GOODPUT_BINS as usize + 2).collect();
-                sc.goodput.ewma = ss.goodput_ewma;
+                let keep_from = self.bin_of(now - s.goodput_baseline_s - s.armed_window_s);
+                let cap = ((s.goodput_baseline_s + s.armed_window_s) / s.bin_s).ceil() as usize + 2;
+                sc.goodput.bins = ss.goodput_bins.into_iter().filter(|b| b.bin >= keep_from && b.bin <= now_bin).take(cap).collect();
                 t.scenarios.push(sc);
                 keys += 1;
             }
@@ -1086,15 +1640,20 @@ mod tests {
 
     const SC: [&str; 3] = ["a", "b", "c"];
 
-    fn probe(rng: &mut SmallRng, factor: f64) -> Observation {
+    fn lognormal(rng: &mut SmallRng, median: f64, sigma: f64) -> f64 {
         let z: f64 = StandardNormal.sample(rng);
-        Observation { ttft: Some(0.2 * (0.5 * z).exp() * factor), tpot: None, e2e: None, good: Some(true) }
+        median * (sigma * z).exp()
+    }
+
+    fn probe(rng: &mut SmallRng, factor: f64) -> Observation {
+        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true) }
     }
 
     /// Feeds `n` probes one second apart from `t0`, round robin over the scenarios.
-    fn feed(d: &mut Detector, rng: &mut SmallRng, t0: f64, n: usize, mut obs: impl FnMut(&mut SmallRng) -> Observation) -> f64 {
+    fn feed(d: &mut Detector, rng: &mut SmallRng, t0: f64, n: usize, mut obs: impl FnMut(&mut SmallRng, usize, f64) -> Observation) -> f64 {
         for i in 0..n {
-            d.observe("t", SC[i % 3], obs(rng), t0 + i as f64);
+            let t = t0 + i as f64;
+            d.observe("t", SC[i % 3], obs(rng, i % 3, t), t);
         }
         t0 + n as f64
     }
@@ -1107,82 +1666,140 @@ mod tests {
         DetectSettings { continuous: false, ..DetectSettings::default() }
     }
 
+    /// Seconds from the marker to the first pooled `regressed` event of `signal`, if any.
+    fn first_alarm(d: &mut Detector, signal: Signal, marker: f64) -> Option<f64> {
+        d.drain_events().iter().find(|e| e.scenario.is_none() && e.signal == signal && e.state == State::Regressed).map(|e| e.at - marker)
+    }
+
+    #[test]
+    fn contrast_variance_of_independent_bins_is_the_textbook_one() {
+        let gamma = vec![0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0];
+        let v = contrast_var(&gamma, (0, 4), (4, 6));
+        assert!((v - 2.0 * (1.0 / 4.0 + 1.0 / 2.0)).abs() < 1e-12, "{v}");
+        // A random walk (γ(k) = k/2): mean of [2, 4) minus mean of [0, 2) has variance 1.5.
+        let walk: Vec<f64> = (0..10).map(|k| k as f64 / 2.0).collect();
+        let v = contrast_var(&walk, (0, 2), (2, 4));
+        assert!((v - 1.5).abs() < 1e-12, "{v}");
+    }
+
+    #[test]
+    fn load_that_lasts_minutes_raises_the_design_effect() {
+        // Bins of 30 probes (sd 0.5) under an AR(1) load offset (sd 0.1, lag-1 correlation
+        // e^(-1/5)): a before/after comparison of an hour and half an hour varies far more than
+        // independent probes would say; without load the factor stays near 1.
+        let mut rng = SmallRng::seed_from_u64(3);
+        for (load_sd, lo, hi) in [(0.0, 1.0, 1.3), (0.1, 4.0, 60.0)] {
+            let mut h = History::new(150, 720, 0);
+            let rho = (-1.0f64 / 5.0).exp();
+            let mut l = 0.0;
+            for bin in 0..720 {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                l = rho * l + load_sd * (1.0 - rho * rho).sqrt() * z;
+                let mut open = OpenBin::default();
+                for _ in 0..30 {
+                    let e: f64 = StandardNormal.sample(&mut rng);
+                    let r = l + 0.5 * e;
+                    open.n[0] += 1;
+                    open.sum[0] += r;
+                    open.sum_sq[0] += r * r;
+                }
+                h.push(bin, open.close());
+            }
+            let deff = h.dependence(0).expect("enough history").design_effect((600, 660), (663, 693));
+            assert!(deff >= lo && deff <= hi, "load sd {load_sd}: design effect {deff}");
+        }
+    }
+
     #[test]
     fn quiet_streams_stay_watching() {
-        // 20 release windows without a change; the budget is 1.5% per window for the target.
+        // 10 release windows without a change; the budget is 1.5% per window for the target.
         let mut alarms = 0;
-        for seed in 0..20 {
+        for seed in 0..10 {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
-            let t = feed(&mut d, &mut rng, 0.0, 1800, |r| probe(r, 1.0));
+            let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
             d.mark_release("t", t);
-            let end = feed(&mut d, &mut rng, t, 3600, |r| probe(r, 1.0));
+            let end = feed(&mut d, &mut rng, t, 3600, |r, _, _| probe(r, 1.0));
             alarms += d.drain_events().iter().filter(|e| e.state == State::Regressed).count();
             d.tick(end);
             assert!(!pooled(&d, Signal::Ttft).armed, "the window closed");
         }
-        assert!(alarms <= 2, "{alarms} false alarms in 20 windows");
+        assert_eq!(alarms, 0, "{alarms} false alarms in 10 windows");
     }
 
     #[test]
-    fn a_tight_baseline_does_not_clip_a_real_slowdown_away() {
-        // A quiet, precisely timed server: log sd 0.01. Clipped at 3 sd alone, a 1.3x slowdown
-        // would count as 3% — below the 5% tolerance — and never alarm, armed or continuous.
-        let tight = |r: &mut SmallRng, factor: f64| {
-            let z: f64 = StandardNormal.sample(r);
-            Observation { ttft: Some(0.2 * (0.01 * z).exp() * factor), tpot: None, e2e: None, good: Some(true) }
-        };
-        for settings in [quiet(), DetectSettings::default()] {
-            let continuous = settings.continuous;
-            let mut rng = SmallRng::seed_from_u64(11);
-            let mut d = Detector::new(settings);
-            // Past the continuous chart's warm-up (an hour).
-            let t = feed(&mut d, &mut rng, 0.0, 4000, |r| tight(r, 1.0));
-            if !continuous {
-                d.mark_release("t", t);
-            }
-            feed(&mut d, &mut rng, t, 300, |r| tight(r, 1.3));
-            let row = pooled(&d, Signal::Ttft);
-            assert_eq!(row.state, State::Regressed, "continuous={continuous}: {row:?}");
-        }
-    }
-
-    #[test]
-    fn doubling_is_detected_within_40_probes() {
+    fn doubling_is_detected_at_the_first_look_after_the_grace_window() {
         let mut rng = SmallRng::seed_from_u64(7);
         let mut d = Detector::new(quiet());
-        let t = feed(&mut d, &mut rng, 0.0, 1500, |r| probe(r, 1.0));
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
         d.mark_release("t", t);
-        let mut at = None;
-        for i in 0..40 {
-            d.observe("t", SC[i % 3], probe(&mut rng, 2.0), t + i as f64);
-            if pooled(&d, Signal::Ttft).state == State::Regressed {
-                at = Some(i + 1);
-                break;
-            }
-        }
-        let n = at.expect("2x slowdown detected within 40 probes");
+        feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
+        let at = first_alarm(&mut d, Signal::Ttft, t).expect("2x detected within 10 min");
+        assert!((540.0..=600.0).contains(&at), "detected {at} s after the marker");
         let r = pooled(&d, Signal::Ttft);
-        assert_eq!(r.source, Some(Source::Release));
-        assert_eq!(r.samples, n as u64);
-        assert!(r.p_value < 0.015 / 6.0);
-        let events = d.drain_events();
-        assert!(events.iter().any(|e| e.scenario.is_none() && e.signal == Signal::Ttft && e.state == State::Regressed));
-        // Keep going: the effect estimate brackets 2x, and scenario rows are attributed.
-        feed(&mut d, &mut rng, t + 40.0, 300, |r| probe(r, 2.0));
-        let r = pooled(&d, Signal::Ttft);
+        assert_eq!((r.state, r.source), (State::Regressed, Some(Source::Release)));
+        assert!(r.log_evidence >= r.threshold && r.p_value <= 0.015 / 6.0, "{r:?}");
         let m = r.median_ratio.expect("median ratio");
         assert!(m.low < 2.0 && 2.0 < m.high && m.low > 1.5, "{m:?}");
-        assert!(r.p95_ratio.is_some());
-        let regressed_scenarios = d.report().iter().filter(|r| r.scenario.is_some() && r.state == State::Regressed).count();
-        assert_eq!(regressed_scenarios, 3);
+        let regressed = d.report().iter().filter(|r| r.scenario.is_some() && r.signal == Signal::Ttft && r.state == State::Regressed).count();
+        assert_eq!(regressed, 3, "every scenario is named");
+    }
+
+    #[test]
+    fn a_rollout_warm_up_is_no_regression() {
+        // 2x for 5 minutes and 10% errors for 2 minutes after the marker, then healed.
+        let mut alarms = 0;
+        for seed in 0..5 {
+            let mut rng = SmallRng::seed_from_u64(100 + seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+            d.mark_release("t", t);
+            feed(&mut d, &mut rng, t, 3600, |r, _, now| {
+                if now - t < 120.0 && r.random_bool(0.1) {
+                    return Observation { good: Some(false), ..Observation::default() };
+                }
+                probe(r, if now - t < 300.0 { 2.0 } else { 1.0 })
+            });
+            alarms += d.drain_events().iter().filter(|e| e.state == State::Regressed).count();
+        }
+        assert_eq!(alarms, 0);
+    }
+
+    #[test]
+    fn one_slower_scenario_is_found_and_named() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", t);
+        feed(&mut d, &mut rng, t, 1200, |r, s, _| probe(r, if s == 1 { 1.6 } else { 1.0 }));
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the pooled row regressed");
+        let rows = d.report();
+        let state = |name: &str| rows.iter().find(|r| r.scenario.as_deref() == Some(name) && r.signal == Signal::Ttft).map(|r| r.state);
+        assert_eq!(state("b"), Some(State::Regressed));
+        assert_eq!((state("a"), state("c")), (Some(State::Watching), Some(State::Watching)));
+    }
+
+    #[test]
+    fn a_slower_cache_miss_mode_is_detected() {
+        // 70% prefix-cache hits at 100 ms, misses at 3x; the release makes misses 1.5x slower.
+        let bimodal = |r: &mut SmallRng, miss_factor: f64| {
+            let miss = r.random_bool(0.3);
+            let median = if miss { 0.3 * miss_factor } else { 0.1 };
+            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true) }
+        };
+        let mut rng = SmallRng::seed_from_u64(21);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| bimodal(r, 1.0));
+        d.mark_release("t", t);
+        feed(&mut d, &mut rng, t, 1800, |r, _, _| bimodal(r, 1.5));
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some_and(|at| at <= 1800.0));
     }
 
     #[test]
     fn dropped_probes_never_count() {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut d = Detector::new(quiet());
-        let t = feed(&mut d, &mut rng, 0.0, 900, |r| probe(r, 1.0));
+        let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
         d.mark_release("t", t);
         let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None };
         for i in 0..500 {
@@ -1194,57 +1811,45 @@ mod tests {
         assert_eq!(d.ignored().own_failures, 500);
     }
 
-    #[test]
-    fn one_outlier_is_no_regression_and_one_percent_at_10x_neither() {
-        let mut rng = SmallRng::seed_from_u64(3);
-        let mut d = Detector::new(quiet());
-        let t = feed(&mut d, &mut rng, 0.0, 1800, |r| probe(r, 1.0));
-        d.mark_release("t", t);
-        d.observe("t", "a", probe(&mut rng, 10.0), t);
-        let r = pooled(&d, Signal::Ttft);
-        assert_eq!(r.state, State::Watching);
-        assert!(r.log_evidence < r.threshold / 2.0, "one outlier gave ln e = {}", r.log_evidence);
-        // An hour with 1% of probes at 10x, absent from the baseline.
-        let mut i = 0u64;
-        feed(&mut d, &mut rng, t + 1.0, 3599, |r| {
-            i += 1;
-            probe(r, if i % 100 == 0 { 10.0 } else { 1.0 })
-        });
-        assert!(d.drain_events().iter().all(|e| e.state != State::Regressed));
+    fn flaky(r: &mut SmallRng, p: f64) -> Observation {
+        if r.random_bool(p) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) }
     }
 
     #[test]
-    fn goodput_drop_is_detected() {
+    fn goodput_drop_is_detected_and_an_outage_is_not_a_goodput_regression() {
         let mut rng = SmallRng::seed_from_u64(5);
         let mut d = Detector::new(quiet());
-        let bad = |r: &mut SmallRng, p: f64| {
-            if r.random_bool(p) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) }
-        };
-        let t = feed(&mut d, &mut rng, 0.0, 6000, |r| bad(r, 0.005));
+        let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
         d.mark_release("t", t);
-        feed(&mut d, &mut rng, t, 600, |r| bad(r, 0.10));
+        feed(&mut d, &mut rng, t, 1200, |r, _, _| flaky(r, 0.05));
+        assert!(first_alarm(&mut d, Signal::Goodput, t).is_some());
         let r = pooled(&d, Signal::Goodput);
-        assert_eq!(r.state, State::Regressed);
         let delta = r.bad_delta.expect("bad delta");
-        assert!(delta.low > 0.0 && delta.value > 0.03, "{delta:?}");
+        assert!(delta.low > 0.0 && delta.value > 0.02, "{delta:?}");
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Watching);
+
+        // A 90 s total outage ten minutes after a release: availability, not a regression.
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
+        d.mark_release("t", t);
+        feed(&mut d, &mut rng, t, 3600, |r, _, now| if (600.0..690.0).contains(&(now - t)) { flaky(r, 1.0) } else { flaky(r, 0.005) });
+        assert_eq!(first_alarm(&mut d, Signal::Goodput, t), None);
     }
 
     #[test]
     fn regression_recovers_and_window_ends() {
         let mut rng = SmallRng::seed_from_u64(11);
         let mut d = Detector::new(quiet());
-        let t = feed(&mut d, &mut rng, 0.0, 1800, |r| probe(r, 1.0));
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
         d.mark_release("t", t);
-        let t = feed(&mut d, &mut rng, t, 120, |r| probe(r, 2.0));
+        let t1 = feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
         // Rolled back: the next probes look like the baseline again.
-        let t = feed(&mut d, &mut rng, t, 600, |r| probe(r, 1.0));
+        let t2 = feed(&mut d, &mut rng, t1, 1200, |r, _, _| probe(r, 1.0));
         let r = pooled(&d, Signal::Ttft);
         assert_eq!(r.state, State::Recovered, "{r:?}");
         assert!(d.drain_events().iter().any(|e| e.state == State::Recovered && e.scenario.is_none()));
-        // An hour later: back to watching, window closed.
-        d.tick(t + 2.0 * 3600.0);
+        d.tick(t2 + 2.0 * 3600.0);
         let r = pooled(&d, Signal::Ttft);
         assert_eq!((r.state, r.armed), (State::Watching, false));
     }
@@ -1253,41 +1858,47 @@ mod tests {
     fn silent_step_is_caught_by_the_continuous_detector() {
         let mut rng = SmallRng::seed_from_u64(13);
         let mut d = Detector::new(DetectSettings::default());
-        // 2 h at 0.5 probes/s, then a 2x step without a marker.
-        for i in 0..3600 {
+        // 7 h at 0.5 probes/s (the test compares the last 30 minutes with the 6 hours before),
+        // then a 2x step without a marker.
+        for i in 0..12_600 {
             d.observe("t", SC[i % 3], probe(&mut rng, 1.0), i as f64 * 2.0);
         }
         assert!(d.drain_events().is_empty(), "no alarm on the quiet warm-up");
         let mut caught = None;
-        for i in 0..600 {
-            d.observe("t", SC[i % 3], probe(&mut rng, 2.0), 7200.0 + i as f64 * 2.0);
+        for i in 0..1800 {
+            d.observe("t", SC[i % 3], probe(&mut rng, 2.0), 25_200.0 + i as f64 * 2.0);
             if d.drain_events().iter().any(|e| e.source == Source::Continuous && e.signal == Signal::Ttft) {
                 caught = Some(i);
                 break;
             }
         }
-        assert!(caught.is_some(), "continuous detector missed a 2x step within 600 probes");
+        assert!(caught.is_some(), "continuous detector missed a 2x step within an hour");
         let r = pooled(&d, Signal::Ttft);
         assert_eq!((r.state, r.source), (State::Regressed, Some(Source::Continuous)));
+        assert!(r.cusum >= r.cusum_threshold, "{r:?}");
     }
 
     #[test]
     fn snapshot_round_trips_and_restart_still_detects() {
         let mut rng = SmallRng::seed_from_u64(17);
         let mut d = Detector::new(quiet());
-        let t = feed(&mut d, &mut rng, 0.0, 1500, |r| probe(r, 1.0));
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
         let bytes = d.snapshot();
         let mut e = Detector::new(quiet());
         let restored = e.restore(&bytes, t - 1.0).expect("restore");
         assert_eq!(restored.keys, 3);
-        assert_eq!(restored.latency_samples, 1500);
-        assert!(e.snapshot() == bytes, "snapshot of the restored detector is the same");
+        assert!((3590..=3601).contains(&restored.latency_samples), "{restored:?}");
+        // Restoring what a restored detector saves changes nothing.
+        let again = e.snapshot();
+        let mut f = Detector::new(quiet());
+        f.restore(&again, t - 1.0).expect("restore");
+        assert!(f.snapshot() == again, "snapshot of the restored detector is the same");
         // The restarted detector has the baseline: a release right away is tested.
         e.mark_release("t", t + 10.0);
-        feed(&mut e, &mut rng, t + 10.0, 60, |r| probe(r, 2.0));
+        feed(&mut e, &mut rng, t + 10.0, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
         assert!(e.restore(b"{not json", t).is_err());
-        let future = String::from_utf8(bytes).unwrap().replacen("\"version\":1", "\"version\":99", 1);
+        let future = String::from_utf8(bytes).unwrap().replacen("\"version\":2", "\"version\":99", 1);
         assert!(e.restore(future.as_bytes(), t).unwrap_err().contains("version 99"));
     }
 
@@ -1295,7 +1906,7 @@ mod tests {
     fn report_has_pooled_and_scenario_rows_and_labels() {
         let mut rng = SmallRng::seed_from_u64(19);
         let mut d = Detector::new(quiet());
-        feed(&mut d, &mut rng, 0.0, 30, |r| probe(r, 1.0));
+        feed(&mut d, &mut rng, 0.0, 30, |r, _, _| probe(r, 1.0));
         let rows = d.report();
         assert_eq!(rows.len(), 4 + 4 * 3);
         assert_eq!(rows.iter().filter(|r| r.scenario.is_none()).count(), 4);
@@ -1311,11 +1922,18 @@ mod tests {
         let s = DetectSettings { max_keys: 2, baseline_max_samples: 50, continuous: false, ..DetectSettings::default() };
         let mut d = Detector::new(s);
         let mut rng = SmallRng::seed_from_u64(23);
-        feed(&mut d, &mut rng, 0.0, 300, |r| probe(r, 1.0));
+        feed(&mut d, &mut rng, 0.0, 300, |r, _, _| probe(r, 1.0));
         assert_eq!(d.keys(), 2);
         assert_eq!(d.ignored().over_key_cap, 100);
         let rows = d.report();
         let latency = rows.iter().filter(|r| r.scenario.is_some() && r.signal == Signal::Ttft);
         assert!(latency.clone().count() == 2 && latency.clone().all(|r| r.baseline_samples == 50));
+    }
+
+    #[test]
+    fn looks_are_spread_over_the_window() {
+        let looks: Vec<i64> = (0..=57).filter(|e| is_look(*e)).collect();
+        assert_eq!(looks, [4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50]);
+        assert_eq!(looks_within(57), 11);
     }
 }

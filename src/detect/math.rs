@@ -1,5 +1,6 @@
-//! Small numeric helpers: log-sum-exp, order-statistic quantiles with standard errors, and the
-//! two-proportion interval.
+//! Small numeric helpers: log-sum-exp, order-statistic quantiles with standard errors, the
+//! two-proportion interval, normal tails and quantiles, the tail of a sum of small counts, and
+//! a monotone (isotonic) fit.
 
 /// z for a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
@@ -40,6 +41,107 @@ pub fn proportion_delta(pre_bad: u64, pre_n: u64, post_bad: u64, post_n: u64) ->
     Some((p2 - p1, a2 - a1, var))
 }
 
+/// ln P(Z > z) for a standard normal Z, accurate in the far tail (no underflow to -inf).
+pub fn ln_normal_sf(z: f64) -> f64 {
+    if !z.is_finite() {
+        return if z > 0.0 { f64::NEG_INFINITY } else { 0.0 };
+    }
+    if z < 0.0 {
+        return (1.0 - normal_sf(-z)).max(f64::MIN_POSITIVE).ln();
+    }
+    // erfc(x) = t·exp(-x² + poly(t)), t = 1/(1 + x/2) (Numerical Recipes' erfcc, relative
+    // error < 1.2e-7 everywhere), with x = z/√2 and P(Z > z) = erfc(x)/2.
+    let x = z / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.5 * x);
+    let poly = -1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06 + t * (0.278_868_07 + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    t.ln() - x * x + poly - std::f64::consts::LN_2
+}
+
+/// P(Z > z) for a standard normal Z.
+pub fn normal_sf(z: f64) -> f64 {
+    ln_normal_sf(z).exp()
+}
+
+/// The standard normal quantile: z with P(Z ≤ z) = p (Acklam's rational approximation, relative
+/// error < 1.2e-9). `p` outside (0, 1) gives ±infinity.
+pub fn normal_quantile(p: f64) -> f64 {
+    if p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    const A: [f64; 6] =
+        [-3.969_683_028_665_376e1, 2.209_460_984_245_205e2, -2.759_285_104_469_687e2, 1.383_577_518_672_69e2, -3.066_479_806_614_716e1, 2.506_628_277_459_239];
+    const B: [f64; 5] = [-5.447_609_879_822_406e1, 1.615_858_368_580_409e2, -1.556_989_798_598_866e2, 6.680_131_188_771_972e1, -1.328_068_155_288_572e1];
+    const C: [f64; 6] =
+        [-7.784_894_002_430_293e-3, -3.223_964_580_411_365e-1, -2.400_758_277_161_838, -2.549_732_539_343_734, 4.374_664_141_464_968, 2.938_163_982_698_783];
+    const D: [f64; 4] = [7.784_695_709_041_462e-3, 3.224_671_290_700_398e-1, 2.445_134_137_142_996, 3.754_408_661_907_416];
+    let tail = |q: f64| (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0);
+    if p < 0.024_25 {
+        tail((-2.0 * p.ln()).sqrt())
+    } else if p > 1.0 - 0.024_25 {
+        -tail((-2.0 * (1.0 - p).ln()).sqrt())
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+/// P(X₁ + … + Xₙ ≥ s) for `n` independent draws from `pmf` (P(X = k) = pmf[k]), by convolution.
+/// `n` and the support are small here (bins of a window, counts capped at a few), so this is exact
+/// and cheap. 1 for s ≤ 0.
+pub fn sum_tail(pmf: &[f64], n: usize, s: usize) -> f64 {
+    if s == 0 {
+        return 1.0;
+    }
+    let c = pmf.len().saturating_sub(1);
+    if c == 0 || n == 0 {
+        return 0.0;
+    }
+    // dist[j] = P(partial sum = j), truncated at s (every sum ≥ s is lumped into dist[s]).
+    let mut dist = vec![0.0; s + 1];
+    dist[0] = 1.0;
+    let mut next = vec![0.0; s + 1];
+    for _ in 0..n {
+        next.iter_mut().for_each(|x| *x = 0.0);
+        for (j, &pj) in dist.iter().enumerate() {
+            if pj == 0.0 {
+                continue;
+            }
+            for (k, &pk) in pmf.iter().enumerate() {
+                next[(j + k).min(s)] += pj * pk;
+            }
+        }
+        std::mem::swap(&mut dist, &mut next);
+    }
+    dist[s].clamp(0.0, 1.0)
+}
+
+/// Weighted least-squares non-decreasing fit of `y` (pool-adjacent-violators).
+pub fn isotonic_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
+    // Blocks of (mean, weight, length).
+    let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(y.len());
+    for (&v, &wt) in y.iter().zip(w) {
+        let mut b = (v, wt.max(1e-12), 1usize);
+        while let Some(&(m, bw, len)) = blocks.last() {
+            if m <= b.0 {
+                break;
+            }
+            blocks.pop();
+            let total = bw + b.1;
+            b = ((m * bw + b.0 * b.1) / total, total, len + b.2);
+        }
+        blocks.push(b);
+    }
+    blocks.into_iter().flat_map(|(m, _, len)| std::iter::repeat_n(m, len)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +164,35 @@ mod tests {
         assert!((m1 - 49.0).abs() <= 1.0 && (m2 - 49.99).abs() <= 0.02);
         assert!(se2 < se1 / 5.0, "{se1} {se2}");
         assert!(quantile_se(&[], 0.5).is_none());
+    }
+
+    #[test]
+    fn normal_tail_and_quantile_agree_with_known_values() {
+        assert!((normal_sf(1.959_963_984_540_054) - 0.025).abs() < 1e-8);
+        assert!((normal_sf(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_sf(-1.0) - 0.841_344_746).abs() < 1e-7);
+        // Far tail: ln P(Z > 10) = -53.231...
+        assert!((ln_normal_sf(10.0) + 53.231_285).abs() < 1e-3);
+        for p in [1e-9, 1e-4, 0.01, 0.3, 0.5, 0.9, 0.999] {
+            let z = normal_quantile(p);
+            assert!(((1.0 - normal_sf(z)) - p).abs() < p * 1e-5 + 1e-12, "p {p} z {z}");
+        }
+    }
+
+    #[test]
+    fn sum_tail_matches_the_binomial() {
+        // Bernoulli(0.2), n = 10: P(S >= 4) = 0.120873...
+        let p = sum_tail(&[0.8, 0.2], 10, 4);
+        assert!((p - 0.120_873_881_6).abs() < 1e-9, "{p}");
+        assert_eq!(sum_tail(&[0.8, 0.2], 10, 0), 1.0);
+        assert_eq!(sum_tail(&[0.8, 0.2], 10, 11), 0.0);
+    }
+
+    #[test]
+    fn isotonic_fit_pools_violators() {
+        let fit = isotonic_increasing(&[1.0, 3.0, 2.0, 4.0], &[1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(fit, vec![1.0, 2.5, 2.5, 4.0]);
+        let fit = isotonic_increasing(&[5.0, 1.0], &[1.0, 3.0]);
+        assert_eq!(fit, vec![2.0, 2.0]);
     }
 }

@@ -190,7 +190,8 @@ pub struct PlanParams {
 impl PlanParams {
     /// The acceptance scenario's parameters with the given detector settings.
     pub fn new(settings: DetectSettings) -> Self {
-        let warmup_s = settings.goodput_baseline_s.max(settings.latency_baseline_s);
+        // Long enough for every baseline and for the continuous test's reference window.
+        let warmup_s = settings.goodput_baseline_s.max(settings.latency_baseline_s).max(settings.continuous_reference_s + settings.continuous_window_s);
         PlanParams {
             rate: 0.5,
             scenarios: 3,
