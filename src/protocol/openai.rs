@@ -69,7 +69,11 @@ pub(super) fn len(s: Option<StrLen>) -> usize {
 }
 
 /// A short description of an error object (`message`, else the raw value), bounded in length.
+/// A wrapped error object (`{"error": {...}}`, as an SSE `event: error` may carry) is read inside.
 pub(crate) fn error_summary(err: &serde_json::Value) -> String {
+    if let Some(inner) = err.get("error").filter(|e| !e.is_null()) {
+        return error_summary(inner);
+    }
     let text = match err.get("message").and_then(|m| m.as_str()) {
         Some(m) => m.to_string(),
         None => err.as_str().map(str::to_string).unwrap_or_else(|| err.to_string()),
@@ -103,8 +107,69 @@ pub(super) fn parse_json<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, P
     serde_json::from_slice(frame).map_err(|e| ProtocolError::Parse(e.to_string()))
 }
 
-/// How an API reads its chunk shape: `Ok((event, error))`, where `error` is the chunk's own
-/// `error` field (an error object in a chunk of the usual shape).
+/// Whether a chunk's `object` is `"error"` (vLLM's error object), read without copying it; a
+/// value of any other type is ignored, as an unknown field is.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ObjectIsError(pub bool);
+
+impl<'de> Deserialize<'de> for ObjectIsError {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ObjectIsError;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ObjectIsError, E> {
+                Ok(ObjectIsError(s == "error"))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<ObjectIsError, E> {
+                Ok(ObjectIsError(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<ObjectIsError, E> {
+                Ok(ObjectIsError(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<ObjectIsError, E> {
+                Ok(ObjectIsError(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<ObjectIsError, E> {
+                Ok(ObjectIsError(false))
+            }
+            fn visit_unit<E>(self) -> Result<ObjectIsError, E> {
+                Ok(ObjectIsError(false))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ObjectIsError, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| ObjectIsError(false))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ObjectIsError, A::Error> {
+                IgnoredAny.visit_map(map).map(|_| ObjectIsError(false))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The error a chunk reports: its `error` field, else the chunk itself when it is an error
+/// object without that key (vLLM's `{"object":"error","message":...}`, or a bare
+/// `{"message":...,"type":...}` with no choices). Only an error is read again, as a whole value.
+pub(super) fn chunk_error(frame: &[u8], error: Option<serde_json::Value>, object_is_error: bool, bare_message: bool) -> Option<serde_json::Value> {
+    if error.is_some() || !(object_is_error || bare_message) {
+        return error;
+    }
+    serde_json::from_slice(frame).ok()
+}
+
+/// `finish_reason: "error"` (some routers end a failed generation so): a stream error.
+fn failed_finish(ev: StreamEvent) -> Result<StreamEvent, ProtocolError> {
+    match ev.finish_reason.as_deref() {
+        Some("error") => Err(ProtocolError::Stream("finish_reason \"error\"".into())),
+        _ => Ok(ev),
+    }
+}
+
+/// How an API reads its chunk shape: `Ok((event, error))`, where `error` is the chunk's error
+/// (`chunk_error`: an error object in, or as, a chunk of the usual shape).
 pub(super) type ReadChunk = fn(&[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError>;
 
 /// A streamed frame of either OpenAI API: the shared markers first, then the API's chunk shape.
@@ -119,7 +184,7 @@ pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: Rea
     }
     match read_chunk(frame) {
         Ok((_, Some(err))) => Err(ProtocolError::Stream(error_summary(&err))),
-        Ok((ev, None)) => Ok(ev),
+        Ok((ev, None)) => failed_finish(ev),
         Err(e) => {
             error_object(trimmed)?;
             Err(e)
@@ -131,6 +196,9 @@ pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: Rea
 pub(super) fn parse_body(body: &[u8], read_chunk: ReadChunk) -> Result<StreamEvent, ProtocolError> {
     match common(body)? {
         Some(ev) => Ok(ev),
-        None => Ok(StreamEvent { done: true, ..read_chunk(body)?.0 }),
+        None => match read_chunk(body)? {
+            (_, Some(err)) => Err(ProtocolError::Stream(error_summary(&err))),
+            (ev, None) => failed_finish(StreamEvent { done: true, ..ev }),
+        },
     }
 }

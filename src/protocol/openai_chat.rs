@@ -4,10 +4,11 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::json;
 
 use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState};
-use super::openai::{StrLen, WireUsage, finish_body, len, parse_body, parse_frame, parse_json};
+use super::openai::{ObjectIsError, StrLen, WireUsage, chunk_error, finish_body, len, parse_body, parse_frame, parse_json};
 use crate::config::Target;
 
 pub struct OpenAiChat;
@@ -19,6 +20,11 @@ struct Chunk {
     choices: Vec<Choice>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
+    /// `"error"` on vLLM's error object (`chunk_error`); a chunk's `object` is otherwise ignored.
+    #[serde(default)]
+    object: ObjectIsError,
+    /// Only on an error object without an `error` key (`{"message":...,"type":...}`).
+    message: Option<IgnoredAny>,
     /// The mock engine's emission stamp (`x-mock-timestamps: 1`); any other value is ignored,
     /// as any unknown field is.
     mock_emitted_ns: Option<serde_json::Value>,
@@ -86,6 +92,7 @@ fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), 
         emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()),
         ..Default::default()
     };
+    let bare_message = chunk.message.is_some() && chunk.choices.is_empty();
     for choice in chunk.choices {
         let delta = choice.delta.unwrap_or_default();
         ev.content_bytes += len(delta.content);
@@ -97,7 +104,7 @@ fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), 
             ev.finish_reason = choice.finish_reason;
         }
     }
-    Ok((ev, chunk.error))
+    Ok((ev, chunk_error(frame, chunk.error, chunk.object.0, bare_message)))
 }
 
 #[cfg(test)]
@@ -148,5 +155,32 @@ mod tests {
         let err = parse(r#"{"error":{"message":"boom","type":"x","code":500}}"#).unwrap_err();
         assert_eq!(err, ProtocolError::Stream("boom".into()));
         assert!(matches!(parse("{not json").unwrap_err(), ProtocolError::Parse(_)));
+    }
+
+    #[test]
+    fn finish_reason_error_is_a_stream_error() {
+        let err = parse(r#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#).unwrap_err();
+        assert!(matches!(err, ProtocolError::Stream(_)));
+        // With an error object too (OpenRouter's mid-stream error), the object's message wins.
+        let err = parse(r#"{"error":{"code":502,"message":"upstream died"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#);
+        assert_eq!(err.unwrap_err(), ProtocolError::Stream("upstream died".into()));
+        let whole = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"partial"},"finish_reason":"error"}]}"#;
+        assert!(matches!(OpenAiChat.parse_whole(whole), Err(ProtocolError::Stream(_))));
+        assert!(parse(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#).is_ok());
+    }
+
+    #[test]
+    fn error_objects_without_an_error_key() {
+        let vllm = r#"{"object":"error","message":"boom","type":"BadRequestError","param":null,"code":400}"#;
+        assert_eq!(parse(vllm).unwrap_err(), ProtocolError::Stream("boom".into()));
+        assert_eq!(parse(r#"{"message":"bare","type":"server_error"}"#).unwrap_err(), ProtocolError::Stream("bare".into()));
+        assert!(matches!(OpenAiChat.parse_whole(vllm.as_bytes()), Err(ProtocolError::Stream(_))));
+        // What the SSE decoder makes of `event: error` with such data.
+        let wrapped = format!(r#"{{"error":{vllm}}}"#);
+        assert_eq!(parse(&wrapped).unwrap_err(), ProtocolError::Stream("boom".into()));
+        // The usual `object` and a non-string `object` are no error.
+        let chunk = r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}"#;
+        assert_eq!(parse(chunk).unwrap().content_bytes, 2);
+        assert_eq!(parse(r#"{"object":{"x":[1]},"choices":[{"delta":{"content":"hi"}}]}"#).unwrap().content_bytes, 2);
     }
 }
