@@ -264,7 +264,7 @@ fn reference_sse(body: &[u8]) -> (Vec<RefEvent>, Option<u64>, bool) {
 /// unknown fields, fields without a colon, values with 0-2 leading spaces, an optional BOM, and
 /// an optional unterminated last event.
 fn sse_from_grammar(rng: &mut Rng) -> Vec<u8> {
-    const VALUES: &[&str] = &["{\"a\":1}", "[DONE]", "x:y", " lead", "", "h\u{e9}llo \u{1F600}", "\u{feff}bom", "a\u{0}b", "12", "1x", "data: inner"];
+    const VALUES: &[&str] = &["{\"a\":1}", "[DONE]", "x:y", " lead", "", "h\u{e9}llo \u{1F600}", "\u{feff}bom", "a\u{0}b", "12", "1x", "data: inner", "error"];
     const NAMES: &[&str] = &["data", "data", "data", "event", "id", "retry", "foo", "Data", "data ", "\u{feff}data"];
     const ENDS: &[&str] = &["\n", "\r\n", "\r"];
     let mut out = Vec::new();
@@ -321,9 +321,20 @@ fn sse_decoder_matches_the_whatwg_reference_under_random_splits() {
         assert_eq!(got, want, "body {:?}", String::from_utf8_lossy(&body));
         assert_eq!(d.retry_ms(), want_retry, "retry, body {:?}", String::from_utf8_lossy(&body));
         assert_eq!(d.finish().is_some(), want_pending, "pending event at EOF, body {:?}", String::from_utf8_lossy(&body));
-        // The frames the parsers get are the dispatched events' data, blank ones left out.
+        // The frames the parsers get are the dispatched events' data, blank ones left out; an
+        // event named `error` as `{"error": <data>}` (JSON kept, anything else quoted).
         let frames = frames_whole(Framing::Sse, &body);
-        let datas: Vec<Vec<u8>> = want.into_iter().map(|e| e.1).filter(|d| !d.iter().all(u8::is_ascii_whitespace)).collect();
+        let as_frame = |(event, data, _): RefEvent| {
+            if event != "error" {
+                return data;
+            }
+            let inner = match serde_json::from_slice::<serde::de::IgnoredAny>(&data) {
+                Ok(_) => data,
+                Err(_) => serde_json::to_vec(&String::from_utf8_lossy(&data)).unwrap(),
+            };
+            [&b"{\"error\":"[..], &inner, b"}"].concat()
+        };
+        let datas: Vec<Vec<u8>> = want.into_iter().filter(|e| !e.1.iter().all(u8::is_ascii_whitespace)).map(as_frame).collect();
         assert_eq!(frames, datas);
     });
 }

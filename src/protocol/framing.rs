@@ -41,8 +41,9 @@ impl FrameDecoder {
 
     /// End of body. NDJSON: a last line without its newline is a complete frame (appended to
     /// `out`). SSE: an event not closed by a blank line is, by the WHATWG rules, never dispatched;
-    /// it is returned instead (its data so far, or the error frame of an unterminated `error:`
-    /// line) so that the executor can classify how the stream ended.
+    /// it is returned instead (its data so far, the error frame of an event named `error`, or
+    /// that of an unterminated `error:` line) so that the executor can classify how the stream
+    /// ended.
     pub fn finish(&mut self, out: &mut Vec<Vec<u8>>) -> Option<Vec<u8>> {
         match self {
             FrameDecoder::Sse(d) => d.finish(),
@@ -84,9 +85,15 @@ trait Sink {
 struct Frames<F>(F);
 
 impl<F: FnMut(&[u8])> Sink for Frames<F> {
-    fn event(&mut self, _event_type: &[u8], data: &[u8], _last_event_id: &[u8]) {
+    fn event(&mut self, event_type: &[u8], data: &[u8], _last_event_id: &[u8]) {
         // An event with empty (or blank) data carries nothing to parse: a keep-alive, not a frame.
-        if !data.iter().all(u8::is_ascii_whitespace) {
+        if data.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        if event_type == b"error" {
+            // Rare: only an error event is copied (into an error frame); a token event never is.
+            (self.0)(&error_frame(data));
+        } else {
             (self.0)(data);
         }
     }
@@ -116,9 +123,11 @@ impl Sink for Vec<SseEvent> {
 /// an event whose data buffer is empty is not dispatched. At end of stream an event not closed
 /// by a blank line is not dispatched (see `FrameDecoder::finish`).
 ///
-/// Two choices beyond the spec, for the prober: an `error:` line (llama.cpp's way to fail a
+/// Three choices beyond the spec, for the prober: an `error:` line (llama.cpp's way to fail a
 /// stream) becomes the frame `{"error": <value>}` at once so the parser sees the error object;
-/// and frames for the parsers (`feed`) skip events whose data is blank. Bytes stay bytes (the
+/// an event named `error` (`event: error`) is lent to the parsers as `{"error": <its data>}`,
+/// whatever its data looks like, so every family reads it as an error object; and frames for
+/// the parsers (`feed`) skip events whose data is blank. Bytes stay bytes (the
 /// spec decodes UTF-8 with replacement first): invalid UTF-8 reaches the JSON parser and fails
 /// the probe as `parse` instead of being silently replaced.
 #[derive(Debug, Default)]
@@ -163,6 +172,8 @@ impl SseDecoder {
         // `end_line` may only have added to the data buffer (no blank line was seen): collect it.
         let tail = if error.is_some() {
             error
+        } else if self.has_data && self.event_type == b"error" {
+            Some(error_frame(&self.data))
         } else if self.has_data {
             Some(std::mem::take(&mut self.data))
         } else {
@@ -449,6 +460,24 @@ mod tests {
         }
         let (_, tail) = decode_in_pieces(Framing::Sse, b"data: {\"a\":1}\n\nerror: boom", &[]);
         assert_eq!(tail, Some(b"{\"error\":\"boom\"}".to_vec()), "an unterminated error line is the tail");
+    }
+
+    #[test]
+    fn sse_error_event_becomes_an_error_frame() {
+        let body = b"data: {\"a\":1}\n\nevent: error\ndata: {\"object\":\"error\",\"message\":\"x\"}\n\nevent: error\ndata: plain\n\nevent: message\ndata: {\"b\":2}\n\n";
+        let (frames, _) = decode_in_pieces(Framing::Sse, body, &[]);
+        let want: Vec<Vec<u8>> = vec![
+            b"{\"a\":1}".to_vec(),
+            b"{\"error\":{\"object\":\"error\",\"message\":\"x\"}}".to_vec(),
+            b"{\"error\":\"plain\"}".to_vec(),
+            b"{\"b\":2}".to_vec(),
+        ];
+        assert_eq!(frames, want, "the event name lasts one event only");
+        for i in 0..=body.len() {
+            assert_eq!(decode_in_pieces(Framing::Sse, body, &[i]).0, frames, "split at {i}");
+        }
+        let (_, tail) = decode_in_pieces(Framing::Sse, b"event: error\ndata: {\"message\":\"boom\"}\n", &[]);
+        assert_eq!(tail, Some(b"{\"error\":{\"message\":\"boom\"}}".to_vec()), "an unterminated error event is an error frame");
     }
 
     #[test]
