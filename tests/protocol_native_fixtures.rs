@@ -121,6 +121,14 @@ fn tgi_multi_token_events_from_the_mock() {
 }
 
 #[test]
+fn tgi_index_from_one_as_real_tgi_numbers_its_events() {
+    let ev = split_invariant("hand-tgi_generate_stream_index_from_1.sse.txt", ProtocolKind::Tgi);
+    // 16 events, indices 1..=16, one token each: 16 tokens, no event counted as two.
+    assert_eq!(totals(&ev), t(16, 0, Some(16), Some(16), "length", 0));
+    assert!(ev.iter().all(|e| e.as_ref().unwrap().tokens == Some(1)), "every event is one token");
+}
+
+#[test]
 fn tgi_special_eos_token_is_not_text_but_ends_the_stream() {
     let ev = split_invariant("hand-tgi_special_eos_last.sse.txt", ProtocolKind::Tgi);
     assert_eq!(totals(&ev), t(2, 0, Some(3), Some(2), "eos_token", 0));

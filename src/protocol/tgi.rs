@@ -18,7 +18,8 @@ pub struct Tgi;
 
 #[derive(Deserialize)]
 struct Event {
-    /// Position of this event's token; a jump means the event carried several tokens.
+    /// Position of this event's token, from 1 on real TGI (from 0 on the mock); a jump means the
+    /// event carried several tokens.
     index: Option<u64>,
     token: Option<Token>,
     generated_text: Option<String>,
@@ -64,7 +65,10 @@ impl Protocol for Tgi {
             if !token.special {
                 out.content_bytes = token.text.as_deref().map_or(0, str::len);
             }
-            let n = ev.index.map_or(1, |i| state.advance(i, false));
+            // Real TGI numbers events from 1 (the mock's captures from 0): the first event says
+            // which. Only the first count depends on it (later ones are differences); an event
+            // is one token on real TGI, so a first index of 1 is one token counted from 1.
+            let n = ev.index.map_or(1, |i| state.advance(i, state.last_position.is_none() && i == 1));
             if out.content_bytes > 0 {
                 out.tokens = Some(n.max(1));
             }
@@ -148,6 +152,18 @@ mod tests {
         // Without `details`, the filled `generated_text` alone ends the stream.
         let ev = parse(r#"{"index":3,"token":{"id":9,"text":".","special":false},"generated_text":"a rabbit.","details":null}"#).unwrap();
         assert!(ev.done && ev.has_text());
+    }
+
+    #[test]
+    fn index_counts_from_one_or_zero_as_the_first_event_says() {
+        let frame = |i: u64| format!(r#"{{"index":{i},"token":{{"id":5,"text":" a","special":false}},"generated_text":null,"details":null}}"#);
+        let counts = |indices: &[u64]| {
+            let mut state = StreamState::default();
+            indices.iter().map(|&i| Tgi.parse(frame(i).as_bytes(), &mut state).unwrap().tokens.unwrap()).collect::<Vec<_>>()
+        };
+        assert_eq!(counts(&[1, 2, 3]), [1, 1, 1], "real TGI: from 1");
+        assert_eq!(counts(&[0, 1, 2]), [1, 1, 1], "the mock: from 0");
+        assert_eq!(counts(&[3, 7]), [4, 4], "from 0, several tokens an event");
     }
 
     #[test]
