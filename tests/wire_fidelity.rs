@@ -283,6 +283,13 @@ async fn outcome_precedence_rows_hold_on_every_family() {
             tail.extend(format!("data: {}\n", f.error).bytes());
             rows.push(("error object in an unterminated last event", answer(ct, &tail, 1 << 20, Chunked), Some(StreamError)));
             rows.push(("text in an unterminated only event", answer(ct, format!("data: {}", f.text).as_bytes(), 1 << 20, Chunked), Some(Truncated)));
+            // An event named `error` fails the stream whatever its data looks like.
+            let named = [f.plain(&[f.text]), format!("event: error\ndata: {}\n\n", r#"{"message":"boom","type":"x"}"#).into_bytes()].concat();
+            rows.push(("event: error after text", answer(ct, &[named.clone(), f.plain(f.end)].concat(), 1 << 20, Chunked), Some(StreamError)));
+            rows.push(("event: error after text, body then ends", answer(ct, &named, 1 << 20, Chunked), Some(StreamError)));
+            let mut named_tail = f.plain(&[f.text]);
+            named_tail.extend(b"event: error\ndata: plain text\n");
+            rows.push(("event: error in an unterminated last event", answer(ct, &named_tail, 1 << 20, Chunked), Some(StreamError)));
         } else {
             let mut last = ok.clone();
             last.pop();
@@ -292,6 +299,13 @@ async fn outcome_precedence_rows_hold_on_every_family() {
         if f.api.starts_with("openai") {
             let bare = f.plain(&[f.text, "[DONE]"]);
             rows.push(("end marker without finish reason", answer(ct, &bare, 1 << 20, Chunked), Some(Truncated)));
+            let failed = f.end[0].replace("\"length\"", "\"error\"");
+            rows.push(("finish_reason error, then [DONE]", answer(ct, &f.plain(&[f.text, failed.as_str(), "[DONE]"]), 1 << 20, Chunked), Some(StreamError)));
+            for flat in
+                [r#"{"object":"error","message":"boom","type":"BadRequestError","param":null,"code":400}"#, r#"{"message":"boom","type":"server_error"}"#]
+            {
+                rows.push(("error object without an error key, after text", answer(ct, &f.plain(&[f.text, flat]), 1 << 20, Chunked), Some(StreamError)));
+            }
         }
         for (row, a, want) in rows {
             let (o, _) = probe_raw(f.api, a).await;
@@ -301,6 +315,19 @@ async fn outcome_precedence_rows_hold_on_every_family() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Real TGI numbers its events from 1: a 16-token answer is 16 tokens in 16 one-token frames
+/// (`llmprobe_multi_token_frames_total` stays put), not a two-token first frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tgi_events_numbered_from_one_are_one_token_each() {
+    let body = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/streams/hand-tgi_generate_stream_index_from_1.sse.txt")).unwrap();
+    let (o, _) = probe_raw("tgi", answer("text/event-stream", &body, 64, Delim::Chunked)).await;
+    assert_eq!(o.result, Ok(()));
+    let slo = llmprobe::config::Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 };
+    let s = llmprobe::measure::measure(&o, &slo).unwrap();
+    assert_eq!((s.output_tokens, s.multi_token_frames), (16, 0));
+    assert_eq!(s.tokens_per_frame.iter().sum::<f64>(), 16.0, "{:?}", s.tokens_per_frame);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
