@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,9 +47,11 @@ const SETTLE_TIME: Duration = Duration::from_millis(5);
 pub enum SendError {
     /// No connection within the connect timeout.
     ConnectTimeout(String),
-    /// Resolving or connecting failed, the connection broke before an answer, or the answer's
-    /// head was not HTTP/1.x (the general client reports these as connection errors too).
+    /// Resolving or connecting failed, or the connection closed or broke before an answer.
     Connect(String),
+    /// The answer's head is not valid HTTP/1.1 (bad status line or field, a bare LF, conflicting
+    /// framing, too large): the server answered, wrongly, so this is not a connection failure.
+    InvalidAnswer(String),
 }
 
 /// The lean client of one target: where to connect, and its idle connections.
@@ -109,7 +111,8 @@ impl Client {
     /// The request `POST prefix+path`, ready to send, with a kept-alive connection checked out
     /// for it when one is idle.
     pub fn prepare(self: &Arc<Self>, path: &str, headers: &HeaderMap, body: &[u8]) -> Request {
-        Request { client: self.clone(), bytes: Arc::new(self.request_bytes(path, headers, body)), conn: self.checkout(), unconnected: None }
+        let conn = self.checkout();
+        Request { client: self.clone(), bytes: Arc::new(self.request_bytes(path, headers, body)), reused: conn.is_some(), conn, unconnected: None }
     }
 
     fn answer(self: &Arc<Self>, (head, conn): (Head, Conn)) -> Response {
@@ -136,9 +139,7 @@ impl Client {
     fn checkout(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((conn, since)) = idle.pop_back() {
-            let mut probe = [0u8; 1];
-            // Closed by the server (0), or bytes nobody asked for: not reusable.
-            if since.elapsed() < IDLE_TIMEOUT && matches!(conn.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+            if since.elapsed() < IDLE_TIMEOUT && open_and_silent(&conn.stream) {
                 return Some(conn);
             }
         }
@@ -199,6 +200,9 @@ pub struct Request {
     /// Shared with the dispatcher's write (moved in, not copied).
     bytes: Arc<Vec<u8>>,
     conn: Option<Conn>,
+    /// Whether `conn` came from the pool: only a kept-alive connection can have been closed by
+    /// the server while idle, before it saw this request (the one case sent again).
+    reused: bool,
     /// Why `connect_first` could not open a connection: the send reports it.
     unconnected: Option<SendError>,
 }
@@ -237,40 +241,56 @@ impl Request {
 
     /// The dispatcher's write of this request at its send time, when it has a connection.
     pub fn handover(&self) -> Option<Write> {
-        Write::new(self.conn.as_ref()?.stream.as_fd(), self.bytes.clone())
+        let conn = self.conn.as_ref()?;
+        // A kept-alive connection closed meanwhile is left to `send`, which sees the close
+        // before writing and sends on a new connection; written to, it would fail the probe.
+        if self.reused && !open_and_silent(&conn.stream) {
+            return None;
+        }
+        Write::new(conn.stream.as_fd(), self.bytes.clone())
     }
 
     /// Sends the request and returns once the answer's head is in. `written`: what the
     /// dispatcher already wrote of it on its connection (see `handover`); the rest is written
-    /// here. A kept-alive connection the server closed while it was idle gets the request once
-    /// more on a new connection, as the general client does, when not a byte of answer came
-    /// back on it.
+    /// here. The request goes once more, on a new connection, only when its connection came
+    /// from the pool and was found closed or broken before the request was all written (the
+    /// server closed it while idle and cannot have acted on it), as the general client does.
+    /// Never after the request was all written, nor on a new connection: the server may have
+    /// taken it, and a resend would hide a server that drops requests.
     pub async fn send(self, written: Option<Written>) -> Result<Response, SendError> {
-        let Request { client, bytes, conn, unconnected } = self;
+        let Request { client, bytes, conn, reused, unconnected } = self;
         if let Some(e) = unconnected {
             return Err(e);
         }
         if let Some(conn) = conn {
-            let sent = match written.map(|w| w.result) {
-                None => Some(0),
-                Some(Ok(n)) => Some(n.min(bytes.len())),
-                // Broken before the request was out: as a connection closed while idle.
-                Some(Err(_)) => None,
+            let result = match written.map(|w| w.result) {
+                None if reused && !open_and_silent(&conn.stream) => Err(Exchange::Unsent(SendError::Connect("kept-alive connection closed while idle".into()))),
+                None => exchange(conn, &bytes).await,
+                Some(Ok(n)) => exchange(conn, &bytes[n.min(bytes.len())..]).await,
+                Some(Err(e)) => Err(Exchange::Unsent(SendError::Connect(format!("sending the request: {e}")))),
             };
-            if let Some(sent) = sent {
-                match exchange(conn, &bytes[sent..]).await {
-                    Ok(answer) => return Ok(client.answer(answer)),
-                    Err(Exchange::Unanswered(_)) => {}
-                    Err(Exchange::Failed(e)) => return Err(e),
-                }
+            match result {
+                Ok(answer) => return Ok(client.answer(answer)),
+                Err(Exchange::Unsent(_)) if reused => {}
+                Err(Exchange::Unsent(e) | Exchange::Failed(e)) => return Err(e),
             }
         }
         let conn = client.connect().await?;
         match exchange(conn, &bytes).await {
             Ok(answer) => Ok(client.answer(answer)),
-            Err(Exchange::Unanswered(e) | Exchange::Failed(e)) => Err(e),
+            Err(Exchange::Unsent(e) | Exchange::Failed(e)) => Err(e),
         }
     }
+}
+
+/// Whether a connection is still open with nothing to read, asked of the kernel (a peek that
+/// does not wait): the reactor may not have seen yet a close that has already arrived.
+fn open_and_silent(stream: &TcpStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte buffer of ours; MSG_PEEK leaves any byte in the socket.
+    let n = unsafe { libc::recv(stream.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    // Closed (0), reset, or bytes nobody asked for: not reusable.
+    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }
 
 /// A connection with its read buffer: `buf[start..end]` is read but not yet handed out.
@@ -333,9 +353,9 @@ impl Conn {
 }
 
 enum Exchange {
-    /// The connection took the request but broke before a byte of answer (may be retried on
-    /// a new connection when it was a reused one).
-    Unanswered(SendError),
+    /// The connection was closed or broke before the request was all written (sent again on
+    /// a new connection when it was a kept-alive one).
+    Unsent(SendError),
     Failed(SendError),
 }
 
@@ -352,7 +372,7 @@ pub struct Head {
 /// Writes the request and reads the answer's head (skipping `1xx` interim answers).
 async fn exchange(mut conn: Conn, request: &[u8]) -> Result<(Head, Conn), Exchange> {
     if let Err(e) = conn.stream.write_all(request).await {
-        return Err(Exchange::Unanswered(SendError::Connect(format!("sending the request: {e}"))));
+        return Err(Exchange::Unsent(SendError::Connect(format!("sending the request: {e}"))));
     }
     let mut answered = false;
     loop {
@@ -364,16 +384,18 @@ async fn exchange(mut conn: Conn, request: &[u8]) -> Result<(Head, Conn), Exchan
                 }
                 return Ok((head, conn));
             }
+            // A head that does not end within the limit is refused here rather than by `fill`,
+            // so that it is told apart from a connection that broke.
+            Ok(None) if conn.end - conn.start >= MAX_HEAD_BYTES => {
+                return Err(Exchange::Failed(SendError::InvalidAnswer(format!("answer head larger than {MAX_HEAD_BYTES} bytes"))));
+            }
             Ok(None) => {}
-            Err(e) => return Err(Exchange::Failed(SendError::Connect(format!("invalid answer head: {e}")))),
+            Err(e) => return Err(Exchange::Failed(SendError::InvalidAnswer(format!("invalid answer head: {e}")))),
         }
         match conn.fill(MAX_HEAD_BYTES).await {
-            Ok(0) if !answered => return Err(Exchange::Unanswered(SendError::Connect("connection closed before an answer".into()))),
+            Ok(0) if !answered => return Err(Exchange::Failed(SendError::Connect("connection closed before an answer".into()))),
             Ok(0) => return Err(Exchange::Failed(SendError::Connect("connection closed inside the answer head".into()))),
             Ok(_) => answered = true,
-            Err(e) if !answered && e.kind() == std::io::ErrorKind::ConnectionReset => {
-                return Err(Exchange::Unanswered(SendError::Connect(format!("connection reset before an answer: {e}"))));
-            }
             Err(e) => return Err(Exchange::Failed(SendError::Connect(format!("reading the answer head: {e}")))),
         }
     }
@@ -390,6 +412,11 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
+    // httparse takes a bare LF as a line end; RFC 9112 §2.2 lets a recipient refuse it, and a
+    // head whose lines a proxy and the prober could split differently is not trusted.
+    if input[..len].iter().enumerate().any(|(i, b)| *b == b'\n' && (i == 0 || input[i - 1] != b'\r')) {
+        return Err("a header line ended by a bare LF".into());
+    }
     let status = parsed.code.and_then(|c| reqwest::StatusCode::from_u16(c).ok()).ok_or("invalid status code")?;
     let mut headers = HeaderMap::with_capacity(parsed.headers.len());
     let (mut chunked, mut other_coding, mut length, mut close) = (false, false, None::<u64>, parsed.version == Some(0));
@@ -404,7 +431,9 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
                 other_coding = !chunked;
             }
         } else if name == reqwest::header::CONTENT_LENGTH {
-            let n: u64 = value.to_str().ok().and_then(|v| v.trim().parse().ok()).ok_or("invalid content-length")?;
+            // Digits only: `parse` would also take a sign ("+5").
+            let digits = value.to_str().ok().map(str::trim).filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()));
+            let n: u64 = digits.and_then(|v| v.parse().ok()).ok_or("invalid content-length")?;
             if length.is_some_and(|l| l != n) {
                 return Err("conflicting content-length values".into());
             }
@@ -791,5 +820,8 @@ mod tests {
         assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n").is_err());
         assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-").unwrap().is_none());
         assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: +1\r\n\r\n").is_err(), "digits only");
+        assert!(parse_head(b"HTTP/1.1 200 OK\ncontent-length: 1\n\n").is_err(), "bare LF");
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nx-a: 1\n\r\n").is_err(), "one bare LF");
     }
 }

@@ -93,7 +93,10 @@ impl ErrorClass {
         match status {
             300..=399 => ErrorClass::Http3xx,
             429 => ErrorClass::Http429,
-            500.. => ErrorClass::Http5xx,
+            500..=599 => ErrorClass::Http5xx,
+            // Not a status HTTP defines (parsers take any three digits, e.g. 999): an invalid
+            // answer, not a server error.
+            600.. => ErrorClass::Parse,
             _ => ErrorClass::Http4xx,
         }
     }

@@ -176,6 +176,7 @@ impl TargetRuntime {
             Ok(response) => Ok(Answer::Lean(response)),
             Err(crate::http1::SendError::ConnectTimeout(detail)) => Err(Failure::new(ErrorClass::TimeoutConnect, detail)),
             Err(crate::http1::SendError::Connect(detail)) => Err(Failure::new(ErrorClass::Connect, detail)),
+            Err(crate::http1::SendError::InvalidAnswer(detail)) => Err(Failure::new(ErrorClass::Parse, detail)),
         }
     }
 
@@ -454,10 +455,12 @@ pub fn classify_send_error(err: &reqwest::Error, target: &TargetRuntime) -> Fail
     // Classify from the error's sources only: reqwest's own message names the URL, and a host
     // called `vllm-tls` must not make a refused connection a TLS error.
     let mut causes = String::new();
+    let mut invalid_answer = false;
     let mut source = std::error::Error::source(err);
     while let Some(s) = source {
         causes.push_str(&s.to_string().to_ascii_lowercase());
         causes.push(' ');
+        invalid_answer |= s.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse);
         source = s.source();
     }
     let lower = causes;
@@ -467,10 +470,14 @@ pub fn classify_send_error(err: &reqwest::Error, target: &TargetRuntime) -> Fail
         // rustls errors reach us as text inside hyper's: e.g. `invalid peer certificate:
         // UnknownIssuer`, or `received fatal alert: CertificateRequired` (mTLS, no client cert).
         ErrorClass::Tls
-    } else if err.is_connect() {
-        ErrorClass::Connect
+    } else if invalid_answer {
+        // The server answered with a head that is not valid HTTP/1.x (hyper's parse errors:
+        // status line, a field, framing, a head too large): an invalid answer, not a failed
+        // connection.
+        ErrorClass::Parse
     } else {
-        // Connection closed or reset before a response: the server never answered.
+        // The connect failed (`is_connect`), or the connection was closed or reset before a
+        // response head (hyper's incomplete message): either way no answer came.
         ErrorClass::Connect
     };
     Failure::new(class, chain)

@@ -1,5 +1,6 @@
 //! The lean HTTP/1.1 probe client over real loopback sockets: kept-alive connections are
-//! reused, a connection the server drops between requests costs no probe, the request on the
+//! reused, a connection the server closes while idle costs no probe, a request the server took
+//! and dropped unanswered is an error and is never sent again, the request on the
 //! wire is what the general client sends (host, key, headers, length), and a request the
 //! dispatcher writes at its send time (`handover`) arrives whole, once, however large.
 
@@ -63,8 +64,8 @@ async fn answer(sock: &mut TcpStream) -> std::io::Result<()> {
 }
 
 /// A keep-alive server answering every request; with `drop_second`, each connection's
-/// second request is read and the connection closed unanswered (an idle-timeout race).
-/// Returns its address, the connections accepted and the request heads seen.
+/// second request is read and the connection closed unanswered (a server that dropped it).
+/// Returns its address, the connections accepted and the request heads seen (answered or not).
 async fn server(drop_second: bool) -> (SocketAddr, Arc<AtomicUsize>, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -77,10 +78,10 @@ async fn server(drop_second: bool) -> (SocketAddr, Arc<AtomicUsize>, Arc<Mutex<V
             tokio::spawn(async move {
                 let mut served = 0;
                 while let Some(head) = read_request(&mut sock).await {
+                    h.lock().unwrap().push(head);
                     if drop_second && served == 1 {
                         return;
                     }
-                    h.lock().unwrap().push(head);
                     answer(&mut sock).await.unwrap();
                     served += 1;
                 }
@@ -88,6 +89,31 @@ async fn server(drop_second: bool) -> (SocketAddr, Arc<AtomicUsize>, Arc<Mutex<V
         }
     });
     (addr, conns, heads)
+}
+
+/// A server that closes each connection right after its first answer (as one whose keep-alive
+/// idle timeout is short), reporting each close. Returns its address, the connections accepted,
+/// the requests answered and the closes.
+async fn closing_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (conns, answered) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (closed, closes) = tokio::sync::mpsc::unbounded_channel();
+    let (c, a) = (conns.clone(), answered.clone());
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            let (a, closed) = (a.clone(), closed.clone());
+            tokio::spawn(async move {
+                if read_request(&mut sock).await.is_some() && answer(&mut sock).await.is_ok() {
+                    a.fetch_add(1, Ordering::SeqCst);
+                }
+                drop(sock);
+                let _ = closed.send(());
+            });
+        }
+    });
+    (addr, conns, answered, closes)
 }
 
 fn draw(prompt: &str) -> Draw {
@@ -132,19 +158,44 @@ async fn kept_alive_connections_are_reused() {
 }
 
 #[tokio::test]
-async fn a_connection_dropped_between_requests_costs_no_probe() {
-    let (addr, conns, heads) = server(true).await;
+async fn a_connection_the_server_closed_while_idle_costs_no_probe() {
+    let (addr, conns, answered, mut closes) = closing_server().await;
     let target = runtime(addr);
     for seq in 0..4 {
         let outcome = probe(&target, seq).await;
         assert!(outcome.result.is_ok(), "probe {seq}: {:?}", outcome.result);
-        // Let the server's close reach us on some rounds and race it on others.
-        if seq % 2 == 1 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // The idle connection in the pool is closed now: the next probe must not lose itself on it.
+        closes.recv().await.unwrap();
     }
-    assert_eq!(heads.lock().unwrap().len(), 4, "every probe answered");
-    assert!(conns.load(Ordering::SeqCst) >= 4, "each connection served one request");
+    assert_eq!(answered.load(Ordering::SeqCst), 4, "every probe answered");
+    assert_eq!(conns.load(Ordering::SeqCst), 4, "each connection served one request");
+}
+
+#[tokio::test]
+async fn a_connection_closed_while_the_probe_waits_for_its_send_time_costs_no_probe() {
+    let (addr, conns, answered, _closes) = closing_server().await;
+    let target = runtime(addr);
+    assert!(probe(&target, 0).await.result.is_ok());
+    // Prepared at once (its connection checked out while the close may still be on its way),
+    // sent when the gate opens, by which time the kept-alive connection is closed.
+    let (outcome, _) = probe_at_gate(&target, 1, "hello there", Duration::from_millis(100)).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!((answered.load(Ordering::SeqCst), conns.load(Ordering::SeqCst)), (2, 2));
+}
+
+#[tokio::test]
+async fn a_request_the_server_took_and_dropped_unanswered_is_an_error_not_sent_again() {
+    let (addr, conns, heads) = server(true).await;
+    let target = runtime(addr);
+    assert!(probe(&target, 0).await.result.is_ok());
+    // The kept-alive connection takes the whole request and closes without an answer: the
+    // server may have acted on it, and a resend would hide that it drops requests.
+    let outcome = probe(&target, 1).await;
+    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(heads.lock().unwrap().len(), 2, "the dropped request was sent once");
+    assert_eq!(conns.load(Ordering::SeqCst), 1);
+    assert!(probe(&target, 2).await.result.is_ok(), "the next probe goes on a new connection");
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -229,15 +280,15 @@ async fn a_request_larger_than_the_socket_takes_is_written_whole_once() {
 }
 
 #[tokio::test]
-async fn a_dispatcher_write_the_server_drops_unanswered_is_sent_again_on_a_new_connection() {
+async fn a_dispatcher_write_the_server_drops_unanswered_is_an_error_not_sent_again() {
     let (addr, conns, heads) = server(true).await;
     let target = runtime(addr);
     assert!(probe(&target, 0).await.result.is_ok());
     // The kept-alive connection takes the dispatcher's write and closes without an answer.
     let (outcome, _) = probe_at_gate(&target, 1, "hello there", Duration::from_millis(20)).await;
-    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
-    assert_eq!(conns.load(Ordering::SeqCst), 2);
-    assert_eq!(heads.lock().unwrap().len(), 2, "every probe answered");
+    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(conns.load(Ordering::SeqCst), 1, "no second connection: not sent again");
+    assert_eq!(heads.lock().unwrap().len(), 2);
 }
 
 /// A server on a thread of its own (it keeps answering while the test's runtime is blocked):

@@ -1,0 +1,112 @@
+//! Answers whose head is not valid HTTP/1.1 (a CR or NUL in a header value, a bad or conflicting
+//! content-length, a head too large, a status line that is not HTTP, a status outside
+//! 100..=599, header lines ended by a bare LF) are an invalid answer, `parse`, from both probe
+//! clients: never `connect` (the server did answer) and never `http_5xx` (999 is no server
+//! error). A raw TCP server on 127.0.0.1 sends each head. One test function, since it switches
+//! the client through the process environment (`HTTP_PROXY`, with `NO_PROXY` keeping the
+//! requests direct), which only a target built afterwards reads.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llmprobe::config::{Target, Timeouts};
+use llmprobe::exec::{Probe, execute};
+use llmprobe::outcome::Outcome;
+use llmprobe::protocol::ProtocolKind;
+use llmprobe::target::TargetRuntime;
+use llmprobe::workload::Draw;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// A server answering every connection with `reply` once the whole request is in, then
+/// closing its side and waiting for the client's close (no reset that could eat the answer).
+async fn server(reply: Vec<u8>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reply = Arc::new(reply);
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                        let length: usize = head.lines().find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok()).unwrap_or(0);
+                        if seen.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = sock.write_all(&reply).await;
+                let _ = sock.shutdown().await;
+                while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+async fn probe(addr: SocketAddr, general: bool) -> Outcome {
+    // SAFETY: the only test of this binary; no other thread reads the environment meanwhile.
+    unsafe {
+        if general {
+            std::env::set_var("HTTP_PROXY", "http://127.0.0.1:9");
+            std::env::set_var("NO_PROXY", "127.0.0.1");
+        } else {
+            std::env::remove_var("HTTP_PROXY");
+            std::env::remove_var("NO_PROXY");
+        }
+    }
+    let timeouts = Timeouts { connect: Duration::from_secs(1), ttft: Duration::from_secs(3), idle: Duration::from_secs(3), total: Duration::from_secs(5) };
+    let target = Target::new("t", &format!("http://{addr}"), ProtocolKind::OpenaiChat).unwrap().with_model("m").with_timeouts(timeouts);
+    let runtime = Arc::new(TargetRuntime::new(target).unwrap());
+    let draw = Draw { input_tokens: 8, output_tokens: 8, prompt: "hello".into(), ..Draw::default() };
+    execute(Probe { target: runtime, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() }, &CancellationToken::new()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_answer_heads_are_parse_errors_from_both_clients() {
+    const SSE: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let ok = |fields: &str| format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{fields}\r\n{SSE}").into_bytes();
+    let huge_field = format!("x-big: {}\r\ncontent-length: {}\r\n", "a".repeat(512 << 10), SSE.len());
+    let many_fields: String = (0..150).map(|i| format!("x-f{i}: v\r\n")).collect::<String>() + &format!("content-length: {}\r\n", SSE.len());
+    let length = |v: &str| format!("content-length: {v}\r\n");
+    // (what, the answer, whether the general client refuses it too: hyper takes a bare LF).
+    let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+        ("CR inside a header value", ok(&format!("x-a: b\rc\r\n{}", length(&SSE.len().to_string()))), true),
+        ("NUL inside a header value", ok(&format!("x-a: b\0c\r\n{}", length(&SSE.len().to_string()))), true),
+        ("a content-length that is not a number", ok(&length("12abc")), true),
+        ("a signed content-length", ok(&length(&format!("+{}", SSE.len()))), true),
+        ("conflicting content-lengths", ok(&format!("{}{}", length(&SSE.len().to_string()), length("3"))), true),
+        ("a head of over 512 KiB", ok(&huge_field), true),
+        ("150 header fields", ok(&many_fields), true),
+        ("a status line that is not HTTP", b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec(), true),
+        ("status 999", b"HTTP/1.1 999 Whatever\r\ncontent-length: 4\r\n\r\nnope".to_vec(), true),
+        (
+            "header lines ended by a bare LF",
+            format!("HTTP/1.1 200 OK\ncontent-type: text/event-stream\ncontent-length: {}\n\n{SSE}", SSE.len()).into_bytes(),
+            false,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (what, reply, general_refuses) in cases {
+        let addr = server(reply).await;
+        let (lean, general) = (probe(addr, false).await, probe(addr, true).await);
+        let class = |o: &Outcome| o.error_class().map(|c| c.as_str());
+        if class(&lean) != Some("parse") {
+            wrong.push(format!("{what}: lean {:?}", lean.result));
+        }
+        if general_refuses && class(&general) != Some("parse") {
+            wrong.push(format!("{what}: general {:?}", general.result));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
