@@ -17,6 +17,7 @@ pub mod handover;
 pub mod health;
 pub mod http1;
 pub mod loader;
+pub mod logsafe;
 pub mod measure;
 pub mod mock;
 pub mod once;
@@ -76,5 +77,7 @@ fn init_logging(filter: &str) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Server text (model ids, error messages) must not start a log line of its own.
+        .fmt_fields(logsafe::EscapedFields)
         .try_init();
 }

@@ -5,7 +5,8 @@ fn main() -> std::process::ExitCode {
     match llmprobe::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The chain may quote a server (an answer, a model id): no raw control characters.
+            eprintln!("error: {}", llmprobe::logsafe::escape_control(&format!("{err:#}")));
             std::process::ExitCode::FAILURE
         }
     }

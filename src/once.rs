@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Slo};
+use crate::logsafe::escape_control;
 use crate::measure::Sample;
 use crate::outcome::Outcome;
 use crate::replicas::Endpoints;
@@ -24,14 +25,14 @@ pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
         let target = Arc::new(TargetRuntime::new(target.clone())?);
         // Discover the model first so the timeline shows the probe, not the discovery.
         if let Err(failure) = target.model().await {
-            let _ = writeln!(out, "target={}: model discovery failed: {} ({})", target.name, failure.class.as_str(), failure.detail);
+            let _ = writeln!(out, "target={}: model discovery failed: {} ({})", target.name, failure.class.as_str(), escape_control(&failure.detail));
         }
         // Calibrate prompt length before timing anything (no effect on the timelines).
         let calibration = Arc::new(Calibration::new(target.config.api));
         let fit = match calibrate_with_tokenize(&target, &calibration).await {
             Ok(fit) => fit,
             Err(e) => {
-                let _ = writeln!(out, "target={}: no /tokenize calibration ({e}); using the prior", target.name);
+                let _ = writeln!(out, "target={}: no /tokenize calibration ({}); using the prior", target.name, escape_control(&e));
                 calibration.fit()
             }
         };
@@ -65,11 +66,13 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Prints the timeline of one outcome, times relative to the intended send time.
+/// Prints the timeline of one outcome, times relative to the intended send time. Text from the
+/// server (model, finish reason, error detail) is printed with its control characters escaped,
+/// so that it cannot add lines to the report or drive the terminal.
 pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String) {
     let t = &o.timeline;
     let at = |i: Instant| format!("+{:>10}", ms(i.saturating_duration_since(t.intended)));
-    let _ = writeln!(out, "target={} scenario={} model={} id={} request_id={}", o.target, o.scenario, o.model, o.probe_id, o.request_id);
+    let _ = writeln!(out, "target={} scenario={} model={} id={} request_id={}", o.target, o.scenario, escape_control(&o.model), o.probe_id, o.request_id);
     match o.dataset_index {
         Some(i) => {
             let _ = writeln!(out, "  requested      dataset prompt #{i}, output={} tokens", o.requested_output_tokens);
@@ -114,7 +117,7 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
         let _ = writeln!(out, "  (not streamed: E2E only; TTFT, TPOT and ITL are not observed)");
     }
     if let Some(r) = &o.finish_reason {
-        let _ = writeln!(out, "  finish reason  {r}");
+        let _ = writeln!(out, "  finish reason  {}", escape_control(r));
     }
     let _ = writeln!(out, "  verdict        {}", verdict(o, sample, slo));
 }
@@ -137,5 +140,5 @@ fn verdict(o: &Outcome, sample: Option<&Sample>, slo: &Slo) -> String {
             check("e2e", Some(s.e2e), slo.e2e),
         );
     };
-    format!("error {}: {}", failure.class.as_str(), failure.detail)
+    format!("error {}: {}", failure.class.as_str(), escape_control(&failure.detail))
 }
