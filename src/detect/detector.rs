@@ -666,8 +666,10 @@ struct TargetState {
     /// Per signal: the reference bins of the recovery test while the pooled row is regressed,
     /// and the bad fraction it is compared with (goodput).
     recovery_ref: [Option<(i64, i64, f64)>; 4],
-    /// The continuous test's last evidence and threshold per signal.
+    /// The continuous test's last evidence and threshold per signal, and whether its last look
+    /// passed (an alarm needs two passing looks in a row).
     continuous: [(f64, f64); 4],
+    continuous_passed: [bool; 4],
     /// The dependence of each latency signal frozen at the marker: the armed tests' variance
     /// comes from the history before the release, never from the probes they test.
     dependence: [Option<Dependence>; 3],
@@ -809,6 +811,7 @@ impl Detector {
             good_frozen: None,
             recovery_ref: [None; 4],
             continuous: [(0.0, 0.0); 4],
+            continuous_passed: [false; 4],
             dependence: [None, None, None],
             alarm_deff: [1.0; 4],
             hist: History::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
@@ -1245,7 +1248,10 @@ impl Detector {
         let evidence = -(p.max(1e-300)).ln();
         let t = &mut self.targets[ti];
         t.continuous[k] = (evidence, threshold);
-        if p <= alpha && confirmed {
+        let passes = p <= alpha && confirmed;
+        let persisted = passes && t.continuous_passed[k];
+        t.continuous_passed[k] = passes;
+        if persisted {
             let name = t.name.clone();
             t.pooled[k] = Row { state: State::Regressed, source: Some(Source::Continuous), changed: Some(now), ..t.pooled[k] };
             t.recovery_ref[k] = Some((reference.0, reference.1, p_ref));

@@ -1,42 +1,24 @@
-//! Release regression detection from sparse probes.
+//! Release regression detection from sparse probes (the method in plain words, and its measured
+//! false alarms and power, are in the README, "Release regression detection").
 //!
-//! Per target × scenario the detector keeps rolling baselines of log TTFT, TPOT and E2E (the
-//! probes of the last `latency_baseline_s`, at most `baseline_max_samples` each) and of the bad
-//! outcomes (`goodput_baseline_s` in 72 bins).
+//! Per target the probes are pooled in time bins; the variogram of the bin means measures the
+//! target's own dependence (load swings, drift), and every before/after test takes its variance
+//! from it, so correlated probes are not mistaken for independent evidence.
 //!
-//! **Release-armed tests.** `mark_release` freezes every scenario's baseline and, for
-//! `armed_window_s`, tests the probes after it sequentially:
-//! - latency: winsorized log latency (baseline median ± (`clip_sigmas` robust sd + the largest
-//!   slowdown of the test's grid), so one 10x probe moves nothing much while a tight baseline
-//!   cannot clip a real slowdown away); the likelihood ratio of "post mean = pre mean + δ" against "= pre
-//!   mean" for the difference of the two means, whose variance σ²(1/n + 1/m) carries the
-//!   baseline's own sampling error;
-//! - goodput: the bad indicator; the null predicts each post probe from the baseline's Beta
-//!   posterior updated with the post probes so far (Beta-binomial, baseline error integrated
-//!   out), the alternative is bad fraction = baseline + d.
+//! **Release-armed tests** (`mark_release`): after a grace window, per latency signal the mean of
+//! winsorized log latency and the share above the baseline's p90, pooled and per scenario, and for
+//! goodput the bad count per bin capped (outage bins left out); looks spread over the window with
+//! the error level split by Bonferroni, and the effect required in both halves of the window.
 //!
-//! Scenarios are pooled by multiplying their likelihood ratios for a common effect; the effect is
-//! mixed over a grid starting at the minimum effect of interest (latency 1.10, 1.21, 1.46, 2.14x;
-//! goodput +1, +2, +4 points). A mixture of likelihood ratios is a test martingale under the
-//! null, so by Ville's inequality the chance it ever reaches 1/α, checked after every probe, is
-//! at most α. `armed_alpha` (per release, per target) is split: goodput ½, each latency signal ⅙.
-//! A scenario row is `regressed` when its pooled row is and its own evidence reaches
-//! ln(1/`attribution_alpha`).
+//! **Continuous test**: every few minutes the last half hour against the hours before it, at an
+//! error level per look that keeps the false alarms below one per `continuous_arl_days`; an alarm
+//! needs two passing looks in a row.
 //!
-//! **Continuous detector.** Per target and signal a CUSUM of log-likelihood ratios (latency:
-//! standardized winsorized log latency against a slow EWMA per scenario, alternative
-//! `continuous_latency_min_effect`; goodput: Bernoulli against the EWMA bad fraction,
-//! alternative + `continuous_goodput_min_effect`). Threshold h = ln(4 · ARL days · 86400 · rate):
-//! Lorden's bound ARL₀ ≥ e^h probes, the target's budget split over its four charts.
+//! **Recovery**: the last 10 minutes no longer worse than the "still regressed" alternative.
 //!
-//! **Recovery.** While regressed a CUSUM of "no change" against "min effect" on the new probes
-//! (reference: the frozen baseline, or the EWMA at the continuous alarm); at ln(1/`recovery_alpha`)
-//! the row is `recovered`, and after another `armed_window_s` back to `watching`.
-//!
-//! Memory: at most `max_keys` target × scenario keys (256), each with 3 × `baseline_max_samples`
-//! (2048) latency values plus as many post-release values, and 72 goodput bins: about 100 KB a
-//! key at the cap.
-
+//! Memory: at most `max_keys` target × scenario keys, each with 3 × `baseline_max_samples` latency
+//! values plus as many post-release values and 7 hours of goodput bins, and per target the bins
+//! of `history_s` with a variogram per latency signal.
 pub mod compare;
 pub mod detector;
 pub mod math;

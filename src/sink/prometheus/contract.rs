@@ -84,7 +84,7 @@ pub const DETECT_BAD_FRACTION_DELTA: FamilySpec = FamilySpec {
 };
 pub const DETECT_EVIDENCE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_evidence",
-    help: "Detector evidence: ln of the release test's likelihood ratio (regressed at llmprobe_detect_threshold)",
+    help: "Detector evidence: ln(1/p) of the release test, p adjusted for its looks and tests (regressed at llmprobe_detect_threshold)",
 };
 pub const DETECT_THRESHOLD: FamilySpec =
     FamilySpec { name: "llmprobe_detect_threshold", help: "Detector evidence threshold, ln(1/alpha) of the signal's share of the false-alarm budget" };
