@@ -140,6 +140,61 @@ impl TargetRuntime {
         Ok(map)
     }
 
+    /// Sends a request through the general client, following redirects itself when the target
+    /// sets `follow_redirects` (the client follows none): at most `MAX_REDIRECTS`, then the last
+    /// `3xx` answer is the answer. On a hop to another origin (scheme, host, port) every secret
+    /// header is dropped first: the API key, `Cookie`/`Proxy-Authorization`, each `headers_from`
+    /// header and any value marked sensitive, as browsers and curl do. `headers` stay.
+    pub async fn send_general(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, Failure> {
+        let mut request = request.build().map_err(|e| classify_send_error(&e, self))?;
+        let origin = Origin::of(request.url());
+        let mut hops = 0;
+        loop {
+            let next = if self.config.follow_redirects && hops < MAX_REDIRECTS { request.try_clone() } else { None };
+            let response = self.client.execute(request).await.map_err(|e| classify_send_error(&e, self))?;
+            let status = response.status();
+            let Some(mut next) = next.filter(|_| REDIRECTS.contains(&status.as_u16())) else { return Ok(response) };
+            let location = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
+            let Some(url) = location.and_then(|l| response.url().join(l).ok()).filter(|u| matches!(u.scheme(), "http" | "https")) else {
+                return Ok(response);
+            };
+            // 303, and 301/302 after a POST, are followed with a GET and no body (as reqwest did).
+            let to_get = status == reqwest::StatusCode::SEE_OTHER && next.method() != reqwest::Method::HEAD
+                || matches!(status.as_u16(), 301 | 302) && next.method() == reqwest::Method::POST;
+            if to_get {
+                *next.method_mut() = reqwest::Method::GET;
+                *next.body_mut() = None;
+                for name in [reqwest::header::CONTENT_TYPE, reqwest::header::CONTENT_LENGTH, reqwest::header::CONTENT_ENCODING] {
+                    next.headers_mut().remove(name);
+                }
+            }
+            if Origin::of(&url) != origin {
+                self.drop_secret_headers(next.headers_mut());
+            }
+            *next.url_mut() = url;
+            request = next;
+            hops += 1;
+        }
+    }
+
+    /// Removes every secret header: the API key (`Authorization`), cookies, proxy credentials,
+    /// the `headers_from` headers, and any value marked sensitive.
+    fn drop_secret_headers(&self, headers: &mut HeaderMap) {
+        for name in [reqwest::header::AUTHORIZATION, reqwest::header::COOKIE, reqwest::header::PROXY_AUTHORIZATION] {
+            headers.remove(name);
+        }
+        headers.remove("cookie2");
+        for (name, _) in self.secret_headers.iter() {
+            if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+                headers.remove(name);
+            }
+        }
+        let sensitive: Vec<HeaderName> = headers.iter().filter(|(_, v)| v.is_sensitive()).map(|(n, _)| n.clone()).collect();
+        for name in sensitive {
+            headers.remove(name);
+        }
+    }
+
     /// A request to `base_url + path` through the general client, with the target's headers.
     pub fn request(&self, method: reqwest::Method, path: &str) -> Result<reqwest::RequestBuilder, Failure> {
         Ok(self.client.request(method, format!("{}{}", self.config.base_url, path)).headers(self.own_headers()?))
@@ -168,7 +223,7 @@ impl TargetRuntime {
         let request = match request {
             Prepared::Lean(request) => request,
             Prepared::General(req) => {
-                let response = req.send().await.map_err(|e| classify_send_error(&e, self))?;
+                let response = self.send_general(req).await?;
                 return Ok(Answer::General { response, piece: bytes::Bytes::new() });
             }
         };
@@ -252,10 +307,9 @@ impl TargetRuntime {
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<T, Failure> {
         let timeout = self.config.timeouts.connect.saturating_add(Duration::from_secs(5));
-        let resp = tokio::time::timeout(timeout, self.request(reqwest::Method::GET, path)?.send())
+        let resp = tokio::time::timeout(timeout, self.send_general(self.request(reqwest::Method::GET, path)?))
             .await
-            .map_err(|_| Failure::new(ErrorClass::TimeoutTotal, format!("GET {path} timed out")))?
-            .map_err(|e| classify_send_error(&e, self))?;
+            .map_err(|_| Failure::new(ErrorClass::TimeoutTotal, format!("GET {path} timed out")))??;
         let status = resp.status();
         if !status.is_success() {
             return Err(Failure::new(ErrorClass::from_status(status.as_u16()), format!("GET {path}: HTTP {status}")));
@@ -274,18 +328,32 @@ pub const USER_AGENT: &str = concat!("llmprobe/", env!("CARGO_PKG_VERSION"));
 /// Redirects followed when a target sets `follow_redirects: true`.
 const MAX_REDIRECTS: usize = 5;
 
+/// The statuses followed as redirects.
+const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+
+/// A URL's origin: scheme, host and port (the scheme's default port when none is written).
+#[derive(PartialEq)]
+struct Origin(String, Option<String>, Option<u16>);
+
+impl Origin {
+    fn of(url: &reqwest::Url) -> Origin {
+        Origin(url.scheme().to_owned(), url.host_str().map(str::to_ascii_lowercase), url.port_or_known_default())
+    }
+}
+
 /// A client for pages that are not a target's API (engine and GPU sources): no redirects, so
 /// a request never goes to a host the config did not name.
 pub fn plain_client() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder().user_agent(USER_AGENT).redirect(reqwest::redirect::Policy::none()).build()
 }
 
-/// The HTTP client for one target: timeouts, TLS material, HTTP version, redirect policy
-/// (none unless `follow_redirects`: prompts and headers must not go to another host).
+/// The HTTP client for one target: timeouts, TLS material, HTTP version. It follows no
+/// redirect: `TargetRuntime::send_general` does, where `follow_redirects` asks, so that it can
+/// drop the secret headers on a hop to another origin (reqwest drops only `Authorization` and
+/// cookies).
 fn build_client(config: &Target) -> anyhow::Result<reqwest::Client> {
-    let redirects = if config.follow_redirects { reqwest::redirect::Policy::limited(MAX_REDIRECTS) } else { reqwest::redirect::Policy::none() };
     let mut b = reqwest::Client::builder()
-        .redirect(redirects)
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(config.timeouts.connect)
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(30))

@@ -38,16 +38,12 @@ async fn tokenize(target: &TargetRuntime, model: &str, text: &str) -> Result<u32
 
 async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<u32, String> {
     let timeout = target.config.timeouts.connect.saturating_add(Duration::from_secs(10));
-    let send = target
+    let request = target
         .request(reqwest::Method::POST, "/tokenize")
         .map_err(|f| f.detail)?
         .header("content-type", "application/json")
-        .body(serde_json::to_vec(body).expect("JSON body"))
-        .send();
-    let resp = tokio::time::timeout(timeout, send)
-        .await
-        .map_err(|_| "POST /tokenize timed out".to_owned())?
-        .map_err(|e| target.redact(&crate::target::error_chain(&e)))?;
+        .body(serde_json::to_vec(body).expect("JSON body"));
+    let resp = tokio::time::timeout(timeout, target.send_general(request)).await.map_err(|_| "POST /tokenize timed out".to_owned())?.map_err(|f| f.detail)?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("POST /tokenize: HTTP {status}"));
