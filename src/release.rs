@@ -106,17 +106,19 @@ impl Releases {
         self.apply(target, &version, "discovery", at, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
     }
 
+    /// Checks a request's `Authorization` header value against the token: from the request head
+    /// alone, so the server reads no body of a client without it.
+    pub fn authorize(&self, authorization: Option<&str>) -> Result<(), Refused> {
+        let g = self.lock_generation();
+        let Some(token) = &g.token else { return Err(Refused::Disabled) };
+        let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) { Ok(()) } else { Err(Refused::Unauthorized) }
+    }
+
     /// A marker from the API. `authorization` is the request's header value.
     pub fn mark_from_api(&self, authorization: Option<&str>, body: &[u8]) -> Result<(), Refused> {
-        let (targets, token_ok) = {
-            let g = self.lock_generation();
-            let Some(token) = &g.token else { return Err(Refused::Disabled) };
-            let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
-            (g.targets.clone(), constant_time_eq(given.as_bytes(), token.expose().as_bytes()))
-        };
-        if !token_ok {
-            return Err(Refused::Unauthorized);
-        }
+        self.authorize(authorization)?;
+        let targets = self.lock_generation().targets.clone();
         let req: MarkRequest = serde_json::from_slice(body).map_err(|e| Refused::Bad(format!("expected {{\"target\", \"version\", \"note\"?}}: {e}")))?;
         if !targets.contains(&req.target) {
             return Err(Refused::Bad(format!("unknown target {:?}", crate::protocol::truncate_chars(&req.target, 64))));

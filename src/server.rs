@@ -1,25 +1,42 @@
 //! The prober's own HTTP surface: `/metrics` (OpenMetrics or Prometheus text by `Accept`),
 //! `/healthz` (process alive), `/readyz` (probing runs and no component is down),
 //! `/debug/probes` (recent probes), `POST /-/reload` (re-read the config file, as SIGHUP does;
-//! only with `--web.enable-lifecycle`, like Prometheus).
+//! only with `--web.enable-lifecycle`, like Prometheus), `POST /api/v1/releases` (a release
+//! marker, with the bearer token of `detect.release_token_file`).
 //!
-//! The accept loop is our own so that a slow or hostile client cannot hold the server: request
-//! headers must arrive within `HEADER_READ_TIMEOUT`, and at most `MAX_CONNECTIONS` are open
-//! at once (more are closed on accept).
+//! The accept loop is our own so that no client, slow or hostile, can keep a scraper out:
+//! - every phase of a connection has a deadline ([`Limits`]): the request head (from its first
+//!   byte; from accept for the first request), the request itself (reading a body included) and
+//!   the wait between kept-alive requests;
+//! - at most `max_connections` are open. When a connection arrives and all are taken, the open
+//!   one that has waited longest without finishing a request is closed to make room (never one
+//!   that is answering a scrape). A scrape needs its slot for milliseconds and an attacker needs
+//!   it for seconds, so the attacker's connections are always the oldest and a scrape always
+//!   gets in; this needs no guess at what a connection will ask before its head has arrived;
+//! - memory is bounded per connection: a head over 16 KiB is refused, and the one endpoint that
+//!   reads a body checks the token and `Content-Length` from the head before reading a byte of it.
 
-use std::sync::Arc;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::header::{ACCEPT, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderMap, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use hyper::service::Service as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -30,12 +47,38 @@ pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; versio
 pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const JSON_CONTENT_TYPE: &str = "application/json";
 
-/// A client must send its request headers within this time.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request head must arrive within this, counted from its first byte (from accept for a
+/// connection's first request).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A request, its body included, must be read and answered within this.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// A kept-alive connection with no request for this long is closed (Prometheus reconnects).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Open connections at most; Prometheus and a few humans need far fewer.
-pub const MAX_CONNECTIONS: usize = 128;
+pub const MAX_CONNECTIONS: usize = 256;
+/// The largest request head (hyper answers 431 beyond it); also bounds a connection's read buffer.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// On shutdown, open connections get this long to finish their request.
 const DRAIN: Duration = Duration::from_secs(5);
+
+/// The server's deadlines and connection cap (the defaults are the constants above).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Open connections at most (when full, the one waiting longest is closed for a new one).
+    pub max_connections: usize,
+    /// A request head, from its first byte (from accept for a connection's first request).
+    pub head: Duration,
+    /// A request, from its head to its answer: reading the body and the handler.
+    pub request: Duration,
+    /// The wait between kept-alive requests.
+    pub idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_connections: MAX_CONNECTIONS, head: HEADER_READ_TIMEOUT, request: REQUEST_TIMEOUT, idle: IDLE_TIMEOUT }
+    }
+}
 
 /// What the handlers read; cheap to clone.
 #[derive(Clone)]
@@ -63,10 +106,16 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` is cancelled, then lets open requests finish (up to a few seconds).
-pub async fn serve(listener: TcpListener, state: ServerState, shutdown: CancellationToken) -> std::io::Result<()> {
+/// Serves with the default [`Limits`] until `shutdown` is cancelled, then lets open requests
+/// finish (up to a few seconds).
+pub async fn serve(listener: TcpListener, state: ServerState, shutdown: CancellationToken) -> io::Result<()> {
+    serve_with(listener, state, shutdown, Limits::default()).await
+}
+
+/// [`serve`] with other limits (the tests use short deadlines and a small cap).
+pub async fn serve_with(listener: TcpListener, state: ServerState, shutdown: CancellationToken, limits: Limits) -> io::Result<()> {
     let service = TowerToHyperService::new(router(state));
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(Open { slots: Mutex::new(Vec::new()), cap: limits.max_connections.max(1), next_id: AtomicU64::new(0) });
     let connections = TaskTracker::new();
     loop {
         let stream = tokio::select! {
@@ -81,29 +130,198 @@ pub async fn serve(listener: TcpListener, state: ServerState, shutdown: Cancella
             },
             _ = shutdown.cancelled() => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream); // over the limit: close at once
+        let Some(slot) = open.admit() else {
+            drop(stream); // every slot is answering a scrape: close at once
             continue;
         };
-        let (service, stop) = (service.clone(), shutdown.clone());
-        connections.spawn(async move {
-            let _slot = slot;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(DRAIN, conn).await;
-                }
-            }
-        });
+        connections.spawn(connection(stream, slot, open.clone(), service.clone(), limits, shutdown.clone()));
     }
     connections.close();
     let _ = tokio::time::timeout(DRAIN, connections.wait()).await;
     Ok(())
+}
+
+/// One connection: hyper serves it while a watchdog closes it when its phase's deadline passes,
+/// when it is evicted, or (after a drain) on shutdown.
+async fn connection(stream: TcpStream, slot: Arc<Slot>, open: Arc<Open>, service: TowerToHyperService<Router>, limits: Limits, stop: CancellationToken) {
+    let _ = stream.set_nodelay(true);
+    let phases = slot.clone();
+    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let during = Busy::begin(phases.clone(), is_scrape(&req));
+        let answer = service.call(req);
+        async move {
+            let _during = during;
+            answer.await
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Our watchdog enforces the head deadline; hyper's (counted from the end of the previous
+    // answer) is a backstop, and its buffer limit bounds a connection's memory.
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.idle + limits.head).max_buf_size(MAX_HEAD_BYTES);
+    let conn = builder.serve_connection(TokioIo::new(Tracked { inner: stream, slot: slot.clone() }), service);
+    tokio::pin!(conn);
+    loop {
+        let deadline = slot.phase().deadline(&limits);
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            _ = slot.evict.cancelled() => break,
+            _ = slot.moved.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                if slot.phase().deadline(&limits) <= Instant::now() {
+                    break;
+                }
+            }
+            _ = stop.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(DRAIN, conn.as_mut()).await;
+                break;
+            }
+        }
+    }
+    open.remove(slot.id);
+}
+
+/// Requests that must always get through: what Prometheus and orchestrators poll.
+fn is_scrape<B>(req: &Request<B>) -> bool {
+    matches!(*req.method(), Method::GET | Method::HEAD) && matches!(req.uri().path(), "/metrics" | "/readyz" | "/healthz")
+}
+
+/// The open connections.
+struct Open {
+    slots: Mutex<Vec<Arc<Slot>>>,
+    cap: usize,
+    next_id: AtomicU64,
+}
+
+impl Open {
+    /// A slot for a new connection; when all are taken, the connection that has waited longest
+    /// without finishing a request is closed to make room. `None` only when every open
+    /// connection is answering a scrape.
+    fn admit(&self) -> Option<Arc<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if slots.len() >= self.cap {
+            let (_, oldest) = slots.iter().enumerate().filter_map(|(i, s)| s.phase().evictable_since().map(|t| (t, i))).min()?;
+            let evicted = slots.swap_remove(oldest);
+            evicted.evict.cancel();
+            tracing::debug!("metrics server: all {} connections taken, closed the one idle longest", self.cap);
+        }
+        let slot = Arc::new(Slot {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            phase: Mutex::new(Phase::Waiting { since: Instant::now(), head: None, first: true }),
+            moved: Notify::new(),
+            evict: CancellationToken::new(),
+        });
+        slots.push(slot.clone());
+        Some(slot)
+    }
+
+    fn remove(&self, id: u64) {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| s.id != id);
+    }
+}
+
+/// One open connection, shared by its task, its reader and its service.
+struct Slot {
+    id: u64,
+    phase: Mutex<Phase>,
+    /// The phase changed, so the deadline may have moved.
+    moved: Notify,
+    /// Cancelled when the connection is closed to make room.
+    evict: CancellationToken,
+}
+
+impl Slot {
+    fn phase(&self) -> Phase {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, change: impl FnOnce(&mut Phase)) {
+        change(&mut self.phase.lock().unwrap_or_else(|e| e.into_inner()));
+        self.moved.notify_one();
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// No request in hand since `since` (accept or the previous answer); `head` is when the
+    /// next head's first byte came.
+    Waiting { since: Instant, head: Option<Instant>, first: bool },
+    /// A request is being read and answered since `since`.
+    Request { since: Instant, scrape: bool },
+}
+
+impl Phase {
+    fn deadline(&self, limits: &Limits) -> Instant {
+        match *self {
+            Phase::Waiting { head: Some(first_byte), .. } => first_byte + limits.head,
+            Phase::Waiting { since, head: None, first: true } => since + limits.head,
+            Phase::Waiting { since, head: None, first: false } => since + limits.idle,
+            Phase::Request { since, .. } => since + limits.request,
+        }
+    }
+
+    /// Eviction order (oldest first); `None` while answering a scrape, which is never evicted.
+    fn evictable_since(&self) -> Option<Instant> {
+        match *self {
+            Phase::Request { scrape: true, .. } => None,
+            Phase::Waiting { since, .. } | Phase::Request { since, .. } => Some(since),
+        }
+    }
+}
+
+/// Holds a connection in `Phase::Request` while its service runs.
+struct Busy(Arc<Slot>);
+
+impl Busy {
+    fn begin(slot: Arc<Slot>, scrape: bool) -> Busy {
+        slot.set(|p| *p = Phase::Request { since: Instant::now(), scrape });
+        Busy(slot)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.set(|p| *p = Phase::Waiting { since: Instant::now(), head: None, first: false });
+    }
+}
+
+/// The socket, noting when the first byte of a request head arrives (which starts its deadline).
+struct Tracked {
+    inner: TcpStream,
+    slot: Arc<Slot>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before && matches!(self.slot.phase(), Phase::Waiting { head: None, .. }) {
+            self.slot.set(|p| {
+                if let Phase::Waiting { head: head @ None, .. } = p {
+                    *head = Some(Instant::now());
+                }
+            });
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// Whether the scraper accepts OpenMetrics (Prometheus sends it first in its `Accept` list).
@@ -133,20 +351,35 @@ async fn reload(State(state): State<ServerState>) -> Response {
 /// Largest release-marker request read.
 const MAX_RELEASE_BODY: usize = 4096;
 
-async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+/// The token and the length are checked from the head, so a client without the token never has
+/// a byte of its body read (nor gets a `100 Continue`); the body is read only up to
+/// `MAX_RELEASE_BODY`, within the request deadline.
+async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
     use crate::release::Refused;
     let Some(releases) = &state.releases else {
         return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
     };
-    if body.len() > MAX_RELEASE_BODY {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "release marker body too large\n").into_response();
+    let auth = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let refused = |why: Refused| match why {
+        Refused::Disabled => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
+        Refused::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
+        Refused::Bad(why) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
+    };
+    if let Err(why) = releases.authorize(auth) {
+        return refused(why);
     }
-    let auth = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, format!("release marker body over {MAX_RELEASE_BODY} bytes\n")).into_response();
+    let length = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    if length.is_some_and(|n| n > MAX_RELEASE_BODY as u64) {
+        return too_large();
+    }
+    // Without a length (chunked) the limit stops the read; hyper has already refused a bad length.
+    let Ok(body) = axum::body::to_bytes(body, MAX_RELEASE_BODY).await else {
+        return too_large();
+    };
     match releases.mark_from_api(auth, &body) {
         Ok(()) => (StatusCode::ACCEPTED, "release marked\n").into_response(),
-        Err(Refused::Disabled) => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
-        Err(Refused::Unauthorized) => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
-        Err(Refused::Bad(why)) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
+        Err(why) => refused(why),
     }
 }
 
