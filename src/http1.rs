@@ -30,6 +30,10 @@ const MAX_IDLE: usize = 4096;
 const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Header fields per response head.
 const MAX_HEADERS: usize = 100;
+/// Interim (`1xx`) answers skipped before a request's final answer; a server that sends more
+/// (an endless `100 Continue`) is a malformed answer, not a loop that holds a core until the
+/// probe's deadline.
+pub const MAX_INTERIM_ANSWERS: usize = 8;
 /// Longest chunk-size line (size, extensions) or trailer line.
 const MAX_LINE_BYTES: usize = 4096;
 /// The read buffer; streamed frames are far smaller, a larger body is read in pieces.
@@ -369,17 +373,23 @@ pub struct Head {
     pub keep_alive: bool,
 }
 
-/// Writes the request and reads the answer's head (skipping `1xx` interim answers).
+/// Writes the request and reads the answer's head (skipping `1xx` interim answers, at most
+/// `MAX_INTERIM_ANSWERS`).
 async fn exchange(mut conn: Conn, request: &[u8]) -> Result<(Head, Conn), Exchange> {
     if let Err(e) = conn.stream.write_all(request).await {
         return Err(Exchange::Unsent(SendError::Connect(format!("sending the request: {e}"))));
     }
-    let mut answered = false;
+    let (mut answered, mut interim) = (false, 0);
     loop {
         match parse_head(&conn.buf[conn.start..conn.end]) {
             Ok(Some((len, head))) => {
                 conn.start += len;
                 if head.status.is_informational() && head.status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+                    interim += 1;
+                    if interim > MAX_INTERIM_ANSWERS {
+                        let detail = format!("more than {MAX_INTERIM_ANSWERS} interim (1xx) answers before a final one");
+                        return Err(Exchange::Failed(SendError::InvalidAnswer(detail)));
+                    }
                     continue;
                 }
                 return Ok((head, conn));
