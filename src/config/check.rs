@@ -201,11 +201,13 @@ pub(super) fn check_name(path: &str, name: &str, c: &mut Checker) {
 
 /// Reports every name that was already used by an earlier entry of `section`.
 pub(super) fn check_unique<'a>(section: &str, what: &str, names: impl Iterator<Item = &'a str>, c: &mut Checker) {
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, name) in names.enumerate() {
-        if let Some(first) = seen.iter().position(|n| *n == name) {
-            c.error(format!("{section}[{i}].name"), format!("duplicate {what} name \"{name}\" (already used by {section}[{first}])"));
+        match seen.get(name) {
+            Some(first) => c.error(format!("{section}[{i}].name"), format!("duplicate {what} name \"{name}\" (already used by {section}[{first}])")),
+            None => {
+                seen.insert(name, i);
+            }
         }
-        seen.push(name);
     }
 }

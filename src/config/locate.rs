@@ -1,12 +1,15 @@
 //! Line numbers for issues: from serde errors (stage 1) and from paths (stage 2).
 //!
-//! The YAML parser does not expose positions of parsed values, only of errors. So to find the
-//! line of `targets[1].timeouts.ttft` the text is walked once more with a seed that skips
-//! everything off the path and fails on purpose at the wanted node; the parser stamps that
-//! failure with the node's position. A path that does not exist in the file (a defaulted
-//! field) falls back to its nearest ancestor that does. Files are small and issues few, so a
-//! re-parse per issue costs nothing that matters, and needs no second YAML library.
+//! The YAML parser does not expose positions of parsed values, only of errors. So the text is
+//! walked once more, whatever the number of issues, with a visitor that fails on purpose at
+//! every key (and every scalar sequence item) and catches its own failure: the parser stamps
+//! it with the node's position, and as the scalar is already consumed the walk goes on. That
+//! gives one path -> line `Index` per load. A path that does not exist in the file (a defaulted
+//! field) falls back to its nearest ancestor that does. The same walk finds keys written twice
+//! in one mapping, which serde would report without a path.
 
+use std::cell::Cell;
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -77,57 +80,99 @@ fn position_len(s: &str) -> usize {
     0
 }
 
-/// One step of a path: a map key or a sequence index.
-#[derive(Debug, Clone, PartialEq)]
-enum Seg {
-    Key(String),
-    Index(usize),
+/// Every YAML parse of a config's text made by this thread (syntax check, index, serde). Tests
+/// read it to check that the work per load does not grow with the number of issues.
+#[cfg(test)]
+pub fn parses_on_this_thread() -> usize {
+    PARSES.with(Cell::get)
 }
 
-/// Splits `targets[1].timeouts.ttft` into segments. Keys containing `.` or `[` cannot be
-/// expressed; such a path simply resolves to an ancestor's line.
-fn segments(path: &str) -> Vec<Seg> {
-    let mut out = Vec::new();
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (key, mut indexes) = match part.find('[') {
-            Some(i) => part.split_at(i),
-            None => (part, ""),
-        };
-        if !key.is_empty() {
-            out.push(Seg::Key(key.to_owned()));
-        }
-        while let Some(rest) = indexes.strip_prefix('[') {
-            let Some(end) = rest.find(']') else { break };
-            if let Ok(i) = rest[..end].parse() {
-                out.push(Seg::Index(i));
+thread_local! {
+    static PARSES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A YAML deserializer over `text`, counted in `parses_on_this_thread`.
+pub fn yaml(text: &str) -> serde_norway::Deserializer<'_> {
+    PARSES.with(|n| n.set(n.get() + 1));
+    serde_norway::Deserializer::from_str(text)
+}
+
+/// The line of every key and sequence item of one document, found in a single walk, and the
+/// keys written twice in one mapping.
+#[derive(Debug, Default)]
+pub struct Index {
+    lines: HashMap<String, usize>,
+    /// `(path, line of the repeat, line of the first)` for each key repeated in its mapping.
+    pub duplicates: Vec<(String, usize, usize)>,
+}
+
+impl Index {
+    /// Walks `text` once. A text that does not parse gives an empty index (every issue then
+    /// goes without a line); syntax is checked before this is called.
+    pub fn build(text: &str) -> Index {
+        let mut index = Index::default();
+        let _ = (Walk { index: &mut index, path: String::new() }).deserialize(yaml(text));
+        index
+    }
+
+    /// The 1-based line of the node at `path`, or of its nearest ancestor written in the file.
+    /// For a map key the line is the key's (where `timeouts:` is written, not its first child).
+    pub fn line_of(&self, path: &str) -> Option<usize> {
+        let mut p = path;
+        loop {
+            if let Some(&line) = self.lines.get(p) {
+                return Some(line);
             }
-            indexes = &rest[end + 1..];
+            p = parent(p)?;
         }
     }
-    out
+
+    /// Records `path` at `line`, and every ancestor not yet placed (sequence items take the
+    /// line of their first key or item).
+    fn record(&mut self, path: &str, line: usize) {
+        let mut p = path;
+        while !p.is_empty() && !self.lines.contains_key(p) {
+            self.lines.insert(p.to_owned(), line);
+            match parent(p) {
+                Some(up) => p = up,
+                None => break,
+            }
+        }
+    }
 }
 
-/// The 1-based line of the node at `path` in `text`, or of its nearest existing ancestor.
-/// For a map key the line is the key's (where `timeouts:` is written, not its first child).
-pub fn line_of(text: &str, path: &str) -> Option<usize> {
-    let segs = segments(path);
-    (1..=segs.len()).rev().find_map(|n| probe(text, &segs[..n]))
+/// `targets[1].timeouts` -> `targets[1]` -> `targets` -> `None`.
+fn parent(path: &str) -> Option<&str> {
+    let cut = if path.ends_with(']') { path.rfind('[') } else { path.rfind('.') };
+    cut.map(|i| &path[..i]).filter(|p| !p.is_empty())
 }
 
-/// The marker error raised at the wanted node; any other error means the walk itself failed.
+/// The marker error raised at a scalar whose line is wanted; the parser stamps it with the
+/// scalar's position, and since the scalar is already consumed the walk goes on after it.
 const FOUND: &str = "\u{0}llmprobe-locate";
 
-fn probe(text: &str, segs: &[Seg]) -> Option<usize> {
-    let de = serde_norway::Deserializer::from_str(text);
-    match (Walk { segs }).deserialize(de) {
-        Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
-        _ => None,
+/// The line of a `FOUND` error, `None` for any other error. The parser leaves the position out
+/// of its message at line 1 column 1.
+fn found_line(err: &impl fmt::Display) -> Option<usize> {
+    let text = err.to_string();
+    if !text.contains(FOUND) {
+        return None;
     }
+    let line = text.rfind(" at line ").and_then(|at| {
+        let rest = &text[at + " at line ".len()..];
+        rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())].parse().ok()
+    });
+    Some(line.unwrap_or(1))
 }
 
-/// Follows `segs` through the document; fails with `FOUND` at the last segment.
+fn child_key(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+}
+
+/// Walks the node at `path`, recording the lines under it.
 struct Walk<'a> {
-    segs: &'a [Seg],
+    index: &'a mut Index,
+    path: String,
 }
 
 impl<'de> DeserializeSeed<'de> for Walk<'_> {
@@ -145,39 +190,49 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let Some((Seg::Key(want), rest)) = self.segs.split_first() else {
-            return drain_map(map);
-        };
-        // Fail while reading the key itself when it is the last segment: its position is
-        // where the user wrote `name:`.
-        while let Some(hit) = map.next_key_seed(Key { want, last: rest.is_empty() })? {
-            if hit {
-                map.next_value_seed(Walk { segs: rest })?;
-                return drain_map(map);
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        loop {
+            let mut key = None;
+            match map.next_key_seed(Key { key: &mut key }) {
+                Ok(None) => return Ok(()),
+                // A key that is not a string: no path names it.
+                Ok(Some(())) => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                Err(e) => match (found_line(&e), key) {
+                    (Some(line), Some(key)) => {
+                        let path = child_key(&self.path, &key);
+                        if let Some(&first) = seen.get(&key) {
+                            self.index.duplicates.push((path.clone(), line, first));
+                        } else {
+                            seen.insert(key, line);
+                            self.index.record(&path, line);
+                        }
+                        map.next_value_seed(Walk { index: &mut *self.index, path })?;
+                    }
+                    _ => return Err(e),
+                },
             }
-            map.next_value::<IgnoredAny>()?;
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        for i in 0.. {
+            let path = format!("{}[{i}]", self.path);
+            match seq.next_element_seed(Item { index: &mut *self.index, path: path.clone() }) {
+                Ok(None) => break,
+                Ok(Some(())) => {}
+                Err(e) => match found_line(&e) {
+                    Some(line) => self.index.record(&path, line),
+                    None => return Err(e),
+                },
+            }
         }
         Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let Some((Seg::Index(want), rest)) = self.segs.split_first() else {
-            return drain_seq(seq);
-        };
-        for _ in 0..*want {
-            if seq.next_element::<IgnoredAny>()?.is_none() {
-                return Ok(());
-            }
-        }
-        if rest.is_empty() {
-            seq.next_element_seed(Here)?;
-        } else {
-            seq.next_element_seed(Walk { segs: rest })?;
-        }
-        drain_seq(seq)
-    }
-
-    // Scalars: the path goes deeper than the document; not found.
+    // Scalars hold no keys.
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
         Ok(())
     }
@@ -201,113 +256,104 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 }
 
-fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
-    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-    Ok(())
+/// A sequence item: a scalar item fails with `FOUND` to give its line; a mapping or sequence
+/// is walked, and takes the line of its first key or item.
+struct Item<'a> {
+    index: &'a mut Index,
+    path: String,
 }
 
-fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
-    while seq.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
+impl<'de> DeserializeSeed<'de> for Item<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
 }
 
-/// Reads a map key; `true` when it is the wanted one. Fails with `FOUND` on the wanted key
-/// when it ends the path.
+impl<'de> Visitor<'de> for Item<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML node")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        Walk { index: self.index, path: self.path }.visit_map(map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        Walk { index: self.index, path: self.path }.visit_seq(seq)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+}
+
+/// Reads a map key. A string key is stored and fails with `FOUND` (the error must be raised
+/// inside the parser's call so that it gets the key's position); other keys pass.
 struct Key<'a> {
-    want: &'a str,
-    last: bool,
+    key: &'a mut Option<String>,
 }
 
 impl<'de> DeserializeSeed<'de> for Key<'_> {
-    type Value = bool;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Key<'_> {
-    type Value = bool;
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a map key")
     }
 
-    // The error must be raised inside the parser's call so that it gets the key's position.
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
-        let hit = key == self.want;
-        if hit && self.last { Err(E::custom(FOUND)) } else { Ok(hit) }
-    }
-
-    // Non-string keys never match a path segment.
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
-        drain_map(map).map(|()| false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        drain_seq(seq).map(|()| false)
-    }
-}
-
-/// Fails with `FOUND` on whatever node comes next (a sequence element).
-struct Here;
-
-impl<'de> DeserializeSeed<'de> for Here {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(HereVisitor)
-    }
-}
-
-struct HereVisitor;
-
-impl<'de> Visitor<'de> for HereVisitor {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any YAML node")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(de::Error::custom(FOUND))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(de::Error::custom(FOUND))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<(), E> {
+        *self.key = Some(key.to_owned());
         Err(E::custom(FOUND))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
     }
     fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Err(E::custom(FOUND))
+        Ok(())
     }
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Err(E::custom(FOUND))
+        Ok(())
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Err(E::custom(FOUND))
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        Err(E::custom(FOUND))
+        Ok(())
     }
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Err(E::custom(FOUND))
+        Ok(())
     }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Err(E::custom(FOUND))
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +368,10 @@ targets:
       ttft: 40s
 scenarios: [{name: s, input_tokens: 1}]
 ";
+
+    fn line_of(text: &str, path: &str) -> Option<usize> {
+        Index::build(text).line_of(path)
+    }
 
     #[test]
     fn finds_keys_values_and_items() {
@@ -344,11 +394,31 @@ scenarios: [{name: s, input_tokens: 1}]
     }
 
     #[test]
-    fn splits_paths() {
-        assert_eq!(
-            segments("targets[1].timeouts.ttft"),
-            vec![Seg::Key("targets".into()), Seg::Index(1), Seg::Key("timeouts".into()), Seg::Key("ttft".into()),],
-        );
+    fn scalar_items_nested_sequences_and_flow_maps() {
+        let doc = "a:\n  - x\n  -\n    - 1\n    - 2\n  - {k: v,\n     j: w}\nb: [1, 2]\n";
+        let index = Index::build(doc);
+        assert_eq!(index.line_of("a[0]"), Some(2));
+        assert_eq!(index.line_of("a[1]"), Some(4));
+        assert_eq!(index.line_of("a[1][1]"), Some(5));
+        assert_eq!(index.line_of("a[2].j"), Some(7));
+        assert_eq!(index.line_of("b[1]"), Some(8));
+        assert!(index.duplicates.is_empty());
+    }
+
+    #[test]
+    fn repeated_keys_are_found_with_both_lines() {
+        let doc = "# c\nlisten: x\ntargets: []\nprobe:\n  rate: 1\n  rate: 2\ntargets: []\n";
+        let index = Index::build(doc);
+        assert_eq!(index.duplicates, vec![("probe.rate".to_owned(), 6, 5), ("targets".to_owned(), 7, 3)]);
+        assert_eq!(index.line_of("targets"), Some(3));
+    }
+
+    #[test]
+    fn one_parse_per_index() {
+        let before = parses_on_this_thread();
+        let index = Index::build(DOC);
+        assert_eq!(parses_on_this_thread(), before + 1);
+        assert_eq!(index.line_of("targets[1].timeouts.ttft"), Some(7));
     }
 
     #[test]

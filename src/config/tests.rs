@@ -289,3 +289,43 @@ fn a_built_target_equals_the_same_entry_read_from_a_file() {
     let paths: Vec<&str> = bad.iter().map(|i| i.path.as_str()).collect();
     assert_eq!(paths, ["target.name", "target.base_url"]);
 }
+
+#[test]
+fn thousands_of_issues_cost_no_parse_each() {
+    // 2,000 targets, each with a bad duration: every issue gets its line from one index.
+    let mut text = String::from("scenarios: [{name: s, input_tokens: 1, output_tokens: 1}]\ntargets:\n");
+    for i in 0..2000 {
+        text.push_str(&format!("  - name: t{i}\n    base_url: http://127.0.0.1:8000\n    api: openai-chat\n    timeouts: {{ttft: soon}}\n"));
+    }
+    let before = super::locate::parses_on_this_thread();
+    let e = parse(&text, "big.yaml").expect_err("2,000 bad durations");
+    let parses = super::locate::parses_on_this_thread() - before;
+    assert_eq!(e.issues.len(), 2000);
+    assert_eq!(e.issues[1999].path, "targets[1999].timeouts.ttft");
+    assert_eq!(e.issues[1999].line, Some(2 + 1999 * 4 + 4));
+    assert!(parses <= 3, "{parses} parses for one load (syntax, index, serde expected)");
+    // The same with warnings (default timeouts above the in-flight cap), on a valid file.
+    let before = super::locate::parses_on_this_thread();
+    let c = ok(&text.replace("    timeouts: {ttft: soon}\n", ""));
+    assert_eq!(c.warnings.len(), 2000);
+    assert!(super::locate::parses_on_this_thread() - before <= 3);
+}
+
+#[test]
+fn problems_of_every_stage_are_reported_together() {
+    // An unknown key, a wrong type and an invalid value: one run names all three.
+    let text =
+        MINIMAL.replace("    api: openai-completions\n", "    api: openai-completions\n    colour: blue\n").replace("input_tokens: 16", "input_tokens: [16]")
+            + "probe: {rate: 0}\n";
+    let lines = err(&text);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(lines[0].starts_with("targets[0].colour: unknown field `colour`") && lines[0].ends_with("(test.yaml:5)"), "{lines:#?}");
+    assert!(lines[1].starts_with("scenarios[0].input_tokens: invalid type: sequence") && lines[1].ends_with("(test.yaml:8)"), "{lines:#?}");
+    assert_eq!(lines[2], "probe.rate: must be a rate between 0.0001 and 100000 probes per second, got 0 (test.yaml:10)");
+}
+
+#[test]
+fn a_repeated_key_is_reported_with_its_path_and_line() {
+    let text = format!("# comment\n\n{MINIMAL}targets: []\n");
+    assert_eq!(err(&text), vec!["targets: duplicate key (first set at line 3) (test.yaml:11)"]);
+}
