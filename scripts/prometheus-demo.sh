@@ -33,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-wait_s=75
+wait_s=90
 bin=target/debug/llmprobe
 keep=0
 while [ $# -gt 0 ]; do
@@ -125,9 +125,11 @@ scenarios:
     input_tokens: 64
     output_tokens: 16
 slo: {ttft: 5s, tpot: 500ms, e2e: 15s, objective: 0.99}
-# a one-minute baseline of at least 30 probes (the defaults want an hour): ready in ~6 s at 5/s
+# the detector scaled down (the defaults want an hour of baseline and a 5-minute grace window):
+# 5 s bins, a one-minute baseline of at least 30 probes (ready in ~6 s at 5/s), a 5 s grace
+# window, so the first look comes 25 s after the marker
 detect:
-  tuning: {latency_baseline_s: 60, min_latency_baseline: 30}
+  tuning: {bin_s: 5, history_s: 4800, latency_baseline_s: 60, goodput_baseline_s: 600, min_latency_baseline: 30, release_grace_s: 5, continuous_window_s: 60, continuous_reference_s: 600, continuous_look_s: 10}
 EOF
 "$bin" check-config "$tmp/release.yaml" >/dev/null
 # wait for the mock before probing, so the first probes are not connect errors
@@ -207,7 +209,7 @@ fetch "http://127.0.0.1:$demo_port/metrics" >"$tmp/start-demo.txt"
 fetch "http://127.0.0.1:$probe_port/metrics" >"$tmp/start-faulty.txt"
 fetch "http://127.0.0.1:$rel_probe_port/metrics" >"$tmp/start-release.txt"
 # the release a third of the way in: the detector has its baseline, and the rest of the wait is
-# ample for it to turn `regressed` (~5-30 s) and for Prometheus to scrape and evaluate that
+# ample for it to turn `regressed` (~25-40 s) and for Prometheus to scrape and evaluate that
 sleep $((wait_s / 3))
 release_at=$(date +%s.%N)
 python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"), timeout=5).read()' \
