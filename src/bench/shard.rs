@@ -155,51 +155,10 @@ pub fn parse_start_at(text: &str) -> Result<f64, String> {
     if let Ok(v) = t.parse::<f64>() {
         return if v.is_finite() && v >= 0.0 { Ok(v) } else { Err(format!("{text:?}: not a valid Unix time")) };
     }
-    rfc3339_unix(t).ok_or_else(|| format!("{text:?}: expected RFC 3339 (e.g. 2026-01-01T12:00:00Z) or Unix seconds"))
-}
-
-fn rfc3339_unix(t: &str) -> Option<f64> {
-    let b = t.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
+    if !t.contains(['-', ':']) {
+        return Err(format!("{text:?}: expected RFC 3339 (e.g. 2026-01-01T12:00:00Z) or Unix seconds"));
     }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { t.get(r)?.parse().ok() };
-    let (y, mo, d, h, mi, s) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut rest = &t[19..];
-    let mut frac = 0.0;
-    if let Some(r) = rest.strip_prefix('.') {
-        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        frac = format!("0.{}", &r[..digits]).parse().ok()?;
-        rest = &r[digits..];
-    }
-    let offset_s = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-            let (oh, om): (i64, i64) = (o[1..3].parse().ok()?, o[4..6].parse().ok()?);
-            let v = oh * 3600 + om * 60;
-            if o.starts_with('-') { -v } else { v }
-        }
-        _ => return None,
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset_s;
-    Some(secs as f64 + frac)
-}
-
-/// (year, month, day) -> days since 1970-01-01, proleptic Gregorian (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    crate::rfc3339::parse_unix(t)
 }
 
 pub fn unix_now() -> f64 {
@@ -332,6 +291,8 @@ mod tests {
         assert_eq!(parse_start_at("2000-02-29T00:00:00.5Z"), Ok(951_782_400.5));
         assert!(parse_start_at("tomorrow").is_err());
         assert!(parse_start_at("2026-13-01T00:00:00Z").is_err());
+        let e = parse_start_at("2026-02-31T00:00:00Z").expect_err("no February 31st");
+        assert!(e.starts_with("\"2026-02-31T00:00:00Z\": ") && e.contains("day"), "{e}");
         assert!(parse_start_at("2026-01-01T00:00:00").is_err(), "an offset is required");
         // Round trip with the formatter the manifests use.
         let t = 1_796_083_200.125;
