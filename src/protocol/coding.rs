@@ -40,14 +40,27 @@ impl ContentCoding {
     }
 }
 
-/// Input fed to the inflater per step, so that the decoded size is checked often (deflate
-/// expands at most ~1032:1: a step yields at most a few MiB before the cap is checked).
+/// Input fed to the inflater per step.
 const STEP_INPUT: usize = 4096;
+/// Room given to the inflater per step: it writes no more than this before the caps are
+/// checked again, so a bomb overshoots them by at most this much (deflate itself expands up to
+/// ~1032:1, 4 MiB from one input step).
+const STEP_OUTPUT: usize = 64 << 10;
+/// Largest ratio of decoded to coded bytes a body may reach once it has decoded
+/// `RATIO_FREE_BYTES`: real answers (JSON, SSE, even a model repeating one token) stay well
+/// under it; a bomb (zeros compress ~1000:1) is refused after about 1 MiB decoded, before the
+/// decoded-size cap (the caller's `limit`, `max_response_bytes`) is near.
+pub const MAX_RATIO: u64 = 256;
+/// Decoded bytes allowed before the ratio is checked (short, very repetitive answers are fine).
+pub const RATIO_FREE_BYTES: u64 = 1 << 20;
 
 /// Decodes one response body, chunk by chunk.
 #[derive(Debug)]
 pub struct BodyDecoder {
     state: State,
+    /// Coded bytes fed and decoded bytes given out so far, for the ratio cap.
+    coded: u64,
+    decoded: u64,
 }
 
 #[derive(Debug)]
@@ -72,25 +85,37 @@ impl BodyDecoder {
             ContentCoding::Gzip => State::GzHeader(Vec::new()),
             ContentCoding::Deflate => State::DeflateStart(Vec::with_capacity(2)),
         };
-        BodyDecoder { state }
+        BodyDecoder { state, coded: 0, decoded: 0 }
     }
 
     /// Decodes a chunk; `limit` is the most decoded bytes this chunk may yield (the caller's
-    /// remaining response budget). Errors say what is wrong with the coded data.
+    /// remaining response budget, the decoded-size cap). Errors say what is wrong with the coded
+    /// data, or which cap it broke: more than `limit` decoded bytes, or more than `MAX_RATIO`
+    /// decoded bytes per coded byte over the body once `RATIO_FREE_BYTES` are decoded. The
+    /// inflater never writes more than `STEP_OUTPUT` past either cap, so a refused bomb costs
+    /// about 1 MiB, not the size it claims.
     pub fn decode<'a>(&mut self, input: &'a [u8], limit: usize) -> Result<Cow<'a, [u8]>, String> {
         if matches!(self.state, State::Identity) {
             return Ok(Cow::Borrowed(input));
         }
+        self.coded += input.len() as u64;
+        let allowed = Allowed { limit, decoded_before: self.decoded, ratio_budget: self.ratio_budget() };
         let mut out = Vec::new();
         let mut input = input;
         while !input.is_empty() {
-            input = self.step(input, &mut out, limit)?;
+            input = self.step(input, &mut out, &allowed)?;
         }
+        self.decoded += out.len() as u64;
         Ok(Cow::Owned(out))
     }
 
+    /// Total decoded bytes the ratio cap allows for the coded bytes fed so far.
+    fn ratio_budget(&self) -> u64 {
+        self.coded.saturating_mul(MAX_RATIO).max(RATIO_FREE_BYTES)
+    }
+
     /// Consumes a prefix of `input` (at least one byte, or all of it), appending decoded bytes.
-    fn step<'a>(&mut self, input: &'a [u8], out: &mut Vec<u8>, limit: usize) -> Result<&'a [u8], String> {
+    fn step<'a>(&mut self, input: &'a [u8], out: &mut Vec<u8>, limit: &Allowed) -> Result<&'a [u8], String> {
         match &mut self.state {
             State::Identity => {
                 out.extend_from_slice(input);
@@ -167,25 +192,47 @@ impl BodyDecoder {
     }
 }
 
+/// What one `decode` call may yield.
+struct Allowed {
+    /// Decoded bytes this call may yield (the caller's budget).
+    limit: usize,
+    /// Decoded bytes of the body before this call.
+    decoded_before: u64,
+    /// Decoded bytes of the whole body the ratio cap allows.
+    ratio_budget: u64,
+}
+
+impl Allowed {
+    /// Why `out` (this call's output so far) breaks a cap, if it does.
+    fn check(&self, out: usize) -> Result<(), String> {
+        if out > self.limit {
+            return Err(format!("decoded body exceeded {} bytes", self.limit));
+        }
+        if self.decoded_before + out as u64 > self.ratio_budget {
+            return Err(format!("decoded body grew past {MAX_RATIO} times its compressed size (a compression bomb)"));
+        }
+        Ok(())
+    }
+}
+
 /// Runs the inflater over `input`; returns bytes consumed and whether the stream ended.
-fn inflate(z: &mut Decompress, input: &[u8], out: &mut Vec<u8>, limit: usize, mut crc: Option<&mut Crc>) -> Result<(usize, bool), String> {
+fn inflate(z: &mut Decompress, input: &[u8], out: &mut Vec<u8>, allowed: &Allowed, mut crc: Option<&mut Crc>) -> Result<(usize, bool), String> {
     let mut used = 0;
+    // The inflater writes into this, at most `STEP_OUTPUT` per step; the caps are checked
+    // before a step's output joins `out`, so `out` never grows past them.
+    let mut buf = vec![0; STEP_OUTPUT];
     loop {
         let piece = &input[used..(used + STEP_INPUT).min(input.len())];
-        if out.capacity() - out.len() < 16 * 1024 {
-            out.reserve(64 * 1024);
-        }
-        let (in_before, out_before, start) = (z.total_in(), z.total_out(), out.len());
-        let status = z.decompress_vec(piece, out, FlushDecompress::None).map_err(|e| format!("corrupt compressed data: {e}"))?;
+        let (in_before, out_before) = (z.total_in(), z.total_out());
+        let status = z.decompress(piece, &mut buf, FlushDecompress::None).map_err(|e| format!("corrupt compressed data: {e}"))?;
         let consumed = (z.total_in() - in_before) as usize;
         let produced = (z.total_out() - out_before) as usize;
-        if let Some(c) = crc.as_deref_mut() {
-            c.update(&out[start..]);
-        }
         used += consumed;
-        if out.len() > limit {
-            return Err(format!("decoded body exceeded {limit} bytes"));
+        allowed.check(out.len() + produced)?;
+        if let Some(c) = crc.as_deref_mut() {
+            c.update(&buf[..produced]);
         }
+        out.extend_from_slice(&buf[..produced]);
         if status == Status::StreamEnd {
             return Ok((used, true));
         }
@@ -299,6 +346,21 @@ mod tests {
         let bomb = gzip(&[&vec![b'a'; 8 << 20]]);
         let mut d = BodyDecoder::new(ContentCoding::Gzip);
         assert!(d.decode(&bomb, 1 << 20).unwrap_err().contains("exceeded"));
+    }
+
+    #[test]
+    fn the_ratio_cap_refuses_a_bomb_early_and_passes_real_text() {
+        // 32 MiB of zeros is ~32 KiB of gzip: refused once past 1 MiB decoded, whatever the limit.
+        let bomb = gzip(&[&vec![0; 32 << 20]]);
+        let mut d = BodyDecoder::new(ContentCoding::Gzip);
+        let err = bomb.chunks(512).find_map(|piece| d.decode(piece, usize::MAX).err()).expect("refused");
+        assert!(err.contains("compression bomb"), "{err}");
+        assert!(d.decoded <= RATIO_FREE_BYTES + STEP_OUTPUT as u64, "stopped at {} decoded bytes", d.decoded);
+        // Repetitive SSE far past RATIO_FREE_BYTES, at a real ratio, decodes whole.
+        let text: Vec<u8> =
+            (0..60_000).flat_map(|i| format!("data: {{\"id\":\"c-1\",\"choices\":[{{\"text\":\" w{}\"}}]}}\n\n", i * 7919 % 10007).into_bytes()).collect();
+        assert!(text.len() > 2 << 20);
+        assert_eq!(decode_all(ContentCoding::Gzip, &gzip(&[&text]), 100).unwrap(), text);
     }
 
     #[test]
