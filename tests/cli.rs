@@ -46,6 +46,24 @@ fn invalid_config_prints_every_problem_with_path_and_line_and_exits_2() {
 }
 
 #[test]
+fn check_config_reports_unknown_keys_wrong_types_and_invalid_values_in_one_run() {
+    let fixture = format!("{}/tests/fixtures/config/bad/every_stage_at_once.yaml", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(BIN).args(["check-config", fixture.as_str()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (path, line) in [
+        ("targets[0].colour: unknown field", 7),
+        ("targets[0].timeouts.total: invalid type", 10),
+        ("scenarios[0].tempo: unknown field", 15),
+        ("probe.rate: must be", 17),
+        ("probe.shard.count: invalid type", 18),
+    ] {
+        assert!(stderr.lines().any(|l| l.starts_with(path) && l.ends_with(&format!("every_stage_at_once.yaml:{line})"))), "{path} at {line}:\n{stderr}");
+    }
+    assert_eq!(stderr.lines().count(), 5, "{stderr}");
+}
+
+#[test]
 fn every_example_config_passes_check_config() {
     for entry in std::fs::read_dir(format!("{}/config", env!("CARGO_MANIFEST_DIR"))).unwrap() {
         let path = entry.unwrap().path();
