@@ -53,6 +53,15 @@ impl Page {
 
 /// Parses a whole page. Stops at `# EOF` (anything after it is ignored, as OpenMetrics says).
 pub fn parse(text: &str) -> Page {
+    match parse_limited(text, usize::MAX) {
+        Ok(page) => page,
+        Err(_) => unreachable!("no page has usize::MAX series"),
+    }
+}
+
+/// Like [`parse`], but refuses a page with more than `max_series` sample lines (blank DCGM
+/// values included), as soon as it sees one more: the page is not held as parsed samples.
+pub fn parse_limited(text: &str, max_series: usize) -> Result<Page, String> {
     let mut page = Page::default();
     for raw in text.lines() {
         let line = raw.trim_matches(|c: char| c == ' ' || c == '\t' || c == '\r');
@@ -66,12 +75,15 @@ pub fn parse(text: &str) -> Page {
             continue;
         }
         match parse_line(line) {
+            Some(_) if page.samples.len() + page.blank_values >= max_series => {
+                return Err(format!("page has more than {max_series} series"));
+            }
             Some(s) if s.value == DCGM_BLANK => page.blank_values += 1,
             Some(s) => page.samples.push(s),
             None => page.bad_lines += 1,
         }
     }
-    page
+    Ok(page)
 }
 
 /// `name{labels} value [timestamp] [# exemplar]`.
@@ -207,6 +219,13 @@ mod tests {
         assert_eq!(page.samples.len(), 1);
         assert_eq!(page.blank_values, 1);
         assert_eq!(page.sum("DCGM_FI_DEV_GPU_UTIL"), Some(7.0));
+    }
+
+    #[test]
+    fn a_page_over_the_series_cap_is_refused() {
+        let page = "a 1\nb{x=\"1\"} 2\nc 3\n";
+        assert_eq!(parse_limited(page, 3).unwrap().samples.len(), 3);
+        assert_eq!(parse_limited(page, 2).unwrap_err(), "page has more than 2 series");
     }
 
     #[test]

@@ -13,8 +13,13 @@ use super::reading::Reading;
 use super::{SnapshotCache, Source, SourceKind, SourceSpec, dcgm, promtext};
 use crate::config::{EngineKind, GpuFilter};
 
-/// A page larger than this is refused (a misconfigured URL must not eat memory).
-const MAX_PAGE_BYTES: usize = 16 << 20;
+/// A page larger than this is refused (a misconfigured URL or a hostile engine must not eat
+/// memory; real engine and dcgm-exporter pages are well under 1 MiB).
+pub const MAX_PAGE_BYTES: usize = 8 << 20;
+/// A page with more series (sample lines) than this is refused before it is all parsed: a
+/// parsed series costs far more than its line (a 14 MB page of 10^6 series took 660 MiB).
+/// vLLM with 8 data-parallel ranks, or dcgm-exporter on a MIG node, is a few thousand.
+pub const MAX_SERIES: usize = 50_000;
 
 /// Where each scrape's outcome is reported (`llmprobe_source_up`, the scrape duration; kept by
 /// the Prometheus sink).
@@ -78,18 +83,23 @@ impl HttpSource {
         if !resp.status().is_success() {
             return Err(format!("GET {}: HTTP {}", self.url, resp.status()));
         }
+        if resp.content_length().is_some_and(|n| n > MAX_PAGE_BYTES as u64) {
+            return Err(format!("GET {}: page larger than {MAX_PAGE_BYTES} bytes", self.url));
+        }
         let mut body = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(|e| crate::target::error_chain(&e))? {
-            body.extend_from_slice(&chunk);
-            if body.len() > MAX_PAGE_BYTES {
-                return Err(format!("page larger than {MAX_PAGE_BYTES} bytes"));
+            if body.len() + chunk.len() > MAX_PAGE_BYTES {
+                return Err(format!("GET {}: page larger than {MAX_PAGE_BYTES} bytes", self.url));
             }
+            body.extend_from_slice(&chunk);
         }
         String::from_utf8(body).map_err(|_| "page is not UTF-8".to_owned())
     }
 
+    /// Reads a page. A refused page (too large, too many series, not the expected kind) is an
+    /// error: the scrape loop reports the source down and keeps its last good reading.
     fn read(&mut self, text: &str) -> Result<Reading, String> {
-        let page = promtext::parse(text);
+        let page = promtext::parse_limited(text, MAX_SERIES).map_err(|e| format!("GET {}: {e}", self.url))?;
         match self.kind {
             SourceKind::Dcgm => {
                 if !page.samples.iter().any(|s| s.name.starts_with("DCGM_FI_")) {
