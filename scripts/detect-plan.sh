@@ -11,8 +11,9 @@
 #   (e) one 40 s total outage a day,
 #   (f) one 2-min error burst a day (25% of probes fail),
 #   (g) a rollout warm-up after each release, no regression (and the share of releases alarmed).
-# Power: TTFT x1.25 (independent; and under load sd 0.1 / 5 min), one scenario of three x1.4,
-# the slow (cache-miss) mode x1.5, goodput 99.5% -> 97%.
+# Power: TTFT x1.25 (independent, also without the daily cycle; and under load sd 0.1 / 5 min),
+# one scenario of three x1.4 (also without the daily cycle), the slow (cache-miss) mode x1.5,
+# goodput 99.5% -> 97%.
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
 # Extra arguments go to every run (e.g. --settings detect.yaml). Every run uses all cores; a few
 # minutes in all at the defaults.
@@ -60,11 +61,13 @@ null "(d) bimodal TTFT (70% hits, misses x3)" --cache-hit-share 0.7 --miss-facto
 null "(e) one 40 s outage a day" --outage-s 40
 null "(f) one 2-min 25% error burst a day" --burst-s 120 --burst-error-share 0.25
 null "(g) rollout warm-up, no regression" --rollout
-power "TTFT x1.25, independent" 15 --regression 1.25
+power "TTFT x1.25, independent" 15,60 --regression 1.25
+power "TTFT x1.25, independent, no daily cycle" 15 --regression 1.25 --drift 0
 power "TTFT x1.25, load sd 0.1 tau 5 min" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5
 power "one scenario of 3 x1.4" 15 --regression 1.4 --regression-scenarios 1
+power "one scenario of 3 x1.4, no daily cycle" 15 --regression 1.4 --regression-scenarios 1 --drift 0
 power "bimodal, miss mode x1.5" 60 --regression 1.5 --cache-hit-share 0.7 --miss-factor 3 --regression-target miss
-power "goodput 99.5% -> 97%" 15 --regression 1 --good-before 0.995 --good-after 0.97
+power "goodput 99.5% -> 97%" 15,60 --regression 1 --good-before 0.995 --good-after 0.97
 
 python3 - "$rows" <<'EOF'
 import json, sys
