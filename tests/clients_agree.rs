@@ -6,6 +6,8 @@
 //! function, since it switches the client through the process environment (`HTTP_PROXY`, with
 //! `NO_PROXY` keeping the requests direct), which only a target built afterwards reads.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,17 +61,7 @@ async fn server(reply: String) -> SocketAddr {
 
 /// A target at `addr` sending through the general client, or else the lean one.
 fn runtime(addr: SocketAddr, general: bool, model: &str, timeouts: Timeouts) -> Arc<TargetRuntime> {
-    // SAFETY: the only test of this binary; targets are built before any probe runs, and no
-    // other thread reads the environment meanwhile.
-    unsafe {
-        if general {
-            std::env::set_var("HTTP_PROXY", "http://127.0.0.1:9");
-            std::env::set_var("NO_PROXY", "127.0.0.1");
-        } else {
-            std::env::remove_var("HTTP_PROXY");
-            std::env::remove_var("NO_PROXY");
-        }
-    }
+    common::use_general_client(general);
     let target = Target::new("t", &format!("http://{addr}"), ProtocolKind::OpenaiChat).unwrap().with_model(model).with_timeouts(timeouts);
     Arc::new(TargetRuntime::new(target).unwrap())
 }

@@ -4,6 +4,8 @@
 //! decoded up to (272 MiB peak before the ratio cap). Raw loopback server; one test in this
 //! binary, so nothing else allocates while it measures.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::sync::Arc;
@@ -91,11 +93,7 @@ async fn bomb_server(content_type: &'static str) -> std::net::SocketAddr {
 }
 
 fn target(addr: std::net::SocketAddr, general: bool, stream: bool) -> Arc<TargetRuntime> {
-    let yaml = format!(
-        "targets:\n  - {{name: t, base_url: \"http://{addr}\", api: openai-chat, model: m, follow_redirects: {general}, stream: {stream}, accept_encoding: [gzip]}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
-    );
-    let cfg = llmprobe::loader::parse(&yaml, "t.yaml").unwrap();
-    Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+    common::target_runtime(addr, &format!("api: openai-chat, model: m, follow_redirects: {general}, stream: {stream}, accept_encoding: [gzip]"))
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! the final answer; a server that sends `100 Continue` forever gets a malformed answer (`parse`)
 //! after one more instead of keeping a core busy until the probe's deadline. Raw loopback server.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,11 +47,7 @@ async fn server(interim: Option<usize>) -> std::net::SocketAddr {
 }
 
 fn target(addr: std::net::SocketAddr) -> Arc<TargetRuntime> {
-    let yaml = format!(
-        "targets:\n  - {{name: t, base_url: \"http://{addr}\", api: openai-chat, model: m}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
-    );
-    let cfg = llmprobe::loader::parse(&yaml, "t.yaml").unwrap();
-    Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+    common::target_runtime(addr, "api: openai-chat, model: m")
 }
 
 #[tokio::test]

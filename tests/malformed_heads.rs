@@ -6,6 +6,8 @@
 //! the client through the process environment (`HTTP_PROXY`, with `NO_PROXY` keeping the
 //! requests direct), which only a target built afterwards reads.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,16 +57,7 @@ async fn server(reply: Vec<u8>) -> SocketAddr {
 }
 
 async fn probe(addr: SocketAddr, general: bool) -> Outcome {
-    // SAFETY: the only test of this binary; no other thread reads the environment meanwhile.
-    unsafe {
-        if general {
-            std::env::set_var("HTTP_PROXY", "http://127.0.0.1:9");
-            std::env::set_var("NO_PROXY", "127.0.0.1");
-        } else {
-            std::env::remove_var("HTTP_PROXY");
-            std::env::remove_var("NO_PROXY");
-        }
-    }
+    common::use_general_client(general);
     let timeouts = Timeouts { connect: Duration::from_secs(1), ttft: Duration::from_secs(3), idle: Duration::from_secs(3), total: Duration::from_secs(5) };
     let target = Target::new("t", &format!("http://{addr}"), ProtocolKind::OpenaiChat).unwrap().with_model("m").with_timeouts(timeouts);
     let runtime = Arc::new(TargetRuntime::new(target).unwrap());

@@ -38,3 +38,27 @@ pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
         })
         .sum()
 }
+
+/// A target named `t` at `addr` with the given flow-mapping fields (`api: openai-chat, model: m`,
+/// ...) and one small scenario, as the prober would build it.
+pub fn target_runtime(addr: SocketAddr, fields: &str) -> std::sync::Arc<llmprobe::target::TargetRuntime> {
+    let yaml = format!("targets:\n  - {{name: t, base_url: \"http://{addr}\", {fields}}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n");
+    let cfg = loader::parse(&yaml, "t.yaml").unwrap();
+    std::sync::Arc::new(llmprobe::target::TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+}
+
+/// Makes targets built from now on send through the general client (a proxy is configured, with
+/// loopback exempt, which the lean client does not handle) or else the lean one.
+pub fn use_general_client(general: bool) {
+    // SAFETY: only for test binaries whose one test builds its targets before any probe runs;
+    // no other thread reads the environment meanwhile.
+    unsafe {
+        if general {
+            std::env::set_var("HTTP_PROXY", "http://127.0.0.1:9");
+            std::env::set_var("NO_PROXY", "127.0.0.1");
+        } else {
+            std::env::remove_var("HTTP_PROXY");
+            std::env::remove_var("NO_PROXY");
+        }
+    }
+}
