@@ -62,6 +62,9 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         sinks.push(d.clone());
     }
     sinks.push(station.replicas.clone());
+    if let Some(log) = &options.probe_log {
+        sinks.push(log.clone());
+    }
     let names = config.targets.iter().map(|t| t.name.clone()).collect();
     station.releases.set_generation(otlp.clone(), names, release_token, config.detect.state_dir.clone());
     let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));

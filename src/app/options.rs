@@ -17,6 +17,8 @@ pub struct RunOptions {
     /// How `discover: {kind: dns}` names are resolved (default: the system resolver; tests map
     /// names to loopback addresses).
     pub resolver: Option<ResolverHandle>,
+    /// `--probe-log`: every finished probe as a JSON line (for the planner's replay).
+    pub probe_log: Option<Arc<crate::sink::probe_log::ProbeLog>>,
 }
 
 /// `--shard` and `--prober`, applied to the config at start and at every reload.

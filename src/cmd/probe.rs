@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args;
 
 use crate::{app, loader, once};
@@ -28,6 +29,14 @@ pub struct ProbeArgs {
     /// This prober's name, the `prober` label on every series (overrides `probe.prober`).
     #[arg(long, env = "LLMPROBE_PROBER")]
     pub prober: Option<String>,
+    /// Append every finished probe to this file as a JSON line (target, scenario, outcome, send
+    /// time, TTFT/TPOT/E2E, goodput): `llmprobe detect simulate --replay FILE --replay-order time`
+    /// plans the detector on this traffic.
+    #[arg(long, env = "LLMPROBE_PROBE_LOG")]
+    pub probe_log: Option<PathBuf>,
+    /// Size at which the probe log is renamed to FILE.1 (replacing an older one) and started anew.
+    #[arg(long, default_value_t = 64)]
+    pub probe_log_max_mb: u64,
 }
 
 pub async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
@@ -43,6 +52,13 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     let overrides = app::ProbeOverrides { shard: args.shard, prober: args.prober.clone() };
-    let options = app::RunOptions { lifecycle: args.web_enable_lifecycle, overrides, ..app::RunOptions::default() };
+    let probe_log = match &args.probe_log {
+        Some(path) => Some(std::sync::Arc::new(
+            crate::sink::probe_log::ProbeLog::open(path, args.probe_log_max_mb.saturating_mul(1 << 20))
+                .with_context(|| format!("opening the probe log {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let options = app::RunOptions { lifecycle: args.web_enable_lifecycle, overrides, probe_log, ..app::RunOptions::default() };
     app::run_until_signal(cfg, Some(&args.config), options).await
 }

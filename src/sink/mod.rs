@@ -6,6 +6,7 @@ pub mod detect;
 pub mod history;
 pub mod otlp;
 pub mod otlp_metrics;
+pub mod probe_log;
 pub mod prometheus;
 pub mod replicas;
 pub mod summary;
