@@ -823,6 +823,10 @@ impl Detector {
     /// for `armed_window_s`, the first `release_grace_s` of which do not decide. A marker for a
     /// target never seen is remembered (rows without a baseline stay out of the test).
     pub fn mark_release(&mut self, target: &str, now: f64) {
+        // A time no clock gives would arm a window that never closes.
+        if !now.is_finite() {
+            return;
+        }
         self.tick(now);
         let ti = match self.targets.iter().position(|t| t.name == target) {
             Some(i) => i,
@@ -862,6 +866,9 @@ impl Detector {
     /// Advances time without a probe: closes finished bins (running the looks they end), closes
     /// release windows and ages `recovered` rows.
     pub fn tick(&mut self, now: f64) {
+        if !now.is_finite() {
+            return;
+        }
         self.last_now = self.last_now.max(now);
         let current = self.bin_of(now);
         for ti in 0..self.targets.len() {
@@ -901,6 +908,10 @@ impl Detector {
             self.ignored.own_failures += 1;
             return;
         };
+        if !now.is_finite() {
+            self.ignored.bad_values += 1;
+            return;
+        }
         self.tick(now);
         let ti = match self.targets.iter().position(|t| t.name == target) {
             Some(i) => i,
@@ -1064,7 +1075,8 @@ impl Detector {
             };
             let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
             if let Some(f) = &t.good_frozen {
-                let bins: Vec<(i64, u32, u32)> = (post.0..post.1).filter_map(|b| t.hist.get(b).filter(|h| !h.outage()).map(|h| (b, h.good, h.bad))).collect();
+                let bins: Vec<(i64, u32, u32)> =
+                    (post.0.max(t.hist.first)..post.1).filter_map(|b| t.hist.get(b).filter(|h| !h.outage()).map(|h| (b, h.good, h.bad))).collect();
                 if !bins.is_empty() {
                     pooled.push(verdict(f, bins, 0.5));
                 }
@@ -1384,7 +1396,7 @@ impl Detector {
                         n += (b.good + b.bad) as u64;
                         bad += b.bad as u64;
                     }),
-                    None => (p0..t.hist.end()).filter_map(|b| t.hist.get(b)).for_each(|b| {
+                    None => (p0.max(t.hist.first)..t.hist.end()).filter_map(|b| t.hist.get(b)).for_each(|b| {
                         n += (b.good + b.bad) as u64;
                         bad += b.bad as u64;
                     }),
@@ -1577,8 +1589,10 @@ impl Detector {
             let mut t = self.new_target(&st.name, st.first_seen);
             for (i, b) in st.history.into_iter().enumerate() {
                 let bin = st.history_first.saturating_add(i as i64);
+                // A damaged bin is kept as an empty one: the bins must stay one per index.
                 let finite = b.mean.iter().chain(&b.nugget).all(|x| x.is_finite());
-                if bin >= oldest_bin && bin < now_bin && finite {
+                let b = if finite { b } else { HistBin { nugget: [-1.0; 3], ..HistBin::default() } };
+                if bin >= oldest_bin && bin < now_bin {
                     t.hist.bins.push_back(b);
                     if t.hist.bins.len() == 1 {
                         t.hist.first = bin;
@@ -1934,6 +1948,39 @@ mod tests {
         let rows = d.report();
         let latency = rows.iter().filter(|r| r.scenario.is_some() && r.signal == Signal::Ttft);
         assert!(latency.clone().count() == 2 && latency.clone().all(|r| r.baseline_samples == 50));
+    }
+
+    #[test]
+    fn hostile_snapshots_and_times_never_panic() {
+        let mut rng = SmallRng::seed_from_u64(29);
+        let mut d = Detector::new(DetectSettings::default());
+        let t = feed(&mut d, &mut rng, 0.0, 3000, |r, _, _| probe(r, 1.0));
+        let bytes = d.snapshot();
+        // Damaged snapshots: every restore either fails with a message or yields a detector that
+        // keeps working.
+        for _ in 0..300 {
+            let mut b = bytes.clone();
+            for _ in 0..rng.random_range(1..8) {
+                let i = rng.random_range(0..b.len());
+                const BYTES: &[u8] = b"0123456789-.eE,:[]{}\"nu";
+                b[i] = BYTES[rng.random_range(0..BYTES.len())];
+            }
+            let mut e = Detector::new(DetectSettings::default());
+            if e.restore(&b, t).is_ok() {
+                e.mark_release("t", t + 1.0);
+                feed(&mut e, &mut rng, t + 1.0, 30, |r, _, _| probe(r, 2.0));
+                let _ = e.report();
+            }
+        }
+        // Times and values no clock or server should send.
+        for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
+            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true) }, now);
+            d.observe("t", "a", probe(&mut rng, 1.0), now);
+            d.mark_release("t", now);
+            d.tick(now);
+            let _ = d.report();
+        }
+        assert!(d.ignored().bad_values > 0);
     }
 
     #[test]
