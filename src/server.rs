@@ -12,7 +12,11 @@
 //!   one that has waited longest without finishing a request is closed to make room (never one
 //!   that is answering a scrape). A scrape needs its slot for milliseconds and an attacker needs
 //!   it for seconds, so the attacker's connections are always the oldest and a scrape always
-//!   gets in; this needs no guess at what a connection will ask before its head has arrived;
+//!   gets in; this needs no guess at what a connection will ask before its head has arrived.
+//!   Requests that are not scrapes go first, then kept-alive and half-sent heads, then connections
+//!   that have not sent a byte. The limit: when more than `max_connections` connect within the
+//!   milliseconds before a scrape's head arrives and none has sent a byte, the scrape may be the
+//!   oldest of them;
 //! - memory is bounded per connection: a head over 16 KiB is refused, and the one endpoint that
 //!   reads a body checks the token and `Content-Length` from the head before reading a byte of it.
 
@@ -200,7 +204,7 @@ impl Open {
     fn admit(&self) -> Option<Arc<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if slots.len() >= self.cap {
-            let (_, oldest) = slots.iter().enumerate().filter_map(|(i, s)| s.phase().evictable_since().map(|t| (t, i))).min()?;
+            let (_, oldest) = slots.iter().enumerate().filter_map(|(i, s)| s.phase().eviction_order().map(|t| (t, i))).min()?;
             let evicted = slots.swap_remove(oldest);
             evicted.evict.cancel();
             tracing::debug!("metrics server: all {} connections taken, closed the one idle longest", self.cap);
@@ -260,11 +264,16 @@ impl Phase {
         }
     }
 
-    /// Eviction order (oldest first); `None` while answering a scrape, which is never evicted.
-    fn evictable_since(&self) -> Option<Instant> {
+    /// Eviction order, lowest first: requests that are not scrapes (a slow body), then kept-alive
+    /// or half-sent heads, then connections that have not sent a byte yet (a scrape about to
+    /// send its head must not lose to a flood of newer connections); oldest first within each.
+    /// `None` while answering a scrape, which is never evicted.
+    fn eviction_order(&self) -> Option<(u8, Instant)> {
         match *self {
             Phase::Request { scrape: true, .. } => None,
-            Phase::Waiting { since, .. } | Phase::Request { since, .. } => Some(since),
+            Phase::Request { since, .. } => Some((0, since)),
+            Phase::Waiting { since, head: None, first: true } => Some((2, since)),
+            Phase::Waiting { since, .. } => Some((1, since)),
         }
     }
 }
