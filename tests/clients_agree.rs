@@ -19,7 +19,7 @@ use llmprobe::outcome::Outcome;
 use llmprobe::protocol::ProtocolKind;
 use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -33,30 +33,19 @@ fn chunked(parts: &[&str]) -> String {
 /// A server answering every connection with `reply` (after reading the request head), then
 /// closing it.
 async fn server(reply: String) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let reply = reply.clone();
-            tokio::spawn(async move {
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
+    let reply = Arc::new(reply);
+    common::raw_server(move |mut sock| {
+        let reply = reply.clone();
+        async move {
+            for piece in reply.as_bytes().chunks(40) {
+                if sock.write_all(piece).await.is_err() {
+                    return;
                 }
-                for piece in reply.as_bytes().chunks(40) {
-                    if sock.write_all(piece).await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-            });
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
         }
-    });
-    addr
+    })
+    .await
 }
 
 /// A target at `addr` sending through the general client, or else the lean one.

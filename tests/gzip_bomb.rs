@@ -16,7 +16,7 @@ use llmprobe::exec::{Probe, execute};
 use llmprobe::outcome::ErrorClass;
 use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 struct Counting;
@@ -63,33 +63,24 @@ static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
 /// A server that answers every request with a gzip bomb (`200`, `content-encoding: gzip`, the
 /// body to the end of the connection); it stops compressing once the client goes away.
 async fn bomb_server(content_type: &'static str) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            tokio::spawn(async move {
-                let mut buf = vec![0; 64 << 10];
-                let _ = socket.read(&mut buf).await;
-                let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-encoding: gzip\r\nconnection: close\r\n\r\n");
-                if socket.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
-                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-                for _ in 0..BOMB_BYTES / ZEROS.len() {
-                    // Flushed per piece, so the bomb goes out as it is made (~1000:1 still).
-                    gz.write_all(&ZEROS).unwrap();
-                    gz.flush().unwrap();
-                    let wire = std::mem::take(gz.get_mut());
-                    if socket.write_all(&wire).await.is_err() {
-                        return;
-                    }
-                }
-                let _ = socket.write_all(&gz.finish().unwrap()).await;
-            });
+    common::raw_server(move |mut socket| async move {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-encoding: gzip\r\nconnection: close\r\n\r\n");
+        if socket.write_all(head.as_bytes()).await.is_err() {
+            return;
         }
-    });
-    addr
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for _ in 0..BOMB_BYTES / ZEROS.len() {
+            // Flushed per piece, so the bomb goes out as it is made (~1000:1 still).
+            gz.write_all(&ZEROS).unwrap();
+            gz.flush().unwrap();
+            let wire = std::mem::take(gz.get_mut());
+            if socket.write_all(&wire).await.is_err() {
+                return;
+            }
+        }
+        let _ = socket.write_all(&gz.finish().unwrap()).await;
+    })
+    .await
 }
 
 fn target(addr: std::net::SocketAddr, general: bool, stream: bool) -> Arc<TargetRuntime> {

@@ -20,30 +20,22 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// A server that answers each connection's request with `interim` `100 Continue` heads (`None`:
 /// forever, until the client goes away) and then `200` with a short body.
 async fn server(interim: Option<usize>) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            tokio::spawn(async move {
-                let mut buf = vec![0; 64 << 10];
+    common::raw_server(move |mut socket| async move {
+        match interim {
+            Some(n) => {
+                let mut answer = CONTINUE.repeat(n);
+                answer.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}");
+                let _ = socket.write_all(&answer).await;
+                let mut buf = [0u8; 64];
                 let _ = socket.read(&mut buf).await;
-                match interim {
-                    Some(n) => {
-                        let mut answer = CONTINUE.repeat(n);
-                        answer.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}");
-                        let _ = socket.write_all(&answer).await;
-                        let _ = socket.read(&mut buf).await;
-                    }
-                    None => {
-                        let burst = CONTINUE.repeat(64);
-                        while socket.write_all(&burst).await.is_ok() {}
-                    }
-                }
-            });
+            }
+            None => {
+                let burst = CONTINUE.repeat(64);
+                while socket.write_all(&burst).await.is_ok() {}
+            }
         }
-    });
-    addr
+    })
+    .await
 }
 
 fn target(addr: std::net::SocketAddr) -> Arc<TargetRuntime> {

@@ -19,41 +19,22 @@ use llmprobe::protocol::ProtocolKind;
 use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// A server answering every connection with `reply` once the whole request is in, then
 /// closing its side and waiting for the client's close (no reset that could eat the answer).
 async fn server(reply: Vec<u8>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let reply = Arc::new(reply);
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let reply = reply.clone();
-            tokio::spawn(async move {
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 4096];
-                loop {
-                    if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-                        let length: usize = head.lines().find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok()).unwrap_or(0);
-                        if seen.len() >= end + 4 + length {
-                            break;
-                        }
-                    }
-                    match sock.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = sock.write_all(&reply).await;
-                let _ = sock.shutdown().await;
-                while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
-            });
+    common::raw_server(move |mut sock| {
+        let reply = reply.clone();
+        async move {
+            let _ = sock.write_all(&reply).await;
+            let _ = sock.shutdown().await;
+            let mut buf = [0u8; 4096];
+            while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
         }
-    });
-    addr
+    })
+    .await
 }
 
 async fn probe(addr: SocketAddr, general: bool) -> Outcome {
