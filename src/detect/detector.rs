@@ -216,6 +216,11 @@ pub(crate) struct HistBin {
 }
 
 impl HistBin {
+    /// A bin without probes (no nugget either).
+    fn empty() -> HistBin {
+        HistBin { nugget: [-1.0; 3], ..HistBin::default() }
+    }
+
     /// Every probe of the bin failed (at least two): a total outage, left to the availability
     /// alerts and out of the goodput tests, which look for a release that fails *some* requests.
     fn outage(&self) -> bool {
@@ -234,15 +239,15 @@ struct OpenBin {
 
 impl OpenBin {
     fn close(&self) -> HistBin {
-        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, ..HistBin::default() };
+        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, ..HistBin::empty() };
         for k in 0..3 {
             let n = self.n[k] as f64;
             if n >= 1.0 {
                 let mean = self.sum[k] / n;
                 b.mean[k] = mean as f32;
-                b.nugget[k] = if n >= 2.0 { (((self.sum_sq[k] - n * mean * mean) / (n - 1.0)).max(0.0) / n) as f32 } else { -1.0 };
-            } else {
-                b.nugget[k] = -1.0;
+                if n >= 2.0 {
+                    b.nugget[k] = (((self.sum_sq[k] - n * mean * mean) / (n - 1.0)).max(0.0) / n) as f32;
+                }
             }
         }
         b
@@ -406,7 +411,7 @@ impl History {
             self.first = bin;
         }
         while self.end() < bin {
-            self.push_back(HistBin { nugget: [-1.0; 3], ..HistBin::default() });
+            self.push_back(HistBin::empty());
         }
         if bin == self.end() {
             self.push_back(b);
@@ -1591,7 +1596,7 @@ impl Detector {
                 let bin = st.history_first.saturating_add(i as i64);
                 // A damaged bin is kept as an empty one: the bins must stay one per index.
                 let finite = b.mean.iter().chain(&b.nugget).all(|x| x.is_finite());
-                let b = if finite { b } else { HistBin { nugget: [-1.0; 3], ..HistBin::default() } };
+                let b = if finite { b } else { HistBin::empty() };
                 if bin >= oldest_bin && bin < now_bin {
                     t.hist.bins.push_back(b);
                     if t.hist.bins.len() == 1 {
