@@ -4,40 +4,20 @@
 //! -> recorder (measure) -> sinks (Prometheus, history, summary).
 
 pub mod app;
-pub mod arrival;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod cmd;
 pub mod config;
-pub mod deadline;
 pub mod detect;
-pub mod discover;
-pub mod exec;
-pub mod handover;
-pub mod health;
-pub mod http1;
-pub mod loader;
-pub mod logsafe;
-pub mod measure;
 pub mod mock;
-pub mod once;
-pub mod outcome;
+pub mod pipeline;
+pub mod probe;
 pub mod protocol;
-pub mod receive_stamp;
-pub mod recorder;
-pub mod release;
 pub mod replicas;
-pub mod rfc3339;
-pub mod scheduler;
-pub mod secret;
-pub mod server;
 pub mod sink;
 pub mod source;
-pub mod stats;
-pub mod target;
-pub mod tokenize;
-pub mod trace;
-pub mod version;
+pub mod util;
 pub mod workload;
 
 use std::process::ExitCode;
@@ -78,6 +58,6 @@ fn init_logging(filter: &str) {
         .with_writer(std::io::stderr)
         .with_target(false)
         // Server text (model ids, error messages) must not start a log line of its own.
-        .fmt_fields(logsafe::EscapedFields)
+        .fmt_fields(util::logsafe::EscapedFields)
         .try_init();
 }

@@ -6,7 +6,7 @@ fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(err) => {
             // The chain may quote a server (an answer, a model id): no raw control characters.
-            eprintln!("error: {}", llmprobe::logsafe::escape_control(&format!("{err:#}")));
+            eprintln!("error: {}", llmprobe::util::logsafe::escape_control(&format!("{err:#}")));
             std::process::ExitCode::FAILURE
         }
     }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use llmprobe::arrival::{self, Arrival, Gamma, Poisson};
 use llmprobe::config::{ArrivalKind, ArrivalSpec, Diurnal};
+use llmprobe::probe::arrival::{self, Arrival, Gamma, Poisson};
 
 const N: usize = 50_000;
 

@@ -27,7 +27,7 @@ async fn run_with(dir: &Path, mode: &str, sources: &str) {
         "probe: {{seed: 5}}\ntargets:\n  - {{name: t, base_url: 'http://{addr}', api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 4}}\nslo: {{ttft: 2s, tpot: 1s, e2e: 5s, objective: 0.9}}\nbench:\n{mode}  warmup_requests: 1\n  repeats: 2\n  requests: 5\n{}",
         if sources.is_empty() { String::new() } else { format!("sources:\n{}", sources.replace("{mock}", &addr.to_string())) }
     );
-    let cfg = llmprobe::loader::parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let cfg = llmprobe::app::loader::parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
     let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
     let opts =
         RunOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true };

@@ -15,7 +15,7 @@ use llmprobe::bench::shard::{self, Shard, Sharding};
 use llmprobe::bench::summary::SummaryFile;
 use llmprobe::bench::{self, Plan, RunOptions, schema};
 use llmprobe::mock::{MockOptions, Profile};
-use llmprobe::stats::{percentile, sort_f64};
+use llmprobe::util::stats::{percentile, sort_f64};
 
 fn temp_dir(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("llmprobe-{tag}-{}", uuid::Uuid::new_v4()))
@@ -25,7 +25,7 @@ fn plan(base_url: &str, bench_yaml: &str) -> Plan {
     let text = format!(
         "probe: {{seed: 11}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: openai-chat\n    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: a, weight: 3, input_tokens: 32, output_tokens: 4}}\n  - {{name: b, weight: 1, input_tokens: 64, output_tokens: 4}}\nslo: {{ttft: 2s, tpot: 500ms, objective: 0.9}}\nbench:\n{bench_yaml}"
     );
-    let cfg = llmprobe::loader::parse(&text, "shards.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cfg = llmprobe::app::loader::parse(&text, "shards.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
     Plan::new(cfg, "shards.yaml", &text).unwrap()
 }
 

@@ -28,7 +28,7 @@ async fn sweep(dir: &Path) {
     let text = format!(
         "targets:\n  - {{name: t, base_url: 'http://{addr}', api: openai-completions}}\nscenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 4}}\nslo: {{ttft: 2s, objective: 0.9}}\nbench: {{mode: concurrency, concurrency: [1, 2], repeats: 2, requests: 15}}\n"
     );
-    let cfg = llmprobe::loader::parse(&text, "t.yaml").unwrap();
+    let cfg = llmprobe::app::loader::parse(&text, "t.yaml").unwrap();
     let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
     let opts = RunOptions { output: dir.to_path_buf(), target: None, server_pid: None, sample_every: Duration::from_secs(1), quiet: true };
     bench::run(&plan, &opts).await.unwrap();

@@ -28,7 +28,7 @@ fn every_bad_fixture_reports_exactly_the_expected_issues() {
     for name in &names {
         let file = format!("{DIR}/{name}.yaml");
         let text = fs::read_to_string(root.join(&file)).expect("fixture");
-        let actual = match llmprobe::loader::parse(&text, &file) {
+        let actual = match llmprobe::app::loader::parse(&text, &file) {
             Ok(_) => "(loaded without error)\n".to_owned(),
             Err(e) => format!("{e}\n"),
         };
@@ -61,7 +61,7 @@ fn every_expected_file_has_a_fixture() {
 
 #[test]
 fn a_missing_file_is_reported_as_an_issue() {
-    let err = llmprobe::loader::load(Path::new("tests/fixtures/config/no-such-file.yaml")).expect_err("missing file");
+    let err = llmprobe::app::loader::load(Path::new("tests/fixtures/config/no-such-file.yaml")).expect_err("missing file");
     assert_eq!(err.issues.len(), 1);
     assert_eq!(err.issues[0].path, "");
     assert_eq!(err.issues[0].line, None);

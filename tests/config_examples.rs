@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use llmprobe::app::loader;
 use llmprobe::config::{self, LengthSpec, SecretRef};
-use llmprobe::loader;
 use llmprobe::protocol::ProtocolKind;
 
 fn examples() -> Vec<std::path::PathBuf> {

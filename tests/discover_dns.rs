@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::discover::{DiscoverSpec, Replica, StaticResolver};
+use llmprobe::replicas::discover::{DiscoverSpec, Replica, StaticResolver};
 
 fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| s.parse().unwrap()).collect()
@@ -28,7 +28,7 @@ async fn replicas_follow_the_records() {
     let spec = DiscoverSpec::Dns { name: "vllm-headless.inference.svc.cluster.local".into(), port: 8000, interval: Duration::from_millis(20) };
     let (tx, mut rx) = watch::channel(Vec::new());
     let stop = CancellationToken::new();
-    let task = tokio::spawn(llmprobe::discover::run_with(spec, Arc::new(resolver.clone()), tx, stop.clone()));
+    let task = tokio::spawn(llmprobe::replicas::discover::run_with(spec, Arc::new(resolver.clone()), tx, stop.clone()));
 
     expect(&mut rx, "first answer", &["127.0.0.2:8000", "127.0.0.3:8000"]).await;
     let first = rx.borrow()[0].clone();
@@ -60,7 +60,7 @@ async fn system_resolver_finds_localhost() {
     let spec = DiscoverSpec::Dns { name: "localhost".into(), port: 9, interval: Duration::from_secs(60) };
     let (tx, mut rx) = watch::channel(Vec::new());
     let stop = CancellationToken::new();
-    let task = tokio::spawn(llmprobe::discover::run(spec, tx, stop.clone()));
+    let task = tokio::spawn(llmprobe::replicas::discover::run(spec, tx, stop.clone()));
     let set = tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|set| !set.is_empty())).await.expect("localhost resolves").unwrap().clone();
     assert!(set.iter().all(|r| r.addr.ip().is_loopback() && r.addr.port() == 9 && r.id == r.addr.to_string()), "{set:?}");
     stop.cancel();

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::discover::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, Replica};
+use llmprobe::replicas::discover::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, Replica};
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/kubernetes/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -232,7 +232,7 @@ async fn list_watch_follows_every_change_and_relists_on_410() {
     let token = token_file("watch", "token-1");
     let (tx, mut rx) = watch::channel(Vec::new());
     let stop = CancellationToken::new();
-    let task = tokio::spawn(llmprobe::discover::run(spec(url, &token, Some("app.kubernetes.io/version")), tx, stop.clone()));
+    let task = tokio::spawn(llmprobe::replicas::discover::run(spec(url, &token, Some("app.kubernetes.io/version")), tx, stop.clone()));
 
     // The list: two ready pods; the not-ready one and the terminating one are left out. The
     // pod that may not be read has no version.
@@ -306,7 +306,7 @@ async fn list_watch_follows_every_change_and_relists_on_410() {
 async fn bad_answers_keep_the_last_set_until_a_good_list() {
     // A watch line over the cap, then a list that is not JSON, then a good list with another
     // set: the published set stays the first one until that good list.
-    let huge = vec![b'x'; llmprobe::discover::kubernetes::MAX_WATCH_LINE + 10];
+    let huge = vec![b'x'; llmprobe::replicas::discover::kubernetes::MAX_WATCH_LINE + 10];
     let fake = Arc::new(Fake {
         lists: Mutex::new(VecDeque::from([
             ListPlan::Json(fixture("endpointslices-list.json")),
@@ -321,7 +321,7 @@ async fn bad_answers_keep_the_last_set_until_a_good_list() {
     let token = token_file("bad", "t");
     let (tx, mut rx) = watch::channel(Vec::new());
     let stop = CancellationToken::new();
-    let task = tokio::spawn(llmprobe::discover::run(spec(url, &token, None), tx, stop.clone()));
+    let task = tokio::spawn(llmprobe::replicas::discover::run(spec(url, &token, None), tx, stop.clone()));
     let p1 = row("vllm-6d4f9c7b8-2xkqp", "10.244.1.12:8000", "worker-a", "us-east-1a", None);
     let p2 = row("vllm-6d4f9c7b8-7mzrt", "10.244.2.7:8000", "worker-b", "us-east-1b", None);
     expect(&mut rx, "after the list", vec![p1.clone(), p2]).await;
@@ -352,7 +352,7 @@ async fn port_by_number_and_unmatched_port() {
         k.port = port.clone();
         let (tx, mut rx) = watch::channel(vec![Replica { id: "sentinel".into(), addr: "127.0.0.1:1".parse().unwrap(), node: None, zone: None, version: None }]);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(llmprobe::discover::run(DiscoverSpec::Kubernetes(k), tx, stop.clone()));
+        let task = tokio::spawn(llmprobe::replicas::discover::run(DiscoverSpec::Kubernetes(k), tx, stop.clone()));
         let got =
             tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|set| set.iter().all(|r| r.id != "sentinel"))).await.expect("published").unwrap().clone();
         let addrs: Vec<String> = got.iter().map(|r| r.addr.to_string()).collect();

@@ -6,8 +6,8 @@
 
 mod props;
 
-use llmprobe::discover::PortRef;
-use llmprobe::discover::kubernetes::model::{self, LineSplitter, SliceSet, WatchEvent};
+use llmprobe::replicas::discover::PortRef;
+use llmprobe::replicas::discover::kubernetes::model::{self, LineSplitter, SliceSet, WatchEvent};
 
 use props::{Rng, for_seeds, iters};
 

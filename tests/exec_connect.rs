@@ -10,11 +10,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::config::{Target, Timeouts};
-use llmprobe::exec::{Probe, execute};
-use llmprobe::outcome::{ErrorClass, Outcome};
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::protocol::ProtocolKind;
-use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;

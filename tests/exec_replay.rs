@@ -6,12 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::config::{Slo, Target, Timeouts};
-use llmprobe::exec::{Probe, execute};
-use llmprobe::measure::{TokenSource, measure};
-use llmprobe::outcome::{ErrorClass, Outcome};
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::measure::{TokenSource, measure};
+use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::protocol::ProtocolKind;
-use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

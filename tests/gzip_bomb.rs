@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use llmprobe::exec::{Probe, execute};
-use llmprobe::outcome::ErrorClass;
-use llmprobe::target::TargetRuntime;
+use llmprobe::client::target::TargetRuntime;
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::outcome::ErrorClass;
 use llmprobe::workload::Draw;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;

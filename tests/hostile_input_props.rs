@@ -15,10 +15,10 @@ mod stream_fixtures;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use llmprobe::client::http1::BodyDecoder;
 use llmprobe::config::Slo;
-use llmprobe::http1::BodyDecoder;
-use llmprobe::measure::measure;
-use llmprobe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
+use llmprobe::probe::measure::measure;
+use llmprobe::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use llmprobe::protocol::framing::FrameDecoder;
 use llmprobe::protocol::{Framing, ProtocolKind, StreamState, Usage};
 
@@ -460,7 +460,7 @@ fn config_loading_never_panics_on_mutated_configs() {
                 lines.remove(i);
             }
         }
-        let _ = llmprobe::loader::parse(&lines.join("\n"), "mutated.yaml");
+        let _ = llmprobe::app::loader::parse(&lines.join("\n"), "mutated.yaml");
     });
 }
 
@@ -599,7 +599,7 @@ fn body_framing_and_answer_heads_never_panic_on_any_bytes() {
         ["HTTP/1.1 ", "200 OK", "\r\n", "content-length: ", "transfer-encoding: chunked", "connection: close", "5", "ff", ";", "\r\n\r\n", "0\r\n", ":", " "];
     for_seeds("http1 hostile", iters(3000), |rng| {
         let bytes = if rng.below(2) == 0 { rng.bytes(200) } else { props::fragments(rng, &pieces, 24) };
-        if let Ok(Some((len, head))) = llmprobe::http1::parse_head(&bytes) {
+        if let Ok(Some((len, head))) = llmprobe::client::http1::parse_head(&bytes) {
             assert!(len <= bytes.len());
             let _ = head.keep_alive;
         }

@@ -111,7 +111,7 @@ async fn hostile_server_does_not_stop_the_prober() {
          - {{name: tgi, base_url: \"http://{hostile}\", api: tgi, model: m}}\n\
          scenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
     );
-    let config = llmprobe::loader::parse(&yaml, "test").unwrap();
+    let config = llmprobe::app::loader::parse(&yaml, "test").unwrap();
     let shutdown = CancellationToken::new();
     let running = app::start(config, RunOptions::default(), shutdown.clone()).await.unwrap();
     let url = format!("http://{}", running.metrics_addr);

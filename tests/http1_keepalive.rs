@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::config::{SecretRef, Target};
-use llmprobe::exec::{Probe, SendAt, execute, execute_when};
-use llmprobe::handover;
-use llmprobe::outcome::Outcome;
+use llmprobe::pipeline::exec::{Probe, SendAt, execute, execute_when};
+use llmprobe::probe::handover;
+use llmprobe::probe::outcome::Outcome;
 use llmprobe::protocol::ProtocolKind;
-use llmprobe::target::TargetRuntime;
 use llmprobe::workload::Draw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -191,7 +191,7 @@ async fn a_request_the_server_took_and_dropped_unanswered_is_an_error_not_sent_a
     // The kept-alive connection takes the whole request and closes without an answer: the
     // server may have acted on it, and a resend would hide that it drops requests.
     let outcome = probe(&target, 1).await;
-    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(outcome.error_class(), Some(llmprobe::probe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
     assert_eq!(heads.lock().unwrap().len(), 2, "the dropped request was sent once");
     assert_eq!(conns.load(Ordering::SeqCst), 1);
     assert!(probe(&target, 2).await.result.is_ok(), "the next probe goes on a new connection");
@@ -255,7 +255,7 @@ async fn a_probe_refused_at_its_gate_leaves_its_connection_for_the_next() {
     });
     let refused = execute_when(doomed, &CancellationToken::new(), SendAt::Gate(gate)).await;
     refusing.join().unwrap();
-    assert_eq!(refused.error_class(), Some(llmprobe::outcome::ErrorClass::InFlightCap), "{:?}", refused.result);
+    assert_eq!(refused.error_class(), Some(llmprobe::probe::outcome::ErrorClass::InFlightCap), "{:?}", refused.result);
     // The connection it opened before its send time serves the next probe.
     let outcome = probe(&target, 1).await;
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
@@ -286,7 +286,7 @@ async fn a_dispatcher_write_the_server_drops_unanswered_is_an_error_not_sent_aga
     assert!(probe(&target, 0).await.result.is_ok());
     // The kept-alive connection takes the dispatcher's write and closes without an answer.
     let (outcome, _) = probe_at_gate(&target, 1, "hello there", Duration::from_millis(20)).await;
-    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(outcome.error_class(), Some(llmprobe::probe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
     assert_eq!(conns.load(Ordering::SeqCst), 1, "no second connection: not sent again");
     assert_eq!(heads.lock().unwrap().len(), 2);
 }
@@ -352,14 +352,14 @@ async fn a_probe_that_fails_before_its_send_time_ends_at_it() {
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let target = Arc::new(TargetRuntime::new(Target::new("t", &format!("http://{addr}"), ProtocolKind::OpenaiChat).unwrap()).unwrap());
     let (outcome, opened) = probe_at_gate(&target, 0, "hello there", Duration::from_millis(100)).await;
-    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(outcome.error_class(), Some(llmprobe::probe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
     // Its record must not come before the dispatcher counts it scheduled (at the gate).
     assert!(outcome.timeline.end >= opened, "ended {:?} before its gate opened", opened - outcome.timeline.end);
 
     let intended = Instant::now() + Duration::from_millis(100);
     let timed = Probe { target: target.clone(), scenario: Arc::from("s"), seq: 1, draw: draw("hello there"), intended };
     let outcome = execute(timed, &CancellationToken::new()).await;
-    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(outcome.error_class(), Some(llmprobe::probe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
     assert!(outcome.timeline.end >= intended, "ended before its send time");
 }
 
@@ -378,7 +378,7 @@ async fn a_closed_loop_probe_connects_before_it_is_sent_and_reports_a_failed_con
     let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let probe = Probe { target: runtime(refused), scenario: Arc::from("s"), seq: 2, draw: draw("hello there"), intended: Instant::now() };
     let outcome = execute_when(probe, &CancellationToken::new(), SendAt::Now).await;
-    assert_eq!(outcome.error_class(), Some(llmprobe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
+    assert_eq!(outcome.error_class(), Some(llmprobe::probe::outcome::ErrorClass::Connect), "{:?}", outcome.result);
 }
 
 /// A one-request server on its own thread: the head and the first event `first` after the

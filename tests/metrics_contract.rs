@@ -5,7 +5,7 @@ mod metrics_common;
 
 use std::time::Instant;
 
-use llmprobe::outcome::ErrorClass;
+use llmprobe::probe::outcome::ErrorClass;
 use llmprobe::sink::prometheus::ALL_FAMILIES;
 use llmprobe::sink::{Metrics, Sink};
 use metrics_common::{config, failed, golden_outcomes, outcome, sample, scenario, target};

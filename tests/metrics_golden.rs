@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use llmprobe::sink::{Metrics, Sink};
-use llmprobe::version::{BUILD_REVISION, BUILD_VERSION};
+use llmprobe::util::version::{BUILD_REVISION, BUILD_VERSION};
 use metrics_common::{config, golden_outcomes, ms, outcome, sample, with_server_report};
 
 const GOLDEN: &str = "tests/fixtures/golden/metrics.openmetrics.txt";
@@ -22,7 +22,7 @@ fn recorded_metrics() -> Metrics {
     for (i, mut o) in golden_outcomes(t0).into_iter().chain([server_reported]).enumerate() {
         if i == 0 {
             // A traced probe: its latency observations carry trace_id/span_id exemplars.
-            o.trace = Some(llmprobe::trace::TraceIds { trace_id: [0x4b; 16], span_id: [0x1f; 8], sampled: true });
+            o.trace = Some(llmprobe::probe::trace::TraceIds { trace_id: [0x4b; 16], span_id: [0x1f; 8], sampled: true });
         }
         metrics.record(&o, sample(&o).as_ref());
     }

@@ -4,11 +4,11 @@ mod metrics_common;
 
 use std::time::{Duration, Instant};
 
-use llmprobe::outcome::ErrorClass;
+use llmprobe::probe::outcome::ErrorClass;
 use llmprobe::sink::{History, Sink, Summary};
 use metrics_common::{dropped, failed, golden_outcomes, ms, outcome, sample, with_usage};
 
-fn record_all(sink: &dyn Sink, outcomes: &[llmprobe::outcome::Outcome]) {
+fn record_all(sink: &dyn Sink, outcomes: &[llmprobe::probe::outcome::Outcome]) {
     for o in outcomes {
         sink.record(o, sample(o).as_ref());
     }

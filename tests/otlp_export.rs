@@ -60,7 +60,7 @@ async fn run_prober(endpoint: &str, protocol: &str) -> String {
          sources:\n  - {{kind: engine, target: t, interval: 50ms, timeout: 50ms}}\n  - {{kind: dcgm, url: \"http://{mock}/dcgm/metrics\", interval: 50ms, timeout: 50ms}}\n",
         key_file.display()
     );
-    let config = llmprobe::loader::parse(&yaml, "otlp.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let config = llmprobe::app::loader::parse(&yaml, "otlp.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -29,7 +29,7 @@ async fn run(endpoint: &str, protocol: &str) {
          slo: {{ttft: 1us}}\n\
          tracing: {{enabled: false, metrics: true, endpoint: \"{endpoint}\", protocol: {protocol}}}\n"
     );
-    let config = llmprobe::loader::parse(&yaml, "m.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let config = llmprobe::app::loader::parse(&yaml, "m.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;

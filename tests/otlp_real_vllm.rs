@@ -39,7 +39,7 @@ async fn run(sources: &str, secs: u64) -> (Vec<Span>, String) {
          tracing: {{endpoint: \"{endpoint}\", protocol: http/protobuf}}\n{sources}",
         vllm()
     );
-    let config = llmprobe::loader::parse(&yaml, "real-vllm.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let config = llmprobe::app::loader::parse(&yaml, "real-vllm.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(secs)).await;

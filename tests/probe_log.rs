@@ -25,7 +25,7 @@ async fn the_probe_log_replays_in_time_order() {
          targets:\n  - {{name: t, base_url: \"http://{mock}\", api: openai-chat, model: mock-llama}}\n\
          scenarios:\n  - {{name: a, input_tokens: 16, output_tokens: 4}}\n  - {{name: b, input_tokens: 16, output_tokens: 4}}\n"
     );
-    let config = llmprobe::loader::parse(&yaml, "test.yaml").unwrap();
+    let config = llmprobe::app::loader::parse(&yaml, "test.yaml").unwrap();
     let log = std::sync::Arc::new(ProbeLog::open(&path, 1 << 20).unwrap());
     let shutdown = CancellationToken::new();
     let running = app::start(config, RunOptions { probe_log: Some(log), ..RunOptions::default() }, shutdown.clone()).await.unwrap();

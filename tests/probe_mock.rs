@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use common::{config, metric, start_mock};
 use llmprobe::app::{self, RunOptions};
-use llmprobe::exec::{Probe, execute};
-use llmprobe::measure::{TokenSource, measure};
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::mock::MockOptions;
-use llmprobe::outcome::Outcome;
-use llmprobe::target::TargetRuntime;
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::measure::{TokenSource, measure};
+use llmprobe::probe::outcome::Outcome;
 use llmprobe::workload::Draw;
 use tokio_util::sync::CancellationToken;
 
@@ -123,7 +123,7 @@ async fn the_in_flight_cap_counts_from_the_send_time() {
     let yaml = format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 50, seed: 5, max_in_flight: 1}}\ntargets:\n  - name: t\n    base_url: http://{addr}\n    api: openai-completions\n    model: mock-llama\n    ignore_eos: true\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 1, arrival: {{kind: constant}}}}\n"
     );
-    let cfg = llmprobe::loader::parse(&yaml, "test.yaml").unwrap();
+    let cfg = llmprobe::app::loader::parse(&yaml, "test.yaml").unwrap();
     let (text, report) = run_for(cfg, 2.0).await;
     let scheduled = report.accounting.scheduled() as f64;
     let dropped = metric(&text, "llmprobe_requests_total", &["outcome=\"dropped\""]);

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use common::{config, metric, start_mock};
 use llmprobe::app::{self, RunOptions};
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::config::Slo;
-use llmprobe::exec::{Probe, execute};
-use llmprobe::measure::{Sample, TokenSource, measure};
 use llmprobe::mock::MockOptions;
-use llmprobe::outcome::{ErrorClass, Outcome};
-use llmprobe::target::TargetRuntime;
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::measure::{Sample, TokenSource, measure};
+use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::workload::Draw;
 use tokio_util::sync::CancellationToken;
 

@@ -21,7 +21,7 @@ fn config(mock: std::net::SocketAddr, index: u32, prober: &str) -> llmprobe::con
          targets:\n  - {{name: t, base_url: \"http://{mock}\", api: openai-completions, model: mock-llama}}\n\
          scenarios:\n  - {{name: a, weight: 1, input_tokens: 8, output_tokens: 2}}\n  - {{name: b, weight: 1, input_tokens: 8, output_tokens: 2}}\n"
     );
-    llmprobe::loader::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
+    llmprobe::app::loader::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn scheduled(addr: std::net::SocketAddr) -> (f64, String) {
@@ -60,11 +60,12 @@ async fn two_shards_together_send_the_configured_rate() {
 fn shard_settings_are_checked() {
     let base =
         "targets: [{name: t, base_url: \"http://127.0.0.1:1\", api: openai-chat, model: m}]\nscenarios: [{name: s, input_tokens: 8, output_tokens: 8}]\n";
-    let err = llmprobe::loader::parse(&format!("probe: {{shard: {{index: 2, count: 2}}, prober: \"bad name\"}}\n{base}"), "t.yaml").unwrap_err().to_string();
+    let err =
+        llmprobe::app::loader::parse(&format!("probe: {{shard: {{index: 2, count: 2}}, prober: \"bad name\"}}\n{base}"), "t.yaml").unwrap_err().to_string();
     assert!(err.contains("probe.shard.index") && err.contains("probe.prober"), "{err}");
     assert_eq!(llmprobe::config::Shard::parse("1/3"), Ok(llmprobe::config::Shard { index: 1, count: 3 }));
     assert!(llmprobe::config::Shard::parse("3/3").is_err() && llmprobe::config::Shard::parse("x").is_err());
-    let mut cfg = llmprobe::loader::parse(&format!("probe: {{rate: 6}}\n{base}"), "t.yaml").unwrap();
+    let mut cfg = llmprobe::app::loader::parse(&format!("probe: {{rate: 6}}\n{base}"), "t.yaml").unwrap();
     cfg.override_probe(Some(llmprobe::config::Shard { index: 0, count: 3 }), Some("eu-1"));
     assert_eq!(cfg.scenarios[0].rate, 2.0, "the command-line shard count divides the rate");
 }

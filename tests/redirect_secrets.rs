@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::response::IntoResponse;
-use llmprobe::target::TargetRuntime;
+use llmprobe::client::target::TargetRuntime;
 
 type Seen = Arc<Mutex<Vec<(String, HashMap<String, String>)>>>;
 
@@ -53,7 +53,7 @@ fn target(base: &str) -> TargetRuntime {
         key.display(),
         token.display()
     );
-    let cfg = llmprobe::loader::parse(&yaml, "t.yaml").unwrap();
+    let cfg = llmprobe::app::loader::parse(&yaml, "t.yaml").unwrap();
     TargetRuntime::new(cfg.targets[0].clone()).unwrap()
 }
 

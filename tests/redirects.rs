@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::start_mock;
-use llmprobe::exec::{Probe, execute};
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::mock::MockOptions;
-use llmprobe::outcome::ErrorClass;
-use llmprobe::target::TargetRuntime;
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::outcome::ErrorClass;
 use llmprobe::workload::Draw;
 use tokio_util::sync::CancellationToken;
 
@@ -33,11 +33,11 @@ async fn redirector(to: String) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
     (addr, hits)
 }
 
-async fn probe(base: &str, follow: bool) -> llmprobe::outcome::Outcome {
+async fn probe(base: &str, follow: bool) -> llmprobe::probe::outcome::Outcome {
     let yaml = format!(
         "targets:\n  - {{name: t, base_url: \"{base}\", api: openai-chat, model: mock-llama, follow_redirects: {follow}, headers: {{X-Team: llm}}}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
     );
-    let cfg = llmprobe::loader::parse(&yaml, "t.yaml").unwrap();
+    let cfg = llmprobe::app::loader::parse(&yaml, "t.yaml").unwrap();
     let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
     let draw = Draw { input_tokens: 8, output_tokens: 4, prompt: "a secret prompt".into(), ..Draw::default() };
     execute(Probe { target, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() }, &CancellationToken::new()).await

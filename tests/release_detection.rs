@@ -57,7 +57,7 @@ async fn control(mock: SocketAddr, body: &str) {
 /// text once `done` holds (or after `wait`).
 async fn release_and_watch(slowdown: f64, wait: Duration, done: impl Fn(&str) -> bool) -> String {
     let (mock, _stop) = start_mock(MockOptions::default()).await;
-    let config = llmprobe::loader::parse(&yaml(mock, None), "test.yaml").unwrap();
+    let config = llmprobe::app::loader::parse(&yaml(mock, None), "test.yaml").unwrap();
     let shutdown = CancellationToken::new();
     let running = app::start(config, RunOptions::default(), shutdown.clone()).await.unwrap();
     let addr = running.metrics_addr;
@@ -121,14 +121,14 @@ async fn the_marker_api_needs_its_token() {
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
 
     // Without a token file the endpoint is off.
-    let off = app::start(llmprobe::loader::parse(&yaml(mock, None), "t.yaml").unwrap(), RunOptions::default(), CancellationToken::new()).await.unwrap();
+    let off = app::start(llmprobe::app::loader::parse(&yaml(mock, None), "t.yaml").unwrap(), RunOptions::default(), CancellationToken::new()).await.unwrap();
     let client = reqwest::Client::new();
     let resp = client.post(format!("http://{}/api/v1/releases", off.metrics_addr)).body(r#"{"target":"t","version":"1"}"#).send().await.unwrap();
     assert_eq!(resp.status(), 404);
 
     let shutdown = CancellationToken::new();
     let running =
-        app::start(llmprobe::loader::parse(&yaml(mock, Some(&token_file)), "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+        app::start(llmprobe::app::loader::parse(&yaml(mock, Some(&token_file)), "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
     let url = format!("http://{}/api/v1/releases", running.metrics_addr);
     let post = |auth: Option<&str>, body: &str| {
         let mut req = client.post(&url).body(body.to_owned());
@@ -190,17 +190,17 @@ async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir()
     let with_state = yaml(mock, None).replace("detect:\n", &format!("detect:\n  state_dir: {}\n", dir.display()));
     // The prober before the release: builds the baseline, saves it at shutdown.
     let shutdown = CancellationToken::new();
-    let first = app::start(llmprobe::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let first = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
     shutdown.cancel();
     first.wait().await.unwrap();
     assert!(dir.join(llmprobe::detect::persist::STATE_FILE).exists(), "state saved at shutdown");
-    assert!(dir.join(llmprobe::release::IDENTITY_FILE).exists(), "the target's identity saved");
+    assert!(dir.join(llmprobe::app::release::IDENTITY_FILE).exists(), "the target's identity saved");
 
     // The release happens while no prober runs (a sidecar restarts with its pod).
     control(mock, r#"{"engine_version":"0.33.0","slowdown":2.5}"#).await;
     let shutdown = CancellationToken::new();
-    let second = app::start(llmprobe::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let second = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let text = loop {
         let text = scrape(second.metrics_addr).await;
@@ -221,7 +221,7 @@ async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir()
     // A corrupt state file is ignored (with a warning) and the prober runs.
     std::fs::write(dir.join(llmprobe::detect::persist::STATE_FILE), b"{not json").unwrap();
     let shutdown = CancellationToken::new();
-    let third = app::start(llmprobe::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let third = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(third.health.is_ready());
     shutdown.cancel();

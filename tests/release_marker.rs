@@ -118,7 +118,7 @@ async fn version_change_mid_run_replaces_target_info_and_marks_a_release() {
          scenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 16}}\n\
          tracing: {{endpoint: \"{endpoint}\", protocol: http/protobuf}}\n"
     );
-    let config = llmprobe::loader::parse(&yaml, "release.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let config = llmprobe::app::loader::parse(&yaml, "release.yaml").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.probe.discovery_interval, Duration::from_millis(100));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();

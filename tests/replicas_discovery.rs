@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::metric;
 use llmprobe::app::{self, ResolverHandle, RunOptions};
-use llmprobe::discover::StaticResolver;
 use llmprobe::mock::{self, MockOptions};
+use llmprobe::replicas::discover::StaticResolver;
 use tokio_util::sync::CancellationToken;
 
 /// Mocks on 127.0.0.(2..2+n), all on one port (DNS gives one port for every replica).
@@ -47,7 +47,7 @@ fn config(port: u16, replicas: &str) -> llmprobe::config::Config {
          \x20   discover: {{kind: dns, name: llm.test, port: {port}, interval: 200ms}}\n    replicas: {replicas}\n\
          scenarios:\n  - {{name: s, input_tokens: 16, output_tokens: 8}}\n"
     );
-    llmprobe::loader::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
+    llmprobe::app::loader::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn scrape(addr: SocketAddr) -> String {

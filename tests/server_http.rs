@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, StatusCode, header};
-use llmprobe::health::Health;
-use llmprobe::server::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve};
+use llmprobe::app::server::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE, ServerState, router, serve};
 use llmprobe::sink::{History, Metrics, Sink};
+use llmprobe::util::health::Health;
 use metrics_common::{config, golden_outcomes, sample};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;

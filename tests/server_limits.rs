@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use llmprobe::app::release::Releases;
+use llmprobe::app::server::{Limits, ServerState, serve_with};
 use llmprobe::config::SecretRef;
-use llmprobe::health::Health;
-use llmprobe::release::Releases;
-use llmprobe::server::{Limits, ServerState, serve_with};
 use llmprobe::sink::{History, Metrics};
+use llmprobe::util::health::Health;
 use metrics_common::config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -34,7 +34,7 @@ async fn start(limits: Limits, releases: bool) -> (SocketAddr, CancellationToken
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");
         std::fs::write(&file, TOKEN).unwrap();
-        let secret = llmprobe::secret::resolve(&SecretRef::File(file)).unwrap();
+        let secret = llmprobe::client::secret::resolve(&SecretRef::File(file)).unwrap();
         let r = Arc::new(Releases::new(metrics.clone(), None, None));
         r.set_generation(None, vec!["t".into()], Some(secret), None);
         r
@@ -172,7 +172,7 @@ async fn slow_body_uploads_and_floods_do_not_keep_scrapes_out() {
     }
     // Scrapes during the sustained attack. In the first instants all 2 x cap attackers connect at
     // once and none has sent a byte, so a scrape connecting among them can still be the oldest
-    // silent connection (the limit stated in src/server.rs); the attack's steady state is what
+    // silent connection (the limit stated in src/app/server.rs); the attack's steady state is what
     // this test holds the server to.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut answered = Vec::new();

@@ -17,7 +17,7 @@ async fn a_scenario_ttft_slo_changes_only_that_scenarios_goodput() {
          scenarios:\n  - {{name: easy, input_tokens: 16, output_tokens: 4}}\n  - name: strict\n    input_tokens: 16\n    output_tokens: 4\n    slo: {{ttft: 1us, objective: 0.5}}\n\
          slo: {{ttft: 20s, objective: 0.99}}\n"
     );
-    let config = llmprobe::loader::parse(&yaml, "slo.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let config = llmprobe::app::loader::parse(&yaml, "slo.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;

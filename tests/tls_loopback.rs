@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use llmprobe::exec::{Probe, execute};
-use llmprobe::loader;
-use llmprobe::outcome::{ErrorClass, Outcome};
-use llmprobe::target::TargetRuntime;
+use llmprobe::app::loader;
+use llmprobe::client::target::TargetRuntime;
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::workload::Draw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

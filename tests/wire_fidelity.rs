@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{config, start_mock};
-use llmprobe::exec::{Probe, execute};
+use llmprobe::client::target::TargetRuntime;
 use llmprobe::mock::MockOptions;
-use llmprobe::outcome::{ErrorClass, Outcome};
-use llmprobe::target::TargetRuntime;
+use llmprobe::pipeline::exec::{Probe, execute};
+use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::workload::Draw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -325,7 +325,7 @@ async fn tgi_events_numbered_from_one_are_one_token_each() {
     let (o, _) = probe_raw("tgi", answer("text/event-stream", &body, 64, Delim::Chunked)).await;
     assert_eq!(o.result, Ok(()));
     let slo = llmprobe::config::Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 };
-    let s = llmprobe::measure::measure(&o, &slo).unwrap();
+    let s = llmprobe::probe::measure::measure(&o, &slo).unwrap();
     assert_eq!((s.output_tokens, s.multi_token_frames), (16, 0));
     assert_eq!(s.tokens_per_frame.iter().sum::<f64>(), 16.0, "{:?}", s.tokens_per_frame);
 }

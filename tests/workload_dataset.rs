@@ -1,8 +1,8 @@
 //! Dataset replay: JSONL and ShareGPT files load relative to the config, replay in order or
 //! sampled, carry their index, output length and SHA-256, and change the workload hash.
 
+use llmprobe::app::loader;
 use llmprobe::config;
-use llmprobe::loader;
 use llmprobe::protocol::ProtocolKind;
 use llmprobe::workload::{Sampler, fingerprint, sha256_hex};
 

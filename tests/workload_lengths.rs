@@ -4,8 +4,8 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use llmprobe::app::loader;
 use llmprobe::config::LengthSpec;
-use llmprobe::loader;
 use llmprobe::workload::quantile;
 
 const N: usize = 40_000;

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::release::Releases;
+use crate::app::release::Releases;
+use crate::client::target::TargetRuntime;
 use crate::sink::otlp::OtlpSink;
 use crate::sink::otlp_metrics::OtlpMetricsSink;
 use crate::sink::prometheus::Metrics;
-use crate::target::TargetRuntime;
 
 /// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
@@ -23,7 +23,7 @@ pub(super) async fn keep_discovering(
     (otlp, otlp_metrics): (Option<Arc<OtlpSink>>, Option<Arc<OtlpMetricsSink>>),
     stop: CancellationToken,
 ) {
-    let mut last: Option<crate::target::Discovery> = None;
+    let mut last: Option<crate::client::target::Discovery> = None;
     loop {
         let wait = match target.discover().await {
             Ok(found) => {

@@ -12,16 +12,16 @@ use super::discovery::keep_discovering;
 use super::options::RunOptions;
 use super::prepare::Prepared;
 use super::station::Station;
-use crate::arrival;
 use crate::config::Config;
-use crate::health::{Health, spawn_supervised};
-use crate::recorder::{self, Accounting};
+use crate::pipeline::recorder::{self, Accounting};
+use crate::pipeline::scheduler::{self, Pacing, RunContext, StopRule, Stream};
+use crate::probe::arrival;
 use crate::replicas::Endpoints;
-use crate::scheduler::{self, Pacing, RunContext, StopRule, Stream};
 use crate::sink::Sink;
 use crate::sink::prometheus::Metrics;
 use crate::sink::summary::Summary;
 use crate::source::SnapshotCache;
+use crate::util::health::{Health, spawn_supervised};
 use crate::workload::{Calibration, Mix, Sampler, fingerprint};
 
 /// One config's probing: schedules, recorder, discovery, calibration and telemetry.
@@ -45,8 +45,8 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
     let health = station.health.clone();
     // Tracing follows the config of the generation that runs: a reload can switch it off.
     match &otlp {
-        Some((_, ratio)) => crate::trace::enable(*ratio),
-        None => crate::trace::disable(),
+        Some((_, ratio)) => crate::probe::trace::enable(*ratio),
+        None => crate::probe::trace::disable(),
     }
     let otlp = otlp.map(|(sink, _)| sink);
     let cache = otlp.as_ref().map(|o| o.snapshots()).unwrap_or_default();
@@ -80,7 +80,7 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         },
     };
     let run_seed = config.probe.seed.unwrap_or_else(rand::random);
-    let run_id = new_run_id();
+    let run_id = crate::probe::trace::new_run_id();
     let workload = fingerprint(&config);
     tracing::info!(run_id = %run_id, workload_sha256 = %workload.total, "workload");
     let mut loops = Vec::new();
@@ -91,7 +91,10 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         let endpoints = Arc::new(Endpoints::new(target.clone()));
         if let Some(spec) = target.config.replicas.clone() {
             let (e, c, m, r, stop) = (endpoints.clone(), shared_config.clone(), metrics.clone(), station.replicas.clone(), shutdown.clone());
-            let resolver = options.resolver.clone().map_or_else(|| Arc::new(crate::discover::SystemResolver) as Arc<dyn crate::discover::Resolver>, |h| h.0);
+            let resolver = options
+                .resolver
+                .clone()
+                .map_or_else(|| Arc::new(crate::replicas::discover::SystemResolver) as Arc<dyn crate::replicas::discover::Resolver>, |h| h.0);
             loops.push(spawn_supervised("discovery", format!("{} replicas", target.name), health.clone(), move || {
                 crate::replicas::follow(e.clone(), spec.clone(), c.clone(), m.clone(), r.clone(), resolver.clone(), stop.clone())
             }));
@@ -105,7 +108,9 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
         let (t, c, stop) = (target.clone(), calibration.clone(), shutdown.clone());
-        loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || crate::tokenize::run(t.clone(), c.clone(), stop.clone())));
+        loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || {
+            crate::workload::tokenize::run(t.clone(), c.clone(), stop.clone())
+        }));
         per_target.push((endpoints, calibration));
     }
     for plan in super::plan::schedules(&config, run_seed, &run_id) {
@@ -160,11 +165,6 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
     Ok(Generation { accounting, handle, stop })
 }
 
-/// A short run id for readable probe ids: 8 hex digits, new on every start.
-pub fn new_run_id() -> String {
-    format!("{:08x}", rand::random::<u32>())
-}
-
 async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: CancellationToken) {
     let mut tick = tokio::time::interval(every);
     tick.tick().await;
@@ -184,7 +184,7 @@ fn start_sources(
     health: Arc<Health>,
     stop: CancellationToken,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let client = crate::target::plain_client().context("building the sources' HTTP client")?;
+    let client = crate::client::target::plain_client().context("building the sources' HTTP client")?;
     let mut scrapers = Vec::new();
     for spec in &config.sources {
         let spec = spec.clone();

@@ -10,14 +10,16 @@
 
 mod discovery;
 mod generation;
+pub mod loader;
 mod options;
 mod plan;
 mod prepare;
+pub mod release;
 mod reload;
 mod run;
+pub mod server;
 mod station;
 
-pub use generation::new_run_id;
 pub use options::{ProbeOverrides, ResolverHandle, RunOptions};
 pub use reload::{cancel_on_signals, run_until_signal};
 pub use run::{RunReport, Running, start};

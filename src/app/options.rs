@@ -30,7 +30,7 @@ pub struct ProbeOverrides {
 
 /// A shared resolver for replica discovery.
 #[derive(Clone)]
-pub struct ResolverHandle(pub Arc<dyn crate::discover::Resolver>);
+pub struct ResolverHandle(pub Arc<dyn crate::replicas::discover::Resolver>);
 
 impl std::fmt::Debug for ResolverHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -2,8 +2,8 @@
 //! schedule per target × scenario; a shard draws streams of its own (the same seed on every
 //! shard would send the same probes).
 
-use crate::arrival::stream_seed;
 use crate::config::Config;
+use crate::probe::arrival::stream_seed;
 
 /// One target × scenario schedule, by index into the config's lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ mod tests {
     fn config() -> Config {
         let yaml = "targets:\n  - {name: a, base_url: http://127.0.0.1:1, api: openai-chat}\n  - {name: b, base_url: http://127.0.0.1:2, api: tgi}\n\
                     scenarios:\n  - {name: s, input_tokens: 8, output_tokens: 8}\n  - {name: t, input_tokens: 8, output_tokens: 8}\n";
-        crate::loader::parse(yaml, "t.yaml").unwrap()
+        crate::app::loader::parse(yaml, "t.yaml").unwrap()
     }
 
     #[test]

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use crate::client::target::TargetRuntime;
 use crate::config::Config;
 use crate::sink::otlp::{OtlpSettings, OtlpSink};
 use crate::sink::otlp_metrics::{OtlpMetricsSettings, OtlpMetricsSink};
 use crate::source::SnapshotCache;
-use crate::target::TargetRuntime;
 
 /// Everything about a generation that can fail, done while the running one goes on: API keys
 /// and header files read, TLS material loaded, trace export started.
@@ -18,13 +18,13 @@ pub(super) struct Prepared {
     pub(super) otlp: Option<(Arc<OtlpSink>, f64)>,
     pub(super) otlp_metrics: Option<Arc<OtlpMetricsSink>>,
     /// The bearer token of `POST /api/v1/releases` (`detect.release_token_file`).
-    pub(super) release_token: Option<crate::secret::Secret>,
+    pub(super) release_token: Option<crate::client::secret::Secret>,
 }
 
 pub(super) async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let targets = config.targets.iter().map(|t| TargetRuntime::new(t.clone()).map(Arc::new)).collect::<anyhow::Result<Vec<_>>>()?;
     let release_token = match &config.detect.release_token_file {
-        Some(file) => Some(crate::secret::resolve(&crate::config::SecretRef::File(file.clone())).context("detect.release_token_file")?),
+        Some(file) => Some(crate::client::secret::resolve(&crate::config::SecretRef::File(file.clone())).context("detect.release_token_file")?),
         None => None,
     };
     let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {

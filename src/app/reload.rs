@@ -78,7 +78,7 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
 /// The fallible half of a reload: the new config, its prepared parts, and a listener when the
 /// `listen` address changed. The error is every problem, one per line.
 async fn prepare_reload(path: &std::path::Path, current: &Config, overrides: &ProbeOverrides) -> Result<(Config, Prepared, Option<TcpListener>), String> {
-    let mut new = crate::loader::load(path).map_err(|errors| errors.to_string())?;
+    let mut new = crate::app::loader::load(path).map_err(|errors| errors.to_string())?;
     new.override_probe(overrides.shard, overrides.prober.as_deref());
     if new.probe.prober != current.probe.prober {
         return Err("probe.prober changed: the prober label is set at start; restart to change it".into());

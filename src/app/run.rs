@@ -10,9 +10,9 @@ use super::options::RunOptions;
 use super::prepare::prepare;
 use super::station::{Station, bind};
 use crate::config::Config;
-use crate::health::Health;
-use crate::recorder::Accounting;
+use crate::pipeline::recorder::Accounting;
 use crate::sink::prometheus::Metrics;
+use crate::util::health::Health;
 
 /// What a finished run leaves behind (tests read it).
 pub struct RunReport {

@@ -9,15 +9,15 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::options::RunOptions;
+use crate::app::release::Releases;
+use crate::app::server::{self, ServerState};
 use crate::config::Config;
-use crate::health::{Health, spawn_supervised};
-use crate::release::Releases;
-use crate::server::{self, ServerState};
 use crate::sink::detect::{DetectSink, unix_now};
 use crate::sink::history::History;
 use crate::sink::prometheus::Metrics;
 use crate::sink::replicas::ReplicaSink;
 use crate::sink::summary::Summary;
+use crate::util::health::{Health, spawn_supervised};
 
 /// What outlives a config generation: the metrics registry (so series that a reload keeps go
 /// on counting), the probe history, the health of the components, and the HTTP server.

@@ -149,8 +149,8 @@ fn bootstrap(base: &[f64], new: &[f64], t: &Thresholds, rng: &mut StdRng, stat: 
             diff(stat(&mut a), stat(&mut b))
         })
         .collect();
-    crate::stats::sort_f64(&mut reps);
-    (crate::stats::percentile(&reps, 0.025).unwrap_or(0.0), crate::stats::percentile(&reps, 0.975).unwrap_or(0.0))
+    crate::util::stats::sort_f64(&mut reps);
+    (crate::util::stats::percentile(&reps, 0.025).unwrap_or(0.0), crate::util::stats::percentile(&reps, 0.975).unwrap_or(0.0))
 }
 
 fn latency_row(load: f64, figure: &str, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mut StdRng) -> Row {

@@ -150,7 +150,7 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 
 /// Unix seconds as RFC 3339 UTC with milliseconds, e.g. `2026-11-30T12:00:00.123Z`.
 pub fn rfc3339(unix_s: f64) -> String {
-    crate::rfc3339::format_unix(unix_s, 3)
+    crate::util::rfc3339::format_unix(unix_s, 3)
 }
 
 /// Writes the manifest (pretty JSON).

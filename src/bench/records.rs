@@ -9,9 +9,9 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Slo;
-use crate::measure::{Sample, input_tokens};
-use crate::outcome::Outcome;
-use crate::stats::{percentile, sort_f64};
+use crate::probe::measure::{Sample, input_tokens};
+use crate::probe::outcome::Outcome;
+use crate::util::stats::{percentile, sort_f64};
 
 /// The records file inside a result directory.
 pub const RECORDS_FILE: &str = "records.jsonl";

@@ -368,7 +368,7 @@ fn ttft_cdfs(rs: &ResultSet) -> Vec<Series> {
         .iter()
         .map(|p| {
             let mut v: Vec<f64> = rs.records.iter().filter(|r| r.point == p.point && r.phase == Phase::Measure).filter_map(|r| r.ttft_ms).collect();
-            crate::stats::sort_f64(&mut v);
+            crate::util::stats::sort_f64(&mut v);
             let n = v.len() as f64;
             let points = v.iter().enumerate().map(|(i, &t)| (t, (i + 1) as f64 / n)).collect();
             Series { name: format!("load {}", super::knee::fmt(p.load)), points }

@@ -15,12 +15,12 @@ use super::records::{self, Epoch, Place, Record};
 use super::side::{self, SideSource};
 use super::summary::{self, SummaryFile};
 use super::{engine, progress, report, shard};
-use crate::arrival::{self, stream_seed};
+use crate::client::target::TargetRuntime;
 use crate::config::{ArrivalKind, ArrivalSpec, Bench, BenchMode, Target};
+use crate::pipeline::scheduler::{self, Pacing, StopRule, StoppedBy, Stream};
+use crate::probe::arrival::{self, stream_seed};
 use crate::replicas::Endpoints;
-use crate::scheduler::{self, Pacing, StopRule, StoppedBy, Stream};
 use crate::sink::Collect;
-use crate::target::TargetRuntime;
 use crate::workload::{Calibration, Mix};
 
 /// Options of one bench run beyond the config.
@@ -134,7 +134,7 @@ async fn sweep(
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
     let calibration = Arc::new(Calibration::new(target.config.api));
-    if let Err(e) = crate::tokenize::calibrate_with_tokenize(target, &calibration).await {
+    if let Err(e) = crate::workload::tokenize::calibrate_with_tokenize(target, &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
     for (point, &configured) in b.points.iter().enumerate() {
@@ -295,7 +295,7 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
         run_id: run_id.to_owned(),
         tool: "llmprobe".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        tool_revision: crate::version::BUILD_REVISION.into(),
+        tool_revision: crate::util::version::BUILD_REVISION.into(),
         config_file: plan.config_file.clone(),
         config_sha256: plan.config_sha256.clone(),
         mode: b.mode.as_str().into(),

@@ -104,7 +104,7 @@ pub fn superposition(b: &Bench, n: u32) -> String {
         (BenchMode::Rate, ArrivalKind::Constant, None) => {
             format!("{n} phase-shifted tickers at rate/{n} (shard I first sends at (I+1)/rate): their union is the ticker at the configured rate")
         }
-        (BenchMode::Rate, ..) => format!("{n} independent {} streams at rate/{n}", crate::arrival::describe(&b.arrival)),
+        (BenchMode::Rate, ..) => format!("{n} independent {} streams at rate/{n}", crate::probe::arrival::describe(&b.arrival)),
     }
 }
 
@@ -132,7 +132,7 @@ pub fn check(plan: &Plan, s: &Sharding) -> anyhow::Result<()> {
         shard.count == 1 || b.mode == BenchMode::Concurrency || superposes,
         "{}: bench.arrival {} cannot be split over {} shards: the union of independent streams of it is not the same process (use poisson, with or without diurnal, or constant)",
         plan.config_file,
-        crate::arrival::describe(&b.arrival),
+        crate::probe::arrival::describe(&b.arrival),
         shard.count
     );
     anyhow::ensure!(b.matrix.is_none(), "{}: bench.matrix cannot be sharded; run each combination as its own config", plan.config_file);
@@ -158,7 +158,7 @@ pub fn parse_start_at(text: &str) -> Result<f64, String> {
     if !t.contains(['-', ':']) {
         return Err(format!("{text:?}: expected RFC 3339 (e.g. 2026-01-01T12:00:00Z) or Unix seconds"));
     }
-    crate::rfc3339::parse_unix(t)
+    crate::util::rfc3339::parse_unix(t)
 }
 
 pub fn unix_now() -> f64 {
@@ -296,7 +296,7 @@ mod tests {
         assert!(parse_start_at("2026-01-01T00:00:00").is_err(), "an offset is required");
         // Round trip with the formatter the manifests use.
         let t = 1_796_083_200.125;
-        assert_eq!(parse_start_at(&crate::rfc3339::format_unix(t, 3)), Ok(t));
+        assert_eq!(parse_start_at(&crate::util::rfc3339::format_unix(t, 3)), Ok(t));
     }
 
     /// Independent Poisson streams at rate/N superpose to rate: over a long virtual horizon the
@@ -304,7 +304,7 @@ mod tests {
     /// 600000 expected arrivals, σ = 775 = 0.13%; 2% is 15σ).
     #[test]
     fn poisson_shards_superpose_to_the_rate() {
-        use crate::arrival::{Arrival, Poisson, stream_seed};
+        use crate::probe::arrival::{Arrival, Poisson, stream_seed};
         let (rate, horizon, n) = (30.0, 20_000.0, 3u32);
         let mut merged = Vec::new();
         for i in 0..n {
@@ -322,7 +322,7 @@ mod tests {
         let got = merged.len() as f64;
         assert!((got - expected).abs() < 4.0 * expected.sqrt(), "{got} arrivals, expected {expected}");
         // The merged gaps are exponential with mean 1/rate: their CV is 1.
-        crate::stats::sort_f64(&mut merged);
+        crate::util::stats::sort_f64(&mut merged);
         let gaps: Vec<f64> = merged.windows(2).map(|w| w[1] - w[0]).collect();
         let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
         let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::figure::Figure;
 use super::records::{Phase, Record};
-use crate::stats::{percentile, sort_f64};
+use crate::util::stats::{percentile, sort_f64};
 
 /// The summary file inside a result directory.
 pub const SUMMARY_FILE: &str = "summary.json";

@@ -7,12 +7,12 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
+use crate::client::target::TargetRuntime;
 use crate::config::{LengthSpec, Scenario, Slo, SloTable, Target};
+use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
 use crate::replicas::Endpoints;
-use crate::scheduler::{self, Pacing, StopRule, Stream};
 use crate::sink::Collect;
-use crate::target::TargetRuntime;
-use crate::tokenize::calibrate_with_tokenize;
+use crate::workload::tokenize::calibrate_with_tokenize;
 use crate::workload::{Calibration, Mix, Sampler};
 
 /// Accuracy has no latency objective: only the token counts matter.

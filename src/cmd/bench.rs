@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::loader;
 use crate::bench::{Plan, RunOptions};
-use crate::loader;
 
 /// `llmprobe bench` flags.
 #[derive(Debug, Args)]

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::app::loader;
 use crate::config::ConfigErrors;
-use crate::loader;
 
 /// Exit code for an invalid config.
 pub const EXIT_CONFIG: u8 = 2;

@@ -10,8 +10,9 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::{self, loader};
+use crate::mock;
 use crate::mock::MockArgs;
-use crate::{app, loader, mock};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {

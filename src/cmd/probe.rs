@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::{app, loader, once};
+use crate::app::{self, loader};
+use crate::pipeline::once;
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {

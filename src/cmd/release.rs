@@ -34,10 +34,10 @@ pub struct ReleaseMarkArgs {
 /// `llmprobe release mark`: posts a marker to a running prober. Errors name the URL without
 /// credentials and never show the token.
 pub async fn mark(args: &ReleaseMarkArgs) -> anyhow::Result<()> {
-    let token = crate::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
+    let token = crate::client::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
     let url = format!("{}/api/v1/releases", args.url.trim_end_matches('/'));
     let body = serde_json::json!({"target": args.target, "version": args.version, "note": args.note});
-    let client = crate::target::plain_client()?;
+    let client = crate::client::target::plain_client()?;
     let resp = client
         .post(&url)
         .bearer_auth(token.expose())
@@ -46,7 +46,7 @@ pub async fn mark(args: &ReleaseMarkArgs) -> anyhow::Result<()> {
         .timeout(std::time::Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("POST {url}: {}", token.redact(&crate::target::error_chain(&e))))?;
+        .map_err(|e| anyhow::anyhow!("POST {url}: {}", token.redact(&crate::client::target::error_chain(&e))))?;
     let status = resp.status();
     let text = resp.text().await.unwrap_or_default();
     anyhow::ensure!(status.is_success(), "POST {url}: HTTP {status}: {}", crate::protocol::truncate_chars(text.trim(), 200));

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use crate::app::loader;
 use crate::config::{ConfigErrors, Target};
-use crate::{loader, workload};
+use crate::workload;
 
 #[derive(Debug, Subcommand)]
 pub enum WorkloadCommand {

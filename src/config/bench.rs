@@ -374,7 +374,7 @@ fn matrix(mode: BenchMode, raw: &RawMatrix, c: &mut Checker) -> Matrix {
 #[cfg(test)]
 mod tests {
     use super::super::{ArrivalKind, ArrivalSpec, BenchMode};
-    use crate::loader::parse;
+    use crate::app::loader::parse;
 
     fn bench(yaml: &str) -> super::Bench {
         let text = format!(

@@ -7,7 +7,7 @@ use super::*;
 
 /// Tests read their configs as the program does.
 fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-    crate::loader::parse(text, file)
+    crate::app::loader::parse(text, file)
 }
 
 const MINIMAL: &str = "\
@@ -168,7 +168,7 @@ fn issues_format_with_and_without_a_file() {
 
 #[test]
 fn demo_parses() {
-    let c = crate::loader::demo();
+    let c = crate::app::loader::demo();
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     assert_eq!(c.slo.ttft, Some(Duration::from_millis(500)));
     assert_eq!(c.slo.tpot, Some(Duration::from_millis(50)));

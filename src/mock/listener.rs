@@ -19,7 +19,7 @@ use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::receive_stamp;
+use crate::client::receive_stamp;
 
 /// A TCP listener whose connections are [`Stamped`], with `TCP_NODELAY` set.
 pub struct StampedListener(TcpListener);

@@ -199,7 +199,7 @@ struct Native {
 impl Native {
     fn ollama_line(&self, chat: bool, text: &str) -> String {
         let body = if chat { format!(r#""message":{{"role":"assistant","content":{}}}"#, js(text)) } else { format!(r#""response":{}"#, js(text)) };
-        format!(r#"{{"model":{},"created_at":"{}",{body},"done":false}}"#, js(&self.model), crate::rfc3339::now())
+        format!(r#"{{"model":{},"created_at":"{}",{body},"done":false}}"#, js(&self.model), crate::util::rfc3339::now())
     }
 
     fn ollama_final(&self, chat: bool, e: &End, text: &str) -> String {

@@ -4,8 +4,8 @@
 use std::sync::Mutex;
 
 use super::Sink;
-use crate::measure::Sample;
-use crate::outcome::Outcome;
+use crate::probe::measure::Sample;
+use crate::probe::outcome::Outcome;
 
 type Keep<T> = Box<dyn Fn(&Outcome, Option<&Sample>) -> T + Send + Sync>;
 

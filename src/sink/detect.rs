@@ -12,8 +12,8 @@ use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
 use crate::config::Detect;
 use crate::detect::{Detector, Estimate, Event, Observation, Signal, SignalReport, Source, State, persist};
-use crate::measure::Sample;
-use crate::outcome::{ErrorClass, Outcome};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::{ErrorClass, Outcome};
 
 /// The `scenario` label of a target's pooled rows (no scenario name can contain `*`).
 pub const POOLED: &str = "*";
@@ -202,7 +202,7 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
     match (e.state, e.source) {
         (State::Regressed, Source::Release) => {
             let marker = match r.marker_s {
-                Some(m) => format!("{:.0} s after the release marker of {}", (e.at - m).max(0.0), crate::rfc3339::format_unix(m, 0)),
+                Some(m) => format!("{:.0} s after the release marker of {}", (e.at - m).max(0.0), crate::util::rfc3339::format_unix(m, 0)),
                 None => "after the release marker".to_owned(),
             };
             let (evidence, threshold) = (r.log_evidence, r.threshold);

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Sink;
-use crate::measure::Sample;
-use crate::outcome::{ErrorClass, Outcome};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::{ErrorClass, Outcome};
 
 /// Default sizes of the two rings.
 pub const RECENT_CAPACITY: usize = 200;

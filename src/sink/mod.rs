@@ -13,8 +13,8 @@ pub mod summary;
 
 mod expo;
 
-use crate::measure::Sample;
-use crate::outcome::Outcome;
+use crate::probe::measure::Sample;
+use crate::probe::outcome::Outcome;
 
 pub use collect::Collect;
 pub use history::History;

@@ -20,10 +20,10 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, Sampler, SdkTrace
 
 use super::Sink;
 use crate::config::{Config, OtlpProtocol};
-use crate::measure::Sample;
-use crate::outcome::{ErrorClass, Outcome};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::{ErrorClass, Outcome};
+use crate::probe::trace::TraceIds;
 use crate::source::{Joined, Reading, SnapshotCache};
-use crate::trace::TraceIds;
 
 pub use settings::OtlpSettings;
 
@@ -66,7 +66,7 @@ impl OtlpSink {
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
             .with_resource(resource.build())
-            .with_sampler(Sampler::AlwaysOn) // sampling is decided with the ids (crate::trace)
+            .with_sampler(Sampler::AlwaysOn) // sampling is decided with the ids (crate::probe::trace)
             .with_id_generator(PresetIds(RandomIdGenerator::default()))
             .build();
         let tracer = provider.tracer("llmprobe");

@@ -33,8 +33,8 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
 use super::Sink;
 use crate::config::{Config, OtlpProtocol, SloTable, Tracing};
-use crate::measure::Sample;
-use crate::outcome::{ErrorClass, Outcome};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::{ErrorClass, Outcome};
 
 /// The GenAI client metric names.
 pub const OPERATION_DURATION: &str = "gen_ai.client.operation.duration";

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::Sink;
 use super::detect::unix_now;
-use crate::measure::Sample;
-use crate::outcome::Outcome;
+use crate::probe::measure::Sample;
+use crate::probe::outcome::Outcome;
 
 pub struct ProbeLog {
     path: PathBuf,

@@ -15,8 +15,8 @@ use super::detect::observation;
 use super::prometheus::ReplicaFamilies;
 use crate::detect::Signal;
 use crate::detect::compare::{CompareSettings, Group, compare};
-use crate::measure::Sample;
-use crate::outcome::Outcome;
+use crate::probe::measure::Sample;
+use crate::probe::outcome::Outcome;
 
 /// Outliers are judged on the last this many seconds.
 const OUTLIER_WINDOW_S: f64 = 900.0;

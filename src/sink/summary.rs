@@ -7,9 +7,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::Sink;
-use crate::measure::Sample;
-use crate::outcome::{ErrorClass, Outcome};
-use crate::stats::{percentile, sort_f64};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::{ErrorClass, Outcome};
+use crate::util::stats::{percentile, sort_f64};
 
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(30);
 /// Upper bound on kept entries, so a very high rate cannot grow memory without limit.

@@ -79,7 +79,7 @@ impl HttpSource {
     }
 
     async fn fetch(&self) -> Result<String, String> {
-        let mut resp = self.client.get(&self.url).send().await.map_err(|e| crate::target::error_chain(&e))?;
+        let mut resp = self.client.get(&self.url).send().await.map_err(|e| crate::client::target::error_chain(&e))?;
         if !resp.status().is_success() {
             return Err(format!("GET {}: HTTP {}", self.url, resp.status()));
         }
@@ -87,7 +87,7 @@ impl HttpSource {
             return Err(format!("GET {}: page larger than {MAX_PAGE_BYTES} bytes", self.url));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| crate::target::error_chain(&e))? {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| crate::client::target::error_chain(&e))? {
             if body.len() + chunk.len() > MAX_PAGE_BYTES {
                 return Err(format!("GET {}: page larger than {MAX_PAGE_BYTES} bytes", self.url));
             }

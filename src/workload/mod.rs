@@ -4,7 +4,7 @@
 //! Files: `dist.rs` (length sampling), `prompt.rs` (prompt text), `calibrate.rs` (words per
 //! token per target), `dataset.rs` (reading JSONL / ShareGPT replay files), `fingerprint.rs`
 //! (workload SHA-256), `preview.rs` (`llmprobe workload preview`). No network I/O: the
-//! `/tokenize` calls are `crate::tokenize`, `llmprobe workload accuracy` is `crate::cmd::accuracy`.
+//! `/tokenize` calls are `crate::workload::tokenize`, `llmprobe workload accuracy` is `crate::cmd::accuracy`.
 
 pub mod calibrate;
 mod dataset;
@@ -13,6 +13,7 @@ mod fingerprint;
 mod mix;
 pub mod preview;
 pub mod prompt;
+pub mod tokenize;
 
 use std::sync::Arc;
 
@@ -63,7 +64,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(scenario: Scenario, seed: u64, calibration: Arc<Calibration>) -> Self {
         let prefix_seeds = match &scenario.prefix {
-            Some(p) => (0..p.distinct as u64).map(|k| crate::arrival::stream_seed(k, &scenario.name)).collect(),
+            Some(p) => (0..p.distinct as u64).map(|k| crate::probe::arrival::stream_seed(k, &scenario.name)).collect(),
             None => Vec::new(),
         };
         Sampler { scenario, rng: StdRng::seed_from_u64(seed), calibration, prefix_seeds, next_index: 0 }

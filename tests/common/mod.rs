@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 
+use llmprobe::app::loader;
 use llmprobe::config::Config;
-use llmprobe::loader;
 use llmprobe::mock::{self, MockOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -41,10 +41,10 @@ pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
 
 /// A target named `t` at `addr` with the given flow-mapping fields (`api: openai-chat, model: m`,
 /// ...) and one small scenario, as the prober would build it.
-pub fn target_runtime(addr: SocketAddr, fields: &str) -> std::sync::Arc<llmprobe::target::TargetRuntime> {
+pub fn target_runtime(addr: SocketAddr, fields: &str) -> std::sync::Arc<llmprobe::client::target::TargetRuntime> {
     let yaml = format!("targets:\n  - {{name: t, base_url: \"http://{addr}\", {fields}}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n");
     let cfg = loader::parse(&yaml, "t.yaml").unwrap();
-    std::sync::Arc::new(llmprobe::target::TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+    std::sync::Arc::new(llmprobe::client::target::TargetRuntime::new(cfg.targets[0].clone()).unwrap())
 }
 
 /// Makes targets built from now on send through the general client (a proxy is configured, with

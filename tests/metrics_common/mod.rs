@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llmprobe::config::{Config, LengthSpec, ProbeSettings, Scenario, Slo, Target, Timeouts};
-use llmprobe::measure::{Sample, measure};
-use llmprobe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
+use llmprobe::probe::measure::{Sample, measure};
+use llmprobe::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use llmprobe::protocol::{ProtocolKind, Usage};
 
 pub fn ms(n: u64) -> Duration {

@@ -60,7 +60,7 @@ pub fn for_seeds(name: &str, n: u64, mut case: impl FnMut(&mut Rng)) {
         let mut rng = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ name.len() as u64);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&mut rng)));
         if let Err(e) = result {
-            panic!("{name}: failed for seed {seed}: {}", llmprobe::health::panic_message(e.as_ref()));
+            panic!("{name}: failed for seed {seed}: {}", llmprobe::util::health::panic_message(e.as_ref()));
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The label sets of the exported families, and the exemplar a traced probe leaves.
 
 use crate::config::Slo;
-use crate::outcome::ErrorClass;
+use crate::probe::outcome::ErrorClass;
 use prometheus_client::encoding::EncodeLabelSet;
 
 // ---- Label sets ----------------------------------------------------------------------------------

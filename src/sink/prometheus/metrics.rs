@@ -19,8 +19,8 @@ use super::registry::{
 };
 use super::replicas::{ReplicaCountLabels, ReplicaFamilies};
 use crate::config::{Config, Slo};
-use crate::measure::{Sample, TokenSource};
-use crate::outcome::{ErrorClass, Outcome};
+use crate::probe::measure::{Sample, TokenSource};
+use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::protocol::coding::ContentCoding;
 use crate::sink::Sink;
 use crate::sink::expo::sort_series;
@@ -35,7 +35,7 @@ use std::sync::Mutex;
 
 // ---- Build identity ------------------------------------------------------------------------------
 
-use crate::version::{BUILD_REVISION, BUILD_VERSION};
+use crate::util::version::{BUILD_REVISION, BUILD_VERSION};
 
 /// Owns the registry and every family of the metric contract.
 #[derive(Debug)]
@@ -87,7 +87,7 @@ impl Metrics {
     pub fn new(config: &Config) -> Self {
         let metrics = Self::register_all(config.probe.prober.as_deref());
         metrics.apply_config(config);
-        for component in crate::health::COMPONENTS {
+        for component in crate::util::health::COMPONENTS {
             touch(&metrics.internal_errors, &ComponentLabels { component: component.to_owned() });
         }
         let build = BuildLabels { version: BUILD_VERSION, revision: BUILD_REVISION };
@@ -468,7 +468,7 @@ impl Sink for Metrics {
         let ts = TsLabels::new(&outcome.target, &outcome.scenario).with_replica(outcome.replica.as_deref());
         let class = outcome.error_class();
         if class == Some(ErrorClass::Internal) {
-            crate::health::ErrorCounter::count_internal_error(self, "probe");
+            crate::util::health::ErrorCounter::count_internal_error(self, "probe");
         }
         let (outcome_label, error_label) = outcome_labels(class);
         self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
@@ -498,7 +498,7 @@ impl Sink for Metrics {
     }
 }
 
-impl crate::health::ErrorCounter for Metrics {
+impl crate::util::health::ErrorCounter for Metrics {
     fn count_internal_error(&self, component: &str) {
         self.internal_errors.get_or_create(&ComponentLabels { component: component.to_owned() }).inc();
     }

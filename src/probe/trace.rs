@@ -1,5 +1,6 @@
-//! Per-probe trace identity: the W3C trace and span ids a probe carries from before it is sent
-//! (so its `traceparent` header and its exported span agree) and the sampling decision.
+//! Per-probe identity: the run id in every probe id, and the W3C trace and span ids a probe
+//! carries from before it is sent (so its `traceparent` header and its exported span agree) and
+//! the sampling decision.
 //!
 //! Ids are made only while tracing is on (`enable`), which the app sets at the start of every
 //! config generation from whether an OTLP endpoint is configured. Sampling is decided here, from the trace id, so the `sampled`
@@ -78,6 +79,11 @@ fn sampled(trace_id: &[u8; 16], ratio: f64) -> bool {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A short run id for readable probe ids: 8 hex digits, new on every start.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
 }
 
 #[cfg(test)]

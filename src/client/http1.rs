@@ -18,9 +18,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use crate::client::receive_stamp;
 use crate::config::{HttpVersion, Target};
-use crate::handover::{Write, Written};
-use crate::receive_stamp;
+use crate::probe::handover::{Write, Written};
 
 /// A kept-alive connection is not reused after this long idle (as the general client's pool).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);

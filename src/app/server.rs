@@ -44,8 +44,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::health::Health;
 use crate::sink::{History, Metrics};
+use crate::util::health::Health;
 
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -96,7 +96,7 @@ pub struct ServerState {
     /// Whether `POST /-/reload` is enabled (`--web.enable-lifecycle`).
     pub lifecycle: bool,
     /// Where `POST /api/v1/releases` markers go; the endpoint answers 404 while it has no token.
-    pub releases: Option<Arc<crate::release::Releases>>,
+    pub releases: Option<Arc<crate::app::release::Releases>>,
 }
 
 pub fn router(state: ServerState) -> Router {
@@ -364,7 +364,7 @@ const MAX_RELEASE_BODY: usize = 4096;
 /// a byte of its body read (nor gets a `100 Continue`); the body is read only up to
 /// `MAX_RELEASE_BODY`, within the request deadline.
 async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
-    use crate::release::Refused;
+    use crate::app::release::Refused;
     let Some(releases) = &state.releases else {
         return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
     };

@@ -10,13 +10,13 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
-use crate::deadline::after;
-use crate::handover::{Opened, Written};
-use crate::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
+use crate::client::target::{Answer, Prepared, TargetRuntime};
+use crate::probe::deadline::after;
+use crate::probe::handover::{Opened, Written};
+use crate::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::coding::{BodyDecoder, ContentCoding};
 use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
-use crate::target::{Answer, Prepared, TargetRuntime};
 use crate::workload::Draw;
 
 /// Default cap on a whole response (`max_response_bytes` per target overrides it).
@@ -44,7 +44,7 @@ pub enum SendAt {
     Timer,
     /// When the scheduler's dispatcher opens this gate at the intended time, from its own
     /// precisely sleeping thread; it writes the request itself where it can (`handover`).
-    Gate(crate::handover::Gate),
+    Gate(crate::probe::handover::Gate),
 }
 
 /// Runs a probe to its end, sent at its intended time on the runtime's timer (`SendAt::Timer`).
@@ -60,7 +60,7 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
     let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at)).catch_unwind();
     let result = tokio::select! {
-        r = guarded => r.unwrap_or_else(|panic| Err(Failure::new(ErrorClass::Internal, format!("internal error: {}", crate::health::panic_message(panic.as_ref()))))),
+        r = guarded => r.unwrap_or_else(|panic| Err(Failure::new(ErrorClass::Internal, format!("internal error: {}", crate::util::health::panic_message(panic.as_ref()))))),
         _ = abort.cancelled() => Err(Failure::new(ErrorClass::Cancelled, "shut down before the probe finished")),
     };
     if result.is_err() {
@@ -80,7 +80,7 @@ async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -
             Ok(None)
         }
         SendAt::Timer => {
-            crate::deadline::wait_until(intended).await;
+            crate::probe::deadline::wait_until(intended).await;
             Ok(None)
         }
         SendAt::Gate(gate) => {
@@ -96,7 +96,7 @@ async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -
                 }
                 // The scheduler stopped: keep the time on the runtime's timer.
                 Opened::Abandoned => {
-                    crate::deadline::wait_until(intended).await;
+                    crate::probe::deadline::wait_until(intended).await;
                     Ok(None)
                 }
             }
@@ -108,10 +108,10 @@ async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -
 async fn send_time_unsent(send_at: SendAt, intended: Instant) {
     match send_at {
         SendAt::Now => {}
-        SendAt::Timer => crate::deadline::wait_until(intended).await,
+        SendAt::Timer => crate::probe::deadline::wait_until(intended).await,
         SendAt::Gate(gate) => {
             if let Opened::Abandoned = gate.pass(None).await {
-                crate::deadline::wait_until(intended).await;
+                crate::probe::deadline::wait_until(intended).await;
             }
         }
     }
@@ -169,7 +169,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         finish_reason: None,
         response_model: None,
         result: Ok(()),
-        trace: crate::trace::TraceIds::new_if_enabled(),
+        trace: crate::probe::trace::TraceIds::new_if_enabled(),
     }
 }
 

@@ -12,12 +12,12 @@ use serde::Deserialize;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::client::secret::KeySource;
 use crate::config::HttpVersion;
 use crate::config::Target;
-use crate::handover::{Write, Written};
-use crate::outcome::{ErrorClass, Failure};
+use crate::probe::handover::{Write, Written};
+use crate::probe::outcome::{ErrorClass, Failure};
 use crate::protocol::ModelSource;
-use crate::secret::KeySource;
 
 /// What `/v1/models` and `/version` told us about a target.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +33,7 @@ pub struct TargetRuntime {
     client: reqwest::Client,
     /// Sends the probes where it applies (`http1::Client::for_target`); discovery, `/tokenize`
     /// and everything else use `client`.
-    lean: Option<Arc<crate::http1::Client>>,
+    lean: Option<Arc<crate::client::http1::Client>>,
     api_key: Option<Arc<KeySource>>,
     /// `headers_from` values (name, source), sent on every request and redacted like the key.
     secret_headers: Arc<Vec<(String, KeySource)>>,
@@ -61,7 +61,7 @@ impl TargetRuntime {
         }
         let client = build_client(&config).with_context(|| format!("target {}: building HTTP client", config.name))?;
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
-        let lean = crate::http1::Client::for_target(&config, USER_AGENT).map(Arc::new);
+        let lean = crate::client::http1::Client::for_target(&config, USER_AGENT).map(Arc::new);
         Ok(TargetRuntime {
             name: Arc::from(config.name.as_str()),
             config,
@@ -88,7 +88,7 @@ impl TargetRuntime {
         }
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
         // Its own pool, at the replica's address; the same choice of client as the target's.
-        let lean = self.lean.as_ref().and_then(|_| crate::http1::Client::for_target(&config, USER_AGENT)).map(Arc::new);
+        let lean = self.lean.as_ref().and_then(|_| crate::client::http1::Client::for_target(&config, USER_AGENT)).map(Arc::new);
         TargetRuntime {
             name: self.name.clone(),
             config,
@@ -229,9 +229,9 @@ impl TargetRuntime {
         };
         match request.send(written).await {
             Ok(response) => Ok(Answer::Lean(response)),
-            Err(crate::http1::SendError::ConnectTimeout(detail)) => Err(Failure::new(ErrorClass::TimeoutConnect, detail)),
-            Err(crate::http1::SendError::Connect(detail)) => Err(Failure::new(ErrorClass::Connect, detail)),
-            Err(crate::http1::SendError::InvalidAnswer(detail)) => Err(Failure::new(ErrorClass::Parse, detail)),
+            Err(crate::client::http1::SendError::ConnectTimeout(detail)) => Err(Failure::new(ErrorClass::TimeoutConnect, detail)),
+            Err(crate::client::http1::SendError::Connect(detail)) => Err(Failure::new(ErrorClass::Connect, detail)),
+            Err(crate::client::http1::SendError::InvalidAnswer(detail)) => Err(Failure::new(ErrorClass::Parse, detail)),
         }
     }
 
@@ -408,7 +408,7 @@ pub async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Vec
 
 /// A probe request ready to send, for the lean client or the general one.
 pub enum Prepared {
-    Lean(crate::http1::Request),
+    Lean(crate::client::http1::Request),
     General(reqwest::RequestBuilder),
 }
 
@@ -447,7 +447,7 @@ impl Prepared {
 
 /// A probe's answer, from the lean client or the general one, read alike.
 pub enum Answer {
-    Lean(crate::http1::Response),
+    Lean(crate::client::http1::Response),
     /// `piece` holds the last body piece handed out.
     General {
         response: reqwest::Response,

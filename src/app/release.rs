@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::secret::Secret;
+use crate::client::secret::Secret;
+use crate::client::target::Discovery;
 use crate::sink::detect::{DetectSink, unix_now};
 use crate::sink::otlp::OtlpSink;
 use crate::sink::prometheus::Metrics;
-use crate::target::Discovery;
 
 /// The file in `detect.state_dir` that keeps each target's last discovered identity.
 pub const IDENTITY_FILE: &str = "release-identities.json";

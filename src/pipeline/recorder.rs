@@ -14,10 +14,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::config::SloTable;
-use crate::health::{Health, panic_message};
-use crate::measure::measure;
-use crate::outcome::{ErrorClass, Outcome};
+use crate::probe::measure::measure;
+use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::sink::Sink;
+use crate::util::health::{Health, panic_message};
 
 /// Outcomes waiting for the recorder; senders wait (never drop) when it is full.
 const CHANNEL_CAPACITY: usize = 4096;

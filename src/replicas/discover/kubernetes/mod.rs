@@ -21,8 +21,8 @@ use reqwest::{StatusCode, Url};
 use self::model::{EndpointSlice, LineSplitter, Member, Pod, PodRef, SliceSet, WatchEvent};
 use super::KubernetesSpec;
 use super::replica::{Backoff, Replica, Streak};
+use crate::client::secret::KeySource;
 use crate::config::SecretRef;
-use crate::secret::KeySource;
 
 /// Largest list page read; a larger one is an error (then a re-list after the backoff).
 pub const MAX_LIST_BYTES: usize = 8 << 20;
@@ -119,7 +119,7 @@ impl Api {
             None => None,
         };
         let mut builder = reqwest::Client::builder()
-            .user_agent(crate::target::USER_AGENT)
+            .user_agent(crate::client::target::USER_AGENT)
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(Duration::from_secs(90));
@@ -128,7 +128,7 @@ impl Api {
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("CA file {} is not PEM certificates: {e}", ca.display()))?;
             builder = builder.tls_certs_merge(certs);
         }
-        let client = builder.build().map_err(|e| format!("building the HTTP client: {}", crate::target::error_chain(&e)))?;
+        let client = builder.build().map_err(|e| format!("building the HTTP client: {}", crate::client::target::error_chain(&e)))?;
         Ok(Api { client, base, token, namespace, service: spec.service.clone() })
     }
 
@@ -151,7 +151,7 @@ impl Api {
         if let Some(token) = &self.token {
             req = req.bearer_auth(token.current().expose());
         }
-        let resp = req.send().await.map_err(|e| ApiError::Transport(self.redact(&crate::target::error_chain(&e))))?;
+        let resp = req.send().await.map_err(|e| ApiError::Transport(self.redact(&crate::client::target::error_chain(&e))))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -231,7 +231,7 @@ async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body),
-            Err(e) => return Err(ApiError::Transport(format!("answer broke off: {}", crate::target::error_chain(&e)))),
+            Err(e) => return Err(ApiError::Transport(format!("answer broke off: {}", crate::client::target::error_chain(&e)))),
         }
     }
 }
@@ -352,7 +352,7 @@ impl Watcher<'_> {
                 },
                 Ok(None) => (lines.finish().into_iter().collect(), Some(WatchEnd::Ended { events: 0 })),
                 Err(e) if e.is_timeout() => (Vec::new(), Some(WatchEnd::Ended { events: 0 })),
-                Err(e) => (Vec::new(), Some(WatchEnd::Broken(format!("stream broke off: {}", crate::target::error_chain(&e))))),
+                Err(e) => (Vec::new(), Some(WatchEnd::Broken(format!("stream broke off: {}", crate::client::target::error_chain(&e))))),
             };
             let mut changed = false;
             for line in batch {
@@ -509,9 +509,9 @@ mod tests {
         let spec = KubernetesSpec {
             service: "vllm".into(),
             namespace: None,
-            port: crate::discover::PortRef::Name("http".into()),
+            port: crate::replicas::discover::PortRef::Name("http".into()),
             version_label: None,
-            api: Some(crate::discover::ApiAccess { url: "http://127.0.0.1:1/".into(), token_file: None, ca_file: None }),
+            api: Some(crate::replicas::discover::ApiAccess { url: "http://127.0.0.1:1/".into(), token_file: None, ca_file: None }),
         };
         let api = Api::new(&spec, &dir).unwrap();
         assert_eq!(api.namespace(), "inference");
@@ -521,7 +521,7 @@ mod tests {
         );
         let bad = KubernetesSpec { service: "../x".into(), ..spec.clone() };
         assert!(Api::new(&bad, &dir).is_err());
-        let bad = KubernetesSpec { api: Some(crate::discover::ApiAccess { url: "ftp://x".into(), token_file: None, ca_file: None }), ..spec };
+        let bad = KubernetesSpec { api: Some(crate::replicas::discover::ApiAccess { url: "ftp://x".into(), token_file: None, ca_file: None }), ..spec };
         assert!(Api::new(&bad, &dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -26,15 +26,15 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::arrival::Arrival;
+use crate::client::target::TargetRuntime;
 use crate::config::SloTable;
-use crate::exec::{self, Probe, SendAt};
-use crate::handover;
-use crate::health::{Health, panic_message};
-use crate::recorder::{self, RecorderHandle};
+use crate::pipeline::exec::{self, Probe, SendAt};
+use crate::pipeline::recorder::{self, RecorderHandle};
+use crate::probe::arrival::Arrival;
+use crate::probe::handover;
 use crate::replicas::Endpoints;
 use crate::sink::Sink;
-use crate::target::TargetRuntime;
+use crate::util::health::{Health, panic_message};
 use crate::workload::{Calibration, Draw, Mix};
 
 /// Tokio timers tick in whole milliseconds and wake up to a tick or two late; the last stretch
@@ -232,7 +232,7 @@ impl OpenStream {
     /// Draws the probe after `prev` (the intended time of the previous one); `None` once the
     /// stop rule allows no more.
     fn next(&mut self, seq: u64, prev: Instant, budget: &Budget) -> Option<Next> {
-        let intended = crate::deadline::after(prev, self.arrival.next_gap());
+        let intended = crate::probe::deadline::after(prev, self.arrival.next_gap());
         if !budget.take(intended) {
             return None;
         }
@@ -384,7 +384,7 @@ fn spawn_dispatcher(
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
-        let wakeups = crate::deadline::prefer_prompt_wakeups();
+        let wakeups = crate::probe::deadline::prefer_prompt_wakeups();
         log_wakeups_once(wakeups);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(dispatch(streams, begin, budget, ctx, probes))));
         let result = result.map_err(|panic| panic_message(panic.as_ref()));
@@ -399,7 +399,7 @@ fn spawn_dispatcher(
 
 /// Says once per process how the dispatcher wakes (a bench starts one per point): the schedule
 /// lag it can hold under load depends on it.
-fn log_wakeups_once(wakeups: crate::deadline::Wakeups) {
+fn log_wakeups_once(wakeups: crate::probe::deadline::Wakeups) {
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| tracing::info!(wakeups = wakeups.as_str(), "scheduler thread started"));
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::target::TargetRuntime;
+use crate::client::target::TargetRuntime;
 use crate::workload::prompt::synthesize;
 use crate::workload::{Calibration, Fit};
 
@@ -48,7 +48,7 @@ async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<
     if !status.is_success() {
         return Err(format!("POST /tokenize: HTTP {status}"));
     }
-    let bytes = tokio::time::timeout(timeout, crate::target::read_limited(resp, crate::target::MAX_INFO_BYTES))
+    let bytes = tokio::time::timeout(timeout, crate::client::target::read_limited(resp, crate::client::target::MAX_INFO_BYTES))
         .await
         .map_err(|_| "POST /tokenize body timed out".to_owned())?
         .map_err(|f| target.redact(&format!("POST /tokenize: {}", f.detail)))?;

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Deserializer};
 
-use crate::discover::{PortRef, Replica};
+use crate::replicas::discover::{PortRef, Replica};
 
 /// The label an EndpointSlice carries naming its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

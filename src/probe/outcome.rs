@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::probe::trace::TraceIds;
 use crate::protocol::{ServerTiming, Usage};
-use crate::trace::TraceIds;
 
 /// Why a probe did not succeed. The closed set of `error` label values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use crate::config::Slo;
-use crate::outcome::{Outcome, Timeline};
+use crate::probe::outcome::{Outcome, Timeline};
 
 /// Where the output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +174,7 @@ pub fn is_buffered(tl: &Timeline, e2e: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::TextFrame;
+    use crate::probe::outcome::TextFrame;
     use std::time::Instant;
 
     fn timeline(offsets_ms: &[u64], reasoning_first: usize) -> Timeline {

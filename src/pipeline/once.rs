@@ -6,21 +6,21 @@ use std::fmt::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::client::target::TargetRuntime;
 use crate::config::{Config, Slo};
-use crate::logsafe::escape_control;
-use crate::measure::Sample;
-use crate::outcome::Outcome;
+use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::Outcome;
 use crate::replicas::Endpoints;
-use crate::scheduler::{self, Pacing, StopRule, Stream};
 use crate::sink::Collect;
-use crate::target::TargetRuntime;
-use crate::tokenize::calibrate_with_tokenize;
+use crate::util::logsafe::escape_control;
+use crate::workload::tokenize::calibrate_with_tokenize;
 use crate::workload::{Calibration, Mix, Sampler};
 
 /// Runs the probes one after another and returns the printed report; `Ok(false)` if any failed.
 pub async fn run(config: &Config, out: &mut String) -> anyhow::Result<bool> {
     let mut all_ok = true;
-    let run_id = crate::app::new_run_id();
+    let run_id = crate::probe::trace::new_run_id();
     for target in &config.targets {
         let target = Arc::new(TargetRuntime::new(target.clone())?);
         // Discover the model first so the timeline shows the probe, not the discovery.

@@ -10,6 +10,8 @@
 //! replica that disappears stops being probed at once; its series go `replicas.grace` later.
 //! Until discovery has found any replica, probes go to `base_url`.
 
+pub mod discover;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -17,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::client::target::TargetRuntime;
 use crate::config::{Config, ReplicaRate, Replicas};
-use crate::discover::Replica;
+use crate::replicas::discover::Replica;
 use crate::sink::prometheus::Metrics;
 use crate::sink::replicas::ReplicaSink;
-use crate::target::TargetRuntime;
 
 /// Where one target's probes go.
 pub struct Endpoints {
@@ -78,11 +80,11 @@ pub async fn follow(
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     sink: Arc<ReplicaSink>,
-    resolver: Arc<dyn crate::discover::Resolver>,
+    resolver: Arc<dyn crate::replicas::discover::Resolver>,
     stop: CancellationToken,
 ) {
     let (tx, mut rx) = tokio::sync::watch::channel(Vec::<Replica>::new());
-    let discovery = tokio::spawn(crate::discover::run_with(spec.discover.clone(), resolver, tx, stop.clone()));
+    let discovery = tokio::spawn(crate::replicas::discover::run_with(spec.discover.clone(), resolver, tx, stop.clone()));
     let target = endpoints.base.name.clone();
     let every = config.probe.discovery_interval;
     let mut live: HashMap<String, (Arc<TargetRuntime>, CancellationToken)> = HashMap::new();
