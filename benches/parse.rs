@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use llmprobe::http1::BodyDecoder;
+use llmprobe::client::http1::BodyDecoder;
 use llmprobe::protocol::framing::FrameDecoder;
 use llmprobe::protocol::{Framing, ProtocolKind, StreamState};
 
