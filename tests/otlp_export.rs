@@ -46,8 +46,14 @@ fn double(attrs: &[KeyValue], key: &str) -> f64 {
 
 /// Runs the prober for a while with tracing to `endpoint` and returns its final `/metrics`.
 async fn run_prober(endpoint: &str, protocol: &str) -> String {
+    let tracing = format!("tracing: {{endpoint: \"{endpoint}\", protocol: {protocol}, headers: {{x-collector-tenant: llmprobe-tests}}}}\n");
+    run_prober_with(&tracing, protocol).await
+}
+
+/// The prober with `tracing` (a `tracing:` line or nothing) for 1.5 s; its /metrics at the end.
+async fn run_prober_with(tracing: &str, name: &str) -> String {
     let (mock, mock_stop) = common::start_mock(llmprobe::mock::MockOptions { api_key: Some(SECRET.into()), ..Default::default() }).await;
-    let dir = std::env::temp_dir().join(format!("llmprobe-otlp-{}-{}", std::process::id(), protocol.replace('/', "_")));
+    let dir = std::env::temp_dir().join(format!("llmprobe-otlp-{}-{}", std::process::id(), name.replace('/', "_")));
     std::fs::create_dir_all(&dir).unwrap();
     let key_file = dir.join("key");
     std::fs::write(&key_file, SECRET).unwrap();
@@ -56,7 +62,7 @@ async fn run_prober(endpoint: &str, protocol: &str) -> String {
          targets:\n  - name: t\n    base_url: http://{mock}\n    api: openai-chat\n    api_key_file: {}\n    headers: {{X-Custom: visible}}\n\
          scenarios:\n  - name: s\n    input_tokens: 32\n    output_tokens: 8\n\
          slo: {{ttft: 2s, tpot: 200ms, e2e: 20s, objective: 0.99}}\n\
-         tracing: {{endpoint: \"{endpoint}\", protocol: {protocol}, headers: {{x-collector-tenant: llmprobe-tests}}}}\n\
+         {tracing}\
          sources:\n  - {{kind: engine, target: t, interval: 50ms, timeout: 50ms}}\n  - {{kind: dcgm, url: \"http://{mock}/dcgm/metrics\", interval: 50ms, timeout: 50ms}}\n",
         key_file.display()
     );
@@ -150,7 +156,6 @@ fn check_spans(received: &Received, metrics: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_over_grpc_and_http() {
-    // One test for both transports: tracing is enabled process-wide once started.
     for protocol in ["grpc", "http/protobuf"] {
         let received = Received::default();
         let endpoint = match protocol {
@@ -160,4 +165,20 @@ async fn traces_over_grpc_and_http() {
         let metrics = run_prober(&endpoint, protocol).await;
         check_spans(&received, &metrics);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracing_is_per_run_not_per_process() {
+    // Two probers in one process, one traced and one not, the traced one started second while
+    // the other runs: it must not switch tracing on for the other.
+    let received = Received::default();
+    let endpoint = grpc_receiver(received.clone()).await;
+    let untraced = run_prober_with("", "untraced");
+    let traced = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        run_prober(&endpoint, "grpc").await
+    };
+    let (traced, untraced) = tokio::join!(traced, untraced);
+    check_spans(&received, &traced);
+    assert!(!untraced.contains("trace_id=\""), "the untraced prober exported exemplars:\n{untraced}");
 }

@@ -44,10 +44,7 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
     let metrics = station.metrics.clone();
     let health = station.health.clone();
     // Tracing follows the config of the generation that runs: a reload can switch it off.
-    match &otlp {
-        Some((_, ratio)) => crate::probe::trace::enable(*ratio),
-        None => crate::probe::trace::disable(),
-    }
+    let trace_ratio = otlp.as_ref().map(|(_, ratio)| *ratio);
     let otlp = otlp.map(|(sink, _)| sink);
     let cache = otlp.as_ref().map(|o| o.snapshots()).unwrap_or_default();
     let scrapers = start_sources(&config, cache, metrics.clone(), health.clone(), shutdown.clone())?;
@@ -78,6 +75,7 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
             let m = metrics.clone();
             Arc::new(move |t: &str, n| m.set_in_flight(t, n))
         },
+        trace_ratio,
     };
     let run_seed = config.probe.seed.unwrap_or_else(rand::random);
     let run_id = crate::probe::trace::new_run_id();

@@ -33,6 +33,8 @@ pub struct Probe {
     pub seq: u64,
     pub draw: Draw,
     pub intended: Instant,
+    /// Sampling ratio when the run traces its probes (`RunContext::trace_ratio`).
+    pub trace_ratio: Option<f64>,
 }
 
 /// When a probe's request goes out.
@@ -169,7 +171,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         finish_reason: None,
         response_model: None,
         result: Ok(()),
-        trace: crate::probe::trace::TraceIds::new_if_enabled(),
+        trace: probe.trace_ratio.map(crate::probe::trace::TraceIds::random),
     }
 }
 

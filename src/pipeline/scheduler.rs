@@ -97,6 +97,9 @@ pub struct RunContext {
     pub abort: CancellationToken,
     pub tracker: TaskTracker,
     pub on_in_flight: InFlightHook,
+    /// Trace ids for every probe of this run, sampled at this ratio; `None`: tracing is off
+    /// (no `traceparent`, no exemplars). Per run, so two probers in one process never share it.
+    pub trace_ratio: Option<f64>,
 }
 
 /// The stop rule's request count and deadline, shared by every stream of a run.
@@ -181,6 +184,7 @@ pub async fn drive(streams: Vec<Stream>, rule: StopRule, sinks: Vec<Arc<dyn Sink
         abort: CancellationToken::new(),
         tracker: TaskTracker::new(),
         on_in_flight: Arc::new(|_: &str, _| {}),
+        trace_ratio: None,
     };
     let timer = rule.timeout.map(|t| {
         let (stop, abort) = (ctx.stop.clone(), ctx.abort.clone());
@@ -361,7 +365,7 @@ async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budg
                     recorder: ctx.recorder.clone(),
                     on_in_flight: ctx.on_in_flight.clone(),
                 };
-                let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
+                let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended, trace_ratio: ctx.trace_ratio };
                 let (opener, gate) = handover::gate();
                 ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, stream.draws.calibration().clone(), ctx.clone()), &probes);
                 order += 1;
@@ -433,7 +437,7 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             ctx.recorder.scheduled(&target.name, &scenario, target.replica.as_deref());
             // Workers bound what is in flight: the slot only counts, it never drops.
             let slot = InFlightSlot::take(&target, usize::MAX, &ctx.on_in_flight).expect("an unbounded cap");
-            let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended };
+            let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended, trace_ratio: ctx.trace_ratio };
             run_probe(probe, SendAt::Now, Arc::new(Mutex::new(Some(slot))), calibration.clone(), ctx.clone())
         });
         futures_util::future::join_all(sends).await;

@@ -2,30 +2,10 @@
 //! carries from before it is sent (so its `traceparent` header and its exported span agree) and
 //! the sampling decision.
 //!
-//! Ids are made only while tracing is on (`enable`), which the app sets at the start of every
-//! config generation from whether an OTLP endpoint is configured. Sampling is decided here, from the trace id, so the `sampled`
-//! flag sent to the server and the decision to export the span are the same.
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-static ENABLED: AtomicBool = AtomicBool::new(false);
-/// Sampling ratio as `f64` bits.
-static RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000); // 1.0
-
-/// Turns id generation on with a sampling ratio in 0..=1 (process-wide: one prober per process).
-pub fn enable(ratio: f64) {
-    RATIO.store(ratio.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
-    ENABLED.store(true, Ordering::Release);
-}
-
-/// Turns id generation off (a reload to a config without tracing): no `traceparent`, no exemplars.
-pub fn disable() {
-    ENABLED.store(false, Ordering::Release);
-}
-
-pub fn is_enabled() -> bool {
-    ENABLED.load(Ordering::Acquire)
-}
+//! Ids are made only for a run that traces (`RunContext::trace_ratio`, set per config
+//! generation from whether an OTLP endpoint is configured). Sampling is decided here, from the
+//! trace id, so the `sampled` flag sent to the server and the decision to export the span are
+//! the same.
 
 /// The trace context of one probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,11 +16,6 @@ pub struct TraceIds {
 }
 
 impl TraceIds {
-    /// Fresh random ids when tracing is on, else `None`.
-    pub fn new_if_enabled() -> Option<TraceIds> {
-        is_enabled().then(|| TraceIds::random(f64::from_bits(RATIO.load(Ordering::Relaxed))))
-    }
-
     /// Random non-zero ids, sampled with probability `ratio` (decided from the trace id's low
     /// 8 bytes, like OTel's TraceIdRatioBased sampler).
     pub fn random(ratio: f64) -> TraceIds {
