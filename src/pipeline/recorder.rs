@@ -84,21 +84,27 @@ fn start(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>, 
     let task = tokio::spawn(async move {
         let mut log = FailureLog::default();
         while let Some(outcome) = rx.recv().await {
-            let recorded = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let sample = measure(&outcome, slo.get(&outcome.target, &outcome.scenario));
-                for sink in task_sinks.iter() {
-                    sink.record(&outcome, sample.as_ref());
-                }
-                if log_failures {
-                    log.maybe_log(&outcome);
-                }
-            }));
-            if let Err(panic) = recorded {
-                let detail = format!("recording probe {}: {}", outcome.probe_id, panic_message(panic.as_ref()));
+            // Each step isolated: a panic in measuring or in one sink is counted and every other
+            // sink still records the probe (the metrics sink's count is the accounting).
+            let report = |what: &str, panic: Box<dyn std::any::Any + Send>| {
+                let detail = format!("recording probe {} ({what}): {}", outcome.probe_id, panic_message(panic.as_ref()));
                 match &health {
                     Some(h) => h.internal_error("recorder", &detail),
                     None => tracing::error!("internal error: {detail}"),
                 }
+            };
+            let sample = std::panic::catch_unwind(AssertUnwindSafe(|| measure(&outcome, slo.get(&outcome.target, &outcome.scenario))))
+                .unwrap_or_else(|panic| {
+                    report("measure", panic);
+                    None
+                });
+            for sink in task_sinks.iter() {
+                if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| sink.record(&outcome, sample.as_ref()))) {
+                    report("sink", panic);
+                }
+            }
+            if log_failures && let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| log.maybe_log(&outcome))) {
+                report("log", panic);
             }
             counts.recorded.fetch_add(1, Ordering::Relaxed);
         }
@@ -133,5 +139,78 @@ impl FailureLog {
             failure.detail
         );
         *entry = (now, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Slo;
+    use crate::probe::measure::Sample;
+    use crate::probe::outcome::{Failure, Timeline};
+    use crate::protocol::ServerTiming;
+
+    struct Panics;
+    impl Sink for Panics {
+        fn record(&self, _: &Outcome, _: Option<&Sample>) {
+            panic!("a broken sink");
+        }
+    }
+
+    #[derive(Default)]
+    struct Counts(AtomicU64);
+    impl Sink for Counts {
+        fn record(&self, _: &Outcome, _: Option<&Sample>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn failed_probe(seq: u64) -> Outcome {
+        let now = Instant::now();
+        Outcome {
+            target: Arc::from("t"),
+            scenario: Arc::from("s"),
+            replica: None,
+            seq,
+            request_id: String::new(),
+            probe_id: format!("p-{seq}"),
+            dataset_index: None,
+            prompt_sha256: String::new(),
+            model: Arc::from(""),
+            requested_input_tokens: 1,
+            requested_output_tokens: 1,
+            timeline: Timeline::new(now, now),
+            http_status: None,
+            usage: None,
+            api_counter: None,
+            server_timing: ServerTiming::default(),
+            streamed: true,
+            content_encoding: None,
+            finish_reason: None,
+            response_model: None,
+            result: Err(Failure::new(ErrorClass::Connect, "refused")),
+            trace: None,
+        }
+    }
+
+    impl crate::util::health::ErrorCounter for Counts {
+        fn count_internal_error(&self, _: &str) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_sink_does_not_skip_the_sinks_after_it() {
+        let counts = Arc::new(Counts::default());
+        let errors = Arc::new(Counts::default());
+        let health = Arc::new(Health::new(errors.clone()));
+        let (handle, task) = spawn(vec![Arc::new(Panics), counts.clone()], SloTable::uniform(Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }), Some(health.clone()));
+        for seq in 0..3 {
+            handle.record(failed_probe(seq)).await;
+        }
+        drop(handle);
+        task.await.unwrap();
+        assert_eq!(counts.0.load(Ordering::Relaxed), 3, "the sink after the panicking one missed probes");
+        assert_eq!(errors.0.load(Ordering::Relaxed), 3, "each panic is counted as an internal error");
     }
 }
