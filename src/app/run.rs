@@ -41,8 +41,17 @@ impl Running {
 pub async fn start(config: Config, options: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Running> {
     let listener = bind(config.listen).await?;
     let station = Station::start(&config, listener, &options)?;
-    let prepared = prepare(&config).await?;
-    let generation = launch(config, prepared, &station, &options, shutdown.clone())?;
+    // A start that fails after the station is up stops it again: no metrics server or detector
+    // left running behind an error.
+    let generation = match prepare(&config).await.and_then(|prepared| launch(config, prepared, &station, &options, shutdown.clone())) {
+        Ok(generation) => generation,
+        Err(e) => {
+            if let Err(stop) = station.stop().await {
+                tracing::warn!("stopping after a failed start: {stop:#}");
+            }
+            return Err(e);
+        }
+    };
     let (metrics_addr, metrics, health, accounting) = (station.addr, station.metrics.clone(), station.health.clone(), generation.accounting.clone());
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
@@ -50,4 +59,23 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
         station.stop().await
     });
     Ok(Running { metrics_addr, metrics, accounting, health, handle })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_start_leaves_no_server_running() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let yaml = format!(
+            "listen: 127.0.0.1:{port}\ndetect: {{release_token_file: /nonexistent/llmprobe-token}}\n\
+             targets:\n  - {{name: t, base_url: \"http://127.0.0.1:9\", api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
+        );
+        let config = crate::app::loader::parse(&yaml, "start.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let err = start(config, RunOptions::default(), CancellationToken::new()).await.err().expect("prepare must fail");
+        assert!(format!("{err:#}").contains("release_token_file"), "{err:#}");
+        // The metrics server's port is free again.
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("the metrics server was left running");
+    }
 }
