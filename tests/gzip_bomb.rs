@@ -95,7 +95,7 @@ async fn a_gzip_bomb_is_refused_without_being_decoded() {
             let t = target(if stream { sse } else { json }, general, stream);
             let started = Instant::now();
             let draw = Draw { input_tokens: 8, output_tokens: 4, prompt: "hi".into(), ..Draw::default() };
-            let probe = Probe { target: t, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now() };
+            let probe = Probe { target: t, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now(), trace_ratio: None };
             let before = CURRENT.load(Ordering::Relaxed);
             PEAK.store(before, Ordering::Relaxed);
             let o = execute(probe, &CancellationToken::new()).await;

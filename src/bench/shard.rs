@@ -89,7 +89,7 @@ pub fn slot_s(b: &Bench) -> f64 {
     b.point_timeout.as_secs_f64() + SLOT_GUARD_S
 }
 
-/// What the merged arrival stream is, for the manifest and the README.
+/// What the merged arrival stream is, for the manifest and the docs.
 pub fn superposition(b: &Bench, n: u32) -> String {
     match (b.mode, b.arrival.kind, b.arrival.diurnal) {
         (BenchMode::Concurrency, ..) => format!("closed loop: the workers of {n} shard(s) add up to the configured concurrency"),

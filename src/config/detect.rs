@@ -25,7 +25,7 @@ pub struct RawDetect {
     pub state_max_age: RawDuration,
     /// File holding the bearer token for `POST /api/v1/releases`; the endpoint is off without it.
     pub release_token_file: Option<String>,
-    /// The detector's statistical settings (see the README, "Release regression detection").
+    /// The detector's statistical settings (docs/detection.md).
     #[serde(default)]
     pub tuning: DetectSettings,
 }
@@ -132,8 +132,8 @@ pub struct DetectSettings {
     /// When the pooled row regressed, a scenario row is marked regressed when its own test
     /// (one look) reaches this level.
     pub attribution_alpha: f64,
-    /// Persistence: a test that passes must also pass at this level on the most recent half of
-    /// its probes, so a transient at the start of the window is not a regression.
+    /// Persistence: a test that passes must also pass at this level on each half of the
+    /// post-grace probes on its own, so a transient is not a regression.
     pub confirm_alpha: f64,
     /// Error level of the "no longer worse" test that turns `regressed` into `recovered`.
     pub recovery_alpha: f64,

@@ -1,5 +1,5 @@
 //! Unit tests of the loader as a whole: defaults, rate resolution, warnings, formatting.
-//! Invalid files are covered by the fixture table in `tests/config_errors.rs`.
+//! Invalid files are covered by the fixture table in `tests/commands/config_errors.rs`.
 
 use std::time::Duration;
 

@@ -3,14 +3,11 @@
 //! peers of the same version (outlier). Both groups see the same time and load, so there is no
 //! drift to allow for beyond `tolerance`.
 //!
-//! The test is the release detector's, on the difference of the groups' means: per latency signal
-//! the log latencies of both groups are winsorized at the reference group's median ± (`clip_sigmas`
-//! robust standard deviations + the largest log slowdown weighed); d̂ = mean(new) − mean(ref) with variance V = s²(1/n + 1/m) from the
-//! pooled winsorized variance. The evidence is the mixture, over slowdowns of 1.10, 1.21, 1.46 and
-//! 2.14 times `tolerance`, of the Gaussian likelihood ratios of "δ = δₖ" against "δ = ln
-//! tolerance"; `regressed` when it reaches ln(1/α). Goodput compares bad fractions the same way
-//! (normal approximation with the pooled share; alternatives +1, +2, +4 points). Only probes of
-//! the last `window_s` count, and a group needs `min_samples` before it is judged.
+//! The test (docs/detection.md, "Canary and outlier comparisons") is a mixture likelihood ratio
+//! on the difference of the groups' winsorized mean log latency, against "no worse than
+//! `tolerance`", over a small grid of slowdowns; goodput compares bad shares the same way. Unlike
+//! the release detector it needs no design effect: both groups share the same time and load.
+//! Only probes of the last `window_s` count, and a group needs `min_samples` before it is judged.
 
 use std::collections::VecDeque;
 

@@ -70,9 +70,10 @@ impl State {
 /// Which detector set `regressed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// The sequential test armed by a release marker.
+    /// The tests armed by a release marker (docs/detection.md, "Release-armed tests").
     Release,
-    /// The marker-free CUSUM.
+    /// The marker-free window test: the last 30 minutes against the 6 hours before
+    /// (docs/detection.md, "Continuous test").
     Continuous,
 }
 

@@ -93,8 +93,8 @@ fn start(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>, 
                     None => tracing::error!("internal error: {detail}"),
                 }
             };
-            let sample = std::panic::catch_unwind(AssertUnwindSafe(|| measure(&outcome, slo.get(&outcome.target, &outcome.scenario))))
-                .unwrap_or_else(|panic| {
+            let sample =
+                std::panic::catch_unwind(AssertUnwindSafe(|| measure(&outcome, slo.get(&outcome.target, &outcome.scenario)))).unwrap_or_else(|panic| {
                     report("measure", panic);
                     None
                 });
@@ -204,7 +204,8 @@ mod tests {
         let counts = Arc::new(Counts::default());
         let errors = Arc::new(Counts::default());
         let health = Arc::new(Health::new(errors.clone()));
-        let (handle, task) = spawn(vec![Arc::new(Panics), counts.clone()], SloTable::uniform(Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }), Some(health.clone()));
+        let (handle, task) =
+            spawn(vec![Arc::new(Panics), counts.clone()], SloTable::uniform(Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }), Some(health.clone()));
         for seq in 0..3 {
             handle.record(failed_probe(seq)).await;
         }

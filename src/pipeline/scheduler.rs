@@ -488,7 +488,7 @@ impl Drop for InFlightSlot {
 }
 
 /// Sleeps until `deadline`: a timer for the bulk, then a blocking sleep (microsecond
-/// resolution) for the last millisecond. Only for a thread that runs nothing else.
+/// resolution) for the last `FINE_WINDOW` (3 ms). Only for a thread that runs nothing else.
 async fn sleep_until_exact(deadline: Instant) {
     if let Some(early) = deadline.checked_sub(FINE_WINDOW) {
         if early > Instant::now() {

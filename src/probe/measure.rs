@@ -1,6 +1,6 @@
 //! Outcome -> Sample: TTFT, TTFC, TPOT, ITL, E2E, token counts, frame shape and the SLO verdict.
 //!
-//! Definitions (README "How timing is defined"):
+//! Definitions (docs/timing.md, "Definitions"):
 //! - TTFT = sent -> first frame carrying generated text (content or reasoning).
 //! - TTFC = sent -> first frame carrying answer content (equals TTFT when no reasoning came first).
 //! - TPOT = (E2E - TTFT) / (output_tokens - 1).

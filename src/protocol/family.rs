@@ -1,6 +1,6 @@
 //! The API families, one row each: everything about a family that is data. Adding a family is
-//! its `Protocol` file, one row here, its mock front-end and its fixtures (README, "Adding an API
-//! family").
+//! its `Protocol` file, one row here, its mock front-end and its fixtures (docs/architecture.md,
+//! "Adding an API family").
 
 use super::api::{Framing, Protocol};
 use super::{llamacpp, ollama, openai_chat, openai_completions, sglang, tgi};

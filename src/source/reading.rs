@@ -3,7 +3,7 @@
 use futures_util::future::BoxFuture;
 
 /// What one scrape of one source found. Every field is optional: a source fills what it knows.
-/// The span attribute names are in `Reading::ATTRIBUTES` (README "Tracing").
+/// The span attribute names are in `Reading::ATTRIBUTES` (docs/telemetry.md).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
     pub requests_waiting: Option<f64>,

@@ -47,22 +47,6 @@ pub fn target_runtime(addr: SocketAddr, fields: &str) -> std::sync::Arc<llmprobe
     std::sync::Arc::new(llmprobe::client::target::TargetRuntime::new(cfg.targets[0].clone()).unwrap())
 }
 
-/// Makes targets built from now on send through the general client (a proxy is configured, with
-/// loopback exempt, which the lean client does not handle) or else the lean one.
-pub fn use_general_client(general: bool) {
-    // SAFETY: only for test binaries whose one test builds its targets before any probe runs;
-    // no other thread reads the environment meanwhile.
-    unsafe {
-        if general {
-            std::env::set_var("HTTP_PROXY", "http://127.0.0.1:9");
-            std::env::set_var("NO_PROXY", "127.0.0.1");
-        } else {
-            std::env::remove_var("HTTP_PROXY");
-            std::env::remove_var("NO_PROXY");
-        }
-    }
-}
-
 /// A raw HTTP/1.1 server on a free loopback port: for each connection it reads one request (the
 /// head and a `content-length` body) and hands the socket to `answer`, which writes whatever the
 /// test needs. A connection closed before its request is complete is dropped.

@@ -1,0 +1,235 @@
+//! The release-regression detector end to end, against the mock engine at a high probe rate (so
+//! a baseline fills in seconds): a simulated release (`POST /mock/control`: a new engine
+//! version, and a slowdown or none) is a discovery marker; with a 2.5x slowdown the pooled TTFT
+//! row becomes `regressed` by the release-armed test (`source="release"`) — the series
+//! `LLMProbeReleaseRegression` selects — and without one it stays `watching` (`source="none"`). The marker API: 404 without a token file, 401 with a wrong token, 400 for an
+//! unknown target, 202 from `llmprobe release mark`; the token never appears in metrics.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{metric, start_mock};
+use llmprobe::app::{self, RunOptions};
+use llmprobe::mock::MockOptions;
+use tokio_util::sync::CancellationToken;
+
+const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
+const TOKEN: &str = "release-token-do-not-print";
+
+/// A prober config with detector settings scaled for a test: one-second bins (so a minute of
+/// baseline is 60 bins), a one-minute baseline, 30 baseline probes, a 2 s grace window, the
+/// continuous test's windows scaled alike, markers re-read every 500 ms. The statistics are the
+/// defaults', except that an alarm needs a 1.5x effect instead of 1.05x (and the recovery
+/// alternatives move to 2x above it): the mock's engine steps
+/// run on real timers beside other tests, and a busy machine moves a few seconds of its latency
+/// by tens of percent. These tests check the path from marker to alert series; the detector's
+/// error rates are measured by `scripts/detect-plan.sh`.
+fn yaml(mock: SocketAddr, token_file: Option<&std::path::Path>) -> String {
+    let token = token_file.map(|p| format!("  release_token_file: {}\n", p.display())).unwrap_or_default();
+    format!(
+        "listen: 127.0.0.1:0\nprobe: {{rate: 40, seed: 5, discovery_interval: 500ms, shutdown_grace: 2s}}\n\
+         targets:\n  - {{name: t, base_url: \"http://{mock}\", api: openai-chat, model: mock-llama}}\n\
+         scenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 8}}\n\
+         detect:\n{token}  tuning: {{bin_s: 1, history_s: 1800, latency_baseline_s: 60, goodput_baseline_s: 600, min_latency_baseline: 30, armed_window_s: 120, release_grace_s: 2, continuous_window_s: 60, continuous_reference_s: 600, continuous_look_s: 10, latency_tolerance: 1.5, latency_min_effect: 2.0, continuous_latency_min_effect: 2.0}}\n"
+    )
+}
+
+async fn scrape(addr: SocketAddr) -> String {
+    reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
+}
+
+/// The series the `LLMProbeReleaseRegression` alert fires on (with `source="release"`), summed over
+/// the `source` label.
+fn regressed(text: &str, signal: &str) -> f64 {
+    metric(text, "llmprobe_detect_state", &["target=\"t\"", "scenario=\"*\"", &format!("signal=\"{signal}\""), "state=\"regressed\""])
+}
+
+/// The pooled row's state series of `signal`: (state, source, value) each.
+fn state_series(text: &str, signal: &str) -> Vec<String> {
+    let prefix = format!("llmprobe_detect_state{{target=\"t\",scenario=\"*\",signal=\"{signal}\",");
+    text.lines().filter(|l| l.starts_with(&prefix)).map(|l| l[prefix.len()..].to_owned()).collect()
+}
+
+async fn control(mock: SocketAddr, body: &str) {
+    let resp = reqwest::Client::new().post(format!("http://{mock}/mock/control")).body(body.to_owned()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+/// Runs a prober against a mock `base` times slower than its profile, lets it build a baseline,
+/// then releases with `slowdown` (absolute); returns the metrics text once `done` holds (or after
+/// `wait`).
+async fn release_and_watch(base: f64, slowdown: f64, wait: Duration, done: impl Fn(&str) -> bool) -> String {
+    let (mock, _stop) = start_mock(MockOptions { slowdown: base, ..MockOptions::default() }).await;
+    let config = llmprobe::app::loader::parse(&yaml(mock, None), "test.yaml").unwrap();
+    let shutdown = CancellationToken::new();
+    let running = app::start(config, RunOptions::default(), shutdown.clone()).await.unwrap();
+    let addr = running.metrics_addr;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let before = scrape(addr).await;
+    assert_eq!(regressed(&before, "ttft"), 0.0, "no regression before the release:\n{before}");
+    control(mock, &format!(r#"{{"engine_version":"0.33.0","slowdown":{slowdown}}}"#)).await;
+    let deadline = Instant::now() + wait;
+    let text = loop {
+        let text = scrape(addr).await;
+        if done(&text) || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    shutdown.cancel();
+    running.wait().await.unwrap();
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slower_release_is_detected_as_regressed() {
+    let text = release_and_watch(1.0, 2.5, Duration::from_secs(30), |t| regressed(t, "ttft") == 1.0).await;
+    assert_eq!(regressed(&text, "ttft"), 1.0, "TTFT regressed after a 2.5x slower release:\n{text}");
+    // Set by the release-armed test, one source per row (no stale `source="none"` series).
+    let mut series = state_series(&text, "ttft");
+    series.sort();
+    assert_eq!(
+        series,
+        ["state=\"recovered\",source=\"release\"} 0", "state=\"regressed\",source=\"release\"} 1", "state=\"watching\",source=\"release\"} 0"],
+        "{text}"
+    );
+    assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"0.33.0\"", "source=\"discovery\""]), 1.0, "{text}");
+    assert!(metric(&text, "llmprobe_release_timestamp_seconds", &["target=\"t\""]) > 1.0e9);
+    let ratio = metric(&text, "llmprobe_detect_latency_ratio", &["scenario=\"*\"", "signal=\"ttft\"", "percentile=\"p50\"", "bound=\"estimate\""]);
+    assert!(ratio > 1.5, "median TTFT ratio estimate {ratio}");
+    assert!(
+        metric(&text, "llmprobe_detect_evidence", &["scenario=\"*\"", "signal=\"ttft\""])
+            >= metric(&text, "llmprobe_detect_threshold", &["scenario=\"*\"", "signal=\"ttft\""])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_without_slowdown_stays_watching() {
+    let text = release_and_watch(1.0, 1.0, Duration::from_secs(12), |_| false).await;
+    assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"0.33.0\""]), 1.0, "the marker came:\n{text}");
+    for signal in ["ttft", "tpot", "e2e", "goodput"] {
+        assert_eq!(regressed(&text, signal), 0.0, "{signal} must not regress without a slowdown:\n{text}");
+        assert_eq!(metric(&text, "llmprobe_detect_state", &["scenario=\"*\"", &format!("signal=\"{signal}\""), "state=\"watching\""]), 1.0);
+        assert!(state_series(&text, signal).iter().all(|s| s.contains("source=\"none\"")), "watching rows carry source none:\n{text}");
+    }
+    assert!(metric(&text, "llmprobe_detect_samples", &["scenario=\"*\"", "signal=\"ttft\""]) > 50.0, "probes after the marker were tested:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_marker_api_needs_its_token() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let dir = std::env::temp_dir().join(format!("llmprobe-release-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+
+    // Without a token file the endpoint is off.
+    let off = app::start(llmprobe::app::loader::parse(&yaml(mock, None), "t.yaml").unwrap(), RunOptions::default(), CancellationToken::new()).await.unwrap();
+    let client = reqwest::Client::new();
+    let resp = client.post(format!("http://{}/api/v1/releases", off.metrics_addr)).body(r#"{"target":"t","version":"1"}"#).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+
+    let shutdown = CancellationToken::new();
+    let running =
+        app::start(llmprobe::app::loader::parse(&yaml(mock, Some(&token_file)), "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let url = format!("http://{}/api/v1/releases", running.metrics_addr);
+    let post = |auth: Option<&str>, body: &str| {
+        let mut req = client.post(&url).body(body.to_owned());
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        req.send()
+    };
+    assert_eq!(post(None, r#"{"target":"t","version":"1"}"#).await.unwrap().status(), 401);
+    assert_eq!(post(Some("Bearer wrong"), r#"{"target":"t","version":"1"}"#).await.unwrap().status(), 401);
+    let bearer = format!("Bearer {TOKEN}");
+    assert_eq!(post(Some(&bearer), r#"{"target":"nope","version":"1"}"#).await.unwrap().status(), 400);
+    assert_eq!(post(Some(&bearer), r#"{"version":"1"}"#).await.unwrap().status(), 400);
+
+    // The CLI posts it (token from the file).
+    let out = tokio::process::Command::new(BIN)
+        .args([
+            "release",
+            "mark",
+            "--url",
+            &format!("http://{}", running.metrics_addr),
+            "--target",
+            "t",
+            "--version",
+            "v2.1",
+            "--note",
+            "deploy 42",
+            "--token-file",
+        ])
+        .arg(&token_file)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = scrape(running.metrics_addr).await;
+    assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"v2.1\"", "source=\"api\""]), 1.0, "{text}");
+    assert!(!text.contains(TOKEN));
+    // A wrong token through the CLI fails with a clear message and no token in it.
+    std::fs::write(dir.join("bad"), "nope").unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["release", "mark", "--url", &format!("http://{}", running.metrics_addr), "--target", "t", "--version", "v3", "--token-file"])
+        .arg(dir.join("bad"))
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("401") && !stderr.contains(TOKEN), "{stderr}");
+    shutdown.cancel();
+    running.wait().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let dir = std::env::temp_dir().join(format!("llmprobe-detect-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let with_state = yaml(mock, None).replace("detect:\n", &format!("detect:\n  state_dir: {}\n", dir.display()));
+    // The prober before the release: builds the baseline, saves it at shutdown.
+    let shutdown = CancellationToken::new();
+    let first = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    shutdown.cancel();
+    first.wait().await.unwrap();
+    assert!(dir.join(llmprobe::detect::persist::STATE_FILE).exists(), "state saved at shutdown");
+    assert!(dir.join(llmprobe::app::release::IDENTITY_FILE).exists(), "the target's identity saved");
+
+    // The release happens while no prober runs (a sidecar restarts with its pod).
+    control(mock, r#"{"engine_version":"0.33.0","slowdown":2.5}"#).await;
+    let shutdown = CancellationToken::new();
+    let second = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let text = scrape(second.metrics_addr).await;
+        if regressed(&text, "ttft") == 1.0 || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    shutdown.cancel();
+    second.wait().await.unwrap();
+    assert_eq!(
+        metric(&text, "llmprobe_release_info", &["version=\"0.33.0\"", "source=\"discovery\""]),
+        1.0,
+        "the version change across the restart is a marker:\n{text}"
+    );
+    assert_eq!(regressed(&text, "ttft"), 1.0, "the restored baseline shows the slowdown:\n{text}");
+
+    // A corrupt state file is ignored (with a warning) and the prober runs.
+    std::fs::write(dir.join(llmprobe::detect::persist::STATE_FILE), b"{not json").unwrap();
+    let shutdown = CancellationToken::new();
+    let third = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(third.health.is_ready());
+    shutdown.cancel();
+    third.wait().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
