@@ -18,10 +18,7 @@
 //!   once) are pooled record by record; each point's load is the configured one.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use super::manifest::Manifest;
 use super::plan::Plan;
@@ -36,43 +33,7 @@ pub const SLOT_GUARD_S: f64 = 2.0;
 /// not be aligned, and the run is refused.
 pub const START_TOLERANCE_S: f64 = 1.0;
 
-/// `I/N`: shard I (0-based) of N.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shard {
-    pub index: u32,
-    pub count: u32,
-}
-
-impl FromStr for Shard {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (i, n) = s.split_once('/').ok_or_else(|| format!("{s:?}: expected I/N (shard I of N, 0-based), e.g. 0/3"))?;
-        let index: u32 = i.trim().parse().map_err(|_| format!("{s:?}: shard index {i:?} is not a whole number"))?;
-        let count: u32 = n.trim().parse().map_err(|_| format!("{s:?}: shard count {n:?} is not a whole number"))?;
-        if count == 0 {
-            return Err(format!("{s:?}: the shard count must be at least 1"));
-        }
-        if index >= count {
-            return Err(format!("{s:?}: shard index {index} is out of range for {count} shards (0-based: 0..={})", count - 1));
-        }
-        Ok(Shard { index, count })
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.index, self.count)
-    }
-}
-
-impl Shard {
-    /// This shard's part of a whole number split over the shards: `total / N`, plus one for the
-    /// first `total % N` shards.
-    pub fn part(&self, total: u64) -> u64 {
-        let (n, i) = (self.count as u64, self.index as u64);
-        total / n + u64::from(i < total % n)
-    }
-}
+pub use crate::config::Shard;
 
 /// Sharding and alignment options of one bench process (all empty for a plain run).
 #[derive(Debug, Clone, Default)]

@@ -52,11 +52,12 @@ pub struct ProbeSettings {
     pub prober: Option<String>,
 }
 
-/// Shard `index` (from 0) of `count` probers sharing one schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Shard `index` (from 0) of `count`: a prober's share of one schedule (`probe --shard`,
+/// `probe.shard`) or a load generator's share of a bench run (`bench --shard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shard {
-    pub index: usize,
-    pub count: usize,
+    pub index: u32,
+    pub count: u32,
 }
 
 impl Default for Shard {
@@ -67,14 +68,37 @@ impl Default for Shard {
 
 impl Shard {
     /// `I/N`, e.g. `0/3` (from the command line or `LLMPROBE_SHARD`).
-    pub fn parse(text: &str) -> Result<Shard, String> {
-        let bad = || format!("invalid shard {text:?}: expected INDEX/COUNT with INDEX below COUNT, e.g. 0/3");
-        let (i, n) = text.trim().split_once('/').ok_or_else(bad)?;
-        let (index, count): (usize, usize) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
-        if count == 0 || index >= count || count as u64 > MAX_SHARDS {
-            return Err(bad());
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let (i, n) = s.split_once('/').ok_or_else(|| format!("{s:?}: expected I/N (shard I of N, 0-based), e.g. 0/3"))?;
+        let index: u32 = i.trim().parse().map_err(|_| format!("{s:?}: shard index {i:?} is not a whole number"))?;
+        let count: u32 = n.trim().parse().map_err(|_| format!("{s:?}: shard count {n:?} is not a whole number"))?;
+        if count == 0 || u64::from(count) > MAX_SHARDS {
+            return Err(format!("{s:?}: the shard count must be 1 to {MAX_SHARDS}"));
+        }
+        if index >= count {
+            return Err(format!("{s:?}: shard index {index} is out of range for {count} shards (0-based: 0..={})", count - 1));
         }
         Ok(Shard { index, count })
+    }
+
+    /// This shard's part of a whole number split over the shards: `total / N`, plus one for the
+    /// first `total % N` shards.
+    pub fn part(&self, total: u64) -> u64 {
+        let (n, i) = (u64::from(self.count), u64::from(self.index));
+        total / n + u64::from(i < total % n)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Shard::parse(s)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
     }
 }
 

@@ -66,7 +66,7 @@ fn probe(raw: &RawProbe, c: &mut Checker) -> (ProbeSettings, f64) {
             } else if s.index >= s.count {
                 c.error("probe.shard.index", format!("must be below count ({}), got {}", s.count, s.index));
             }
-            super::Shard { index: s.index.min(s.count.saturating_sub(1)) as usize, count: s.count.clamp(1, super::MAX_SHARDS) as usize }
+            super::Shard { index: s.index.min(s.count.saturating_sub(1)).min(super::MAX_SHARDS) as u32, count: s.count.clamp(1, super::MAX_SHARDS) as u32 }
         }
     };
     if let Some(p) = &raw.prober {

