@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::secret::Secret;
 use crate::client::target::Discovery;
-use crate::sink::detect::{DetectSink, unix_now};
+use crate::sink::detect::DetectSink;
 use crate::sink::otlp::OtlpSink;
 use crate::sink::prometheus::Metrics;
+use crate::util::clock::unix_now;
 
 /// The file in `detect.state_dir` that keeps each target's last discovered identity.
 pub const IDENTITY_FILE: &str = "release-identities.json";

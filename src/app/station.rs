@@ -12,11 +12,12 @@ use super::options::RunOptions;
 use crate::app::release::Releases;
 use crate::app::server::{self, ServerState};
 use crate::config::Config;
-use crate::sink::detect::{DetectSink, unix_now};
+use crate::sink::detect::DetectSink;
 use crate::sink::history::History;
 use crate::sink::prometheus::Metrics;
 use crate::sink::replicas::ReplicaSink;
 use crate::sink::summary::Summary;
+use crate::util::clock::unix_now;
 use crate::util::health::{Health, spawn_supervised};
 
 /// What outlives a config generation: the metrics registry (so series that a reload keeps go

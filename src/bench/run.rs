@@ -1,6 +1,7 @@
 //! One bench run: the sweep of points (warm-up, then repeats) through the scheduler, the engine
 //! and side samples around it, and the result directory it writes.
 
+use crate::util::clock::unix_now;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +46,7 @@ pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> 
 pub async fn run_sharded(plan: &Plan, opts: &RunOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
     shard::check(plan, sharding)?;
     if let Some(at) = sharding.start_at_unix_s {
-        let late = shard::unix_now() - at;
+        let late = unix_now() - at;
         anyhow::ensure!(
             late <= shard::START_TOLERANCE_S,
             "--start-at {} passed {late:.1} s ago: this shard would not be aligned with the others; choose a later start for every shard",
@@ -225,10 +226,6 @@ async fn engine_scraper(b: &Bench, t: &Target) -> anyhow::Result<Option<engine::
             Ok(None)
         }
     }
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }
 
 async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::Counters)> {

@@ -34,6 +34,7 @@ pub const SLOT_GUARD_S: f64 = 2.0;
 pub const START_TOLERANCE_S: f64 = 1.0;
 
 pub use crate::config::Shard;
+use crate::util::clock::unix_now;
 
 /// Sharding and alignment options of one bench process (all empty for a plain run).
 #[derive(Debug, Clone, Default)]
@@ -120,10 +121,6 @@ pub fn parse_start_at(text: &str) -> Result<f64, String> {
         return Err(format!("{text:?}: expected RFC 3339 (e.g. 2026-01-01T12:00:00Z) or Unix seconds"));
     }
     crate::util::rfc3339::parse_unix(t)
-}
-
-pub fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
 }
 
 /// Sleeps until the wall-clock instant `unix_s`; returns how late (seconds, ≥ 0) it was reached.

@@ -63,7 +63,3 @@ impl App {
         self.control.lock().unwrap_or_else(|e| e.into_inner()).engine_version.clone().unwrap_or_else(|| default.to_owned())
     }
 }
-
-pub(super) fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}

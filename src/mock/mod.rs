@@ -32,7 +32,8 @@ pub use faults::{Fault, FaultParams};
 pub use options::{MockArgs, MockOptions};
 pub use profile::Profile;
 
-use app::{App, Control, unix_now};
+use crate::util::clock::unix_now;
+use app::{App, Control};
 use driver::Driver;
 
 /// The mock's routes; spawns the engine loop on the current tokio runtime.
@@ -44,7 +45,7 @@ fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
     let driver = Driver::new(Engine::new(opts.profile.slowed(opts.slowdown), opts.seed));
     tokio::spawn(driver.clone().run(stop.clone()));
     let control = std::sync::Mutex::new(Control { engine_version: None, slowdown: opts.slowdown });
-    let app = Arc::new(App { opts, driver, control, draws: AtomicU64::new(0), created_unix: unix_now(), stop });
+    let app = Arc::new(App { opts, driver, control, draws: AtomicU64::new(0), created_unix: unix_now() as u64, stop });
     openai::routes(app.clone()).merge(native::routes(app.clone())).merge(metrics::routes(app.clone())).merge(control::routes(app))
 }
 

@@ -262,7 +262,7 @@ impl OpenAi {
     fn new(app: &App, id: u64, g: &Gen) -> OpenAi {
         let (prefix, object) = if g.chat { ("chatcmpl", "chat.completion.chunk") } else { ("cmpl", "text_completion") };
         let rid = format!("{prefix}-{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0xabc));
-        let created = super::unix_now();
+        let created = crate::util::clock::unix_now() as u64;
         let head = format!(r#"{{"id":"{rid}","object":"{object}","created":{created},"model":{}"#, js(&app.opts.model));
         OpenAi { chat: g.chat, head, include_usage: g.include_usage, continuous: g.continuous, prompt_tokens: g.prompt.len() as u32, reasoning_tokens: 0 }
     }

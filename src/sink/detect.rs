@@ -4,6 +4,7 @@
 //! source (a discovery change, `POST /api/v1/releases`, `llmprobe release mark`) arrive through
 //! `mark_release`. The detector outlives config reloads: a reload does not lose the baselines.
 
+use crate::util::clock::unix_now;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -27,11 +28,6 @@ pub struct DetectSink {
     /// The configured targets: a target a reload removed keeps its baselines in the detector
     /// (it may come back) but exports no rows.
     targets: Mutex<HashSet<String>>,
-}
-
-/// Unix time now, the detector's clock.
-pub fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 impl DetectSink {

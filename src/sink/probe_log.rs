@@ -13,9 +13,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::Sink;
-use super::detect::unix_now;
 use crate::probe::measure::Sample;
 use crate::probe::outcome::Outcome;
+use crate::util::clock::unix_now;
 
 pub struct ProbeLog {
     path: PathBuf,

@@ -54,7 +54,7 @@ impl ReplicaSink {
         let mut all = self.lock();
         let t = all.entry(target.to_owned()).or_default();
         t.versions.insert(replica.to_owned(), version.to_owned());
-        t.first_seen.entry(version.to_owned()).or_insert_with(super::detect::unix_now);
+        t.first_seen.entry(version.to_owned()).or_insert_with(crate::util::clock::unix_now);
     }
 
     /// A replica gone for good: its probes and version leave every comparison.
@@ -185,7 +185,7 @@ impl Sink for ReplicaSink {
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
         let Some(replica) = outcome.replica.as_deref() else { return };
         let obs = observation(outcome, sample);
-        let now = super::detect::unix_now();
+        let now = crate::util::clock::unix_now();
         let mut all = self.lock();
         let t = all.entry(outcome.target.to_string()).or_default();
         t.recent.entry(replica.to_owned()).or_default().observe(&obs, now);

@@ -1,5 +1,6 @@
 //! Small pieces with no knowledge of probes: timestamps, order statistics, log-safe text.
 
+pub mod clock;
 pub mod health;
 pub mod logsafe;
 pub mod rfc3339;

@@ -36,7 +36,7 @@ fn opts(dir: &Path) -> RunOptions {
 /// Runs `n` shards of `plan` concurrently with one run ID, starting `lead` from now; returns
 /// their directories, summaries and the common start.
 async fn run_shards(plan: &Plan, n: u32, run_id: &str, tag: &str) -> (Vec<PathBuf>, Vec<SummaryFile>, f64) {
-    let start = shard::unix_now() + 2.0;
+    let start = llmprobe::util::clock::unix_now() + 2.0;
     let dirs: Vec<PathBuf> = (0..n).map(|i| temp_dir(&format!("{tag}-shard{i}"))).collect();
     let runs = dirs.iter().enumerate().map(|(i, d)| {
         let sharding = Sharding { shard: Some(Shard { index: i as u32, count: n }), run_id: Some(run_id.to_owned()), start_at_unix_s: Some(start) };
@@ -210,17 +210,17 @@ async fn sharded_runs_refuse_unaligned_configs() {
     let p = plan("http://127.0.0.1:9", "  mode: rate\n  rates: [10]\n  repeats: 1\n  duration: 1s\n");
     let dir = temp_dir("refuse");
     let one = Some(Shard { index: 0, count: 2 });
-    let no_id = Sharding { shard: one, run_id: None, start_at_unix_s: Some(shard::unix_now() + 5.0) };
+    let no_id = Sharding { shard: one, run_id: None, start_at_unix_s: Some(llmprobe::util::clock::unix_now() + 5.0) };
     let e = bench::run_sharded(&p, &opts(&dir), &no_id).await.err().unwrap().to_string();
     assert!(e.contains("--run-id"), "{e}");
     let no_start = Sharding { shard: one, run_id: Some("r".into()), start_at_unix_s: None };
     let e = bench::run_sharded(&p, &opts(&dir), &no_start).await.err().unwrap().to_string();
     assert!(e.contains("--start-at"), "{e}");
-    let past = Sharding { shard: one, run_id: Some("r".into()), start_at_unix_s: Some(shard::unix_now() - 30.0) };
+    let past = Sharding { shard: one, run_id: Some("r".into()), start_at_unix_s: Some(llmprobe::util::clock::unix_now() - 30.0) };
     let e = bench::run_sharded(&p, &opts(&dir), &past).await.err().unwrap().to_string();
     assert!(e.contains("passed") && e.contains("not be aligned"), "{e}");
     let by_count = plan("http://127.0.0.1:9", "  mode: rate\n  rates: [10]\n  repeats: 1\n  requests: 20\n");
-    let ok = Sharding { shard: one, run_id: Some("r".into()), start_at_unix_s: Some(shard::unix_now() + 5.0) };
+    let ok = Sharding { shard: one, run_id: Some("r".into()), start_at_unix_s: Some(llmprobe::util::clock::unix_now() + 5.0) };
     let e = bench::run_sharded(&by_count, &opts(&dir), &ok).await.err().unwrap().to_string();
     assert!(e.contains("bench.duration is required for a sharded run"), "{e}");
     // N gamma streams do not superpose to one gamma stream; N diurnal Poisson streams do.
