@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use llmprobe::client::http1::BodyDecoder;
+use llmprobe::client::http1::TransferDecoder;
 use llmprobe::protocol::framing::FrameDecoder;
 use llmprobe::protocol::{Framing, ProtocolKind, StreamState};
 
@@ -40,7 +40,7 @@ fn chunked_pieces(body: &[u8], framing: Framing) -> Vec<Vec<u8>> {
 /// One stream through the decoders; returns the frames parsed.
 fn one_stream(pieces: &[Vec<u8>], kind: ProtocolKind) -> usize {
     let family = kind.family();
-    let mut body = BodyDecoder::chunked();
+    let mut body = TransferDecoder::chunked();
     let mut frames = FrameDecoder::new(family.framing);
     let mut state = StreamState::default();
     let mut count = 0;

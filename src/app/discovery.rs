@@ -23,7 +23,7 @@ pub(super) async fn keep_discovering(
     (otlp, otlp_metrics): (Option<Arc<OtlpSink>>, Option<Arc<OtlpMetricsSink>>),
     stop: CancellationToken,
 ) {
-    let mut last: Option<crate::client::target::Discovery> = None;
+    let mut last: Option<crate::client::target::ServerIdentity> = None;
     loop {
         let wait = match target.discover().await {
             Ok(found) => {

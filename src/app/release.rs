@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::client::secret::Secret;
-use crate::client::target::Discovery;
+use crate::client::target::ServerIdentity;
 use crate::sink::detect::DetectSink;
 use crate::sink::otlp::OtlpSink;
 use crate::sink::prometheus::Metrics;
@@ -34,12 +34,12 @@ pub struct Releases {
     metrics: Arc<Metrics>,
     detect: Option<Arc<DetectSink>>,
     /// Per config generation: the trace sink, the configured targets, the API token.
-    generation: Mutex<Generation>,
+    generation: Mutex<MarkerSettings>,
     identities: Mutex<HashMap<String, Identity>>,
 }
 
 #[derive(Default)]
-struct Generation {
+struct MarkerSettings {
     otlp: Option<Arc<OtlpSink>>,
     targets: Vec<String>,
     token: Option<Secret>,
@@ -74,17 +74,17 @@ impl Releases {
             .and_then(|p| std::fs::read(p).ok())
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        Releases { metrics, detect, generation: Mutex::new(Generation { state_dir, ..Generation::default() }), identities: Mutex::new(identities) }
+        Releases { metrics, detect, generation: Mutex::new(MarkerSettings { state_dir, ..MarkerSettings::default() }), identities: Mutex::new(identities) }
     }
 
     /// The running config generation's parts.
     pub fn set_generation(&self, otlp: Option<Arc<OtlpSink>>, targets: Vec<String>, token: Option<Secret>, state_dir: Option<PathBuf>) {
-        *self.lock_generation() = Generation { otlp, targets, token, state_dir };
+        *self.lock_generation() = MarkerSettings { otlp, targets, token, state_dir };
     }
 
     /// A discovery of `target`: a release when its model or engine version differs from the
     /// last one seen (by this process, or before a restart when the state directory kept it).
-    pub fn discovered(&self, target: &str, found: &Discovery) {
+    pub fn discovered(&self, target: &str, found: &ServerIdentity) {
         let now = Identity { model: found.model.clone(), engine_version: found.engine_version.clone() };
         let before = {
             let mut ids = self.identities.lock().unwrap_or_else(|e| e.into_inner());
@@ -156,7 +156,7 @@ impl Releases {
         }
     }
 
-    fn lock_generation(&self) -> std::sync::MutexGuard<'_, Generation> {
+    fn lock_generation(&self) -> std::sync::MutexGuard<'_, MarkerSettings> {
         self.generation.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -100,7 +100,7 @@ pub struct Measured {
 
 /// The plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Plan {
+pub struct CapacityPlan {
     pub weights_bytes: f64,
     pub kv_bytes_per_request: f64,
     pub usable_memory_bytes: f64,
@@ -120,7 +120,7 @@ pub struct Plan {
 }
 
 /// Computes the plan; `Err` lists every missing or invalid input.
-pub fn plan(spec: &Spec, measured: Option<Measured>) -> Result<Plan, Vec<String>> {
+pub fn plan(spec: &Spec, measured: Option<Measured>) -> Result<CapacityPlan, Vec<String>> {
     let mut errs = Vec::new();
     let mut need = |name: &str, v: Option<f64>| -> f64 {
         match v {
@@ -236,7 +236,7 @@ pub fn plan(spec: &Spec, measured: Option<Measured>) -> Result<Plan, Vec<String>
         (Some(c), Some(s)) if s * goodput_ratio > 0.0 => Some(c * gpus / (s * goodput_ratio * 3600.0) * 1e6),
         _ => None,
     };
-    Ok(Plan {
+    Ok(CapacityPlan {
         weights_bytes,
         kv_bytes_per_request: kv_per_req,
         usable_memory_bytes: usable,
@@ -277,7 +277,7 @@ pub fn measured_from(summary: &super::summary::SummaryFile, source: &str) -> any
 }
 
 /// The plan as text.
-pub fn text(p: &Plan) -> String {
+pub fn text(p: &CapacityPlan) -> String {
     let o = |v: Option<f64>, d: usize| v.map_or("–".into(), |v| format!("{v:.d$}"));
     let mut s = format!(
         "weights                      {:.2} GiB\nKV per request               {:.3} GiB ({:.0} bytes)\nusable memory                {:.2} GiB; left for KV {:.2} GiB\nmemory-bound concurrency     {}\ncompute tokens/s             {}\ncompute-bound concurrency    {}\nrecommended concurrency      {} (limited by {})\nsupply output tokens/s       {}\ndemand output tokens/s       {}\nreplicas needed              {}\ngoodput ratio used           {:.3}\ncost per 1M good output tok  {}\n",

@@ -30,5 +30,5 @@ pub mod svg;
 
 pub use json::{read_json, write_json};
 pub use plan::Plan;
-pub use run::{RunOptions, run, run_sharded};
+pub use run::{BenchOptions, run, run_sharded};
 pub use summarize::summarize;

@@ -26,7 +26,7 @@ use crate::workload::{Calibration, Mix};
 
 /// Options of one bench run beyond the config.
 #[derive(Debug, Clone)]
-pub struct RunOptions {
+pub struct BenchOptions {
     pub output: PathBuf,
     pub target: Option<String>,
     /// Sample this process's RSS and CPU from /proc (the server, when it runs on this machine).
@@ -37,13 +37,13 @@ pub struct RunOptions {
 }
 
 /// Runs the sweep, writes the result directory, and returns its summary.
-pub async fn run(plan: &Plan, opts: &RunOptions) -> anyhow::Result<SummaryFile> {
+pub async fn run(plan: &Plan, opts: &BenchOptions) -> anyhow::Result<SummaryFile> {
     run_sharded(plan, opts, &shard::Sharding::default()).await
 }
 
 /// As [`run`], as one shard of a run split over several load generators (`bench --shard I/N`),
 /// or with a given run ID and start time.
-pub async fn run_sharded(plan: &Plan, opts: &RunOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
+pub async fn run_sharded(plan: &Plan, opts: &BenchOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
     shard::check(plan, sharding)?;
     if let Some(at) = sharding.start_at_unix_s {
         let late = unix_now() - at;

@@ -368,7 +368,7 @@ pub struct Head {
     pub status: reqwest::StatusCode,
     pub headers: HeaderMap,
     /// How its body is delimited.
-    pub body: BodyDecoder,
+    pub body: TransferDecoder,
     /// Whether the connection can carry another request after this answer.
     pub keep_alive: bool,
 }
@@ -460,20 +460,20 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
     }
     let code = status.as_u16();
     let body = if status.is_informational() || code == 204 || code == 304 {
-        BodyDecoder::Done
+        TransferDecoder::Done
     } else if chunked {
-        BodyDecoder::chunked()
+        TransferDecoder::chunked()
     } else if other_coding {
-        BodyDecoder::ToEnd
+        TransferDecoder::ToEnd
     } else {
         match length {
-            Some(0) => BodyDecoder::Done,
-            Some(n) => BodyDecoder::Length(n),
-            None => BodyDecoder::ToEnd,
+            Some(0) => TransferDecoder::Done,
+            Some(n) => TransferDecoder::Length(n),
+            None => TransferDecoder::ToEnd,
         }
     };
     // A body that runs to the end, or a length beside a transfer coding, ends the connection.
-    let keep_alive = !close && !matches!(body, BodyDecoder::ToEnd) && !(length.is_some() && (chunked || other_coding)) && code != 101;
+    let keep_alive = !close && !matches!(body, TransferDecoder::ToEnd) && !(length.is_some() && (chunked || other_coding)) && code != 101;
     Ok(Some((len, Head { status, headers, body, keep_alive })))
 }
 
@@ -511,7 +511,7 @@ impl Drop for Response {
             return;
         }
         let head =
-            Head { status: self.head.status, headers: HeaderMap::new(), body: std::mem::replace(&mut self.head.body, BodyDecoder::Done), keep_alive: true };
+            Head { status: self.head.status, headers: HeaderMap::new(), body: std::mem::replace(&mut self.head.body, TransferDecoder::Done), keep_alive: true };
         let rest = Response { head, conn: self.conn.take(), client: self.client.clone(), draining: true };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
@@ -559,8 +559,8 @@ impl Response {
             match conn.fill(READ_BUF_BYTES).await {
                 Ok(0) => {
                     self.head.keep_alive = false;
-                    if matches!(self.head.body, BodyDecoder::ToEnd) {
-                        self.head.body = BodyDecoder::Done;
+                    if matches!(self.head.body, TransferDecoder::ToEnd) {
+                        self.head.body = TransferDecoder::Done;
                         continue;
                     }
                     self.conn = None;
@@ -604,7 +604,7 @@ impl Response {
 
 /// How an answer's body is delimited, and how far it has been read.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BodyDecoder {
+pub enum TransferDecoder {
     /// This many bytes are left.
     Length(u64),
     /// `Transfer-Encoding: chunked`.
@@ -647,7 +647,7 @@ pub enum Chunked {
     },
 }
 
-/// What one [`BodyDecoder::decode`] step took from its input.
+/// What one [`TransferDecoder::decode`] step took from its input.
 #[derive(Debug, PartialEq)]
 pub struct Step {
     /// Input bytes consumed.
@@ -656,14 +656,14 @@ pub struct Step {
     pub data: Option<Range<usize>>,
 }
 
-impl BodyDecoder {
+impl TransferDecoder {
     /// A chunked body's decoder at its start.
-    pub fn chunked() -> BodyDecoder {
-        BodyDecoder::Chunked(Chunked::Size { size: 0, digits: 0, line: 0 })
+    pub fn chunked() -> TransferDecoder {
+        TransferDecoder::Chunked(Chunked::Size { size: 0, digits: 0, line: 0 })
     }
 
     pub fn is_done(&self) -> bool {
-        matches!(self, BodyDecoder::Done)
+        matches!(self, TransferDecoder::Done)
     }
 
     /// Takes framing bytes from `input` up to the next body data, and that data as far as it
@@ -671,20 +671,20 @@ impl BodyDecoder {
     /// off.
     pub fn decode(&mut self, input: &[u8]) -> Result<Step, String> {
         match self {
-            BodyDecoder::Done => Ok(Step { used: 0, data: None }),
-            BodyDecoder::ToEnd => Ok(Step { used: input.len(), data: (!input.is_empty()).then_some(0..input.len()) }),
-            BodyDecoder::Length(left) => {
+            TransferDecoder::Done => Ok(Step { used: 0, data: None }),
+            TransferDecoder::ToEnd => Ok(Step { used: input.len(), data: (!input.is_empty()).then_some(0..input.len()) }),
+            TransferDecoder::Length(left) => {
                 let n = (*left).min(input.len() as u64) as usize;
                 *left -= n as u64;
                 if *left == 0 {
-                    *self = BodyDecoder::Done;
+                    *self = TransferDecoder::Done;
                 }
                 Ok(Step { used: n, data: (n > 0).then_some(0..n) })
             }
-            BodyDecoder::Chunked(state) => {
+            TransferDecoder::Chunked(state) => {
                 let (step, end) = decode_chunked(state, input)?;
                 if end {
-                    *self = BodyDecoder::Done;
+                    *self = TransferDecoder::Done;
                 }
                 Ok(step)
             }
@@ -692,7 +692,7 @@ impl BodyDecoder {
     }
 }
 
-/// [`BodyDecoder::decode`] for a chunked body; `true` once its end is taken.
+/// [`TransferDecoder::decode`] for a chunked body; `true` once its end is taken.
 fn decode_chunked(state: &mut Chunked, input: &[u8]) -> Result<(Step, bool), String> {
     let mut i = 0;
     while i < input.len() {
@@ -770,7 +770,7 @@ fn chunk_byte(state: &mut Chunked, b: u8) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    fn decode_all(mut decoder: BodyDecoder, pieces: &[&[u8]]) -> Result<(Vec<u8>, bool), String> {
+    fn decode_all(mut decoder: TransferDecoder, pieces: &[&[u8]]) -> Result<(Vec<u8>, bool), String> {
         let mut out = Vec::new();
         for piece in pieces {
             let mut rest: &[u8] = piece;
@@ -792,7 +792,7 @@ mod tests {
     fn chunked_body_with_extensions_and_trailers_decodes_in_any_split() {
         let wire = b"5;name=value\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nx-trailer: 1\r\n\r\n";
         for cut in 0..wire.len() {
-            let (data, done) = decode_all(BodyDecoder::chunked(), &[&wire[..cut], &wire[cut..]]).unwrap();
+            let (data, done) = decode_all(TransferDecoder::chunked(), &[&wire[..cut], &wire[cut..]]).unwrap();
             assert_eq!(data, b"helloabcdefghijklmnopqrstuvwxyz", "cut at {cut}");
             assert!(done, "cut at {cut}");
         }
@@ -801,15 +801,15 @@ mod tests {
     #[test]
     fn chunked_framing_errors_are_errors() {
         for wire in [&b"zz\r\n"[..], b"5\r\nhello!\r\n", b"5\nhello\r\n", b"\r\n", b"11111111111111111\r\n"] {
-            assert!(decode_all(BodyDecoder::chunked(), &[wire]).is_err(), "{:?}", String::from_utf8_lossy(wire));
+            assert!(decode_all(TransferDecoder::chunked(), &[wire]).is_err(), "{:?}", String::from_utf8_lossy(wire));
         }
     }
 
     #[test]
     fn a_length_ends_the_body_exactly() {
-        let (data, done) = decode_all(BodyDecoder::Length(5), &[b"hel", b"lo"]).unwrap();
+        let (data, done) = decode_all(TransferDecoder::Length(5), &[b"hel", b"lo"]).unwrap();
         assert_eq!((data.as_slice(), done), (&b"hello"[..], true));
-        let mut d = BodyDecoder::Length(2);
+        let mut d = TransferDecoder::Length(2);
         assert_eq!(d.decode(b"abcd").unwrap(), Step { used: 2, data: Some(0..2) });
         assert!(d.is_done());
     }
@@ -817,12 +817,12 @@ mod tests {
     #[test]
     fn head_framing_follows_the_rfc() {
         let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap().1;
-        assert_eq!(head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n").body, BodyDecoder::Length(3));
+        assert_eq!(head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n").body, TransferDecoder::Length(3));
         let h = head("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n");
-        assert!(matches!(h.body, BodyDecoder::Chunked(_)) && !h.keep_alive, "chunked wins; a length beside it closes");
+        assert!(matches!(h.body, TransferDecoder::Chunked(_)) && !h.keep_alive, "chunked wins; a length beside it closes");
         let h = head("HTTP/1.1 200 OK\r\n\r\n");
-        assert!(h.body == BodyDecoder::ToEnd && !h.keep_alive);
-        assert_eq!(head("HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n").body, BodyDecoder::Done);
+        assert!(h.body == TransferDecoder::ToEnd && !h.keep_alive);
+        assert_eq!(head("HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n").body, TransferDecoder::Done);
         assert!(!head("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 1\r\n\r\n").keep_alive);
         assert!(!head("HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n").keep_alive);
         assert!(head("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n").keep_alive);

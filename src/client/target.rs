@@ -21,7 +21,7 @@ use crate::protocol::ModelSource;
 
 /// What `/v1/models` and `/version` told us about a target.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Discovery {
+pub struct ServerIdentity {
     pub model: String,
     pub engine: String,
     pub engine_version: String,
@@ -202,27 +202,27 @@ impl TargetRuntime {
 
     /// A probe request, ready to send: `POST base_url + path` with the target's headers, then
     /// `headers`, and `body`. Through the lean client where it applies.
-    pub fn prepare(&self, path: &str, headers: HeaderMap, body: Vec<u8>) -> Result<Prepared, Failure> {
+    pub fn prepare(&self, path: &str, headers: HeaderMap, body: Vec<u8>) -> Result<PreparedRequest, Failure> {
         let Some(lean) = &self.lean else {
             let mut req = self.request(reqwest::Method::POST, path)?;
             for (name, value) in headers.iter() {
                 req = req.header(name, value);
             }
-            return Ok(Prepared::General(req.body(body)));
+            return Ok(PreparedRequest::General(req.body(body)));
         };
         let mut all = self.own_headers()?;
         for (name, value) in headers.iter() {
             all.append(name, value.clone());
         }
-        Ok(Prepared::Lean(lean.prepare(path, &all, &body)))
+        Ok(PreparedRequest::Lean(lean.prepare(path, &all, &body)))
     }
 
     /// Sends a prepared probe request (the rest of it, when the dispatcher wrote the first
     /// `written` bytes) and returns once the answer's head is in.
-    pub async fn send(&self, request: Prepared, written: Option<Written>) -> Result<Answer, Failure> {
+    pub async fn send(&self, request: PreparedRequest, written: Option<Written>) -> Result<Answer, Failure> {
         let request = match request {
-            Prepared::Lean(request) => request,
-            Prepared::General(req) => {
+            PreparedRequest::Lean(request) => request,
+            PreparedRequest::General(req) => {
                 let response = self.send_general(req).await?;
                 return Ok(Answer::General { response, piece: bytes::Bytes::new() });
             }
@@ -266,7 +266,7 @@ impl TargetRuntime {
     /// engine and version: OpenAI `/v1/models` + `/version`, Ollama `/api/tags` + `/api/version`,
     /// llama.cpp `/props`, TGI `/info`, SGLang `/get_model_info` + `/get_server_info`. A
     /// configured model wins over a discovered one; a version that cannot be read is empty.
-    pub async fn discover(&self) -> Result<Discovery, Failure> {
+    pub async fn discover(&self) -> Result<ServerIdentity, Failure> {
         let family = self.config.api.family();
         let d = &family.discovery;
         let listed_none = || Failure::new(ErrorClass::Parse, format!("{} listed no model", d.model_path));
@@ -292,7 +292,7 @@ impl TargetRuntime {
         let version_doc = if d.version_path == d.model_path { Some(&doc) } else { own_page.as_ref() };
         let engine_version = version_doc.and_then(d.version_of).unwrap_or_default();
         let engine = (d.engine_of)(&doc).or_else(|| family.implied_engine.map(str::to_owned)).unwrap_or_else(|| "unknown".into());
-        Ok(Discovery { model, engine, engine_version })
+        Ok(ServerIdentity { model, engine, engine_version })
     }
 
     /// An info endpoint of an API whose requests need no model name: a configured model, or an
@@ -407,15 +407,15 @@ pub async fn read_limited(mut resp: reqwest::Response, max: usize) -> Result<Vec
 }
 
 /// A probe request ready to send, for the lean client or the general one.
-pub enum Prepared {
+pub enum PreparedRequest {
     Lean(crate::client::http1::Request),
     General(reqwest::RequestBuilder),
 }
 
-impl Prepared {
+impl PreparedRequest {
     /// Opens the lean client's connection for the request before `by`, when it has none.
     pub async fn connect_before(&mut self, by: std::time::Instant) {
-        if let Prepared::Lean(request) = self {
+        if let PreparedRequest::Lean(request) = self {
             request.connect_before(by).await;
         }
     }
@@ -423,14 +423,14 @@ impl Prepared {
     /// Opens the lean client's connection for a request sent at once, when it has none (see
     /// `http1::Request::connect_first`).
     pub async fn connect_first(&mut self) {
-        if let Prepared::Lean(request) = self {
+        if let PreparedRequest::Lean(request) = self {
             request.connect_first().await;
         }
     }
 
     /// Gives back the lean client's connection of a request that will not be sent.
     pub fn withdraw(&mut self) {
-        if let Prepared::Lean(request) = self {
+        if let PreparedRequest::Lean(request) = self {
             request.withdraw();
         }
     }
@@ -439,8 +439,8 @@ impl Prepared {
     /// client with a connection).
     pub fn handover(&self) -> Option<Write> {
         match self {
-            Prepared::Lean(request) => request.handover(),
-            Prepared::General(_) => None,
+            PreparedRequest::Lean(request) => request.handover(),
+            PreparedRequest::General(_) => None,
         }
     }
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::loader;
-use crate::bench::{Plan, RunOptions};
+use crate::bench::{BenchOptions, Plan};
 
 /// `llmprobe bench` flags.
 #[derive(Debug, Args)]
@@ -92,7 +92,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{e:#}");
         return Ok(ExitCode::from(crate::EXIT_CONFIG));
     }
-    let opts = RunOptions {
+    let opts = BenchOptions {
         output: output.clone(),
         target: args.target.clone(),
         server_pid: args.server_pid,
@@ -114,13 +114,13 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the sweep, or each matrix run into its own subdirectory (with `matrix.json` listing them).
-async fn run_all(runs: &[crate::bench::matrix::Run], matrix: bool, opts: &RunOptions, sharding: &crate::bench::shard::Sharding) -> anyhow::Result<()> {
+async fn run_all(runs: &[crate::bench::matrix::Run], matrix: bool, opts: &BenchOptions, sharding: &crate::bench::shard::Sharding) -> anyhow::Result<()> {
     if matrix {
         std::fs::create_dir_all(&opts.output)?;
         crate::bench::write_json(&opts.output.join("matrix.json"), &runs)?;
     }
     for r in runs {
-        let opts = if matrix { RunOptions { output: opts.output.join(&r.name), ..opts.clone() } } else { opts.clone() };
+        let opts = if matrix { BenchOptions { output: opts.output.join(&r.name), ..opts.clone() } } else { opts.clone() };
         if matrix {
             eprintln!("bench: run {} -> {}", r.name, opts.output.display());
         }

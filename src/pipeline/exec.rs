@@ -10,11 +10,11 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::target::{Answer, Prepared, TargetRuntime};
+use crate::client::target::{Answer, PreparedRequest, TargetRuntime};
 use crate::probe::deadline::after;
 use crate::probe::handover::{Opened, Written};
 use crate::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
-use crate::protocol::coding::{BodyDecoder, ContentCoding};
+use crate::protocol::coding::{ContentCoding, ContentDecoder};
 use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
 use crate::workload::Draw;
@@ -75,7 +75,7 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
 
 /// Waits for the send time; returns what the dispatcher wrote of the request, if it did, or
 /// the in-flight cap's refusal (the probe is then never sent).
-async fn send_time(send_at: SendAt, intended: Instant, request: &mut Prepared) -> Result<Option<Written>, Failure> {
+async fn send_time(send_at: SendAt, intended: Instant, request: &mut PreparedRequest) -> Result<Option<Written>, Failure> {
     match send_at {
         SendAt::Now => {
             request.connect_first().await;
@@ -120,7 +120,7 @@ async fn send_time_unsent(send_at: SendAt, intended: Instant) {
 }
 
 /// The probe's request, ready to send: model, body and headers.
-async fn build(probe: &Probe, out: &mut Outcome) -> Result<Prepared, Failure> {
+async fn build(probe: &Probe, out: &mut Outcome) -> Result<PreparedRequest, Failure> {
     let target = &probe.target;
     out.model = target.model().await?;
     let family = target.config.api.family();
@@ -314,7 +314,7 @@ async fn read_whole(
     max_bytes: usize,
     out: &mut Outcome,
 ) -> Result<(), Failure> {
-    let mut decoder = BodyDecoder::new(coding);
+    let mut decoder = ContentDecoder::new(coding);
     let mut body = Vec::new();
     // When the last piece came (the answer's end), by the receive stamps where there are any.
     let mut last_arrived = None;
@@ -416,7 +416,7 @@ fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: 
 /// Cuts the body into frames, parses them and enforces the size caps.
 struct StreamReader {
     /// The content coding, undone before framing.
-    body: BodyDecoder,
+    body: ContentDecoder,
     decoder: FrameDecoder,
     state: StreamState,
     total_bytes: usize,
@@ -432,7 +432,7 @@ struct StreamReader {
 impl StreamReader {
     fn new(framing: Framing, coding: ContentCoding, max_bytes: usize) -> Self {
         StreamReader {
-            body: BodyDecoder::new(coding),
+            body: ContentDecoder::new(coding),
             decoder: FrameDecoder::new(framing),
             state: StreamState::default(),
             total_bytes: 0,

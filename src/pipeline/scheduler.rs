@@ -130,14 +130,14 @@ impl Budget {
     }
 }
 
-/// A started run; see [`Running::stopped`].
-pub struct Running {
+/// A started run; see [`RunningSchedules::stopped`].
+pub struct RunningSchedules {
     dispatcher: Option<tokio::sync::oneshot::Receiver<Result<(), String>>>,
     workers: Vec<tokio::task::JoinHandle<()>>,
     budget: Arc<Budget>,
 }
 
-impl Running {
+impl RunningSchedules {
     /// Waits until no stream will send again (the stop rule, or `stop`); probes handed to the
     /// tracker may still be running. `Err` when the dispatcher stopped after an internal error.
     pub async fn stopped(self) -> Result<(), String> {
@@ -154,7 +154,7 @@ impl Running {
 /// Starts every stream: the open ones on the dispatcher thread, a task per closed-loop worker.
 /// If the dispatcher itself panics (a bug), the panic is counted and the scheduler is marked
 /// down in `health`, so `/readyz` fails instead of the prober going quiet while looking ready.
-pub fn start(streams: Vec<Stream>, rule: StopRule, ctx: RunContext, health: Option<Arc<Health>>) -> std::io::Result<Running> {
+pub fn start(streams: Vec<Stream>, rule: StopRule, ctx: RunContext, health: Option<Arc<Health>>) -> std::io::Result<RunningSchedules> {
     let begin = Instant::now();
     let budget = Arc::new(Budget::new(&rule, begin));
     let mut open = Vec::new();
@@ -171,7 +171,7 @@ pub fn start(streams: Vec<Stream>, rule: StopRule, ctx: RunContext, health: Opti
         }
     }
     let dispatcher = if open.is_empty() { None } else { Some(spawn_dispatcher(open, begin, budget.clone(), ctx, health)?) };
-    Ok(Running { dispatcher, workers, budget })
+    Ok(RunningSchedules { dispatcher, workers, budget })
 }
 
 /// Runs `streams` to `rule` with a recorder of its own handing every outcome to `sinks`, and

@@ -56,7 +56,7 @@ pub const RATIO_FREE_BYTES: u64 = 1 << 20;
 
 /// Decodes one response body, chunk by chunk.
 #[derive(Debug)]
-pub struct BodyDecoder {
+pub struct ContentDecoder {
     state: State,
     /// Coded bytes fed and decoded bytes given out so far, for the ratio cap.
     coded: u64,
@@ -78,14 +78,14 @@ enum State {
     Done,
 }
 
-impl BodyDecoder {
+impl ContentDecoder {
     pub fn new(coding: ContentCoding) -> Self {
         let state = match coding {
             ContentCoding::Identity => State::Identity,
             ContentCoding::Gzip => State::GzHeader(Vec::new()),
             ContentCoding::Deflate => State::DeflateStart(Vec::with_capacity(2)),
         };
-        BodyDecoder { state, coded: 0, decoded: 0 }
+        ContentDecoder { state, coded: 0, decoded: 0 }
     }
 
     /// Decodes a chunk; `limit` is the most decoded bytes this chunk may yield (the caller's
@@ -295,7 +295,7 @@ mod tests {
     }
 
     fn decode_all(coding: ContentCoding, body: &[u8], cut: usize) -> Result<Vec<u8>, String> {
-        let mut d = BodyDecoder::new(coding);
+        let mut d = ContentDecoder::new(coding);
         let mut out = d.decode(&body[..cut], usize::MAX)?.into_owned();
         out.extend_from_slice(&d.decode(&body[cut..], usize::MAX)?);
         Ok(out)
@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn a_flushed_gzip_stream_yields_each_part_as_it_arrives() {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let mut d = BodyDecoder::new(ContentCoding::Gzip);
+        let mut d = ContentDecoder::new(ContentCoding::Gzip);
         for part in [&b"data: a\n\n"[..], b"data: b\n\n"] {
             e.write_all(part).unwrap();
             e.flush().unwrap();
@@ -344,7 +344,7 @@ mod tests {
         body[n - 6] ^= 0xff; // CRC
         assert!(decode_all(ContentCoding::Gzip, &body, 0).unwrap_err().contains("CRC"));
         let bomb = gzip(&[&vec![b'a'; 8 << 20]]);
-        let mut d = BodyDecoder::new(ContentCoding::Gzip);
+        let mut d = ContentDecoder::new(ContentCoding::Gzip);
         assert!(d.decode(&bomb, 1 << 20).unwrap_err().contains("exceeded"));
     }
 
@@ -352,7 +352,7 @@ mod tests {
     fn the_ratio_cap_refuses_a_bomb_early_and_passes_real_text() {
         // 32 MiB of zeros is ~32 KiB of gzip: refused once past 1 MiB decoded, whatever the limit.
         let bomb = gzip(&[&vec![0; 32 << 20]]);
-        let mut d = BodyDecoder::new(ContentCoding::Gzip);
+        let mut d = ContentDecoder::new(ContentCoding::Gzip);
         let err = bomb.chunks(512).find_map(|piece| d.decode(piece, usize::MAX).err()).expect("refused");
         assert!(err.contains("compression bomb"), "{err}");
         assert!(d.decoded <= RATIO_FREE_BYTES + STEP_OUTPUT as u64, "stopped at {} decoded bytes", d.decoded);

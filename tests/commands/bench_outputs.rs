@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use llmprobe::bench::{self, Plan, RunOptions, schema};
+use llmprobe::bench::{self, BenchOptions, Plan, schema};
 use llmprobe::mock::{MockOptions, Profile};
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ async fn run_with(dir: &Path, mode: &str, sources: &str) {
     let cfg = llmprobe::app::loader::parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
     let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
     let opts =
-        RunOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true };
+        BenchOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true };
     bench::run(&plan, &opts).await.unwrap();
     stop.cancel();
 }

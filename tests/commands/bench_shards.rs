@@ -13,7 +13,7 @@ use llmprobe::bench::records::{self, Phase, Record};
 use llmprobe::bench::report;
 use llmprobe::bench::shard::{self, Shard, Sharding};
 use llmprobe::bench::summary::SummaryFile;
-use llmprobe::bench::{self, Plan, RunOptions, schema};
+use llmprobe::bench::{self, BenchOptions, Plan, schema};
 use llmprobe::mock::{MockOptions, Profile};
 use llmprobe::util::stats::{percentile, sort_f64};
 
@@ -29,8 +29,8 @@ fn plan(base_url: &str, bench_yaml: &str) -> Plan {
     Plan::new(cfg, "shards.yaml", &text).unwrap()
 }
 
-fn opts(dir: &Path) -> RunOptions {
-    RunOptions { output: dir.to_path_buf(), target: None, server_pid: None, sample_every: Duration::from_millis(200), quiet: true }
+fn opts(dir: &Path) -> BenchOptions {
+    BenchOptions { output: dir.to_path_buf(), target: None, server_pid: None, sample_every: Duration::from_millis(200), quiet: true }
 }
 
 /// Runs `n` shards of `plan` concurrently with one run ID, starting `lead` from now; returns

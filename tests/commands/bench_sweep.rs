@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use llmprobe::bench::records::{self, Phase, Record};
 use llmprobe::bench::summary::SummaryFile;
-use llmprobe::bench::{self, Plan, RunOptions};
+use llmprobe::bench::{self, BenchOptions, Plan};
 use llmprobe::mock::{MockOptions, Profile};
 use llmprobe::util::stats::{percentile, sort_f64};
 
@@ -34,8 +34,8 @@ fn plan_for(api: &str, base_url: &str, bench_yaml: &str, output_tokens: u32) -> 
     Plan::new(cfg, "bench-test.yaml", &text).unwrap()
 }
 
-fn opts(dir: &Path) -> RunOptions {
-    RunOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true }
+fn opts(dir: &Path) -> BenchOptions {
+    BenchOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true }
 }
 
 fn nearest(mut v: Vec<f64>, q: f64) -> Option<f64> {

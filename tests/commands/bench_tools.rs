@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use llmprobe::bench::records::{self, Phase, Record, SloVerdict};
 use llmprobe::bench::summary::SummaryFile;
-use llmprobe::bench::{self, Plan, RunOptions, knee};
+use llmprobe::bench::{self, BenchOptions, Plan, knee};
 use llmprobe::mock::{MockOptions, Profile};
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -30,7 +30,7 @@ async fn sweep(dir: &Path) {
     );
     let cfg = llmprobe::app::loader::parse(&text, "t.yaml").unwrap();
     let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
-    let opts = RunOptions { output: dir.to_path_buf(), target: None, server_pid: None, sample_every: Duration::from_secs(1), quiet: true };
+    let opts = BenchOptions { output: dir.to_path_buf(), target: None, server_pid: None, sample_every: Duration::from_secs(1), quiet: true };
     bench::run(&plan, &opts).await.unwrap();
     stop.cancel();
 }

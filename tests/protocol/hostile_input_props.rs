@@ -15,7 +15,7 @@ use crate::stream_fixtures;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::client::http1::BodyDecoder;
+use llmprobe::client::http1::TransferDecoder;
 use llmprobe::config::Slo;
 use llmprobe::probe::measure::measure;
 use llmprobe::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
@@ -537,7 +537,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
 
 /// Feeds `pieces` to a body decoder as the lean client does (each step on what is left of the
 /// piece); returns the data, whether the body ended, and the first framing error.
-fn body_through(decoder: &mut BodyDecoder, pieces: &[&[u8]]) -> (Vec<u8>, Option<String>) {
+fn body_through(decoder: &mut TransferDecoder, pieces: &[&[u8]]) -> (Vec<u8>, Option<String>) {
     let mut data = Vec::new();
     for piece in pieces {
         let mut rest: &[u8] = piece;
@@ -585,7 +585,7 @@ fn chunked_bodies_decode_to_their_data_under_any_split() {
             pieces.push(&rest[..n]);
             rest = &rest[n..];
         }
-        let mut decoder = BodyDecoder::chunked();
+        let mut decoder = TransferDecoder::chunked();
         let (got, err) = body_through(&mut decoder, &pieces);
         assert_eq!(err, None);
         assert!(decoder.is_done(), "the zero chunk and the final CRLF end the body");
@@ -603,7 +603,7 @@ fn body_framing_and_answer_heads_never_panic_on_any_bytes() {
             assert!(len <= bytes.len());
             let _ = head.keep_alive;
         }
-        for mut decoder in [BodyDecoder::chunked(), BodyDecoder::Length(rng.below(1 << 20)), BodyDecoder::ToEnd] {
+        for mut decoder in [TransferDecoder::chunked(), TransferDecoder::Length(rng.below(1 << 20)), TransferDecoder::ToEnd] {
             let cut = rng.below(bytes.len() as u64 + 1) as usize;
             let (data, _) = body_through(&mut decoder, &[&bytes[..cut], &bytes[cut..]]);
             assert!(data.len() <= bytes.len(), "framing never invents data");
