@@ -7,37 +7,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::release::Releases;
 use crate::client::target::TargetRuntime;
-use crate::sink::otlp::OtlpSink;
-use crate::sink::otlp_metrics::OtlpMetricsSink;
-use crate::sink::prometheus::Metrics;
+use crate::sink::{Event, Sinks};
 
 /// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
 const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
 
 /// Discovers a target's model and engine, and re-reads them so a release shows up.
-pub(super) async fn keep_discovering(
-    target: Arc<TargetRuntime>,
-    every: Duration,
-    metrics: Arc<Metrics>,
-    releases: Arc<Releases>,
-    (otlp, otlp_metrics): (Option<Arc<OtlpSink>>, Option<Arc<OtlpMetricsSink>>),
-    stop: CancellationToken,
-) {
+pub(super) async fn keep_discovering(target: Arc<TargetRuntime>, every: Duration, sinks: Sinks, releases: Arc<Releases>, stop: CancellationToken) {
     let mut last: Option<crate::client::target::ServerIdentity> = None;
     loop {
         let wait = match target.discover().await {
             Ok(found) => {
                 if last.as_ref() != Some(&found) {
                     tracing::info!(target_name = %target.name, model = %found.model, engine = %found.engine, version = %found.engine_version, "target discovered");
-                    metrics.set_target_info(&target.name, &found.model, &found.engine, &found.engine_version);
+                    sinks.event(&Event::Identity { target: &target.name, model: &found.model, engine: &found.engine, engine_version: &found.engine_version });
                     target.use_discovered_model(&found.model);
                     releases.discovered(&target.name, &found);
-                    if let Some(o) = &otlp {
-                        o.set_engine(&target.name, &found.engine);
-                    }
-                    if let Some(m) = &otlp_metrics {
-                        m.set_engine(&target.name, &found.engine);
-                    }
                     last = Some(found);
                 }
                 every

@@ -17,9 +17,8 @@ use crate::pipeline::recorder::{self, Accounting};
 use crate::pipeline::scheduler::{self, Pacing, RunContext, StopRule, Stream};
 use crate::probe::arrival;
 use crate::replicas::Endpoints;
-use crate::sink::Sink;
-use crate::sink::prometheus::Metrics;
 use crate::sink::summary::Summary;
+use crate::sink::{Sink, Sinks};
 use crate::source::SnapshotCache;
 use crate::util::health::{Health, spawn_supervised};
 use crate::workload::{Calibration, Mix, Sampler, fingerprint};
@@ -63,8 +62,10 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         sinks.push(log.clone());
     }
     let names = config.targets.iter().map(|t| t.name.clone()).collect();
-    station.releases.set_generation(otlp.clone(), names, release_token, config.detect.state_dir.clone());
-    let (recorder, recorder_task) = recorder::spawn(sinks, config.slo_table(), Some(health.clone()));
+    // One list for probes and events: every exporter hears of both through the Sink interface.
+    let sinks = Sinks::new(sinks);
+    station.releases.set_generation(sinks.clone(), names, release_token, config.detect.state_dir.clone());
+    let (recorder, recorder_task) = recorder::spawn(sinks.list().to_vec(), config.slo_table(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
         recorder,
@@ -88,20 +89,19 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
     for target in &targets {
         let endpoints = Arc::new(Endpoints::new(target.clone()));
         if let Some(spec) = target.config.replicas.clone() {
-            let (e, c, m, r, stop) = (endpoints.clone(), shared_config.clone(), metrics.clone(), station.replicas.clone(), shutdown.clone());
+            let (e, c, s, stop) = (endpoints.clone(), shared_config.clone(), sinks.clone(), shutdown.clone());
             let resolver = options
                 .resolver
                 .clone()
                 .map_or_else(|| Arc::new(crate::replicas::discover::SystemResolver) as Arc<dyn crate::replicas::discover::Resolver>, |h| h.0);
             loops.push(spawn_supervised("discovery", format!("{} replicas", target.name), health.clone(), move || {
-                crate::replicas::follow(e.clone(), spec.clone(), c.clone(), m.clone(), r.clone(), resolver.clone(), stop.clone())
+                crate::replicas::follow(e.clone(), spec.clone(), c.clone(), s.clone(), resolver.clone(), stop.clone())
             }));
         }
-        let (t, m, o, stop) = (target.clone(), metrics.clone(), otlp.clone(), shutdown.clone());
-        let (om, r) = (otlp_metrics.clone(), station.releases.clone());
+        let (t, s, r, stop) = (target.clone(), sinks.clone(), station.releases.clone(), shutdown.clone());
         let every = config.probe.discovery_interval;
         loops.push(spawn_supervised("discovery", target.name.to_string(), health.clone(), move || {
-            keep_discovering(t.clone(), every, m.clone(), r.clone(), (o.clone(), om.clone()), stop.clone())
+            keep_discovering(t.clone(), every, s.clone(), r.clone(), stop.clone())
         }));
         // One calibration per target, shared by its scenarios, fitted off the probes' clock.
         let calibration = Arc::new(Calibration::new(target.config.api));
@@ -178,7 +178,7 @@ async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: Cancellat
 fn start_sources(
     config: &Config,
     cache: Arc<SnapshotCache>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn crate::source::scrape::ScrapeReport>,
     health: Arc<Health>,
     stop: CancellationToken,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {

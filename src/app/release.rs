@@ -1,21 +1,20 @@
 //! Release markers from every source, in one place. A marker is a discovery change (a target's
 //! model or engine version differs from the last one seen — also across a restart, when
 //! `detect.state_dir` keeps the last identity), a `POST /api/v1/releases` (CI/CD pipelines,
-//! `llmprobe release mark`). Each marker is a log line, `llmprobe_release_info` and
-//! `llmprobe_release_timestamp_seconds` series, an `llmprobe.release` span when tracing is on, and
-//! arms the regression detector for that target.
+//! `llmprobe release mark`). Each marker is a log line and an `Event::Release` to the running
+//! generation's sinks: `llmprobe_release_info` and `llmprobe_release_timestamp_seconds` series,
+//! an `llmprobe.release` span when tracing is on, and the regression detector armed for that
+//! target.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
 use crate::client::secret::Secret;
 use crate::client::target::ServerIdentity;
-use crate::sink::detect::DetectSink;
-use crate::sink::otlp::OtlpSink;
-use crate::sink::prometheus::Metrics;
+use crate::sink::{Event, Sinks};
 use crate::util::clock::unix_now;
 
 /// The file in `detect.state_dir` that keeps each target's last discovered identity.
@@ -31,16 +30,14 @@ struct Identity {
 }
 
 pub struct Releases {
-    metrics: Arc<Metrics>,
-    detect: Option<Arc<DetectSink>>,
-    /// Per config generation: the trace sink, the configured targets, the API token.
+    /// Per config generation: its sinks, the configured targets, the API token.
     generation: Mutex<MarkerSettings>,
     identities: Mutex<HashMap<String, Identity>>,
 }
 
 #[derive(Default)]
 struct MarkerSettings {
-    otlp: Option<Arc<OtlpSink>>,
+    sinks: Sinks,
     targets: Vec<String>,
     token: Option<Secret>,
     state_dir: Option<PathBuf>,
@@ -67,19 +64,19 @@ pub struct MarkRequest {
 
 impl Releases {
     /// `state_dir` is where the last identities were kept (read now, if there).
-    pub fn new(metrics: Arc<Metrics>, detect: Option<Arc<DetectSink>>, state_dir: Option<PathBuf>) -> Releases {
+    pub fn new(state_dir: Option<PathBuf>) -> Releases {
         let identities = state_dir
             .as_deref()
             .map(|d| d.join(IDENTITY_FILE))
             .and_then(|p| std::fs::read(p).ok())
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        Releases { metrics, detect, generation: Mutex::new(MarkerSettings { state_dir, ..MarkerSettings::default() }), identities: Mutex::new(identities) }
+        Releases { generation: Mutex::new(MarkerSettings { state_dir, ..MarkerSettings::default() }), identities: Mutex::new(identities) }
     }
 
     /// The running config generation's parts.
-    pub fn set_generation(&self, otlp: Option<Arc<OtlpSink>>, targets: Vec<String>, token: Option<Secret>, state_dir: Option<PathBuf>) {
-        *self.lock_generation() = MarkerSettings { otlp, targets, token, state_dir };
+    pub fn set_generation(&self, sinks: Sinks, targets: Vec<String>, token: Option<Secret>, state_dir: Option<PathBuf>) {
+        *self.lock_generation() = MarkerSettings { sinks, targets, token, state_dir };
     }
 
     /// A discovery of `target`: a release when its model or engine version differs from the
@@ -102,7 +99,6 @@ impl Releases {
             "release: the target's model or engine version changed"
         );
         let at = unix_now();
-        self.metrics.set_target_info_change(target, at);
         let version = if now.engine_version.is_empty() { now.model.clone() } else { now.engine_version.clone() };
         self.apply(target, &version, "discovery", at, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
     }
@@ -135,14 +131,8 @@ impl Releases {
     }
 
     fn apply(&self, target: &str, version: &str, source: &str, at: f64, before: [&str; 2], after: [&str; 2]) {
-        self.metrics.detect.set_release(target, version, source, at);
-        if let Some(d) = &self.detect {
-            d.mark_release(target, at);
-        }
-        let otlp = self.lock_generation().otlp.clone();
-        if let Some(o) = otlp {
-            o.release(target, before, after);
-        }
+        let sinks = self.lock_generation().sinks.clone();
+        sinks.event(&Event::Release { target, version, source, at, before, after });
     }
 
     fn save_identities(&self, ids: &HashMap<String, Identity>) {

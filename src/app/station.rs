@@ -60,7 +60,7 @@ impl Station {
             }
             Arc::new(sink)
         });
-        let releases = Arc::new(Releases::new(metrics.clone(), detect.clone(), config.detect.state_dir.clone()));
+        let releases = Arc::new(Releases::new(config.detect.state_dir.clone()));
         let t = &config.detect.tuning;
         // The canary spends the release test's budget for one latency signal, per signal.
         let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), t.latency_tolerance, t.clip_sigmas, t.armed_alpha / 6.0));

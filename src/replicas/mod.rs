@@ -22,8 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::target::TargetRuntime;
 use crate::config::{Config, ReplicaRate, Replicas};
 use crate::replicas::discover::Replica;
-use crate::sink::prometheus::Metrics;
-use crate::sink::replicas::ReplicaSink;
+use crate::sink::{Event, Sinks};
 
 /// Where one target's probes go.
 pub struct Endpoints {
@@ -78,8 +77,7 @@ pub async fn follow(
     endpoints: Arc<Endpoints>,
     spec: Replicas,
     config: Arc<Config>,
-    metrics: Arc<Metrics>,
-    sink: Arc<ReplicaSink>,
+    sinks: Sinks,
     resolver: Arc<dyn crate::replicas::discover::Resolver>,
     stop: CancellationToken,
 ) {
@@ -103,14 +101,14 @@ pub async fn follow(
                     tracing::info!(target_name = %target, discovered = all.len(), probed = spec.max, "more replicas than replicas.max: probing a rotating window");
                 }
                 let probed = window(&all, spec.max, offset);
-                metrics.set_replica_counts(&target, all.len(), probed.len());
+                sinks.event(&Event::ReplicaCounts { target: &target, discovered: all.len(), probed: probed.len() });
                 for r in &probed {
                     gone.remove(&r.id);
                     if !live.contains_key(&r.id) {
                         let rt = Arc::new(endpoints.base.for_replica(&r.id, r.addr));
-                        metrics.add_replica(&config, &target, &r.id);
+                        sinks.event(&Event::ReplicaAdded { config: &config, target: &target, replica: &r.id });
                         let task_stop = stop.child_token();
-                        tokio::spawn(discover_replica(rt.clone(), r.clone(), every, metrics.clone(), sink.clone(), task_stop.clone()));
+                        tokio::spawn(discover_replica(rt.clone(), r.clone(), every, sinks.clone(), task_stop.clone()));
                         live.insert(r.id.clone(), (rt, task_stop));
                     }
                 }
@@ -130,8 +128,7 @@ pub async fn follow(
                 let expired: Vec<String> = gone.iter().filter(|(_, at)| at.elapsed() >= spec.grace).map(|(id, _)| id.clone()).collect();
                 for id in expired {
                     gone.remove(&id);
-                    metrics.forget_replica(&config, &target, &id);
-                    sink.forget(&target, &id);
+                    sinks.event(&Event::ReplicaGone { config: &config, target: &target, replica: &id });
                 }
             }
             _ = stop.cancelled() => break,
@@ -145,7 +142,7 @@ pub async fn follow(
 
 /// A replica's own discovery (model, engine version): its version is what the replica itself
 /// reports, unless discovery read one from a pod label.
-async fn discover_replica(rt: Arc<TargetRuntime>, replica: Replica, every: Duration, metrics: Arc<Metrics>, sink: Arc<ReplicaSink>, stop: CancellationToken) {
+async fn discover_replica(rt: Arc<TargetRuntime>, replica: Replica, every: Duration, sinks: Sinks, stop: CancellationToken) {
     let id = replica.id.clone();
     let mut last = None;
     loop {
@@ -156,8 +153,8 @@ async fn discover_replica(rt: Arc<TargetRuntime>, replica: Replica, every: Durat
                     replica.version.clone().unwrap_or_else(|| if found.engine_version.is_empty() { found.model.clone() } else { found.engine_version.clone() });
                 if last.as_ref() != Some(&version) {
                     tracing::info!(target_name = %rt.name, replica = %id, version = %version, "replica discovered");
-                    metrics.set_replica_info(&rt.name, &id, &version, replica.node.as_deref().unwrap_or(""), replica.zone.as_deref().unwrap_or(""));
-                    sink.set_version(&rt.name, &id, &version);
+                    let (node, zone) = (replica.node.as_deref().unwrap_or(""), replica.zone.as_deref().unwrap_or(""));
+                    sinks.event(&Event::ReplicaVersion { target: &rt.name, replica: &id, version: &version, node, zone });
                     last = Some(version);
                 }
                 every

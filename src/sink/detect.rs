@@ -244,6 +244,12 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
 }
 
 impl Sink for DetectSink {
+    fn event(&self, event: &super::Event) {
+        if let super::Event::Release { target, at, .. } = *event {
+            self.mark_release(target, at);
+        }
+    }
+
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
         let obs = observation(outcome, sample);
         self.lock().observe(&outcome.target, &outcome.scenario, obs, unix_now());

@@ -141,6 +141,14 @@ impl OtlpSink {
 }
 
 impl Sink for OtlpSink {
+    fn event(&self, event: &super::Event) {
+        match *event {
+            super::Event::Identity { target, engine, .. } => self.set_engine(target, engine),
+            super::Event::Release { target, before, after, .. } => self.release(target, before, after),
+            _ => {}
+        }
+    }
+
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
         // A dropped probe was never sent: no request, no span.
         if outcome.error_class() == Some(ErrorClass::InFlightCap) {

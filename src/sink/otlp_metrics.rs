@@ -216,6 +216,12 @@ impl OtlpMetricsSink {
 }
 
 impl Sink for OtlpMetricsSink {
+    fn event(&self, event: &super::Event) {
+        if let super::Event::Identity { target, engine, .. } = *event {
+            self.set_engine(target, engine);
+        }
+    }
+
     fn record(&self, o: &Outcome, sample: Option<&Sample>) {
         let class = o.error_class();
         let ts = [KeyValue::new("llmprobe.target", o.target.to_string()), KeyValue::new("llmprobe.scenario", o.scenario.to_string())];

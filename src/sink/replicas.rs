@@ -182,6 +182,14 @@ fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 impl Sink for ReplicaSink {
+    fn event(&self, event: &super::Event) {
+        match *event {
+            super::Event::ReplicaVersion { target, replica, version, .. } => self.set_version(target, replica, version),
+            super::Event::ReplicaGone { target, replica, .. } => self.forget(target, replica),
+            _ => {}
+        }
+    }
+
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
         let Some(replica) = outcome.replica.as_deref() else { return };
         let obs = observation(outcome, sample);

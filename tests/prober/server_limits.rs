@@ -35,8 +35,8 @@ async fn start(limits: Limits, releases: bool) -> (SocketAddr, CancellationToken
         let file = dir.join("token");
         std::fs::write(&file, TOKEN).unwrap();
         let secret = llmprobe::client::secret::resolve(&SecretRef::File(file)).unwrap();
-        let r = Arc::new(Releases::new(metrics.clone(), None, None));
-        r.set_generation(None, vec!["t".into()], Some(secret), None);
+        let r = Arc::new(Releases::new(None));
+        r.set_generation(llmprobe::sink::Sinks::new(vec![metrics.clone()]), vec!["t".into()], Some(secret), None);
         r
     });
     let state = ServerState { metrics, history: Arc::new(History::default()), health, reload: None, lifecycle: false, releases };

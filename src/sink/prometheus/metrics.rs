@@ -460,6 +460,23 @@ impl Metrics {
 }
 
 impl Sink for Metrics {
+    fn event(&self, event: &super::super::Event) {
+        use super::super::Event::*;
+        match *event {
+            Identity { target, model, engine, engine_version } => self.set_target_info(target, model, engine, engine_version),
+            Release { target, version, source, at, .. } => {
+                if source == "discovery" {
+                    self.set_target_info_change(target, at);
+                }
+                self.detect.set_release(target, version, source, at);
+            }
+            ReplicaCounts { target, discovered, probed } => self.set_replica_counts(target, discovered, probed),
+            ReplicaAdded { config, target, replica } => self.add_replica(config, target, replica),
+            ReplicaVersion { target, replica, version, node, zone } => self.set_replica_info(target, replica, version, node, zone),
+            ReplicaGone { config, target, replica } => self.forget_replica(config, target, replica),
+        }
+    }
+
     fn scheduled(&self, target: &str, scenario: &str, replica: Option<&str>) {
         self.scheduled.get_or_create(&TsLabels::new(target, scenario).with_replica(replica)).inc();
     }
