@@ -313,6 +313,47 @@ check_bad_values() {
 }
 run "schema rejects each broken values file in $BAD_VALUES (helm lint and helm template)" check_bad_values
 
+# The chart's config schema ($defs, generated from the Rust config types by `llmprobe config-schema
+# --chart-values`; the unit test config::schema keeps it current) must accept every example config
+# and the chart's own config values, and refuse the config fixtures that have a wrong type or an
+# unknown key, and `helm template --set config.probe.max_inflight=3` must fail naming the key.
+check_config_schema() {
+  python3 - "$CHART/values.schema.json" "$CHART/values.yaml" "$CHART/ci/deployment-values.yaml" <<'PY' || return 1
+import glob, json, sys, yaml, jsonschema
+values_schema, *values_files = sys.argv[1:]
+d = json.load(open(values_schema))
+v = jsonschema.Draft202012Validator({"$defs": d["$defs"], "$ref": "#/$defs/LLMProbeConfig"})
+problems, good, bad = [], 0, 0
+for f in sorted(glob.glob("config/*.yaml")):
+    good += 1
+    for e in list(v.iter_errors(yaml.safe_load(open(f))))[:1]:
+        problems.append(f"{f}: rejected by the chart's config schema at {e.json_path}: {e.message[:200]}")
+for f in values_files:
+    cfg = yaml.safe_load(open(f)).get("config")
+    if cfg is not None:
+        good += 1
+        for e in v.iter_errors(cfg):
+            problems.append(f"{f}: config rejected at {e.json_path}: {e.message[:200]}")
+for f in ["unknown_field_target", "unknown_field_timeouts", "source_unknown_field", "wrong_type", "bench_unknown_field"]:
+    path = f"tests/fixtures/config/bad/{f}.yaml"
+    bad += 1
+    if not list(v.iter_errors(yaml.safe_load(open(path)))):
+        problems.append(f"{path}: accepted by the chart's config schema")
+for p in problems:
+    print(p)
+print(f"{good} configs accepted, {bad} broken configs refused")
+sys.exit(1 if problems else 0)
+PY
+  local out
+  if out=$(helm template llmprobe "$CHART" --set config.probe.max_inflight=3 2>&1); then
+    echo "helm template --set config.probe.max_inflight=3 succeeded"; return 1
+  fi
+  grep -qF "at '/config/probe': additional properties 'max_inflight' not allowed" <<<"$out" \
+    || { echo "helm template --set config.probe.max_inflight=3 failed without naming the key:"; echo "$out"; return 1; }
+  echo "helm template --set config.probe.max_inflight=3: $(grep -F max_inflight <<<"$out" | sed 's/^ *- //')"
+}
+run "config schema from the Rust types: example configs accepted, broken ones and config.probe.max_inflight refused" check_config_schema
+
 echo "== dashboards"
 check_dashboards() {
   python3 - "$WORK/dashboard-exprs.yml" grafana/*.json <<'PY'
