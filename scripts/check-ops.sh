@@ -378,6 +378,32 @@ YML
 }
 run "nameOverride keeps the scrape job: LLMProbeProberDown from the rendered rules fires (both modes)" check_name_override
 
+# Two releases (team-a, team-b, each a target named vllm in its own namespace) with the rules the
+# chart renders for each: each records only its own series and pages only for its own namespace
+# (tests/fixtures/ops/two-releases/). The same rules rendered with prometheusRule.scope=cluster must
+# fail that test (both rule sets page for team-b), so the test can tell.
+check_two_releases() {
+  local dir="$WORK/two-releases" scope r
+  for scope in release cluster; do
+    rm -rf "$dir"; mkdir -p "$dir"
+    cp tests/fixtures/ops/two-releases/*.yml "$dir/"
+    for r in team-a team-b; do
+      helm template "$r" "$CHART" --namespace "$r" --set prometheusRule.enabled=true --set prometheusRule.scope=$scope \
+        --show-only templates/prometheusrule.yaml \
+        | python3 -c 'import sys, yaml; d = yaml.safe_load(sys.stdin); yaml.safe_dump({"groups": d["spec"]["groups"]}, open(sys.argv[1], "w"), sort_keys=False)' \
+          "$dir/$r-rules.yml" || return 1
+    done
+    if [ $scope = release ]; then
+      (cd "$dir" && promtool test rules both.yml team-a-only.yml) || return 1
+    elif (cd "$dir" && promtool test rules both.yml >/dev/null 2>&1); then
+      echo "scope=cluster passed the two-release test: the test cannot tell double paging"; return 1
+    else
+      echo "scope=cluster: two-release test fails as it must (each release's rules page for both namespaces)"
+    fi
+  done
+}
+run "two releases: each records and pages only for its own namespace (promtool, rules rendered per release)" check_two_releases
+
 # Each file in BAD_VALUES breaks one value and names, in a `# expect:` line, the schema error it must
 # cause. Both `helm lint --strict` and `helm template` must fail, and with that error, not another one.
 BAD_VALUES=tests/fixtures/ops/helm-bad-values
