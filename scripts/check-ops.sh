@@ -242,6 +242,18 @@ else:
     if sts[0]["spec"].get("podManagementPolicy") != "Parallel" or sts[0]["spec"]["replicas"] != 3:
         problems.append("sharded: StatefulSet not 3 parallel pods")
     print("sharded: StatefulSet of 3, LLMPROBE_SHARD=$(LLMPROBE_POD_INDEX)/3, LLMPROBE_PROBER=<pod name>")
+amc = [d for d in docs if d["kind"] == "AlertmanagerConfig"][0]["spec"]["inhibitRules"]
+symptoms = {"LLMProbeGoodputBudgetBurn" + w for w in ("High", "Moderate", "Slow")} | {"LLMProbe" + a for a in (
+    "ReleaseGoodputRegression", "ReleaseTTFTRegression", "ReleaseRegression", "ContinuousRegression",
+    "CanaryRegression", "ReplicaOutlier", "ServerErrors", "RateLimited", "ProbesDropped")}
+missing = symptoms - set(amc[0]["targetMatch"][0]["value"].split("|"))
+if missing:
+    problems.append(f"deploy: symptom alerts not inhibited under the availability page: {sorted(missing)}")
+if len(amc) < 2 or amc[1]["sourceMatch"][0]["value"] != "LLMProbeReleaseRegression" or amc[1]["targetMatch"][0]["value"] != "LLMProbeRelease(TTFT|Goodput)Regression":
+    problems.append("deploy: the second inhibit rule (detector release regression over the z-tests) is not rendered")
+rules = [d for d in docs if d["kind"] == "PrometheusRule"][0]["spec"]["groups"]
+if any(g.get("interval") != "1m" for g in rules):
+    problems.append(f"deploy: rule group intervals {[g.get('interval') for g in rules]}, want 1m each")
 for p in problems:
     print(p)
 sys.exit(1 if problems else 0)
@@ -261,7 +273,7 @@ check_notes() {
 }
 run "NOTES.txt: what is off with default values and the kube-prometheus-stack flags to turn it on" check_notes
 
-run "sidecar: no probe, no checksum, native sidecar, reloader by default; PDB, spread, commonLabels, extraContainers, registry; 3 shards" check_cluster_safety
+run "sidecar: no probe, no checksum, native sidecar, reloader by default; PDB, spread, commonLabels, extraContainers, registry; 3 shards; inhibition of every symptom; group intervals" check_cluster_safety
 
 # kube-prometheus-stack selects by `release: <name>`: with prometheus.release=kps (ci/ values) every
 # Prometheus Operator object carries it. Values overrides reach the rendered rules; extra env, secret
