@@ -37,4 +37,7 @@ scripts/prometheus-demo.sh --bin target/debug/llmprobe
 echo "== every dashboard query against two namespaces with a target named vllm, one failing (about 45 s)"
 scripts/dashboards-two-namespaces.sh --bin target/debug/llmprobe
 
+echo "== a real Alertmanager (kps default route, the chart's inhibit rules) counts the notifications of an outage, a partial outage, a release and a quiet namespace (about 150 s)"
+scripts/alertmanager-demo.sh --bin target/debug/llmprobe
+
 echo "all checks passed"
