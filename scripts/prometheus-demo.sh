@@ -438,7 +438,8 @@ def grafana_subst(expr):
 # Ollama and TGI APIs report (both probers here speak openai-chat): such a query may be empty.
 # The canary series exist only during a rollout (replicas on more than one version); the release
 # target here has one replica.
-NOT_HERE = re.compile(r"^(sglang:|tgi_|llmprobe_canary_)|^llmprobe_server_time_seconds_bucket$")
+# The behaviour checks' series exist only for scenarios with `checks:` (none here).
+NOT_HERE = re.compile(r"^(sglang:|tgi_|llmprobe_canary_)|^llmprobe_server_time_seconds_bucket$|^llmprobe_(check_failures|behaviour_changes)_total$")
 checked, not_here = 0, 0
 gpu_panel = None
 for path in sorted(glob.glob("grafana/*.json")):
@@ -460,7 +461,7 @@ for path in sorted(glob.glob("grafana/*.json")):
     for a in d.get("annotations", {}).get("list", []):
         if not a.get("expr"):
             continue
-        if a.get("name") == "Rollouts" or re.search(r"\boffset\b", a["expr"]):
+        if a.get("name") in ("Rollouts", "Behaviour changes") or re.search(r"\boffset\b", a["expr"]):
             not_here += 1
             continue
         checked += 1
