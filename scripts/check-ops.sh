@@ -131,6 +131,9 @@ run "helm template (deployment, all options) | kubernetes-validate --strict" val
 run "helm template (sidecar) | kubernetes-validate --strict" validate_mode "$WORK/sidecar.yaml" "${SIDECAR_ARGS[@]}"
 run "helm template (discovery RBAC) | kubernetes-validate --strict" validate_mode "$WORK/discovery.yaml" --set discovery.kubernetes.enabled=true --set discovery.kubernetes.readPodVersions=true
 run "helm template (sharded bench Job, 4 shards) | kubernetes-validate --strict" validate_mode "$WORK/bench.yaml" --set bench.enabled=true --set bench.shards=4
+run "helm template (3 sharded probers, StatefulSet) | kubernetes-validate --strict" validate_mode "$WORK/sharded.yaml" "${DEPLOY_ARGS[@]}" --set replicaCount=3
+run "helm template (sidecar, plain container, reloader off) | kubernetes-validate --strict" validate_mode "$WORK/sidecar-plain.yaml" "${SIDECAR_ARGS[@]}" --set sidecar.native=false --set configReloader.enabled=false
+run "helm template (sidecar, reloader left to its default) | kubernetes-validate --strict" validate_mode "$WORK/sidecar-default.yaml" --set mode=sidecar --set sidecar.example.enabled=true
 
 check_rendered() {
   local rc=0
@@ -171,6 +174,107 @@ check_rendered() {
 }
 run "rendered objects: kinds per mode, config checksum/reloader, test hook, api key file, dashboards, PrometheusRule rules" check_rendered
 
+# A sidecar must never make its inference pod NotReady or roll it: no probe on any prober container,
+# no config checksum on the pod (with or without the reloader), the reloader on by default, native
+# sidecars (init containers with restartPolicy: Always) unless sidecar.native=false. Deployment mode:
+# cluster conventions render, and replicaCount=3 is a StatefulSet of three shards with their own
+# prober label.
+check_cluster_safety() {
+  python3 - "$WORK" <<'PY'
+import sys, yaml
+w = sys.argv[1]
+def load(name):
+    return [d for d in yaml.safe_load_all(open(f"{w}/{name}.yaml")) if d]
+problems = []
+for name, native, reloader in (("sidecar", True, True), ("sidecar-plain", False, False), ("sidecar-default", True, True)):
+    docs = load(name)
+    ex = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-example-inference")]
+    if not ex:
+        problems.append(f"{name}: no example inference Deployment"); continue
+    pod = ex[0]["spec"]["template"]
+    spec = pod["spec"]
+    if "checksum/llmprobe-config" in (pod["metadata"].get("annotations") or {}):
+        problems.append(f"{name}: config checksum on the inference pod (a config change would roll GPU pods)")
+    ours = [c for c in spec["containers"] + spec.get("initContainers", []) if c["name"].startswith("llmprobe")]
+    for c in ours:
+        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+            if probe in c:
+                problems.append(f"{name}: {c['name']} has a {probe} that can take the inference pod out of its Service")
+        if native and (c not in spec.get("initContainers", []) or c.get("restartPolicy") != "Always"):
+            problems.append(f"{name}: {c['name']} is not a native sidecar (initContainers, restartPolicy: Always)")
+        if not native and (c not in spec["containers"] or "restartPolicy" in c):
+            problems.append(f"{name}: {c['name']} should be a plain container with sidecar.native=false")
+    if reloader != any(c["name"] == "llmprobe-config-reloader" for c in ours):
+        problems.append(f"{name}: config reloader {'missing' if reloader else 'rendered though disabled'}")
+    print(f"{name}: {len(ours)} prober containers, {'native' if native else 'plain'}, none with a probe, no checksum")
+docs = load("deploy")
+for d in docs:
+    if d["metadata"].get("labels", {}).get("team") != "ml-platform":
+        problems.append(f"deploy: {d['kind']} {d['metadata']['name']} lacks commonLabels team: ml-platform")
+dep = [d for d in docs if d["kind"] == "Deployment"][0]
+spec = dep["spec"]["template"]["spec"]
+if dep["spec"].get("revisionHistoryLimit") != 5:
+    problems.append("deploy: revisionHistoryLimit 5 not rendered")
+if [c["name"] for c in spec["containers"]] != ["llmprobe", "log-shipper"]:
+    problems.append(f"deploy: extraContainers not rendered: {[c['name'] for c in spec['containers']]}")
+tsc = spec.get("topologySpreadConstraints") or [{}]
+if tsc[0].get("labelSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/instance") != "llmprobe":
+    problems.append(f"deploy: topologySpreadConstraints not rendered with tpl: {tsc}")
+if spec["containers"][0]["image"] != "registry.example.com/llmprobe/llmprobe:0.1.0":
+    problems.append(f"deploy: global.imageRegistry not applied: {spec['containers'][0]['image']}")
+pdb = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+if not pdb or pdb[0]["spec"].get("maxUnavailable") != 1:
+    problems.append("deploy: no PodDisruptionBudget with maxUnavailable 1")
+if any(d["kind"] == "StatefulSet" for d in docs):
+    problems.append("deploy: replicaCount 1 rendered a StatefulSet")
+sts = [d for d in load("sharded") if d["kind"] == "StatefulSet"]
+if not sts:
+    problems.append("sharded: replicaCount 3 did not render a StatefulSet")
+else:
+    c = sts[0]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in c.get("env", [])}
+    if env.get("LLMPROBE_SHARD", {}).get("value") != "$(LLMPROBE_POD_INDEX)/3":
+        problems.append(f"sharded: LLMPROBE_SHARD not from the pod index: {env.get('LLMPROBE_SHARD')}")
+    if env.get("LLMPROBE_POD_INDEX", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.labels['apps.kubernetes.io/pod-index']":
+        problems.append("sharded: LLMPROBE_POD_INDEX not from the pod-index label")
+    if env.get("LLMPROBE_PROBER", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
+        problems.append("sharded: each shard lacks its own prober label (pod name)")
+    if sts[0]["spec"].get("podManagementPolicy") != "Parallel" or sts[0]["spec"]["replicas"] != 3:
+        problems.append("sharded: StatefulSet not 3 parallel pods")
+    print("sharded: StatefulSet of 3, LLMPROBE_SHARD=$(LLMPROBE_POD_INDEX)/3, LLMPROBE_PROBER=<pod name>")
+amc = [d for d in docs if d["kind"] == "AlertmanagerConfig"][0]["spec"]["inhibitRules"]
+symptoms = {"LLMProbeGoodputBudgetBurn" + w for w in ("High", "Moderate", "Slow")} | {"LLMProbe" + a for a in (
+    "ReleaseGoodputRegression", "ReleaseTTFTRegression", "ReleaseRegression", "ContinuousRegression",
+    "CanaryRegression", "ReplicaOutlier", "ServerErrors", "RateLimited", "ProbesDropped")}
+missing = symptoms - set(amc[0]["targetMatch"][0]["value"].split("|"))
+if missing:
+    problems.append(f"deploy: symptom alerts not inhibited under the availability page: {sorted(missing)}")
+if len(amc) < 2 or amc[1]["sourceMatch"][0]["value"] != "LLMProbeReleaseRegression" or amc[1]["targetMatch"][0]["value"] != "LLMProbeRelease(TTFT|Goodput)Regression":
+    problems.append("deploy: the second inhibit rule (detector release regression over the z-tests) is not rendered")
+rules = [d for d in docs if d["kind"] == "PrometheusRule"][0]["spec"]["groups"]
+if any(g.get("interval") != "1m" for g in rules):
+    problems.append(f"deploy: rule group intervals {[g.get('interval') for g in rules]}, want 1m each")
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
+PY
+}
+# NOTES.txt says what is off and how to turn it on for kube-prometheus-stack, and says nothing of it
+# when everything is on.
+check_notes() {
+  local out
+  out=$(helm install --dry-run=client llmprobe "$CHART" 2>&1) || { echo "$out"; return 1; }
+  for want in "NOT ON in this release: nothing scrapes the prober" "--set serviceMonitor.enabled=true" \
+              "--set prometheusRule.enabled=true" "--set prometheus.release=" "retention"; do
+    grep -qF -- "$want" <<<"$out" || { echo "NOTES (defaults) lack: $want"; return 1; }
+  done
+  out=$(helm install --dry-run=client llmprobe "$CHART" "${DEPLOY_ARGS[@]}" 2>&1) || { echo "$out"; return 1; }
+  if grep -qF "NOT ON" <<<"$out"; then echo "NOTES (everything on) still say something is off"; return 1; fi
+}
+run "NOTES.txt: what is off with default values and the kube-prometheus-stack flags to turn it on" check_notes
+
+run "sidecar: no probe, no checksum, native sidecar, reloader by default; PDB, spread, commonLabels, extraContainers, registry; 3 shards; inhibition of every symptom; group intervals" check_cluster_safety
+
 # kube-prometheus-stack selects by `release: <name>`: with prometheus.release=kps (ci/ values) every
 # Prometheus Operator object carries it. Values overrides reach the rendered rules; extra env, secret
 # mounts and volumes reach the prober container in both modes.
@@ -191,7 +295,7 @@ for path, kinds in ((sys.argv[1], ["ServiceMonitor", "PrometheusRule", "Alertman
             if d["metadata"].get("labels", {}).get("release") != "kps":
                 problems.append(f"{path}: {kind} {d['metadata']['name']} lacks the label release: kps")
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
-    probe = [(c, p) for p in pods for c in p["containers"] if c["name"] == "llmprobe"]
+    probe = [(c, p) for p in pods for c in p["containers"] + p.get("initContainers", []) if c["name"] == "llmprobe"]
     if not probe:
         problems.append(f"{path}: no llmprobe container"); continue
     c, pod = probe[0]
@@ -286,6 +390,32 @@ YML
 }
 run "nameOverride keeps the scrape job: LLMProbeProberDown from the rendered rules fires (both modes)" check_name_override
 
+# Two releases (team-a, team-b, each a target named vllm in its own namespace) with the rules the
+# chart renders for each: each records only its own series and pages only for its own namespace
+# (tests/fixtures/ops/two-releases/). The same rules rendered with prometheusRule.scope=cluster must
+# fail that test (both rule sets page for team-b), so the test can tell.
+check_two_releases() {
+  local dir="$WORK/two-releases" scope r
+  for scope in release cluster; do
+    rm -rf "$dir"; mkdir -p "$dir"
+    cp tests/fixtures/ops/two-releases/*.yml "$dir/"
+    for r in team-a team-b; do
+      helm template "$r" "$CHART" --namespace "$r" --set prometheusRule.enabled=true --set prometheusRule.scope=$scope \
+        --show-only templates/prometheusrule.yaml \
+        | python3 -c 'import sys, yaml; d = yaml.safe_load(sys.stdin); yaml.safe_dump({"groups": d["spec"]["groups"]}, open(sys.argv[1], "w"), sort_keys=False)' \
+          "$dir/$r-rules.yml" || return 1
+    done
+    if [ $scope = release ]; then
+      (cd "$dir" && promtool test rules both.yml team-a-only.yml) || return 1
+    elif (cd "$dir" && promtool test rules both.yml >/dev/null 2>&1); then
+      echo "scope=cluster passed the two-release test: the test cannot tell double paging"; return 1
+    else
+      echo "scope=cluster: two-release test fails as it must (each release's rules page for both namespaces)"
+    fi
+  done
+}
+run "two releases: each records and pages only for its own namespace (promtool, rules rendered per release)" check_two_releases
+
 # Each file in BAD_VALUES breaks one value and names, in a `# expect:` line, the schema error it must
 # cause. Both `helm lint --strict` and `helm template` must fail, and with that error, not another one.
 BAD_VALUES=tests/fixtures/ops/helm-bad-values
@@ -312,6 +442,47 @@ check_bad_values() {
   return $rc
 }
 run "schema rejects each broken values file in $BAD_VALUES (helm lint and helm template)" check_bad_values
+
+# The chart's config schema ($defs, generated from the Rust config types by `llmprobe config-schema
+# --chart-values`; the unit test config::schema keeps it current) must accept every example config
+# and the chart's own config values, and refuse the config fixtures that have a wrong type or an
+# unknown key, and `helm template --set config.probe.max_inflight=3` must fail naming the key.
+check_config_schema() {
+  python3 - "$CHART/values.schema.json" "$CHART/values.yaml" "$CHART/ci/deployment-values.yaml" <<'PY' || return 1
+import glob, json, sys, yaml, jsonschema
+values_schema, *values_files = sys.argv[1:]
+d = json.load(open(values_schema))
+v = jsonschema.Draft202012Validator({"$defs": d["$defs"], "$ref": "#/$defs/LLMProbeConfig"})
+problems, good, bad = [], 0, 0
+for f in sorted(glob.glob("config/*.yaml")):
+    good += 1
+    for e in list(v.iter_errors(yaml.safe_load(open(f))))[:1]:
+        problems.append(f"{f}: rejected by the chart's config schema at {e.json_path}: {e.message[:200]}")
+for f in values_files:
+    cfg = yaml.safe_load(open(f)).get("config")
+    if cfg is not None:
+        good += 1
+        for e in v.iter_errors(cfg):
+            problems.append(f"{f}: config rejected at {e.json_path}: {e.message[:200]}")
+for f in ["unknown_field_target", "unknown_field_timeouts", "source_unknown_field", "wrong_type", "bench_unknown_field"]:
+    path = f"tests/fixtures/config/bad/{f}.yaml"
+    bad += 1
+    if not list(v.iter_errors(yaml.safe_load(open(path)))):
+        problems.append(f"{path}: accepted by the chart's config schema")
+for p in problems:
+    print(p)
+print(f"{good} configs accepted, {bad} broken configs refused")
+sys.exit(1 if problems else 0)
+PY
+  local out
+  if out=$(helm template llmprobe "$CHART" --set config.probe.max_inflight=3 2>&1); then
+    echo "helm template --set config.probe.max_inflight=3 succeeded"; return 1
+  fi
+  grep -qF "at '/config/probe': additional properties 'max_inflight' not allowed" <<<"$out" \
+    || { echo "helm template --set config.probe.max_inflight=3 failed without naming the key:"; echo "$out"; return 1; }
+  echo "helm template --set config.probe.max_inflight=3: $(grep -F max_inflight <<<"$out" | sed 's/^ *- //')"
+}
+run "config schema from the Rust types: example configs accepted, broken ones and config.probe.max_inflight refused" check_config_schema
 
 echo "== dashboards"
 check_dashboards() {

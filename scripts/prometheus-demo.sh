@@ -153,7 +153,7 @@ global:
   scrape_timeout: 1s
   evaluation_interval: 1s
 rule_files:
-  - $ROOT/alerts/llmprobe-rules.yml
+  - $tmp/llmprobe-rules.yml
 scrape_configs:
   - job_name: llmprobe
     static_configs:
@@ -182,6 +182,9 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$static_port']
 EOF
+# The shipped rules, each group evaluated every second instead of every minute for this short run
+# (the only change; alerts/llmprobe-rules.yml itself sets `interval: 1m`).
+sed 's/^    interval: 1m$/    interval: 1s/' "$ROOT/alerts/llmprobe-rules.yml" >"$tmp/llmprobe-rules.yml"
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
@@ -435,7 +438,8 @@ def grafana_subst(expr):
 # Ollama and TGI APIs report (both probers here speak openai-chat): such a query may be empty.
 # The canary series exist only during a rollout (replicas on more than one version); the release
 # target here has one replica.
-NOT_HERE = re.compile(r"^(sglang:|tgi_|llmprobe_canary_)|^llmprobe_server_time_seconds_bucket$")
+# The behaviour checks' series exist only for scenarios with `checks:` (none here).
+NOT_HERE = re.compile(r"^(sglang:|tgi_|llmprobe_canary_)|^llmprobe_server_time_seconds_bucket$|^llmprobe_(check_failures|behaviour_changes)_total$")
 checked, not_here = 0, 0
 gpu_panel = None
 for path in sorted(glob.glob("grafana/*.json")):
@@ -457,7 +461,7 @@ for path in sorted(glob.glob("grafana/*.json")):
     for a in d.get("annotations", {}).get("list", []):
         if not a.get("expr"):
             continue
-        if a.get("name") == "Rollouts" or re.search(r"\boffset\b", a["expr"]):
+        if a.get("name") in ("Rollouts", "Behaviour changes") or re.search(r"\boffset\b", a["expr"]):
             not_here += 1
             continue
         checked += 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every check of the project. On a fresh Debian machine it first installs what the
-# checks need (promtool and prometheus, helm, kubernetes-validate); the Rust toolchain must be present.
+# checks need (promtool and prometheus, alertmanager, helm, kubernetes-validate); the Rust toolchain must be present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,5 +33,11 @@ scripts/check-demo-metrics.sh target/debug/llmprobe
 
 echo "== a real Prometheus evaluates the recording rules against two live probers (about 90 s)"
 scripts/prometheus-demo.sh --bin target/debug/llmprobe
+
+echo "== every dashboard query against two namespaces with a target named vllm, one failing (about 45 s)"
+scripts/dashboards-two-namespaces.sh --bin target/debug/llmprobe
+
+echo "== a real Alertmanager (kps default route, the chart's inhibit rules) counts the notifications of an outage, a partial outage, a release and a quiet namespace (about 150 s)"
+scripts/alertmanager-demo.sh --bin target/debug/llmprobe
 
 echo "all checks passed"

@@ -32,6 +32,12 @@ pub enum Command {
         /// The YAML config file.
         file: PathBuf,
     },
+    /// Print the JSON Schema of the config file, derived from the types the loader reads it with.
+    ConfigSchema {
+        /// Print this Helm values.schema.json with its config part (`$defs`) regenerated instead.
+        #[arg(long, value_name = "FILE")]
+        chart_values: Option<PathBuf>,
+    },
     /// Inspect the traffic a config sends.
     #[command(subcommand)]
     Workload(crate::cmd::workload::WorkloadCommand),

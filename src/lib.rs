@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         match cli.command {
             Command::CheckConfig { file } => Ok(cmd::config::check(&file)),
+            Command::ConfigSchema { chart_values } => cmd::config::schema(chart_values.as_deref()),
             Command::Probe(args) => cmd::probe::run(args).await,
             Command::Workload(command) => cmd::workload::run(command).await,
             Command::Mock(args) => cmd::demo::mock(args).await,

@@ -159,7 +159,8 @@ async fn sweep(
                 tracing::info!("{tag}: nothing for shard {} (its share is 0); skipped", sh.map_or("-".into(), |s| s.to_string()));
                 continue;
             }
-            progress.start(point, load, repeat);
+            let phase = progress.phase(point, load, repeat, progress::PhaseGoal { requests: stop.requests, duration: stop.duration }, quiet);
+            let counted = phase.done.clone();
             // Each shard draws its own lengths, prompts and arrivals: seeds from the run seed and
             // the shard index (a plain run keeps the seeds it always had).
             let stream = match sh {
@@ -175,13 +176,17 @@ async fn sweep(
             let pacing = pacing_of(b, configured, sh, &mut mix);
             let place = Place { run_id: run_id.to_owned(), point, load, repeat };
             let slo = plan.config.slo_table();
-            let sink = Arc::new(Collect::new(move |o, sample| records::from_outcome(o, sample, slo.get(&o.target, &o.scenario), &epoch, &place)));
+            let sink = Arc::new(Collect::new(move |o, sample| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                records::from_outcome(o, sample, slo.get(&o.target, &o.scenario), &epoch, &place)
+            }));
             let stream =
                 Stream { endpoints: Arc::new(Endpoints::new(target.clone())), draws: mix, pacing, id_prefix: format!("{run_id}-{}-{stream}", target.name) };
             let stopped = scheduler::drive(vec![stream], stop, vec![sink.clone()], plan.config.slo_table()).await?;
             if stopped == StoppedBy::Timeout {
                 tracing::warn!("{tag}: point_timeout ({:?}) reached; running requests were cancelled", b.point_timeout);
             }
+            drop(phase);
             let mut recs = sink.take();
             recs.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
             if let (Some(r), Some(s), Some(before)) = (repeat, scraper, before) {

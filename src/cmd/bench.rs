@@ -84,6 +84,10 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let runs = crate::bench::matrix::expand(&plan);
     if args.dry_run {
         print!("{}", crate::bench::matrix::listing(&runs));
+        for r in &runs {
+            let line = crate::bench::progress::planned_line(&crate::bench::progress::planned(&r.plan.bench));
+            if runs.len() == 1 { println!("{line}") } else { println!("{}: {line}", r.name) }
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let Some(output) = args.output.clone() else { anyhow::bail!("--output is required") };

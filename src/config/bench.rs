@@ -13,7 +13,7 @@ use super::raw_workload::{RawArrival, RawDiurnal};
 use super::workload::{ArrivalKind, ArrivalSpec};
 
 /// `bench:` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with mode, concurrency or rates, warmup_requests, repeats, requests, duration, ...")]
 pub struct RawBench {
     /// `concurrency` (closed loop; `closed` is a synonym) or `rate` (open arrival; `open`).
@@ -75,7 +75,7 @@ pub enum RawBenchArrival {
 
 /// `bench.arrival: {...}`: a scenario's arrival spec, where gamma burstiness may also be given as
 /// the coefficient of variation of the gaps (`cv`; burstiness = 1 / cv²).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with kind, cv or burstiness, diurnal")]
 pub struct RawBenchArrivalSpec {
     #[serde(default)]
@@ -110,7 +110,7 @@ impl<'de> Visitor<'de> for BenchArrivalVisitor {
 }
 
 /// `bench.matrix:` as written.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with concurrency, rates, input_tokens, output_tokens")]
 pub struct RawMatrix {
     #[serde(default)]
@@ -124,7 +124,7 @@ pub struct RawMatrix {
 }
 
 /// How load is applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BenchMode {
     /// Closed loop: C workers, each sends its next request when the previous one ends.

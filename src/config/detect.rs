@@ -11,7 +11,7 @@ use super::check::Checker;
 use super::duration::RawDuration;
 
 /// The section as written. Absent, empty (`detect:`) and `{}` all mean the defaults below.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with enabled, state_dir, state_max_age, release_token_file, tuning")]
 pub struct RawDetect {
     /// Run the detector. Default true.
@@ -87,7 +87,7 @@ pub(super) fn detect(raw: &RawDetect, c: &mut Checker) -> Detect {
 
 /// Detector settings. `Default` is the documented default set; a config section deserializes onto
 /// it (`#[serde(default)]`), so an omitted field keeps its default and an unknown field is an error.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectSettings {
     /// False-alarm probability of one release window, for the whole target (all signals,

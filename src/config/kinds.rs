@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 /// The API family a target speaks. Chosen in config (`api:`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProtocolKind {
     /// `POST /v1/completions` with a `prompt`.

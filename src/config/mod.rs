@@ -9,7 +9,7 @@
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
 //! `telemetry.rs` (`tracing:`, `sources:`), `raw_workload.rs` and `workload.rs` (scenarios);
-//! then `raw.rs` (the whole file as written), `model.rs` (the whole validated `Config`),
+//! then `raw.rs` (the whole file as written), `schema.rs` (its JSON Schema), `model.rs` (the whole validated `Config`),
 //! `validate.rs` (the file-wide checks) and `load.rs` (`load`, `parse`).
 //! The file format is documented in `config/README.md`.
 
@@ -25,6 +25,7 @@ mod model;
 mod raw;
 mod raw_workload;
 mod replicas;
+mod schema;
 mod slo;
 mod target;
 mod telemetry;
@@ -40,6 +41,7 @@ pub use kinds::{ContentCoding, EngineKind, ProtocolKind, SourceKind};
 pub use load::{load, parse};
 pub use model::{Config, MAX_SHARDS, ProbeSettings, Shard};
 pub use replicas::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, ReplicaRate, Replicas};
+pub use schema::{CHART_CONFIG_DEF, chart_values_schema, config_json_schema};
 pub use slo::{Slo, SloOverride, SloTable};
 pub use target::{DEFAULT_MAX_RESPONSE_BYTES, HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
 pub use telemetry::{GpuFilter, OtlpProtocol, SourceSpec, Tracing};

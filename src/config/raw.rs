@@ -17,7 +17,7 @@ use super::slo::RawSlo;
 use super::target::RawTarget;
 
 /// The whole file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench, detect")]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
@@ -35,10 +35,12 @@ pub struct RawConfig {
     /// Latency objectives used for goodput; `targets[].slo` and `scenarios[].slo` override fields.
     /// An empty section (`slo:` or `slo: {}`) is the same as none.
     #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<RawSlo>")]
     pub slo: RawSlo,
     /// OTLP trace and metric export and exemplars (`config/README.md` "tracing"). An empty
     /// section is the same as none.
     #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<super::telemetry::RawTracing>")]
     pub tracing: super::telemetry::RawTracing,
     /// Engine and GPU telemetry scraped alongside the probes (`config/README.md` "sources").
     #[serde(default)]
@@ -48,6 +50,7 @@ pub struct RawConfig {
     /// The release-regression detector (`config/README.md` "detect"). An empty section is the
     /// same as none: the detector on with its defaults.
     #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<super::detect::RawDetect>")]
     pub detect: super::detect::RawDetect,
 }
 
@@ -61,7 +64,7 @@ fn default_listen() -> String {
 }
 
 /// `probe:` section.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with rate, seed, max_in_flight, shutdown_grace, discovery_interval, arrival, shard, prober")]
 pub struct RawProbe {
     /// Total requests per second sent to EACH target, split across the scenarios without their
@@ -91,7 +94,7 @@ pub struct RawProbe {
 }
 
 /// `probe.shard`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawShard {
     pub index: u64,

@@ -20,7 +20,7 @@ pub enum RawLength {
 
 /// `{kind: fixed|uniform|normal|lognormal|empirical|mixture, ...}`; `kind` may be omitted for
 /// `{min, max}` (uniform).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a length distribution mapping with kind, ...")]
 pub struct RawDist {
     /// `fixed`, `uniform`, `normal`, `lognormal`, `empirical` or `mixture`. Default `uniform`.
@@ -56,7 +56,7 @@ pub struct RawDist {
 }
 
 /// One bin of an empirical histogram.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with value and weight")]
 pub struct RawBin {
     pub value: i64,
@@ -93,7 +93,7 @@ impl<'de> Visitor<'de> for LengthVisitor {
 }
 
 /// `probe.arrival` or `scenarios[].arrival`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with kind, burstiness, diurnal")]
 pub struct RawArrival {
     /// `poisson` (default), `gamma` or `constant`.
@@ -110,7 +110,7 @@ fn default_arrival_kind() -> String {
 }
 
 /// `arrival.diurnal`: rate(t) = rate × (1 + amplitude × cos(2π (t − peak_at) / period)).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with period, amplitude, peak_at")]
 pub struct RawDiurnal {
     /// Length of one cycle, e.g. `24h`.
@@ -122,7 +122,7 @@ pub struct RawDiurnal {
 }
 
 /// `scenarios[].prefix`: a shared prompt prefix to measure prefix-cache behaviour.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with tokens, share, distinct")]
 pub struct RawPrefix {
     /// Length of the shared prefix in tokens (>= 1), part of `input_tokens`.
@@ -134,7 +134,7 @@ pub struct RawPrefix {
 }
 
 /// `scenarios[].dataset`: replay prompts from a file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with path, format, order, nonce")]
 pub struct RawDataset {
     /// File path, relative to the config file.
@@ -150,7 +150,7 @@ pub struct RawDataset {
 }
 
 /// One entry of `scenarios:`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a scenario mapping with name, weight or rate, input_tokens, output_tokens, ...")]
 pub struct RawScenario {
     /// Unique name, used as the `scenario` label: letters, digits, `_`, `.`, `-`.

@@ -9,7 +9,7 @@ use super::check::Checker;
 use super::duration::RawDuration;
 
 /// `discover:` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with kind (dns or kubernetes) and its fields")]
 pub struct RawDiscover {
     /// `dns` (A/AAAA records of `name`) or `kubernetes` (EndpointSlices of `service`).
@@ -17,6 +17,7 @@ pub struct RawDiscover {
     /// dns: the name to resolve (e.g. a headless Service `vllm-headless.llm.svc`).
     pub name: Option<String>,
     /// dns: the port of every replica; kubernetes: the EndpointSlice port, a number or a name.
+    #[schemars(schema_with = "port_schema")]
     pub port: Option<serde_norway::Value>,
     /// dns: how often the name is re-resolved. Default `30s`.
     pub interval: Option<RawDuration>,
@@ -30,7 +31,12 @@ pub struct RawDiscover {
     pub api: Option<RawApiAccess>,
 }
 
-#[derive(Debug, Deserialize)]
+/// `discover.port`: checked in validation; the schema names the two forms.
+fn port_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["integer", "string", "null"]})
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiAccess {
     pub url: String,
@@ -39,7 +45,7 @@ pub struct RawApiAccess {
 }
 
 /// `replicas:` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with rate, max, grace")]
 pub struct RawReplicas {
     /// `split` (default: the target's rate spread round-robin over its replicas) or `per_replica`

@@ -26,7 +26,7 @@ pub struct Slo {
 
 /// `slo:` section. Every threshold is optional; a request meets the SLO when it succeeded and
 /// is within every threshold that is set.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with ttft, tpot, e2e, objective")]
 pub struct RawSlo {
     /// Time to first token.
@@ -51,7 +51,7 @@ fn default_objective() -> f64 {
 }
 
 /// `slo:` of a target or a scenario: only the fields it sets replace the inherited ones.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with ttft, tpot, e2e, objective")]
 pub struct RawSloOverride {
     /// Time to first token, or `off` to drop an inherited threshold.

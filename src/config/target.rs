@@ -156,7 +156,7 @@ pub struct Timeouts {
 }
 
 /// One entry of `targets:`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a target mapping with name, base_url, api, ...")]
 pub struct RawTarget {
     /// Unique name, used as the `target` label: letters, digits, `_`, `.`, `-`.
@@ -218,7 +218,7 @@ pub struct RawTarget {
 }
 
 /// Where one `headers_from` value comes from: exactly one of `env` or `file`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with env or file")]
 pub struct RawHeaderSource {
     pub env: Option<String>,
@@ -238,7 +238,7 @@ fn default_http_version() -> String {
 }
 
 /// `tls:` of a target. Server certificates are checked against the system roots plus `ca_file`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with ca_file, client_cert_file, client_key_file, insecure_skip_verify")]
 pub struct RawTls {
     /// PEM file of extra CA certificates to trust (added to the system roots).
@@ -253,7 +253,7 @@ pub struct RawTls {
 }
 
 /// `timeouts:` of a target. Every limit must be > 0; `ttft` and `idle` must not exceed `total`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with connect, ttft, idle, total")]
 pub struct RawTimeouts {
     /// TCP (and TLS) connect. Default `2s`.

@@ -12,7 +12,7 @@ use super::kinds::{EngineKind, SourceKind};
 use super::target::{RawHeaders, RawTarget};
 
 /// `tracing:` section. Every field falls back to the standard `OTEL_*` variable, then a default.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with enabled, endpoint, protocol, headers, service_name, sample_ratio, exemplars, metrics")]
 pub struct RawTracing {
     /// Export traces. Default: on when `endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
@@ -59,7 +59,7 @@ impl Default for RawTracing {
 }
 
 /// One entry of `sources:`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a source mapping with kind, url, target, interval, ...")]
 pub struct RawSource {
     /// `engine`, `dcgm` or `nvml`.
@@ -91,7 +91,7 @@ fn default_interval() -> RawDuration {
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `filters:` of a source. A GPU is selected when it matches every list that is set.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "a mapping with gpu, uuid, pod, namespace")]
 pub struct RawFilters {
     /// GPU indexes (dcgm's `gpu` label; NVML device index).

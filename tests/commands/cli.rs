@@ -83,6 +83,29 @@ fn help_is_available_for_every_command() {
     }
 }
 
+#[test]
+fn config_schema_is_printed_and_a_bad_chart_file_is_named() {
+    let out = Command::new(BIN).arg("config-schema").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(schema["$defs"]["RawProbe"]["additionalProperties"], false);
+    let missing = std::env::temp_dir().join("llmprobe-no-such-values-schema.json");
+    let out = Command::new(BIN).arg("config-schema").arg("--chart-values").arg(&missing).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("llmprobe-no-such-values-schema.json"));
+}
+
+#[test]
+fn bench_dry_run_prints_the_planned_duration() {
+    let out = Command::new(BIN).args(["bench", "--dry-run", "--config", "config/bench-demo.yaml"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // concurrency mode by request counts: the server sets the length, point_timeout bounds it
+    assert!(text.contains("planned duration: set by the server (16 phase(s)"), "{text}");
+    assert!(text.contains("at most 16m00s"), "{text}");
+}
+
 const SECRET: &str = "sk-live-DO-NOT-LEAK-7f3a9c";
 /// A `headers_from` value: redacted like the key.
 const HEADER_SECRET: &str = "org-token-NEVER-SHOWN-41d2";

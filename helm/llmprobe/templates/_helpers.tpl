@@ -32,6 +32,9 @@ helm.sh/chart: {{ include "llmprobe.chart" . }}
 {{ include "llmprobe.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "llmprobe.serviceAccountName" -}}
@@ -65,7 +68,35 @@ Inside this chart they are called with (dict "root" $ "values" .Values).
 {{- if not $tag -}}
 {{- fail "llmprobe: set image.tag (llmprobe.image.tag when included from another chart)" -}}
 {{- end -}}
-{{- printf "%s:%s" .values.image.repository $tag -}}
+{{- include "llmprobe.registryImage" (dict "root" .root "repository" .values.image.repository "tag" $tag) -}}
+{{- end -}}
+
+{{/* "<global.imageRegistry>/<repository>:<tag>", the registry only when set (a mirror for every
+image the chart renders). Takes (dict "root" $ "repository" R "tag" T). */}}
+{{- define "llmprobe.registryImage" -}}
+{{- $registry := dig "global" "imageRegistry" "" (.root.Values | toJson | fromJson) -}}
+{{- if $registry -}}
+{{- /* a repository that names its registry (ghcr.io/..., host:port/...) gets the mirror instead */ -}}
+{{- $parts := splitList "/" .repository -}}
+{{- $path := .repository -}}
+{{- if and (gt (len $parts) 1) (or (contains "." (first $parts)) (contains ":" (first $parts)) (eq (first $parts) "localhost")) -}}
+{{- $path = join "/" (rest $parts) -}}
+{{- end -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $registry) $path .tag -}}
+{{- else -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the config reloader runs: configReloader.enabled, or, left null, in sidecar mode
+(a config change must reload the prober, never roll the inference pods). */}}
+{{- define "llmprobe.reloaderEnabled" -}}
+{{- $e := .values.configReloader.enabled -}}
+{{- if kindIs "bool" $e -}}
+{{- if $e }}true{{ end -}}
+{{- else if eq .values.mode "sidecar" -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{/* config.yaml as rendered into the ConfigMap. */}}
@@ -87,27 +118,39 @@ Inside this chart they are called with (dict "root" $ "values" .Values).
 {{- end -}}
 
 {{/*
-Pod annotations that roll the pods when the config changes. In sidecar mode with the config reloader
-the prober reloads itself instead, so nothing is rendered: rolling inference pods reloads models.
+Pod annotations that roll the pods when the config changes: deployment mode only (the prober pod
+holds no state). In sidecar mode nothing is rendered, whatever the reloader: rolling inference pods
+reloads their models, so the config reloader (or a manual POST /-/reload) applies a change instead.
 */}}
 {{- define "llmprobe.podAnnotations" -}}
-{{- if or (eq .values.mode "deployment") (not .values.configReloader.enabled) -}}
+{{- if eq .values.mode "deployment" -}}
 checksum/llmprobe-config: {{ include "llmprobe.configYaml" . | sha256sum }}
 {{- end -}}
+{{- end -}}
+
+{{/* The prober (and reloader) as native sidecars, for the inference pod's `initContainers:`
+(Kubernetes >= 1.29): `restartPolicy: Always` keeps them running beside the engine, started before
+it and stopped after it. Takes the same dict as llmprobe.sidecarContainer. */}}
+{{- define "llmprobe.nativeSidecarContainers" -}}
+{{- include "llmprobe.sidecarContainer" (merge (dict "native" true) .) -}}
 {{- end -}}
 
 {{/* The prober container, and the config reloader when enabled (list items). Used by this chart's
 Deployment and by sidecar users. */}}
 {{- define "llmprobe.sidecarContainer" -}}
 {{- $v := .values -}}
+{{- $reloader := include "llmprobe.reloaderEnabled" . -}}
 - name: llmprobe
   image: {{ include "llmprobe.image" . | quote }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
+  {{- if .native }}
+  restartPolicy: Always
+  {{- end }}
   args:
     - probe
     - --config
     - /etc/llmprobe/config.yaml
-    {{- if $v.configReloader.enabled }}
+    {{- if $reloader }}
     # POST /-/reload is served only with this flag; the reloader container calls it
     - --web.enable-lifecycle
     {{- end }}
@@ -118,7 +161,7 @@ Deployment and by sidecar users. */}}
     - name: llmprobe
       containerPort: {{ $v.port }}
       protocol: TCP
-  {{- $env := concat ($v.env | default list) ($v.extraEnv | default list) }}
+  {{- $env := concat (.shardEnv | default list) ($v.env | default list) ($v.extraEnv | default list) }}
   {{- with $env }}
   env:
     {{- toYaml . | nindent 4 }}
@@ -127,6 +170,10 @@ Deployment and by sidecar users. */}}
   envFrom:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- /* No probes in sidecar mode: the inference pod's Ready condition includes every container, so
+  a failing prober probe (or a restart it causes) would take a GPU replica out of its Service. A
+  stuck prober shows as LLMProbeProberDown instead. */}}
+  {{- if eq $v.mode "deployment" }}
   {{- with $v.livenessProbe }}
   livenessProbe:
     {{- toYaml . | nindent 4 }}
@@ -134,6 +181,7 @@ Deployment and by sidecar users. */}}
   {{- with $v.readinessProbe }}
   readinessProbe:
     {{- toYaml . | nindent 4 }}
+  {{- end }}
   {{- end }}
   resources:
     {{- toYaml $v.resources | nindent 4 }}
@@ -161,12 +209,15 @@ Deployment and by sidecar users. */}}
     {{- with $v.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-{{- if $v.configReloader.enabled }}
+{{- if $reloader }}
 {{- $r := $v.configReloader }}
 # Watches the mounted ConfigMap and asks the prober to reload it (no pod restart).
 - name: llmprobe-config-reloader
-  image: {{ printf "%s:%s" $r.image.repository $r.image.tag | quote }}
+  image: {{ include "llmprobe.registryImage" (dict "root" .root "repository" $r.image.repository "tag" $r.image.tag) | quote }}
   imagePullPolicy: {{ $r.image.pullPolicy }}
+  {{- if .native }}
+  restartPolicy: Always
+  {{- end }}
   args:
     - --volume-dir=/etc/llmprobe
     - --webhook-url=http://127.0.0.1:{{ $v.port }}/-/reload
