@@ -19,6 +19,7 @@ pub mod http1;
 pub mod loader;
 pub mod logsafe;
 pub mod measure;
+pub mod memory;
 pub mod mock;
 pub mod once;
 pub mod outcome;
@@ -53,7 +54,7 @@ pub use cmd::config::EXIT_CONFIG;
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(&cli.log);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         match cli.command {
             Command::CheckConfig { file } => Ok(cmd::config::check(&file)),
             Command::Probe(args) => cmd::probe::run(args).await,
@@ -67,7 +68,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Detect(cmd) => cmd::detect::run(cmd),
             Command::Release(cmd::release::ReleaseCommand::Mark(args)) => cmd::release::mark(&args).await.map(|()| ExitCode::SUCCESS),
         }
-    })
+    });
+    // Whatever was awaited is done; a blocking task still running (a config being parsed for a
+    // reload that a signal cut short) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
 
 fn init_logging(filter: &str) {

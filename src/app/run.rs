@@ -42,10 +42,11 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let listener = bind(config.listen).await?;
     let station = Station::start(&config, listener, &options)?;
     let prepared = prepare(&config).await?;
-    let generation = launch(config, prepared, &station, &options, shutdown.clone())?;
+    let generation = launch(config, prepared, &station, &options, shutdown.clone(), Default::default())?;
     let (metrics_addr, metrics, health, accounting) = (station.addr, station.metrics.clone(), station.health.clone(), generation.accounting.clone());
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
+        station.health.set_started(false);
         generation.finish().await?;
         station.stop().await
     });
