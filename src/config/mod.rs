@@ -25,6 +25,7 @@ mod model;
 mod raw;
 mod raw_workload;
 mod replicas;
+pub mod series;
 mod slo;
 mod target;
 mod telemetry;
