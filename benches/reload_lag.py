@@ -131,7 +131,8 @@ def main():
     ap.add_argument("--window", type=float, default=2)
     ap.add_argument("--grace", type=float, default=5)
     a = ap.parse_args()
-    print(f"{a.reloads} reloads every {a.every:g} s, {a.rate:g} probes/s per target, lag of steady's probes meant for {a.window:g} s after each reload")
+    print(f"{a.reloads} reloads every {a.every:g} s, {a.rate:g} probes/s per target, lag of steady's probes meant for {a.window:g} s after each reload"
+          f" (about {a.rate * a.window * a.reloads:.0f} expected: fewer means its schedule paused)")
     print(f"{'other target':<14}{'probes':>8}{'p50_ms':>9}{'p99_ms':>9}{'max_ms':>9}{'readyz_200':>12}  scheduled=recorded per generation")
     for hung in (False, True):
         lags, steady, acc, ready, polls = run_case(a, hung)
