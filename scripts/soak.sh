@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Soak benchmark (not a test): the release prober against a mock that faults 10% of requests
 # across every fault kind, for 30 minutes at 50 req/s by default. Prints RSS at start/end and its
-# slope, CPU per request, scheduled vs recorded, and internal errors.
-# Usage: scripts/soak.sh [--minutes M] [--rate R] [--sample S]
+# slope after the first 10 minutes, CPU per request, scheduled vs recorded, internal errors and
+# panics.
+# Usage: scripts/soak.sh [--duration 2h | --minutes M] [--rate R] [--sample S] [--out DIR]
+# LLMPROBE_BIN=path runs that binary instead of building one (a long run should use a copy, so
+# that a rebuild during the run does not replace the binary being measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --bin llmprobe >&2
-exec python3 benches/soak.py target/release/llmprobe "$@"
+bin=${LLMPROBE_BIN:-}
+if [ -z "$bin" ]; then
+    cargo build --release --locked --bin llmprobe >&2
+    bin=${CARGO_TARGET_DIR:-target}/release/llmprobe
+fi
+exec python3 benches/soak.py "$bin" "$@"

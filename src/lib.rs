@@ -33,7 +33,7 @@ pub use cmd::config::EXIT_CONFIG;
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(&cli.log);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         match cli.command {
             Command::CheckConfig { file } => Ok(cmd::config::check(&file)),
             Command::ConfigSchema { chart_values } => cmd::config::schema(chart_values.as_deref()),
@@ -48,7 +48,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Detect(cmd) => cmd::detect::run(cmd),
             Command::Release(cmd::release::ReleaseCommand::Mark(args)) => cmd::release::mark(&args).await.map(|()| ExitCode::SUCCESS),
         }
-    })
+    });
+    // Whatever was awaited is done; a blocking task still running (a config being parsed for a
+    // reload that a signal cut short) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
 
 fn init_logging(filter: &str) {

@@ -1,7 +1,9 @@
 //! One config's probing: schedules, recorder, discovery, calibration and telemetry, started on
 //! the station and stopped gracefully.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -14,7 +16,7 @@ use super::prepare::Prepared;
 use super::station::Station;
 use crate::config::Config;
 use crate::pipeline::recorder::{self, Accounting};
-use crate::pipeline::scheduler::{self, Pacing, RunContext, StopRule, Stream};
+use crate::pipeline::scheduler::{self, Pacing, Resume, RunContext, StopRule, Stream};
 use crate::probe::arrival;
 use crate::replicas::Endpoints;
 use crate::sink::summary::Summary;
@@ -23,11 +25,18 @@ use crate::source::SnapshotCache;
 use crate::util::health::{Health, spawn_supervised};
 use crate::workload::{Calibration, Mix, Sampler, fingerprint};
 
+/// Where each (target, scenario) schedule stood when its generation stopped.
+pub(super) type Positions = HashMap<(String, String), Resume>;
+
 /// One config's probing: schedules, recorder, discovery, calibration and telemetry.
 pub(super) struct Generation {
     pub(super) accounting: Arc<Accounting>,
     pub(super) handle: tokio::task::JoinHandle<anyhow::Result<()>>,
     pub(super) stop: CancellationToken,
+    /// Each target's in-flight counter, shared with the next generation's runtime of the same
+    /// target: probes still running here count against its cap and in its gauge.
+    pub(super) in_flight: HashMap<String, Arc<AtomicUsize>>,
+    positions: Option<tokio::sync::oneshot::Receiver<Positions>>,
 }
 
 impl Generation {
@@ -35,11 +44,49 @@ impl Generation {
     pub(super) async fn finish(self) -> anyhow::Result<()> {
         self.handle.await.context("prober task panicked")?
     }
+
+    /// After `stop` is cancelled: where each schedule stood once the dispatcher has stopped
+    /// (milliseconds; probes still running are not waited for). Empty after an internal error.
+    pub(super) async fn positions(&mut self) -> Positions {
+        match self.positions.take() {
+            Some(rx) => rx.await.unwrap_or_default(),
+            None => Positions::new(),
+        }
+    }
+}
+
+/// The positions of the schedules whose target and scenario did not change from `old` to `new`:
+/// those go on where they stood; any other schedule starts afresh.
+pub(super) fn unchanged(old: &Config, new: &Config, mut positions: Positions) -> Positions {
+    // The parsed config has no equality of its own; its full debug form covers every field.
+    let same_target = |name: &str| {
+        let find = |c: &Config| c.targets.iter().find(|t| t.name == name).map(|t| format!("{t:?}"));
+        find(old).is_some_and(|a| Some(a) == find(new))
+    };
+    let same_scenario = |name: &str| {
+        let find = |c: &Config| c.scenarios.iter().find(|s| s.name == name).map(|s| format!("{s:?}"));
+        find(old).is_some_and(|a| Some(a) == find(new))
+    };
+    let same_run = old.probe.shard == new.probe.shard;
+    let mut targets = HashMap::new();
+    let mut scenarios = HashMap::new();
+    positions.retain(|(t, s), _| {
+        same_run && *targets.entry(t.clone()).or_insert_with(|| same_target(t)) && *scenarios.entry(s.clone()).or_insert_with(|| same_scenario(s))
+    });
+    positions
 }
 
 /// Starts probing with `config` on the station; it runs until `shutdown` is cancelled.
-pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, options: &RunOptions, shutdown: CancellationToken) -> anyhow::Result<Generation> {
+pub(super) fn launch(
+    config: Config,
+    prepared: Prepared,
+    station: &Station,
+    options: &RunOptions,
+    shutdown: CancellationToken,
+    mut resume: Positions,
+) -> anyhow::Result<Generation> {
     let Prepared { targets, otlp, otlp_metrics, release_token } = prepared;
+    let in_flight = targets.iter().map(|t| (t.name.to_string(), t.in_flight.clone())).collect();
     let metrics = station.metrics.clone();
     let health = station.health.clone();
     // Tracing follows the config of the generation that runs: a reload can switch it off.
@@ -111,17 +158,29 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         }));
         per_target.push((endpoints, calibration));
     }
+    let mut keys = Vec::new();
+    let mut resumed = 0usize;
     for plan in super::plan::schedules(&config, run_seed, &run_id) {
         let (endpoints, calibration) = &per_target[plan.target];
         let scenario = &config.scenarios[plan.scenario];
-        streams.push(Stream {
-            endpoints: endpoints.clone(),
-            draws: Mix::single(&scenario.name, Sampler::new(scenario.clone(), plan.seed.rotate_left(17), calibration.clone())),
-            pacing: Pacing::Open { arrival: arrival::build(&scenario.arrival, scenario.rate, plan.seed), cap: config.probe.max_in_flight },
-            id_prefix: plan.id_prefix,
-        });
+        let key = (config.targets[plan.target].name.clone(), scenario.name.clone());
+        let from = resume.remove(&key);
+        resumed += usize::from(from.is_some());
+        keys.push(key);
+        streams.push((
+            Stream {
+                endpoints: endpoints.clone(),
+                draws: Mix::single(&scenario.name, Sampler::new(scenario.clone(), plan.seed.rotate_left(17), calibration.clone())),
+                pacing: Pacing::Open { arrival: arrival::build(&scenario.arrival, scenario.rate, plan.seed), cap: config.probe.max_in_flight },
+                id_prefix: plan.id_prefix,
+            },
+            from,
+        ));
     }
-    let scheduler = scheduler::start(streams, StopRule::default(), ctx.clone(), Some(health.clone())).context("starting the scheduler thread")?;
+    if resumed > 0 {
+        tracing::info!(resumed, started = keys.len() - resumed, "schedules of unchanged targets go on where they stood");
+    }
+    let scheduler = scheduler::start_resuming(streams, StopRule::default(), ctx.clone(), Some(health.clone())).context("starting the scheduler thread")?;
     health.set_up("scheduler");
     health.set_started(true);
     if let Some(every) = options.summary_every {
@@ -130,12 +189,15 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
 
     let grace = config.probe.shutdown_grace;
     let stop = shutdown.clone();
+    let (positions_tx, positions_rx) = tokio::sync::oneshot::channel();
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
         tracing::info!("stopping probing: waiting up to {grace:?} for in-flight probes");
-        health.set_started(false);
-        // A scheduler panic was reported to health when it happened.
-        let _ = scheduler.stopped().await;
+        // A scheduler panic was reported to health when it happened. Readiness is the caller's:
+        // after a reload the next generation is already probing.
+        let (_, stood) = scheduler.stopped_resumable().await;
+        let positions: Positions = keys.into_iter().zip(stood).filter_map(|(k, p)| Some((k, p?))).collect();
+        let _ = positions_tx.send(positions);
         for l in loops {
             let _ = l.await;
         }
@@ -160,7 +222,7 @@ pub(super) fn launch(config: Config, prepared: Prepared, station: &Station, opti
         }
         Ok(())
     });
-    Ok(Generation { accounting, handle, stop })
+    Ok(Generation { accounting, handle, stop, in_flight, positions: Some(positions_rx) })
 }
 
 async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: CancellationToken) {

@@ -1,7 +1,9 @@
 //! The fallible half of starting a config: everything that can fail is done here, while a
 //! running generation goes on.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use anyhow::Context;
 
@@ -22,11 +24,17 @@ pub(super) struct Prepared {
 }
 
 pub(super) async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
-    let targets = config.targets.iter().map(|t| TargetRuntime::new(t.clone()).map(Arc::new)).collect::<anyhow::Result<Vec<_>>>()?;
-    let release_token = match &config.detect.release_token_file {
-        Some(file) => Some(crate::client::secret::resolve(&crate::config::SecretRef::File(file.clone())).context("detect.release_token_file")?),
-        None => None,
-    };
+    prepare_after(config, &HashMap::new()).await
+}
+
+/// As `prepare`, for the generation after one whose targets had these in-flight counters: a
+/// target of the same name shares its counter, so probes the previous generation still runs
+/// count against the cap and in the gauge.
+pub(super) async fn prepare_after(config: &Config, in_flight: &HashMap<String, Arc<AtomicUsize>>) -> anyhow::Result<Prepared> {
+    // Key and header files are read here, on a blocking thread: a file that blocks (a named pipe,
+    // a hung network mount) must not hold a runtime thread, nor a signal that cancels a reload.
+    let (cfg, counters) = (config.clone(), in_flight.clone());
+    let (targets, release_token) = tokio::task::spawn_blocking(move || read_secrets(&cfg, &counters)).await.context("reading key files")??;
     let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
         None => None,
         Some(settings) => {
@@ -55,4 +63,26 @@ pub(super) async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
         }
     };
     Ok(Prepared { targets, otlp, otlp_metrics, release_token })
+}
+
+type Secrets = (Vec<Arc<TargetRuntime>>, Option<crate::client::secret::Secret>);
+
+/// The targets' runtimes (their key and header files read) and the release token.
+fn read_secrets(config: &Config, in_flight: &HashMap<String, Arc<AtomicUsize>>) -> anyhow::Result<Secrets> {
+    let targets = config
+        .targets
+        .iter()
+        .map(|t| {
+            let mut runtime = TargetRuntime::new(t.clone())?;
+            if let Some(counter) = in_flight.get(&t.name) {
+                runtime.in_flight = counter.clone();
+            }
+            Ok(Arc::new(runtime))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let release_token = match &config.detect.release_token_file {
+        Some(file) => Some(crate::client::secret::resolve(&crate::config::SecretRef::File(file.clone())).context("detect.release_token_file")?),
+        None => None,
+    };
+    Ok((targets, release_token))
 }

@@ -1,22 +1,31 @@
 //! The prober until a signal, with reloads: a new config is prepared while the running one goes
 //! on, and only then replaces it.
 
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::generation::launch;
+use super::generation::{Generation, Positions, launch, unchanged};
 use super::options::{ProbeOverrides, RunOptions};
-use super::prepare::{Prepared, prepare};
+use super::prepare::{Prepared, prepare, prepare_after};
 use super::station::{Station, bind};
 use crate::config::Config;
+use crate::sink::prometheus::Metrics;
 
 /// Runs the prober until SIGINT/SIGTERM. With a config file, SIGHUP or `POST /-/reload` re-reads
 /// it. Everything that can fail is done first while the running config goes on: the file is
 /// validated, keys, header files and TLS material are read, trace export starts, a changed
 /// `listen` address is bound. Any failure keeps the running config, logs every problem and sets
 /// `llmprobe_config_last_reload_successful` to 0. Only then does the running generation stop
-/// (in-flight probes finish and are recorded) and the new one start; series the new config
-/// keeps go on counting. Requests that arrive while one is handled are coalesced into it.
+/// scheduling and the new one start at once: the schedules of targets and scenarios whose
+/// config did not change go on where they stood (no gap, no restart), and the old generation's
+/// in-flight probes finish (and are recorded) in the background, so a hung probe pauses nobody
+/// and `/readyz` stays ready. Series the new config keeps go on counting. Requests that arrive
+/// while one is handled are coalesced into it. A signal wins at any point, also while a reload
+/// is being prepared: the process ends within `shutdown_grace` (plus the time to save state).
 pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mut options: RunOptions) -> anyhow::Result<std::process::ExitCode> {
     let stop = CancellationToken::new();
     cancel_on_signals(stop.clone());
@@ -30,15 +39,23 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
     }
     let mut station = Station::start(&config, bind(config.listen).await?, &options)?;
     let prepared = prepare(&config).await?;
-    let mut generation = launch(config.clone(), prepared, &station, &options, stop.child_token())?;
-    let mut current = config;
+    let mut generation = launch(config.clone(), prepared, &station, &options, stop.child_token(), Positions::new())?;
+    let mut current = Arc::new(config);
+    // The running config, for generations that finish in the background after a reload.
+    let latest = Arc::new(Mutex::new(current.clone()));
+    let mut retiring: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             Some(()) = reload_rx.recv() => {
                 while reload_rx.try_recv().is_ok() {}
                 let Some(path) = file else { continue };
-                let (new, prepared, listener) = match prepare_reload(path, &current, &options.overrides).await {
+                // Reading and validating a large file takes a while: a signal must not wait for it.
+                let outcome = tokio::select! {
+                    parts = prepare_reload(path, &current, &options.overrides, &generation.in_flight) => parts,
+                    _ = stop.cancelled() => break,
+                };
+                let (new, prepared, listener) = match outcome {
                     Ok(parts) => parts,
                     Err(problems) => {
                         for line in problems.lines() {
@@ -51,39 +68,70 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
                 for w in &new.warnings {
                     tracing::warn!("config: {w}");
                 }
+                let new = Arc::new(new);
                 generation.stop.cancel();
-                let accounting = generation.accounting.clone();
-                generation.finish().await?;
-                tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "previous config stopped");
+                // The dispatcher stops within milliseconds; running probes are not waited for.
+                let positions = unchanged(&current, &new, generation.positions().await);
                 station.metrics.reconfigure(&current, &new);
                 station.reconfigure(&new);
                 if let Some(listener) = listener {
                     station.serve_on(listener)?;
                 }
-                generation = launch(new.clone(), prepared, &station, &options, stop.child_token())?;
+                let next = launch(Config::clone(&new), prepared, &station, &options, stop.child_token(), positions)?;
+                let old = std::mem::replace(&mut generation, next);
+                *latest.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
+                retiring.retain(|r| !r.is_finished());
+                retiring.push(tokio::spawn(retire(old, std::mem::replace(&mut current, new), latest.clone(), station.metrics.clone())));
                 station.metrics.set_config_reload_ok(true);
                 tracing::info!("config reloaded: probing goes on with it");
-                current = new;
             }
         }
     }
+    station.health.set_started(false);
     generation.stop.cancel();
     let accounting = generation.accounting.clone();
     generation.finish().await?;
+    // Generations replaced by a reload stopped scheduling earlier, so their grace ends first.
+    for r in retiring {
+        let _ = r.await;
+    }
     tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "stopped");
     station.stop().await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// Lets a replaced generation's in-flight probes finish (within its `shutdown_grace`) and be
+/// recorded, then drops its state. Its late probes may have re-created series of targets or
+/// scenarios the running config no longer has: those go again.
+async fn retire(old: Generation, config: Arc<Config>, latest: Arc<Mutex<Arc<Config>>>, metrics: Arc<Metrics>) {
+    let accounting = old.accounting.clone();
+    if let Err(e) = old.finish().await {
+        tracing::error!("the previous config's probing ended with an error: {e:#}");
+    }
+    tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "previous config's probes finished");
+    let running = latest.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    metrics.reconfigure(&config, &running);
+    drop(config);
+    crate::util::memory::give_back();
+}
+
 /// The fallible half of a reload: the new config, its prepared parts, and a listener when the
 /// `listen` address changed. The error is every problem, one per line.
-async fn prepare_reload(path: &std::path::Path, current: &Config, overrides: &ProbeOverrides) -> Result<(Config, Prepared, Option<TcpListener>), String> {
-    let mut new = crate::app::loader::load(path).map_err(|errors| errors.to_string())?;
+async fn prepare_reload(
+    path: &std::path::Path,
+    current: &Config,
+    overrides: &ProbeOverrides,
+    in_flight: &HashMap<String, Arc<AtomicUsize>>,
+) -> Result<(Config, Prepared, Option<TcpListener>), String> {
+    // On a blocking thread, so the signal that cancels a reload is seen while it parses.
+    let file = path.to_owned();
+    let loaded = tokio::task::spawn_blocking(move || crate::app::loader::load(&file)).await.map_err(|e| format!("reading the config: {e}"))?;
+    let mut new = loaded.map_err(|errors| errors.to_string())?;
     new.override_probe(overrides.shard, overrides.prober.as_deref());
     if new.probe.prober != current.probe.prober {
         return Err("probe.prober changed: the prober label is set at start; restart to change it".into());
     }
-    let prepared = prepare(&new).await.map_err(|e| format!("{e:#}"))?;
+    let prepared = prepare_after(&new, in_flight).await.map_err(|e| format!("{e:#}"))?;
     let listener = if new.listen != current.listen { Some(bind(new.listen).await.map_err(|e| format!("{e:#}"))?) } else { None };
     Ok((new, prepared, listener))
 }

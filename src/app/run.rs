@@ -43,7 +43,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let station = Station::start(&config, listener, &options)?;
     // A start that fails after the station is up stops it again: no metrics server or detector
     // left running behind an error.
-    let generation = match prepare(&config).await.and_then(|prepared| launch(config, prepared, &station, &options, shutdown.clone())) {
+    let generation = match prepare(&config).await.and_then(|prepared| launch(config, prepared, &station, &options, shutdown.clone(), Default::default())) {
         Ok(generation) => generation,
         Err(e) => {
             if let Err(stop) = station.stop().await {
@@ -55,6 +55,7 @@ pub async fn start(config: Config, options: RunOptions, shutdown: CancellationTo
     let (metrics_addr, metrics, health, accounting) = (station.addr, station.metrics.clone(), station.health.clone(), generation.accounting.clone());
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
+        station.health.set_started(false);
         generation.finish().await?;
         station.stop().await
     });

@@ -26,6 +26,7 @@ mod raw;
 mod raw_workload;
 mod replicas;
 mod schema;
+pub mod series;
 mod slo;
 mod target;
 mod telemetry;

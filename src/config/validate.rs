@@ -40,6 +40,7 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     for s in sources.iter_mut().filter(|s| s.url.is_none() && matches!(s.kind, SourceKind::Engine(_))) {
         s.url = targets.iter().find(|t| Some(&t.name) == s.target.as_ref()).map(Target::metrics_url);
     }
+    super::series::check(&targets, &scenarios, sources.len(), c);
     let bench = super::bench::bench(raw.bench.as_ref(), c);
     let detect = super::detect::detect(&raw.detect, c);
     Config { listen, probe, targets, scenarios, slo, tracing, sources, bench, detect, warnings: Vec::new() }

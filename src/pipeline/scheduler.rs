@@ -130,9 +130,12 @@ impl Budget {
     }
 }
 
+/// What the dispatcher hands back when it stops: one entry per stream given to `start`.
+type Stopped = Result<Vec<Option<Resume>>, String>;
+
 /// A started run; see [`RunningSchedules::stopped`].
 pub struct RunningSchedules {
-    dispatcher: Option<tokio::sync::oneshot::Receiver<Result<(), String>>>,
+    dispatcher: Option<tokio::sync::oneshot::Receiver<Stopped>>,
     workers: Vec<tokio::task::JoinHandle<()>>,
     budget: Arc<Budget>,
 }
@@ -141,27 +144,66 @@ impl RunningSchedules {
     /// Waits until no stream will send again (the stop rule, or `stop`); probes handed to the
     /// tracker may still be running. `Err` when the dispatcher stopped after an internal error.
     pub async fn stopped(self) -> Result<(), String> {
+        self.stopped_resumable().await.0
+    }
+
+    /// As `stopped`, and where each open stream stood (indexed like the streams given to
+    /// `start`; `None` for a closed-loop stream, one the stop rule ended, or after a panic), so a
+    /// later run can go on with the same schedule (`start_resuming`).
+    pub async fn stopped_resumable(self) -> (Result<(), String>, Vec<Option<Resume>>) {
         for w in self.workers {
             let _ = w.await;
         }
         match self.dispatcher {
-            Some(d) => d.await.unwrap_or(Ok(())),
-            None => Ok(()),
+            Some(d) => match d.await.unwrap_or(Ok(Vec::new())) {
+                Ok(positions) => (Ok(()), positions),
+                Err(e) => (Err(e), Vec::new()),
+            },
+            None => (Ok(()), Vec::new()),
         }
     }
+}
+
+/// Where an open stream stood when its dispatcher stopped: its arrival process, the intended
+/// time and sequence number of its next probe (not yet sent), and its probe id prefix. A run
+/// started with it sends that probe at that time, so the schedule goes on with no gap and no
+/// restart.
+pub struct Resume {
+    arrival: Box<dyn Arrival>,
+    seq: u64,
+    intended: Instant,
+    id_prefix: String,
 }
 
 /// Starts every stream: the open ones on the dispatcher thread, a task per closed-loop worker.
 /// If the dispatcher itself panics (a bug), the panic is counted and the scheduler is marked
 /// down in `health`, so `/readyz` fails instead of the prober going quiet while looking ready.
 pub fn start(streams: Vec<Stream>, rule: StopRule, ctx: RunContext, health: Option<Arc<Health>>) -> std::io::Result<RunningSchedules> {
+    start_resuming(streams.into_iter().map(|s| (s, None)).collect(), rule, ctx, health)
+}
+
+/// As `start`; an open stream given a `Resume` goes on from there (its arrival process, next
+/// send time and probe ids) instead of starting a schedule of its own.
+pub fn start_resuming(
+    streams: Vec<(Stream, Option<Resume>)>,
+    rule: StopRule,
+    ctx: RunContext,
+    health: Option<Arc<Health>>,
+) -> std::io::Result<RunningSchedules> {
     let begin = Instant::now();
     let budget = Arc::new(Budget::new(&rule, begin));
     let mut open = Vec::new();
     let mut workers = Vec::new();
-    for s in streams {
+    let count = streams.len();
+    for (index, (s, resume)) in streams.into_iter().enumerate() {
         match s.pacing {
-            Pacing::Open { arrival, cap } => open.push(OpenStream { endpoints: s.endpoints, draws: s.draws, arrival, cap, id_prefix: s.id_prefix }),
+            Pacing::Open { arrival, cap } => {
+                let (arrival, id_prefix, from) = match resume {
+                    Some(r) => (r.arrival, r.id_prefix, Some((r.seq, r.intended))),
+                    None => (arrival, s.id_prefix, None),
+                };
+                open.push(OpenStream { endpoints: s.endpoints, draws: s.draws, arrival, cap, id_prefix, index, from });
+            }
             Pacing::Closed { workers: n } => {
                 let stream = Arc::new(ClosedStream { endpoints: s.endpoints, draws: Mutex::new(s.draws), seq: AtomicU64::new(0), id_prefix: s.id_prefix });
                 for _ in 0..n {
@@ -170,7 +212,7 @@ pub fn start(streams: Vec<Stream>, rule: StopRule, ctx: RunContext, health: Opti
             }
         }
     }
-    let dispatcher = if open.is_empty() { None } else { Some(spawn_dispatcher(open, begin, budget.clone(), ctx, health)?) };
+    let dispatcher = if open.is_empty() { None } else { Some(spawn_dispatcher(open, count, begin, budget.clone(), ctx, health)?) };
     Ok(RunningSchedules { dispatcher, workers, budget })
 }
 
@@ -222,6 +264,10 @@ struct OpenStream {
     arrival: Box<dyn Arrival>,
     cap: usize,
     id_prefix: String,
+    /// Its index among the streams given to `start`.
+    index: usize,
+    /// Resumed: the sequence number and intended time of its first probe.
+    from: Option<(u64, Instant)>,
 }
 
 /// A schedule's next probe, prepared before its intended time comes.
@@ -237,6 +283,18 @@ impl OpenStream {
     /// stop rule allows no more.
     fn next(&mut self, seq: u64, prev: Instant, budget: &Budget) -> Option<Next> {
         let intended = crate::probe::deadline::after(prev, self.arrival.next_gap());
+        self.draw_at(seq, intended, budget)
+    }
+
+    /// The first probe: where a resumed stream stood, else one gap after `begin`.
+    fn first(&mut self, begin: Instant, budget: &Budget) -> Option<Next> {
+        match self.from.take() {
+            Some((seq, intended)) => self.draw_at(seq, intended, budget),
+            None => self.next(0, begin, budget),
+        }
+    }
+
+    fn draw_at(&mut self, seq: u64, intended: Instant, budget: &Budget) -> Option<Next> {
         if !budget.take(intended) {
             return None;
         }
@@ -321,18 +379,25 @@ impl Ord for Gate {
 /// are spawned on `probes`. Call it on a thread of its own (`spawn_dispatcher`): it blocks that
 /// thread for the last few milliseconds (`FINE_WINDOW`) before each handover and each send, so
 /// probes wait for their send time parked (a gate the dispatcher opens), never spinning.
-async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budget>, ctx: RunContext, probes: tokio::runtime::Handle) {
-    let mut next: Vec<Option<Next>> = streams.iter_mut().map(|s| s.next(0, begin, &budget)).collect();
+async fn dispatch(
+    mut streams: Vec<OpenStream>,
+    count: usize,
+    begin: Instant,
+    budget: Arc<Budget>,
+    ctx: RunContext,
+    probes: tokio::runtime::Handle,
+) -> Vec<Option<Resume>> {
+    let mut next: Vec<Option<Next>> = streams.iter_mut().map(|s| s.first(begin, &budget)).collect();
     let mut due: BinaryHeap<Reverse<(Instant, usize)>> = next.iter().enumerate().filter_map(|(i, n)| Some(Reverse((n.as_ref()?.intended, i)))).collect();
     let mut gates: BinaryHeap<Reverse<Gate>> = BinaryHeap::new();
     let mut order = 0u64;
     loop {
         let handover = due.peek().map(|Reverse((at, _))| at.checked_sub(HANDOVER_LEAD).unwrap_or(*at));
         let fire = gates.peek().map(|Reverse(g)| g.at);
-        let Some(wake) = [handover, fire].into_iter().flatten().min() else { return };
+        let Some(wake) = [handover, fire].into_iter().flatten().min() else { return Vec::new() };
         tokio::select! {
             _ = sleep_until_exact(wake) => {}
-            _ = ctx.stop.cancelled() => return,
+            _ = ctx.stop.cancelled() => return positions(streams, next, count),
         }
         let now = Instant::now();
         while gates.peek().is_some_and(|Reverse(g)| g.at <= now) {
@@ -375,22 +440,35 @@ async fn dispatch(mut streams: Vec<OpenStream>, begin: Instant, budget: Arc<Budg
     }
 }
 
+/// Where each stream stood at a stop: the probe it had drawn but not handed over is the first
+/// of a resumed run (handed-over ones run in this one).
+fn positions(streams: Vec<OpenStream>, next: Vec<Option<Next>>, count: usize) -> Vec<Option<Resume>> {
+    let mut out: Vec<Option<Resume>> = std::iter::repeat_with(|| None).take(count).collect();
+    for (stream, next) in streams.into_iter().zip(next) {
+        if let (Some(n), Some(slot)) = (next, out.get_mut(stream.index)) {
+            *slot = Some(Resume { arrival: stream.arrival, seq: n.seq, intended: n.intended, id_prefix: stream.id_prefix });
+        }
+    }
+    out
+}
+
 /// Starts `dispatch` on a dedicated thread with its own single-threaded runtime; the returned
 /// receiver completes when it has stopped (`Err`: it panicked).
 fn spawn_dispatcher(
     streams: Vec<OpenStream>,
+    count: usize,
     begin: Instant,
     budget: Arc<Budget>,
     ctx: RunContext,
     health: Option<Arc<Health>>,
-) -> std::io::Result<tokio::sync::oneshot::Receiver<Result<(), String>>> {
+) -> std::io::Result<tokio::sync::oneshot::Receiver<Stopped>> {
     let probes = tokio::runtime::Handle::current();
     let (done, finished) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     std::thread::Builder::new().name("llmprobe-scheduler".into()).spawn(move || {
         let wakeups = crate::probe::deadline::prefer_prompt_wakeups();
         log_wakeups_once(wakeups);
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(dispatch(streams, begin, budget, ctx, probes))));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(dispatch(streams, count, begin, budget, ctx, probes))));
         let result = result.map_err(|panic| panic_message(panic.as_ref()));
         if let (Err(message), Some(h)) = (&result, health) {
             h.internal_error("scheduler", message);

@@ -98,20 +98,19 @@ impl ContentDecoder {
         if matches!(self.state, State::Identity) {
             return Ok(Cow::Borrowed(input));
         }
-        self.coded += input.len() as u64;
-        let allowed = Allowed { limit, decoded_before: self.decoded, ratio_budget: self.ratio_budget() };
+        let input_len = input.len();
+        // The ratio counts coded bytes as the inflater consumes them, not the whole chunk at
+        // once: a large chunk (a client that reads 512 KiB at a time) must not lend a bomb the
+        // budget of all its bytes before the first of them is decoded.
+        let allowed = Allowed { limit, decoded_before: self.decoded, coded_before: self.coded, coded_now: std::cell::Cell::new(0) };
         let mut out = Vec::new();
         let mut input = input;
         while !input.is_empty() {
             input = self.step(input, &mut out, &allowed)?;
         }
         self.decoded += out.len() as u64;
+        self.coded += input_len as u64;
         Ok(Cow::Owned(out))
-    }
-
-    /// Total decoded bytes the ratio cap allows for the coded bytes fed so far.
-    fn ratio_budget(&self) -> u64 {
-        self.coded.saturating_mul(MAX_RATIO).max(RATIO_FREE_BYTES)
     }
 
     /// Consumes a prefix of `input` (at least one byte, or all of it), appending decoded bytes.
@@ -198,17 +197,23 @@ struct Allowed {
     limit: usize,
     /// Decoded bytes of the body before this call.
     decoded_before: u64,
-    /// Decoded bytes of the whole body the ratio cap allows.
-    ratio_budget: u64,
+    /// Coded bytes of the body before this call, and consumed by the inflater in it.
+    coded_before: u64,
+    coded_now: std::cell::Cell<u64>,
 }
 
 impl Allowed {
+    /// Total decoded bytes the ratio cap allows for the coded bytes consumed so far.
+    fn ratio_budget(&self) -> u64 {
+        (self.coded_before + self.coded_now.get()).saturating_mul(MAX_RATIO).max(RATIO_FREE_BYTES)
+    }
+
     /// Why `out` (this call's output so far) breaks a cap, if it does.
     fn check(&self, out: usize) -> Result<(), String> {
         if out > self.limit {
             return Err(format!("decoded body exceeded {} bytes", self.limit));
         }
-        if self.decoded_before + out as u64 > self.ratio_budget {
+        if self.decoded_before + out as u64 > self.ratio_budget() {
             return Err(format!("decoded body grew past {MAX_RATIO} times its compressed size (a compression bomb)"));
         }
         Ok(())
@@ -228,6 +233,7 @@ fn inflate(z: &mut Decompress, input: &[u8], out: &mut Vec<u8>, allowed: &Allowe
         let consumed = (z.total_in() - in_before) as usize;
         let produced = (z.total_out() - out_before) as usize;
         used += consumed;
+        allowed.coded_now.set(allowed.coded_now.get() + consumed as u64);
         allowed.check(out.len() + produced)?;
         if let Some(c) = crc.as_deref_mut() {
             c.update(&buf[..produced]);
@@ -361,6 +367,26 @@ mod tests {
             (0..60_000).flat_map(|i| format!("data: {{\"id\":\"c-1\",\"choices\":[{{\"text\":\" w{}\"}}]}}\n\n", i * 7919 % 10007).into_bytes()).collect();
         assert!(text.len() > 2 << 20);
         assert_eq!(decode_all(ContentCoding::Gzip, &gzip(&[&text]), 100).unwrap(), text);
+    }
+
+    #[test]
+    fn a_bomb_in_one_large_chunk_gets_no_budget_from_the_bytes_after_it() {
+        // 8 MiB of zeros, then 512 KiB of noise: about 100:1 over the whole body, but the zeros
+        // alone are ~1000:1. Read in one chunk (as a client with large reads does), the ratio
+        // counts only the bytes inflated so far, so the zeros are refused past 1 MiB.
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let noise: Vec<u8> = (0..512 << 10)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let body = gzip(&[&vec![0; 8 << 20], &noise]);
+        assert!(((8 << 20) + noise.len()) as u64 <= body.len() as u64 * MAX_RATIO, "the whole body is under the ratio");
+        let err = ContentDecoder::new(ContentCoding::Gzip).decode(&body, usize::MAX).unwrap_err();
+        assert!(err.contains("compression bomb"), "{err}");
     }
 
     #[test]

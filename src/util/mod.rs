@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod health;
 pub mod logsafe;
+pub mod memory;
 pub mod rfc3339;
 pub mod stats;
 pub mod version;

@@ -27,6 +27,7 @@ mod probe_protocols;
 mod probe_shards;
 mod release_detection;
 mod reload;
+mod reload_by_target;
 mod replicas_discovery;
 mod server_http;
 mod server_limits;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Memory under attack (not a test): baseline RSS of a prober, then its peak under each attack
+# (gzip bombs on both clients, an engine page of 10^6 series, 128 unauthenticated 2 MB POSTs, a
+# reload to 10,000 targets, the largest accepted config reloaded to one target); pass/fail
+# against baseline + 64 MiB.
+# Usage: scripts/memory-attacks.sh [--only NAME] [--hold S]
+# LLMPROBE_BIN=path runs that binary instead of building one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${LLMPROBE_BIN:-}
+if [ -z "$bin" ]; then
+    cargo build --release --locked --bin llmprobe >&2
+    bin=${CARGO_TARGET_DIR:-target}/release/llmprobe
+fi
+exec python3 benches/memory_attacks.py "$bin" "$@"
