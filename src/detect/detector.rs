@@ -128,9 +128,9 @@ pub struct SignalReport {
     /// ln(1/α) of the signal's share of `armed_alpha`.
     pub threshold: f64,
     /// Pooled rows: the continuous test's last look, ln(1/p), and its alarm threshold (0 for
-    /// scenario rows and before its first look). The names are kept from an earlier CUSUM.
-    pub cusum: f64,
-    pub cusum_threshold: f64,
+    /// scenario rows and before its first look).
+    pub continuous_evidence: f64,
+    pub continuous_threshold: f64,
 }
 
 /// A state change, for logs and alerts.
@@ -1368,7 +1368,7 @@ impl Detector {
             for signal in Signal::ALL {
                 let k = signal.index();
                 let mut row = self.row_report(t, None, signal, &t.pooled[k]);
-                (row.cusum, row.cusum_threshold) = t.continuous[k];
+                (row.continuous_evidence, row.continuous_threshold) = t.continuous[k];
                 out.push(row);
             }
             for sc in &t.scenarios {
@@ -1459,8 +1459,8 @@ impl Detector {
             log_evidence: r.log_e,
             p_value: (-r.max_log_e).exp().min(1.0),
             threshold: self.threshold(signal),
-            cusum: 0.0,
-            cusum_threshold: 0.0,
+            continuous_evidence: 0.0,
+            continuous_threshold: 0.0,
         }
     }
 }
@@ -1901,7 +1901,7 @@ mod tests {
         assert!(caught.is_some(), "continuous detector missed a 2x step within an hour");
         let r = pooled(&d, Signal::Ttft);
         assert_eq!((r.state, r.source), (State::Regressed, Some(Source::Continuous)));
-        assert!(r.cusum >= r.cusum_threshold, "{r:?}");
+        assert!(r.continuous_evidence >= r.continuous_threshold, "{r:?}");
     }
 
     #[test]

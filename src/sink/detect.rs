@@ -210,13 +210,12 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
             format!("{head}; {}; {} probes since the marker", effect_text(r), r.samples)
         }
         (State::Regressed, Source::Continuous) => {
-            // The report's `cusum`/`cusum_threshold`: the continuous test's evidence and threshold.
-            let (evidence, threshold) = (r.cusum, r.cusum_threshold);
+            let (evidence, threshold) = (r.continuous_evidence, r.continuous_threshold);
             if threshold > 0.0 && evidence >= threshold {
-                format!("regression detected by {test}: evidence {evidence:.1} >= threshold {threshold:.1}, slower or worse than its own recent baseline")
+                format!("regression detected by {test}: evidence {evidence:.1} >= threshold {threshold:.1}, slower or worse in its recent window than in its reference window before it")
             } else {
                 format!(
-                    "marked regressed by {test}: slower or worse than its own recent baseline (its evidence is now {} against the threshold {} it passed)",
+                    "marked regressed by {test}: slower or worse in its recent window than in its reference window before it (its evidence is now {} against the threshold {} it passed)",
                     num(evidence, 1),
                     num(threshold, 1)
                 )
@@ -278,8 +277,8 @@ mod tests {
             log_evidence: 7.25,
             p_value: 0.0007,
             threshold: 5.99,
-            cusum: 0.0,
-            cusum_threshold: 16.2,
+            continuous_evidence: 0.0,
+            continuous_threshold: 16.2,
         }
     }
 
@@ -318,7 +317,7 @@ mod tests {
         assert!(!text.contains("regression detected") && text.contains("continuous test (no release marker)"), "{text}");
         assert!(!text.contains("ratio"), "a continuous row has no release effect to show: {text}");
         let mut r = row(Signal::Ttft, State::Regressed, Some(Source::Continuous));
-        r.cusum = 17.0;
+        r.continuous_evidence = 17.0;
         let text = event_text(&event(State::Regressed, Source::Continuous), Some(&r));
         assert!(text.starts_with("regression detected by the continuous test (no release marker): evidence 17.0 >= threshold 16.2"), "{text}");
         // No row, no numbers: never "detected".
