@@ -6,6 +6,7 @@
 pub mod app;
 pub mod arrival;
 pub mod bench;
+pub mod checks;
 pub mod cli;
 pub mod cmd;
 pub mod config;

@@ -1,7 +1,8 @@
 //! Release markers from every source, in one place. A marker is a discovery change (a target's
 //! model or engine version differs from the last one seen — also across a restart, when
 //! `detect.state_dir` keeps the last identity), a `POST /api/v1/releases` (CI/CD pipelines,
-//! `llmprobe release mark`). Each marker is a log line, `llmprobe_release_info` and
+//! `llmprobe release mark`), or a behaviour change (a temperature-0 answer's fingerprint
+//! changed, `checks.fingerprint`). Each marker is a log line, `llmprobe_release_info` and
 //! `llmprobe_release_timestamp_seconds` series, an `llmprobe.release` span when tracing is on, and
 //! arms the regression detector for that target.
 
@@ -35,7 +36,14 @@ pub struct Releases {
     /// Per config generation: the trace sink, the configured targets, the API token.
     generation: Mutex<Generation>,
     identities: Mutex<HashMap<String, Identity>>,
+    /// When each target's last behaviour marker was set (one per `BEHAVIOUR_MARKER_GAP`).
+    behaviour_marked: Mutex<HashMap<String, f64>>,
 }
+
+/// Seconds between two behaviour markers of one target: a release changes many prompts'
+/// answers over a few minutes, and each would re-arm the detector; every change is still logged
+/// and counted (`llmprobe_behaviour_changes_total`).
+pub const BEHAVIOUR_MARKER_GAP: f64 = 300.0;
 
 #[derive(Default)]
 struct Generation {
@@ -73,7 +81,13 @@ impl Releases {
             .and_then(|p| std::fs::read(p).ok())
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        Releases { metrics, detect, generation: Mutex::new(Generation { state_dir, ..Generation::default() }), identities: Mutex::new(identities) }
+        Releases {
+            metrics,
+            detect,
+            generation: Mutex::new(Generation { state_dir, ..Generation::default() }),
+            identities: Mutex::new(identities),
+            behaviour_marked: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The running config generation's parts.
@@ -104,6 +118,25 @@ impl Releases {
         self.metrics.set_target_info_change(target, at);
         let version = if now.engine_version.is_empty() { now.model.clone() } else { now.engine_version.clone() };
         self.apply(target, &version, "discovery", at, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
+    }
+
+    /// A temperature-0 answer to the same prompt changed (`checks.fingerprint`): logged every
+    /// time, a marker of source `behaviour` at most once per `BEHAVIOUR_MARKER_GAP` per target.
+    pub fn behaviour_changed(&self, target: &str, scenario: &str, prompt_sha256: &str, before: &str, after: &str) {
+        tracing::info!(
+            target_name = %target, scenario = %scenario, prompt_sha256 = %prompt_sha256.get(..16).unwrap_or(prompt_sha256),
+            previous_fingerprint = %before, fingerprint = %after,
+            "behaviour change: a temperature-0 answer to the same prompt changed"
+        );
+        let at = unix_now();
+        {
+            let mut marked = self.behaviour_marked.lock().unwrap_or_else(|e| e.into_inner());
+            if marked.get(target).is_some_and(|last| at - last < BEHAVIOUR_MARKER_GAP) {
+                return;
+            }
+            marked.insert(target.to_owned(), at);
+        }
+        self.apply(target, &format!("fingerprint {after}"), "behaviour", at, ["", before], ["", after]);
     }
 
     /// Checks a request's `Authorization` header value against the token: from the request head
@@ -157,6 +190,16 @@ impl Releases {
 
     fn lock_generation(&self) -> std::sync::MutexGuard<'_, Generation> {
         self.generation.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Behaviour changes reach the releases as probes are recorded.
+impl crate::sink::Sink for Releases {
+    fn record(&self, outcome: &crate::outcome::Outcome, _sample: Option<&crate::measure::Sample>) {
+        let Some(report) = &outcome.checks else { return };
+        if let (Some(before), Some(after)) = (&report.changed_from, &report.fingerprint) {
+            self.behaviour_changed(&outcome.target, &outcome.scenario, &outcome.prompt_sha256, before, after);
+        }
     }
 }
 

@@ -178,4 +178,7 @@ pub struct RawScenario {
     /// SLO fields replacing the target's and the global ones for this scenario (ttft, tpot, e2e,
     /// objective; a threshold `off` drops the inherited one).
     pub slo: Option<super::slo::RawSloOverride>,
+    /// Behaviour checks replacing the top-level `checks:` for this scenario (`checks: {}` turns
+    /// them off here).
+    pub checks: Option<super::checks::RawChecks>,
 }

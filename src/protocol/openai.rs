@@ -101,6 +101,9 @@ pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::
         body["ignore_eos"] = json!(true);
         body["min_tokens"] = json!(req.max_tokens);
     }
+    if let Some(checks) = req.checks {
+        crate::checks::request::add_openai(body, checks);
+    }
 }
 
 pub(super) fn parse_json<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, ProtocolError> {

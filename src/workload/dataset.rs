@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::sha256_hex;
-use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder};
+use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, Expect};
 
 /// Files larger than this are refused (prompts are held in memory).
 const MAX_BYTES: u64 = 512 << 20;
@@ -17,6 +17,9 @@ struct JsonlLine {
     prompt: String,
     output_tokens: Option<i64>,
     max_tokens: Option<i64>,
+    /// Known answer: a substring (case-insensitive) or a regex (`checks.dataset_answers`).
+    expect: Option<String>,
+    expect_regex: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -75,7 +78,8 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<DatasetEntry>, String> {
         if parsed.prompt.is_empty() {
             return Err(format!("line {at}: empty prompt"));
         }
-        out.push(entry(parsed.prompt, output));
+        let expect = Expect::new(parsed.expect.as_deref(), parsed.expect_regex.as_deref()).map_err(|e| format!("line {at}: expect: {e}"))?;
+        out.push(DatasetEntry { expect, ..entry(parsed.prompt, output) });
     }
     Ok(out)
 }
@@ -95,5 +99,5 @@ pub fn parse_sharegpt(text: &str) -> Result<Vec<DatasetEntry>, String> {
 
 fn entry(prompt: String, output_tokens: Option<u32>) -> DatasetEntry {
     let sha256 = sha256_hex(prompt.as_bytes());
-    DatasetEntry { prompt, output_tokens, sha256 }
+    DatasetEntry { prompt, output_tokens, sha256, expect: None }
 }
