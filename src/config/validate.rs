@@ -137,7 +137,12 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
         }
     };
     let has_dataset = raw.dataset.is_some();
-    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset);
+    // Known-answer prompts are sent as they are, as a dataset's are.
+    let known_answers = match &raw.checks {
+        Some(own) => own.known_answers.is_some(),
+        None => !shared.default_checks.known_answers.is_empty(),
+    };
+    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset && !known_answers);
     let needs_output = dataset.as_ref().is_none_or(|d| d.entries_without_output() > 0);
     let output_tokens = length("output_tokens", &raw.output_tokens, needs_output && !(has_dataset && dataset.is_none()));
     if has_dataset && raw.input_tokens.is_some() {

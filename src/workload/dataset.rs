@@ -1,5 +1,6 @@
 //! Replayed prompts: JSONL (`{"prompt": ..., "output_tokens"|"max_tokens": N}` per line, the
-//! format `vllm bench serve` custom datasets read) or ShareGPT conversation JSON (the first human
+//! format `vllm bench serve` custom datasets read, with an optional known answer `expect` or
+//! `expect_regex`) or ShareGPT conversation JSON (the first human
 //! turn is the prompt). Loaded once at config time; each entry keeps its SHA-256.
 
 use std::path::Path;
