@@ -14,16 +14,26 @@ use llmprobe::sink::{Metrics, Sink};
 
 /// The shipped example, pointed at a mock on `addr`.
 fn behaviour_config(addr: std::net::SocketAddr) -> llmprobe::config::Config {
+    behaviour_config_with(addr, "")
+}
+
+/// The example with `extra` YAML lines added to its target.
+fn behaviour_config_with(addr: std::net::SocketAddr, extra: &str) -> llmprobe::config::Config {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/behaviour.yaml");
     let text = std::fs::read_to_string(path).unwrap().replace("127.0.0.1:18000", &addr.to_string());
+    let text = text.replacen("    model: mock-llama\n", &format!("    model: mock-llama\n{extra}"), 1);
     llmprobe::loader::parse(&text, "behaviour.yaml").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `--once` against a mock with `faults`: the report, and each scenario's verdict line.
 async fn once(faults: &[(Fault, f64)]) -> (String, BTreeMap<String, String>) {
+    once_with(faults, "").await
+}
+
+async fn once_with(faults: &[(Fault, f64)], target_extra: &str) -> (String, BTreeMap<String, String>) {
     let (addr, stop) = start_mock(MockOptions { fault_rates: faults.to_vec(), ..MockOptions::default() }).await;
     let mut out = String::new();
-    llmprobe::once::run(&behaviour_config(addr), &mut out).await.unwrap();
+    llmprobe::once::run(&behaviour_config_with(addr, target_extra), &mut out).await.unwrap();
     stop.cancel();
     let mut verdicts = BTreeMap::new();
     let mut scenario = String::new();
@@ -79,6 +89,20 @@ async fn each_fault_fails_its_check() {
     }
 }
 
+/// A whole (non-streamed) answer is judged the same: its message's text and tool calls.
+#[tokio::test]
+async fn non_streamed_answers_are_checked_too() {
+    let (out, verdicts) = once_with(&[], "    stream: false\n").await;
+    for (scenario, verdict) in &verdicts {
+        assert!(verdict.starts_with("success"), "{scenario}: {verdict}\n{out}");
+    }
+    assert!(out.contains("(not streamed"), "{out}");
+    let (_, verdicts) = once_with(&[(Fault::BadToolCall, 1.0)], "    stream: false\n").await;
+    assert!(verdicts["tool-call"].starts_with("error invalid_output: tool_call: arguments are truncated JSON"), "{}", verdicts["tool-call"]);
+    let (_, verdicts) = once_with(&[(Fault::InvalidJson, 1.0)], "    stream: false\n").await;
+    assert!(verdicts["structured"].starts_with("error invalid_output: structured_output: truncated JSON"), "{}", verdicts["structured"]);
+}
+
 /// `finish_reason: "error"` is a stream error, whatever the checks.
 #[tokio::test]
 async fn finish_error_is_a_stream_error_everywhere() {
@@ -128,10 +152,10 @@ async fn counters_goodput_and_behaviour_changes() {
     assert!(text.contains("source=\"behaviour\""), "a behaviour change marks a release:\n{text}");
 }
 
-/// Every fault that is not a behaviour fault leaves checked answers alone: with none of them,
-/// the plain scenario's checks see the mock's usual random words.
+/// A scenario without its own `checks:` is judged by the top-level section; its synthetic prompt
+/// gets the mock's usual random words.
 #[tokio::test]
-async fn the_mock_answers_unknown_prompts_with_random_words() {
+async fn the_top_level_checks_judge_a_plain_scenario() {
     let (out, verdicts) = once(&[]).await;
     assert!(verdicts["chat"].starts_with("success"), "{out}");
     assert!(out.contains("checks         finish_reason, output_cap (all passed)"), "{out}");
