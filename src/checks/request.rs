@@ -70,4 +70,30 @@ mod tests {
         assert_eq!(body["stop"], json!(["\n\n"]));
         assert!(body.get("response_format").is_none());
     }
+
+    /// An answer whose end is checked is the model's own: no `ignore_eos`/`min_tokens`, on every
+    /// family, while the target's (default) `ignore_eos` still goes out otherwise (the cap check
+    /// alone keeps it).
+    #[test]
+    fn checked_requests_never_ignore_eos() {
+        use crate::config::ProtocolKind;
+        use crate::protocol::RequestSpec;
+        let checks = Checks { natural_stop: Some(8), ..Checks::default() };
+        for api in ProtocolKind::ALL {
+            let yaml = format!(
+                "targets:\n  - {{name: t, base_url: \"http://127.0.0.1:1\", api: {}, model: m}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n",
+                api.as_str()
+            );
+            let cfg = crate::loader::parse(&yaml, "t.yaml").unwrap();
+            let target = &cfg.targets[0];
+            assert!(target.ignore_eos, "on by default");
+            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None };
+            let plain = api.protocol().body(target, &spec).to_string();
+            assert!(plain.contains("ignore_eos"), "{api:?}: {plain}");
+            let checked = api.protocol().body(target, &RequestSpec { checks: Some(&checks), ..spec }).to_string();
+            assert!(!checked.contains("ignore_eos") && !checked.contains("min_tokens"), "{api:?}: {checked}");
+            let cap_only = Checks { output_cap: true, finish_reasons: Some(vec!["length".into()]), ..Checks::default() };
+            assert!(api.protocol().body(target, &RequestSpec { checks: Some(&cap_only), ..spec }).to_string().contains("ignore_eos"));
+        }
+    }
 }

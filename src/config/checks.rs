@@ -223,6 +223,12 @@ impl Checks {
         !self.known_answers.is_empty() || self.dataset_answers
     }
 
+    /// Whether the answer's own end is checked (all but `finish_reasons` and `output_cap`): then
+    /// the request never asks to ignore EOS.
+    pub fn natural_end(&self) -> bool {
+        self.natural_stop.is_some() || self.needs_text()
+    }
+
     /// Requests go out at temperature 0 (known answers and fingerprints need the same output
     /// for the same prompt).
     pub fn greedy(&self) -> bool {
