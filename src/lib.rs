@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod checks;
 pub mod cli;
 pub mod client;
 pub mod cmd;

@@ -105,6 +105,8 @@ pub(super) fn launch(
         sinks.push(d.clone());
     }
     sinks.push(station.replicas.clone());
+    // Behaviour changes (`checks.fingerprint`) become release markers.
+    sinks.push(station.releases.clone());
     if let Some(log) = &options.probe_log {
         sinks.push(log.clone());
     }

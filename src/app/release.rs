@@ -1,10 +1,11 @@
 //! Release markers from every source, in one place. A marker is a discovery change (a target's
 //! model or engine version differs from the last one seen — also across a restart, when
 //! `detect.state_dir` keeps the last identity), a `POST /api/v1/releases` (CI/CD pipelines,
-//! `llmprobe release mark`). Each marker is a log line and an `Event::Release` to the running
-//! generation's sinks: `llmprobe_release_info` and `llmprobe_release_timestamp_seconds` series,
-//! an `llmprobe.release` span when tracing is on, and the regression detector armed for that
-//! target.
+//! `llmprobe release mark`), or a behaviour change (a temperature-0 answer's fingerprint
+//! changed, `checks.fingerprint`). Each marker is a log line and an `Event::Release` to the
+//! running generation's sinks: `llmprobe_release_info` and `llmprobe_release_timestamp_seconds`
+//! series, an `llmprobe.release` span when tracing is on, and the regression detector armed for
+//! that target.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -33,7 +34,14 @@ pub struct Releases {
     /// Per config generation: its sinks, the configured targets, the API token.
     generation: Mutex<MarkerSettings>,
     identities: Mutex<HashMap<String, Identity>>,
+    /// When each target's last behaviour marker was set (one per `BEHAVIOUR_MARKER_GAP`).
+    behaviour_marked: Mutex<HashMap<String, f64>>,
 }
+
+/// Seconds between two behaviour markers of one target: a release changes many prompts'
+/// answers over a few minutes, and each would re-arm the detector; every change is still logged
+/// and counted (`llmprobe_behaviour_changes_total`).
+pub const BEHAVIOUR_MARKER_GAP: f64 = 300.0;
 
 #[derive(Default)]
 struct MarkerSettings {
@@ -71,7 +79,11 @@ impl Releases {
             .and_then(|p| std::fs::read(p).ok())
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        Releases { generation: Mutex::new(MarkerSettings { state_dir, ..MarkerSettings::default() }), identities: Mutex::new(identities) }
+        Releases {
+            generation: Mutex::new(MarkerSettings { state_dir, ..MarkerSettings::default() }),
+            identities: Mutex::new(identities),
+            behaviour_marked: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The running config generation's parts.
@@ -101,6 +113,25 @@ impl Releases {
         let at = unix_now();
         let version = if now.engine_version.is_empty() { now.model.clone() } else { now.engine_version.clone() };
         self.apply(target, &version, "discovery", at, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
+    }
+
+    /// A temperature-0 answer to the same prompt changed (`checks.fingerprint`): logged every
+    /// time, a marker of source `behaviour` at most once per `BEHAVIOUR_MARKER_GAP` per target.
+    pub fn behaviour_changed(&self, target: &str, scenario: &str, prompt_sha256: &str, before: &str, after: &str) {
+        tracing::info!(
+            target_name = %target, scenario = %scenario, prompt_sha256 = %prompt_sha256.get(..16).unwrap_or(prompt_sha256),
+            previous_fingerprint = %before, fingerprint = %after,
+            "behaviour change: a temperature-0 answer to the same prompt changed"
+        );
+        let at = unix_now();
+        {
+            let mut marked = self.behaviour_marked.lock().unwrap_or_else(|e| e.into_inner());
+            if marked.get(target).is_some_and(|last| at - last < BEHAVIOUR_MARKER_GAP) {
+                return;
+            }
+            marked.insert(target.to_owned(), at);
+        }
+        self.apply(target, &format!("fingerprint {after}"), "behaviour", at, ["", before], ["", after]);
     }
 
     /// Checks a request's `Authorization` header value against the token: from the request head
@@ -148,6 +179,16 @@ impl Releases {
 
     fn lock_generation(&self) -> std::sync::MutexGuard<'_, MarkerSettings> {
         self.generation.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Behaviour changes reach the releases as probes are recorded.
+impl crate::sink::Sink for Releases {
+    fn record(&self, outcome: &crate::probe::outcome::Outcome, _sample: Option<&crate::probe::measure::Sample>) {
+        let Some(report) = &outcome.checks else { return };
+        if let (Some(before), Some(after)) = (&report.changed_from, &report.fingerprint) {
+            self.behaviour_changed(&outcome.target, &outcome.scenario, &outcome.prompt_sha256, before, after);
+        }
     }
 }
 

@@ -103,6 +103,12 @@ pub struct Record {
     pub finish_reason: Option<String>,
     /// `None` unless the request succeeded.
     pub slo: Option<SloVerdict>,
+    /// Behaviour checks that failed (`checks:`), by name; what failed is in `error_detail`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks_failed: Vec<String>,
+    /// Fingerprint of a temperature-0 answer (`checks.fingerprint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 impl Record {
@@ -199,6 +205,8 @@ pub fn from_outcome(o: &Outcome, sample: Option<&Sample>, slo: &Slo, epoch: &Epo
         http_status: o.http_status,
         finish_reason: o.finish_reason.clone(),
         slo: sample.map(|s| verdict(s, slo)),
+        checks_failed: o.checks.iter().flat_map(|r| r.failed.iter().map(|f| f.check.as_str().to_owned())).collect(),
+        fingerprint: o.checks.as_ref().and_then(|r| r.fingerprint.clone()),
     }
 }
 

@@ -45,6 +45,8 @@ pub struct TargetRuntime {
     pub in_flight: Arc<AtomicUsize>,
     /// The replica this runtime probes (pod name or `ip:port`), when replicas are discovered.
     pub replica: Option<Arc<str>>,
+    /// The last output fingerprint per scenario and prompt (`checks.fingerprint`).
+    pub fingerprints: Arc<crate::checks::fingerprint::Fingerprints>,
 }
 
 impl TargetRuntime {
@@ -73,6 +75,7 @@ impl TargetRuntime {
             discovering: tokio::sync::Mutex::new(()),
             in_flight: Arc::new(AtomicUsize::new(0)),
             replica: None,
+            fingerprints: Arc::default(),
         })
     }
 
@@ -100,6 +103,8 @@ impl TargetRuntime {
             discovering: tokio::sync::Mutex::new(()),
             in_flight: self.in_flight.clone(),
             replica: Some(Arc::from(id)),
+            // Each replica against its own history: replicas that differ are not a change.
+            fingerprints: Arc::default(),
         }
     }
 

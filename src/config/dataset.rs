@@ -25,6 +25,8 @@ pub struct DatasetEntry {
     pub output_tokens: Option<u32>,
     /// SHA-256 of `prompt` (hex).
     pub sha256: String,
+    /// The known answer (JSONL `expect` or `expect_regex`), for `checks.dataset_answers`.
+    pub expect: Option<super::checks::Expect>,
 }
 
 /// A loaded dataset.

@@ -8,13 +8,15 @@
 //! `dataset.rs` (replayed prompts as data), `check.rs` (issues, the `Checker`, common checks),
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
-//! `telemetry.rs` (`tracing:`, `sources:`), `raw_workload.rs` and `workload.rs` (scenarios);
-//! then `raw.rs` (the whole file as written), `schema.rs` (its JSON Schema), `model.rs` (the whole validated `Config`),
+//! `telemetry.rs` (`tracing:`, `sources:`), `checks.rs` (`checks:`), `raw_workload.rs` and
+//! `workload.rs` (scenarios); then `raw.rs` (the whole file as written), `schema.rs` (its JSON
+//! Schema), `model.rs` (the whole validated `Config`),
 //! `validate.rs` (the file-wide checks) and `load.rs` (`load`, `parse`).
 //! The file format is documented in `config/README.md`.
 
 mod bench;
 mod check;
+mod checks;
 mod dataset;
 mod detect;
 mod duration;
@@ -35,6 +37,7 @@ mod workload;
 
 pub use bench::{Bench, BenchMode, Matrix};
 pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MIN_RATE, Resolvers};
+pub use checks::{Checks, Expect, KnownAnswer, Schema, ToolCallCheck, ToolChoice};
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
 pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};

@@ -18,7 +18,7 @@ use super::target::RawTarget;
 
 /// The whole file.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench, detect")]
+#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench, detect, checks")]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
     #[serde(default = "default_listen")]
@@ -52,6 +52,10 @@ pub struct RawConfig {
     #[serde(default, deserialize_with = "null_as_default")]
     #[schemars(with = "Option<super::detect::RawDetect>")]
     pub detect: super::detect::RawDetect,
+    /// Behaviour checks for every scenario without its own `checks:` (`config/README.md`
+    /// "checks"). An empty section is the same as none.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub checks: super::checks::RawChecks,
 }
 
 /// An empty YAML value (`slo:` with nothing after it) reads as the section's default.

@@ -161,7 +161,7 @@ pub struct RawScenario {
     /// `weight`.
     pub rate: Option<f64>,
     /// Prompt length in tokens: a number, `{min, max}` for uniform, or a distribution;
-    /// 1..=1000000. Required unless `dataset` is set.
+    /// 1..=1000000. Required unless `dataset` or `checks.known_answers` gives the prompts.
     pub input_tokens: Option<RawLength>,
     /// Requested output length in tokens (`max_tokens`), same forms. Required unless every
     /// dataset entry carries its own.
@@ -178,4 +178,7 @@ pub struct RawScenario {
     /// SLO fields replacing the target's and the global ones for this scenario (ttft, tpot, e2e,
     /// objective; a threshold `off` drops the inherited one).
     pub slo: Option<super::slo::RawSloOverride>,
+    /// Behaviour checks replacing the top-level `checks:` for this scenario (`checks: {}` turns
+    /// them off here).
+    pub checks: Option<super::checks::RawChecks>,
 }

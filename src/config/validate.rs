@@ -26,7 +26,9 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let (probe, probe_rate) = probe(&raw.probe, c);
     let targets = target::targets(&raw.targets, c);
     let arrival = workload::arrival("probe.arrival", raw.probe.arrival.as_ref(), c);
-    let shared = Shared { explicit_probe_rate: raw.probe.rate, probe_rate, arrival, base_dir };
+    let default_checks = super::checks::checks("checks", &raw.checks, c);
+    let apis: Vec<(String, super::ProtocolKind)> = targets.iter().map(|t| (t.name.clone(), t.api)).collect();
+    let shared = Shared { explicit_probe_rate: raw.probe.rate, probe_rate, arrival, base_dir, default_checks, apis };
     let mut scenarios = scenarios(&raw.scenarios, &shared, c);
     // A shard sends its share; the shards' independent streams add up to the configured rate.
     for s in &mut scenarios {
@@ -90,6 +92,10 @@ struct Shared<'a> {
     probe_rate: f64,
     arrival: ArrivalSpec,
     base_dir: &'a Path,
+    /// The top-level `checks:`, for scenarios without their own.
+    default_checks: super::checks::Checks,
+    /// Every target's name and API (which checks it can carry).
+    apis: Vec<(String, super::ProtocolKind)>,
 }
 
 /// Resolves every scenario's rate: its own `rate`, or its weight's share of `probe.rate`.
@@ -132,7 +138,12 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
         }
     };
     let has_dataset = raw.dataset.is_some();
-    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset);
+    // Known-answer prompts are sent as they are, as a dataset's are.
+    let known_answers = match &raw.checks {
+        Some(own) => own.known_answers.is_some(),
+        None => !shared.default_checks.known_answers.is_empty(),
+    };
+    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset && !known_answers);
     let needs_output = dataset.as_ref().is_none_or(|d| d.entries_without_output() > 0);
     let output_tokens = length("output_tokens", &raw.output_tokens, needs_output && !(has_dataset && dataset.is_none()));
     if has_dataset && raw.input_tokens.is_some() {
@@ -165,10 +176,32 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
             None => shared.arrival,
         },
         prefix,
-        dataset,
         cache_salt: raw.cache_salt.clone(),
         slo: super::slo::slo_override(&format!("{path}.slo"), raw.slo.as_ref(), c),
+        checks: scenario_checks(path, raw, dataset.as_deref(), shared, c),
+        dataset,
     }
+}
+
+/// The scenario's own `checks:`, else the top-level one; checked against its prompts and the
+/// targets' APIs. `None` when nothing is checked.
+fn scenario_checks(path: &str, raw: &RawScenario, dataset: Option<&super::Dataset>, shared: &Shared, c: &mut Checker) -> Option<std::sync::Arc<super::Checks>> {
+    let (at, checks) = match &raw.checks {
+        Some(own) => (format!("{path}.checks"), super::checks::checks(&format!("{path}.checks"), own, c)),
+        None => ("checks".to_owned(), shared.default_checks.clone()),
+    };
+    if !checks.any() {
+        return None;
+    }
+    let has_dataset = raw.dataset.is_some();
+    super::checks::check_scenario(&at, &checks, has_dataset, dataset.is_none_or(|d| d.nonce), &shared.apis, c);
+    if let (true, Some(d)) = (checks.dataset_answers, dataset) {
+        let without = d.entries.iter().filter(|e| e.expect.is_none()).count();
+        if without > 0 {
+            c.error(format!("{at}.dataset_answers"), format!("{without} of {} dataset entries have no expect or expect_regex field", d.entries.len()));
+        }
+    }
+    Some(std::sync::Arc::new(checks))
 }
 
 /// The scenario's weight when it shares `probe.rate`, `None` when it has its own rate.

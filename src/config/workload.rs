@@ -33,6 +33,8 @@ pub struct Scenario {
     pub cache_salt: Option<String>,
     /// `slo:` fields replacing the target's and the global ones for this scenario.
     pub slo: SloOverride,
+    /// Behaviour checks (`checks:`); `None` when nothing is checked.
+    pub checks: Option<Arc<super::checks::Checks>>,
 }
 
 impl Scenario {
@@ -48,6 +50,7 @@ impl Scenario {
             dataset: None,
             cache_salt: None,
             slo: SloOverride::default(),
+            checks: None,
         }
     }
 }

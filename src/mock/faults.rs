@@ -30,6 +30,18 @@ pub enum Fault {
     TruncateAfterOne,
     /// The stream body gzip-compressed (`content-encoding: gzip`), flushed after every frame.
     GzipStream,
+    /// Structured output (`response_format`) cut short: truncated JSON.
+    InvalidJson,
+    /// A known-answer question answered wrongly.
+    WrongAnswer,
+    /// The `stop` sequence and the text after it are sent.
+    IgnoreStop,
+    /// EOS ignored: every answer runs to `max_tokens` (`finish_reason: length`).
+    NoEos,
+    /// The last chunk's `finish_reason` is `"error"` (as some routers end a failed generation).
+    FinishError,
+    /// A tool call whose arguments are cut short (not JSON).
+    BadToolCall,
 }
 
 pub const ALL: &[(Fault, &str)] = &[
@@ -54,6 +66,12 @@ pub const ALL: &[(Fault, &str)] = &[
     (Fault::MultiTokenFrames, "multi_token_frames"),
     (Fault::TruncateAfterOne, "truncate_after_one"),
     (Fault::GzipStream, "gzip_stream"),
+    (Fault::InvalidJson, "invalid_json"),
+    (Fault::WrongAnswer, "wrong_answer"),
+    (Fault::IgnoreStop, "ignore_stop"),
+    (Fault::NoEos, "no_eos"),
+    (Fault::FinishError, "finish_error"),
+    (Fault::BadToolCall, "bad_tool_call"),
 ];
 
 impl Fault {

@@ -5,6 +5,7 @@
 //! Writes every wire format itself; shares no code with the prober's parsers on purpose.
 
 mod app;
+mod behaviour;
 mod control;
 mod driver;
 pub mod engine;

@@ -167,11 +167,20 @@ async fn run(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: Bytes, 
     let prompt_tokens = p.prompt.len() as u32;
     let mut render = Native { family, model: app.opts.model.clone(), prompt_tokens, text: String::new(), seed: app.opts.seed };
     if !p.stream {
-        let end = collect(ticket.rx, seed, prompt_tokens).await;
+        let end = collect(ticket.rx, seed, prompt_tokens, None).await;
         return finish_whole(render.whole(&end), fault, &app.params(&h)).await;
     }
-    let setup =
-        WireSetup { render: Box::new(render), rx: ticket.rx, fault, params: app.params(&h), seed, started, timestamps: app.timestamps(&h), prompt_tokens };
+    let setup = WireSetup {
+        render: Box::new(render),
+        rx: ticket.rx,
+        fault,
+        params: app.params(&h),
+        seed,
+        started,
+        timestamps: app.timestamps(&h),
+        prompt_tokens,
+        plan: None,
+    };
     let mut resp = Wire::new(setup).into_response();
     if family == Family::Tgi {
         tgi_headers(&mut resp, prompt_tokens, ticket.target);

@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use serde_json::Value;
 
 use super::app::App;
-use super::engine::SeqSpec;
+use super::engine::{Finish, SeqSpec};
 use super::faults::Fault;
 use super::listener::RequestArrival;
 use super::tokenizer::{decode_id, encode, encode_chat};
@@ -179,7 +179,7 @@ fn parse_body(body: &[u8]) -> Result<Value, Response<Body>> {
 
 async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes, chat: bool) -> Response<Body> {
     let started = arrival.at();
-    let g = match parse_body(&body).and_then(|b| parse_gen(&app, &b, chat)) {
+    let (g, value) = match parse_body(&body).and_then(|b| parse_gen(&app, &b, chat).map(|g| (g, b))) {
         Ok(g) => g,
         Err(r) => return r,
     };
@@ -187,7 +187,14 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
     if let Some(r) = pre_engine_fault(fault, status_error) {
         return r;
     }
-    let spec = SeqSpec { prompt: g.prompt.clone(), max_tokens: g.max_tokens, min_tokens: g.min_tokens, ignore_eos: g.ignore_eos };
+    // A request for checked behaviour gets its planned answer, timed by the engine like any.
+    let plan = super::behaviour::plan(&value, chat, fault).map(std::sync::Arc::new);
+    let spec = match &plan {
+        Some(p) => SeqSpec { prompt: g.prompt.clone(), max_tokens: p.tokens(g.max_tokens), min_tokens: 0, ignore_eos: true },
+        None => {
+            SeqSpec { prompt: g.prompt.clone(), max_tokens: g.max_tokens, min_tokens: g.min_tokens, ignore_eos: g.ignore_eos || fault == Some(Fault::NoEos) }
+        }
+    };
     let mut ticket = app.driver.submit(&spec);
     let seed = app.text_seed(ticket.id);
     if fault == Some(Fault::CloseBeforeResponse) {
@@ -195,13 +202,27 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
         return drop_connection();
     }
     let mut render = OpenAi::new(&app, ticket.id, &g);
-    render.reasoning_tokens = if chat { reasoning_tokens(&h) } else { 0 };
+    render.reasoning_tokens = if chat && plan.is_none() { reasoning_tokens(&h) } else { 0 };
+    render.finish_error = fault == Some(Fault::FinishError);
+    if let Some(p) = &plan {
+        render.tool = p.tool.clone();
+        render.eos_finish = p.stops_by_eos(g.max_tokens).then_some(if p.tool.is_some() { "tool_calls" } else { "stop" });
+    }
     let prompt_tokens = g.prompt.len() as u32;
     if !g.stream {
-        return whole(render, collect(ticket.rx, seed, prompt_tokens).await, fault, &app, &h).await;
+        return whole(render, collect(ticket.rx, seed, prompt_tokens, plan.as_deref()).await, fault, &app, &h).await;
     }
-    let setup =
-        WireSetup { render: Box::new(render), rx: ticket.rx, fault, params: app.params(&h), seed, started, timestamps: app.timestamps(&h), prompt_tokens };
+    let setup = WireSetup {
+        render: Box::new(render),
+        rx: ticket.rx,
+        fault,
+        params: app.params(&h),
+        seed,
+        started,
+        timestamps: app.timestamps(&h),
+        prompt_tokens,
+        plan,
+    };
     Wire::new(setup).into_response()
 }
 
@@ -256,6 +277,15 @@ struct OpenAi {
     /// Chat only: tokens up to this count go out as `delta.reasoning_content` (a reasoning
     /// parser's output), the rest as `delta.content`.
     reasoning_tokens: u32,
+    /// The function a planned tool call calls: tokens go out as `delta.tool_calls` arguments.
+    tool: Option<String>,
+    /// Whether the call's first delta (id, type, name) went out.
+    tool_started: bool,
+    /// The finish reason a planned answer ends with when the engine stops it (`stop`, or
+    /// `tool_calls`): the plan's end by EOS.
+    eos_finish: Option<&'static str>,
+    /// `finish_error`: the last chunk says `"error"`.
+    finish_error: bool,
 }
 
 impl OpenAi {
@@ -264,7 +294,29 @@ impl OpenAi {
         let rid = format!("{prefix}-{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0xabc));
         let created = crate::util::clock::unix_now() as u64;
         let head = format!(r#"{{"id":"{rid}","object":"{object}","created":{created},"model":{}"#, js(&app.opts.model));
-        OpenAi { chat: g.chat, head, include_usage: g.include_usage, continuous: g.continuous, prompt_tokens: g.prompt.len() as u32, reasoning_tokens: 0 }
+        OpenAi {
+            chat: g.chat,
+            head,
+            include_usage: g.include_usage,
+            continuous: g.continuous,
+            prompt_tokens: g.prompt.len() as u32,
+            reasoning_tokens: 0,
+            tool: None,
+            tool_started: false,
+            eos_finish: None,
+            finish_error: false,
+        }
+    }
+
+    /// The finish reason written for the engine's: a plan's EOS, the `finish_error` fault.
+    fn finish_str(&self, f: Finish) -> &'static str {
+        if self.finish_error {
+            return "error";
+        }
+        match (f, self.eos_finish) {
+            (Finish::Length, Some(eos)) => eos,
+            _ => f.as_str(),
+        }
     }
 
     fn usage(&self, completion: u32) -> String {
@@ -277,7 +329,7 @@ impl OpenAi {
     }
 
     fn whole(&self, e: &End) -> String {
-        let fin = e.finish.map(|f| js(f.as_str())).unwrap_or_else(|| "null".into());
+        let fin = e.finish.map(|f| js(self.finish_str(f))).unwrap_or_else(|| "null".into());
         let head = self.head.replace("chat.completion.chunk", "chat.completion");
         let usage = format!(
             r#""usage":{{"prompt_tokens":{},"total_tokens":{},"completion_tokens":{},"prompt_tokens_details":null,"completion_tokens_details":null}}"#,
@@ -285,7 +337,13 @@ impl OpenAi {
             e.prompt_tokens + e.completion_tokens,
             e.completion_tokens
         );
-        if self.chat {
+        if let (true, Some(name)) = (self.chat, &self.tool) {
+            format!(
+                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"chatcmpl-tool-0","type":"function","function":{{"name":{},"arguments":{}}}}}]}},"logprobs":null,"finish_reason":{fin},"stop_reason":null}}],{usage}}}"#,
+                js(name),
+                js(&e.text)
+            )
+        } else if self.chat {
             format!(
                 r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":{},"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}},"logprobs":null,"finish_reason":{fin},"stop_reason":null,"token_ids":null}}],"service_tier":null,"system_fingerprint":"{FINGERPRINT}",{usage},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null}}"#,
                 js(&e.text)
@@ -319,7 +377,22 @@ impl Render for OpenAi {
         let mut f = String::with_capacity(self.head.len() + t.text.len() + 192);
         f.push_str("data: ");
         f.push_str(&self.head);
-        if self.chat {
+        if let (true, Some(name)) = (self.chat, &self.tool) {
+            // The OpenAI streaming shape of a call: id, type and name in the first delta, then
+            // pieces of the arguments.
+            f.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,");
+            if !self.tool_started {
+                f.push_str("\"id\":\"chatcmpl-tool-0\",\"type\":\"function\",\"function\":{\"name\":");
+                push_js(&mut f, name);
+                f.push(',');
+                self.tool_started = true;
+            } else {
+                f.push_str("\"function\":{");
+            }
+            f.push_str("\"arguments\":");
+            push_js(&mut f, t.text);
+            f.push_str("}}]}");
+        } else if self.chat {
             let field = if t.completion_tokens <= self.reasoning_tokens { "reasoning_content" } else { "content" };
             f.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"");
             f.push_str(field);
@@ -332,7 +405,7 @@ impl Render for OpenAi {
         }
         f.push_str(",\"logprobs\":null,\"finish_reason\":");
         match t.finish {
-            Some(fin) => push_js(&mut f, fin.as_str()),
+            Some(fin) => push_js(&mut f, self.finish_str(fin)),
             None => f.push_str("null"),
         }
         if t.finish.is_some() || !self.chat {
@@ -414,7 +487,18 @@ mod frame_tests {
 
     fn writer(chat: bool, continuous: bool, reasoning_tokens: u32) -> OpenAi {
         let head = r#"{"id":"cmpl-1","object":"o","created":7,"model":"m""#.to_string();
-        OpenAi { chat, head, include_usage: true, continuous, prompt_tokens: 5, reasoning_tokens }
+        OpenAi {
+            chat,
+            head,
+            include_usage: true,
+            continuous,
+            prompt_tokens: 5,
+            reasoning_tokens,
+            tool: None,
+            tool_started: false,
+            eos_finish: None,
+            finish_error: false,
+        }
     }
 
     /// Every shape of token frame (endpoint, continuous usage, finish, reasoning, text that

@@ -90,6 +90,8 @@ pub struct Wire {
     drip: Option<Bytes>,
     /// `gzip_stream`: the encoder every written frame goes through (sync-flushed per frame).
     gzip: Option<flate2::write::GzEncoder<Vec<u8>>>,
+    /// The planned answer's token texts (`behaviour.rs`); random words when `None`.
+    plan: Option<std::sync::Arc<super::behaviour::Plan>>,
 }
 
 pub struct WireSetup {
@@ -101,6 +103,7 @@ pub struct WireSetup {
     pub started: Instant,
     pub timestamps: bool,
     pub prompt_tokens: u32,
+    pub plan: Option<std::sync::Arc<super::behaviour::Plan>>,
 }
 
 impl Wire {
@@ -123,6 +126,7 @@ impl Wire {
             stalled: false,
             drip: None,
             gzip: (s.fault == Some(Fault::GzipStream)).then(|| flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())),
+            plan: s.plan,
         };
         if w.fault == Some(Fault::EmptyStream) {
             w.rx = None;
@@ -268,10 +272,8 @@ impl Wire {
         let first_at = *self.first_at.get_or_insert(e.at_ns);
         self.end.add(&e, first_at);
         let (id, word) = gen_token(self.seed, e.index);
-        self.group.push(' ');
-        self.group.push_str(word);
-        self.end.text.push(' ');
-        self.end.text.push_str(word);
+        push_token(&mut self.group, self.plan.as_deref(), word, e.index);
+        push_token(&mut self.end.text, self.plan.as_deref(), word, e.index);
         let in_group = e.index + 1 - self.tokens_framed;
         let group_full = self.fault != Some(Fault::MultiTokenFrames) || in_group >= self.params.tokens_per_frame;
         if e.finish.is_some() || group_full || self.fault == Some(Fault::TruncateAfterOne) {
@@ -325,19 +327,30 @@ impl Wire {
 }
 
 /// Collects a whole request (non-streaming endpoints).
-pub async fn collect(mut rx: UnboundedReceiver<Emit>, seed: u64, prompt_tokens: u32) -> End {
+pub async fn collect(mut rx: UnboundedReceiver<Emit>, seed: u64, prompt_tokens: u32, plan: Option<&super::behaviour::Plan>) -> End {
     let mut end = End { prompt_tokens, ..End::default() };
     let mut first_at = None;
     while let Some(e) = rx.recv().await {
         let first = *first_at.get_or_insert(e.at_ns);
         end.add(&e, first);
-        end.text.push(' ');
-        end.text.push_str(gen_token(seed, e.index).1);
+        push_token(&mut end.text, plan, gen_token(seed, e.index).1, e.index);
         if e.finish.is_some() {
             break;
         }
     }
     end
+}
+
+/// Appends the text of token `index`: the plan's piece, else (past the plan, or without one)
+/// the random word with its leading space.
+fn push_token(out: &mut String, plan: Option<&super::behaviour::Plan>, word: &str, index: u32) {
+    match plan.and_then(|p| p.pieces.get(index as usize)) {
+        Some(piece) => out.push_str(piece),
+        None => {
+            out.push(' ');
+            out.push_str(word);
+        }
+    }
 }
 
 /// A response whose body fails before its first byte: hyper drops the connection without

@@ -10,6 +10,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
+use crate::checks::{CheckReport, Collected};
 use crate::client::target::{Answer, PreparedRequest, TargetRuntime};
 use crate::probe::deadline::after;
 use crate::probe::handover::{Opened, Written};
@@ -59,18 +60,45 @@ pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
 /// building it never counts as lag.
 pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: SendAt) -> Outcome {
     let mut outcome = blank_outcome(&probe);
+    // The answer's text, kept only when a check reads it.
+    let api = probe.target.config.api;
+    let mut collected = probe.draw.checks.as_ref().filter(|c| c.needs_text()).map(|_| Collected::new(api));
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
-    let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at)).catch_unwind();
-    let result = tokio::select! {
+    let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at, &mut collected)).catch_unwind();
+    let mut result = tokio::select! {
         r = guarded => r.unwrap_or_else(|panic| Err(Failure::new(ErrorClass::Internal, format!("internal error: {}", crate::util::health::panic_message(panic.as_ref()))))),
         _ = abort.cancelled() => Err(Failure::new(ErrorClass::Cancelled, "shut down before the probe finished")),
     };
-    if result.is_err() {
+    // A complete answer is judged by the behaviour checks: a failed check is the probe's error.
+    if let (Ok(()), Some(checks)) = (&result, &probe.draw.checks) {
+        let report = judge(&probe, checks, collected.as_ref(), &outcome);
+        if let Some(failure) = report.failure() {
+            result = Err(failure);
+        }
+        outcome.checks = Some(Box::new(report));
+    }
+    if result.is_err() && outcome.checks.is_none() {
         // Success stamped its own end (the end marker); a failure ends when it was detected.
         outcome.timeline.end = Instant::now();
     }
     outcome.result = result.map_err(|f| Failure { detail: probe.target.redact(&f.detail), ..f });
     outcome
+}
+
+/// Runs the probe's behaviour checks on its complete answer, and its fingerprint.
+fn judge(probe: &Probe, checks: &crate::config::Checks, collected: Option<&Collected>, out: &Outcome) -> CheckReport {
+    let completion_tokens = out.usage.or(out.api_counter).map(|u| u.completion_tokens).or_else(|| out.streamed.then(|| out.timeline.text_frame_count()));
+    let answer = crate::checks::Answer { collected, finish_reason: out.finish_reason.as_deref(), completion_tokens, max_tokens: probe.draw.output_tokens };
+    let mut report = crate::checks::evaluate(checks, probe.draw.expect.as_ref(), &answer);
+    for f in &mut report.failed {
+        f.detail = probe.target.redact(&f.detail);
+    }
+    if let (true, Some(c)) = (checks.fingerprint, collected) {
+        let now = crate::checks::fingerprint::fingerprint(c);
+        report.changed_from = probe.target.fingerprints.observe(&probe.scenario, &out.prompt_sha256, &now);
+        report.fingerprint = Some(now);
+    }
+    report
 }
 
 /// Waits for the send time; returns what the dispatcher wrote of the request, if it did, or
@@ -126,7 +154,7 @@ async fn build(probe: &Probe, out: &mut Outcome) -> Result<PreparedRequest, Fail
     let family = target.config.api.family();
     let protocol = family.protocol;
     let stream = target.config.stream;
-    let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens };
+    let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens, checks: probe.draw.checks.as_deref() };
     let mut body = protocol.body(&target.config, &spec);
     if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {
         // vLLM's prefix-cache isolation field; only sent when a scenario configures it.
@@ -172,10 +200,12 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         response_model: None,
         result: Ok(()),
         trace: probe.trace_ratio.map(crate::probe::trace::TraceIds::random),
+        checks: None,
     }
 }
 
-async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Failure> {
+/// `collected`, when given, receives the answer's text (on success; a failed probe is not judged).
+async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt, collected: &mut Option<Collected>) -> Result<(), Failure> {
     let target = &probe.target;
     let stream = target.config.stream;
     let family = target.config.api.family();
@@ -221,11 +251,12 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
     out.content_encoding = Some(coding);
     if !stream {
         check_content_type(&response, None)?;
-        return read_whole(response, protocol, coding, total_deadline, target.config.max_response_bytes, out).await;
+        return read_whole(response, protocol, coding, total_deadline, target.config.max_response_bytes, out, collected.as_mut()).await;
     }
     check_content_type(&response, Some(family.framing))?;
 
     let mut reader = StreamReader::new(family.framing, coding, target.config.max_response_bytes);
+    reader.collect = collected.take();
     // Frames are timed from their arrival, which cannot come before the head's.
     reader.last_chunk = out.timeline.first_byte.unwrap_or(sent);
     // One timer for the whole stream: re-arming a timeout for every chunk would cost a timer
@@ -273,6 +304,7 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
             out.timeline.end = now;
             // The outcome is decided and stamped; only the connection's reuse waits on this.
             response.settle().await;
+            *collected = reader.collect.take();
             return finish(true, protocol, out);
         }
     }
@@ -283,6 +315,7 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt) -> Result<(), Fa
     if let (false, Some(tail)) = (done, tail) {
         return Err(unterminated_event(&tail, protocol, &mut reader.state));
     }
+    *collected = reader.collect.take();
     finish(done, protocol, out)
 }
 
@@ -313,6 +346,7 @@ async fn read_whole(
     deadline: Instant,
     max_bytes: usize,
     out: &mut Outcome,
+    collect: Option<&mut Collected>,
 ) -> Result<(), Failure> {
     let mut decoder = ContentDecoder::new(coding);
     let mut body = Vec::new();
@@ -337,6 +371,9 @@ async fn read_whole(
     let now = arrival(last_arrived, out.timeline.first_byte.unwrap_or(out.timeline.sent), Instant::now());
     out.timeline.end = now;
     let event = protocol.parse_whole(&body).map_err(protocol_failure)?;
+    if let Some(c) = collect {
+        c.frame(&body);
+    }
     let done = event.done;
     apply_event(event, now, None, out);
     out.timeline.first_token_stamped = last_arrived.is_some() && out.timeline.first_token().is_some();
@@ -363,6 +400,9 @@ fn finish(done: bool, protocol: &dyn Protocol, out: &Outcome) -> Result<(), Fail
 fn apply_frames(frames: Vec<Vec<u8>>, at: Instant, reader: &mut StreamReader, protocol: &dyn Protocol, out: &mut Outcome) -> Result<bool, Failure> {
     for frame in frames {
         let event = protocol.parse(&frame, &mut reader.state).map_err(protocol_failure)?;
+        if let Some(c) = reader.collect.as_mut() {
+            c.frame(&frame);
+        }
         if apply_event(event, at, Some(&mut reader.usage_seen), out) {
             return Ok(true);
         }
@@ -427,6 +467,8 @@ struct StreamReader {
     /// The parsed frames of the last chunk, up to the first end marker or protocol error
     /// (reused: nothing is allocated per frame).
     events: Vec<Result<StreamEvent, ProtocolError>>,
+    /// The answer's text, kept for the behaviour checks that read it (`None`: nothing reads it).
+    collect: Option<Collected>,
 }
 
 impl StreamReader {
@@ -440,6 +482,7 @@ impl StreamReader {
             last_chunk: Instant::now(),
             usage_seen: 0,
             events: Vec::new(),
+            collect: None,
         }
     }
 
@@ -454,12 +497,15 @@ impl StreamReader {
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {} bytes", self.max_bytes)));
         }
         self.events.clear();
-        let (state, events) = (&mut self.state, &mut self.events);
+        let (state, events, collect) = (&mut self.state, &mut self.events, &mut self.collect);
         let (mut largest, mut stopped) = (0, false);
         self.decoder.feed_with(&chunk, |frame| {
             largest = largest.max(frame.len());
             if !stopped {
                 let event = protocol.parse(frame, state);
+                if let (Some(c), Ok(_)) = (collect.as_mut(), &event) {
+                    c.frame(frame);
+                }
                 stopped = !matches!(&event, Ok(ev) if !ev.done);
                 events.push(event);
             }

@@ -119,6 +119,19 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
     if let Some(r) = &o.finish_reason {
         let _ = writeln!(out, "  finish reason  {}", escape_control(r));
     }
+    if let Some(r) = &o.checks {
+        let ran: Vec<&str> = r.ran.iter().map(|c| c.as_str()).collect();
+        let failed: Vec<&str> = r.failed.iter().map(|f| f.check.as_str()).collect();
+        let verdict = if failed.is_empty() { "all passed".to_owned() } else { format!("failed {}", failed.join(", ")) };
+        let _ = writeln!(out, "  checks         {} ({verdict})", if ran.is_empty() { "(none ran)".to_owned() } else { ran.join(", ") });
+        for f in &r.failed {
+            let _ = writeln!(out, "    {:<20} {}", f.check.as_str(), escape_control(&f.detail));
+        }
+        if let Some(fp) = &r.fingerprint {
+            let change = r.changed_from.as_ref().map(|b| format!(" (changed from {b}: a behaviour change)")).unwrap_or_default();
+            let _ = writeln!(out, "  fingerprint    {fp}{change}");
+        }
+    }
     let _ = writeln!(out, "  verdict        {}", verdict(o, sample, slo));
 }
 

@@ -190,6 +190,7 @@ mod tests {
             response_model: None,
             result: Err(Failure::new(ErrorClass::Connect, "refused")),
             trace: None,
+            checks: None,
         }
     }
 

@@ -28,6 +28,11 @@ pub enum ErrorClass {
     /// The stream ended without the protocol's end marker (or the body broke off).
     Truncated,
     Parse,
+    /// A complete answer that fails a behaviour check on its form (`checks:` schema, tool call,
+    /// stop sequence, output cap, end by EOS, finish reason).
+    InvalidOutput,
+    /// A complete answer that fails a known-answer check.
+    WrongAnswer,
     /// Shutdown came before the probe finished.
     Cancelled,
     /// Not sent: the target's in-flight cap was reached (`outcome="dropped"`).
@@ -37,7 +42,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 17] = [
+    pub const ALL: [ErrorClass; 19] = [
         ErrorClass::Connect,
         ErrorClass::Tls,
         ErrorClass::TimeoutConnect,
@@ -52,6 +57,8 @@ impl ErrorClass {
         ErrorClass::EmptyStream,
         ErrorClass::Truncated,
         ErrorClass::Parse,
+        ErrorClass::InvalidOutput,
+        ErrorClass::WrongAnswer,
         ErrorClass::Cancelled,
         ErrorClass::InFlightCap,
         ErrorClass::Internal,
@@ -74,6 +81,8 @@ impl ErrorClass {
             ErrorClass::EmptyStream => "empty_stream",
             ErrorClass::Truncated => "truncated",
             ErrorClass::Parse => "parse",
+            ErrorClass::InvalidOutput => "invalid_output",
+            ErrorClass::WrongAnswer => "wrong_answer",
             ErrorClass::Cancelled => "cancelled",
             ErrorClass::InFlightCap => "in_flight_cap",
             ErrorClass::Internal => "internal",
@@ -240,6 +249,9 @@ pub struct Outcome {
     pub result: Result<(), Failure>,
     /// Trace context sent as `traceparent` (only while tracing is on).
     pub trace: Option<TraceIds>,
+    /// What the behaviour checks found (`checks:`); `None` when none ran (none configured, or
+    /// the probe failed before its answer was complete).
+    pub checks: Option<Box<crate::checks::CheckReport>>,
 }
 
 impl Outcome {

@@ -21,6 +21,9 @@ pub struct RequestSpec<'a> {
     pub model: &'a str,
     pub prompt: &'a str,
     pub max_tokens: u32,
+    /// Behaviour checks whose request fields go out with it (`stop`, `response_format`, tools,
+    /// temperature 0); the families that cannot carry one are refused at config check time.
+    pub checks: Option<&'a crate::config::Checks>,
 }
 
 /// Token counts reported by the server.

@@ -48,7 +48,7 @@ impl Protocol for LlamaCpp {
             "n_predict": req.max_tokens,
             "stream": target.stream,
         });
-        if target.ignore_eos {
+        if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
             body["ignore_eos"] = json!(true);
         }
         body

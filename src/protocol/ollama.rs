@@ -61,7 +61,7 @@ impl Protocol for Ollama {
         } else {
             body["prompt"] = json!(req.prompt);
         }
-        if target.ignore_eos {
+        if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
             // Ollama itself has no such option and ignores it; some compatible servers read it.
             body["options"]["ignore_eos"] = json!(true);
         }

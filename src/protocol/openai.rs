@@ -97,9 +97,13 @@ pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::
     if target.stream {
         body["stream_options"] = json!({"include_usage": true});
     }
-    if target.ignore_eos {
+    // An answer whose end is checked is the model's own: its end by EOS is part of the check.
+    if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
         body["ignore_eos"] = json!(true);
         body["min_tokens"] = json!(req.max_tokens);
+    }
+    if let Some(checks) = req.checks {
+        crate::checks::request::add_openai(body, checks);
     }
 }
 

@@ -38,7 +38,7 @@ impl Protocol for Sglang {
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
         let mut params = json!({"max_new_tokens": req.max_tokens, "temperature": 0});
-        if target.ignore_eos {
+        if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
             params["ignore_eos"] = json!(true);
         }
         json!({"text": req.prompt, "sampling_params": params, "stream": target.stream})

@@ -48,7 +48,7 @@ impl Protocol for Tgi {
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
         let mut params = json!({"max_new_tokens": req.max_tokens, "details": true});
-        if target.ignore_eos {
+        if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
             params["ignore_eos"] = json!(true);
         }
         json!({"inputs": req.prompt, "parameters": params, "stream": target.stream})

@@ -212,7 +212,9 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
         (State::Regressed, Source::Continuous) => {
             let (evidence, threshold) = (r.continuous_evidence, r.continuous_threshold);
             if threshold > 0.0 && evidence >= threshold {
-                format!("regression detected by {test}: evidence {evidence:.1} >= threshold {threshold:.1}, slower or worse in its recent window than in its reference window before it")
+                format!(
+                    "regression detected by {test}: evidence {evidence:.1} >= threshold {threshold:.1}, slower or worse in its recent window than in its reference window before it"
+                )
             } else {
                 format!(
                     "marked regressed by {test}: slower or worse in its recent window than in its reference window before it (its evidence is now {} against the threshold {} it passed)",

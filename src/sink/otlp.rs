@@ -110,6 +110,7 @@ impl OtlpSink {
         attrs.extend(probe_attributes(o, sample, self.slo.get(&o.target, &o.scenario)));
         let at_send = self.cache.at(&o.target, tl.sent);
         attrs.extend(joined_attributes(at_send.as_ref()));
+        attrs.extend(check_attributes(o));
 
         PRESET.with(|p| p.set(Some((ids.trace_id, ids.span_id))));
         let mut span = self
@@ -158,6 +159,26 @@ impl Sink for OtlpSink {
             self.span_for(outcome, sample, ids);
         }
     }
+}
+
+/// What the behaviour checks found: the checks that ran and failed (comma-separated names), the
+/// failures' detail (bounded, escaped and redacted like every failure detail: it quotes the
+/// model's answer, which is the point), the fingerprint and whether it changed.
+fn check_attributes(o: &Outcome) -> Vec<KeyValue> {
+    let Some(r) = &o.checks else { return Vec::new() };
+    let names = |checks: &mut dyn Iterator<Item = crate::checks::Check>| checks.map(|c| c.as_str()).collect::<Vec<_>>().join(",");
+    let mut a = vec![
+        KeyValue::new("llmprobe.checks.ran", names(&mut r.ran.iter().copied())),
+        KeyValue::new("llmprobe.checks.failed", names(&mut r.failed.iter().map(|f| f.check))),
+    ];
+    if let Some(f) = r.failure() {
+        a.push(KeyValue::new("llmprobe.checks.detail", crate::protocol::truncate_chars(&f.detail, 512)));
+    }
+    if let Some(fp) = &r.fingerprint {
+        a.push(KeyValue::new("llmprobe.checks.fingerprint", fp.clone()));
+        a.push(KeyValue::new("llmprobe.checks.behaviour_change", r.changed_from.is_some()));
+    }
+    a
 }
 
 /// Converts the probe's `Instant`s to wall-clock time, from one reading of both clocks.

@@ -1,5 +1,6 @@
 //! Replayed prompts: JSONL (`{"prompt": ..., "output_tokens"|"max_tokens": N}` per line, the
-//! format `vllm bench serve` custom datasets read) or ShareGPT conversation JSON (the first human
+//! format `vllm bench serve` custom datasets read, with an optional known answer `expect` or
+//! `expect_regex`) or ShareGPT conversation JSON (the first human
 //! turn is the prompt). Loaded once at config time; each entry keeps its SHA-256.
 
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::sha256_hex;
-use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder};
+use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, Expect};
 
 /// Files larger than this are refused (prompts are held in memory).
 const MAX_BYTES: u64 = 512 << 20;
@@ -17,6 +18,9 @@ struct JsonlLine {
     prompt: String,
     output_tokens: Option<i64>,
     max_tokens: Option<i64>,
+    /// Known answer: a substring (case-insensitive) or a regex (`checks.dataset_answers`).
+    expect: Option<String>,
+    expect_regex: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -75,7 +79,8 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<DatasetEntry>, String> {
         if parsed.prompt.is_empty() {
             return Err(format!("line {at}: empty prompt"));
         }
-        out.push(entry(parsed.prompt, output));
+        let expect = Expect::new(parsed.expect.as_deref(), parsed.expect_regex.as_deref()).map_err(|e| format!("line {at}: expect: {e}"))?;
+        out.push(DatasetEntry { expect, ..entry(parsed.prompt, output) });
     }
     Ok(out)
 }
@@ -95,5 +100,5 @@ pub fn parse_sharegpt(text: &str) -> Result<Vec<DatasetEntry>, String> {
 
 fn entry(prompt: String, output_tokens: Option<u32>) -> DatasetEntry {
     let sha256 = sha256_hex(prompt.as_bytes());
-    DatasetEntry { prompt, output_tokens, sha256 }
+    DatasetEntry { prompt, output_tokens, sha256, expect: None }
 }

@@ -49,6 +49,10 @@ pub struct Draw {
     pub prompt_sha256: String,
     /// vLLM `cache_salt` for the request body.
     pub cache_salt: Option<String>,
+    /// The scenario's behaviour checks (request fields to send, what to check on the answer).
+    pub checks: Option<std::sync::Arc<crate::config::Checks>>,
+    /// The known answer to this prompt (`checks.known_answers`, `checks.dataset_answers`).
+    pub expect: Option<crate::config::Expect>,
 }
 
 /// Draws probes for one target×scenario stream; deterministic for a seed (and calibration).
@@ -81,10 +85,17 @@ impl Sampler {
     }
 
     pub fn draw(&mut self) -> Draw {
-        let mut draw = match self.scenario.dataset.clone() {
-            Some(dataset) => self.replay(&dataset),
-            None => self.synthetic(),
+        let checks = self.scenario.checks.clone();
+        let known = checks.as_ref().filter(|c| !c.known_answers.is_empty());
+        let mut draw = match (self.scenario.dataset.clone(), known) {
+            (_, Some(c)) => self.known_answer(c),
+            (Some(dataset), None) => self.replay(&dataset),
+            (None, None) => self.synthetic(),
         };
+        if draw.dataset_index.is_some() && !checks.as_ref().is_some_and(|c| c.dataset_answers) {
+            draw.expect = None;
+        }
+        draw.checks = checks;
         draw.prompt_sha256 = sha256_hex(draw.prompt.as_bytes());
         draw.cache_salt = self.scenario.cache_salt.clone();
         draw
@@ -105,6 +116,15 @@ impl Sampler {
         Draw { input_tokens, output_tokens, prompt, words, ..Draw::default() }
     }
 
+    /// The next known-answer prompt, in turn and as written (no nonce: temperature-0 answers to
+    /// the same prompt are compared across probes).
+    fn known_answer(&mut self, checks: &crate::config::Checks) -> Draw {
+        let k = &checks.known_answers[self.next_index % checks.known_answers.len()];
+        self.next_index += 1;
+        let output_tokens = self.scenario.output_tokens.sample(&mut self.rng);
+        Draw { input_tokens: 0, output_tokens, prompt: k.prompt.clone(), expect: Some(k.expect.clone()), ..Draw::default() }
+    }
+
     fn replay(&mut self, dataset: &Dataset) -> Draw {
         let i = match dataset.order {
             DatasetOrder::Random => self.rng.random_range(0..dataset.entries.len()),
@@ -118,7 +138,7 @@ impl Sampler {
         let output_tokens = entry.output_tokens.unwrap_or_else(|| self.scenario.output_tokens.sample(&mut self.rng));
         let nonce: u64 = self.rng.random();
         let prompt = if dataset.nonce { prompt::with_nonce(&entry.prompt, nonce) } else { entry.prompt.clone() };
-        Draw { input_tokens: 0, output_tokens, prompt, dataset_index: Some(i as u64), ..Draw::default() }
+        Draw { input_tokens: 0, output_tokens, prompt, dataset_index: Some(i as u64), expect: entry.expect.clone(), ..Draw::default() }
     }
 }
 

@@ -208,6 +208,8 @@ fn synthetic(point: usize, load: f64, ttft_ms: f64, good: bool, repeat: u32, seq
         http_status: Some(200),
         finish_reason: Some("length".into()),
         slo: Some(SloVerdict { ttft_ok: Some(good), tpot_ok: None, e2e_ok: None, goodput: good }),
+        checks_failed: Vec::new(),
+        fingerprint: None,
     }
 }
 

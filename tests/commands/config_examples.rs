@@ -78,3 +78,14 @@ fn readme_example_is_valid() {
     assert_eq!(config.targets[0].api_key, Some(SecretRef::Env("VLLM_API_KEY".into())));
     assert_eq!(config.scenarios.len(), 2);
 }
+
+#[test]
+fn behaviour_uses_every_check_against_the_mock() {
+    let b = loader::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/behaviour.yaml")).unwrap();
+    assert_eq!(b.targets[0].base_url, "http://127.0.0.1:18000");
+    let all: Vec<_> = b.scenarios.iter().map(|s| s.checks.clone().expect("every scenario is checked")).collect();
+    let used = |f: fn(&config::Checks) -> bool| all.iter().any(|c| f(c));
+    assert!(used(|c| c.finish_reasons.is_some()) && used(|c| c.output_cap) && used(|c| c.natural_stop.is_some()));
+    assert!(used(|c| !c.stop.is_empty()) && used(|c| c.structured_output.is_some()) && used(|c| c.tool_call.is_some()));
+    assert!(used(|c| !c.known_answers.is_empty()) && used(|c| c.fingerprint));
+}

@@ -89,6 +89,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         response_model: None,
         result: Ok(()),
         trace: None,
+        checks: None,
     }
 }
 
@@ -148,4 +149,20 @@ pub fn record_replica_series(metrics: &llmprobe::sink::Metrics) {
     };
     metrics.replicas.set_canary("local", "0.12.0", "ttft", &verdict);
     metrics.replicas.set_outlier("local", "vllm-0", "ttft", false);
+}
+
+/// Series that exist only once a behaviour check ran: a probe whose answer ran to the cap
+/// instead of stopping by EOS, and a temperature-0 answer whose fingerprint changed.
+pub fn record_check_series(metrics: &llmprobe::sink::Metrics, t0: Instant) {
+    use llmprobe::checks::{Check, CheckFailure, CheckReport};
+    use llmprobe::sink::Sink;
+    let report = CheckReport {
+        failed: vec![CheckFailure { check: Check::NaturalStop, detail: "ended by \"length\" after 4 tokens, not by EOS (\"stop\") within 2".into() }],
+        ran: vec![Check::NaturalStop],
+        fingerprint: Some("00112233445566ff".into()),
+        changed_from: Some("8899aabbccddeeff".into()),
+    };
+    let mut o = failed(outcome(t0 + ms(3000), 9, 200, &[40, 50, 60, 70], 80), ErrorClass::InvalidOutput, "natural_stop: ended by length");
+    o.checks = Some(Box::new(report));
+    metrics.record(&o, None);
 }

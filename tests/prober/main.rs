@@ -12,6 +12,7 @@ mod otlp_receiver;
 mod props;
 
 mod arrival_fidelity;
+mod behaviour_checks;
 mod discover_dns;
 mod discover_kubernetes;
 mod discover_props;

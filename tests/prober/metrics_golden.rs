@@ -31,6 +31,7 @@ fn recorded_metrics() -> Metrics {
     metrics.set_target_info_change("local", 1_767_225_600.0);
     metrics.detect.set_release("local", "0.11.0", "discovery", 1_767_225_600.0);
     metrics_common::record_replica_series(&metrics);
+    metrics_common::record_check_series(&metrics, t0);
     llmprobe::source::scrape::ScrapeReport::scraped(&metrics, "engine-local", true, 0.0125);
     metrics
 }

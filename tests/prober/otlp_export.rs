@@ -60,7 +60,7 @@ async fn run_prober_with(tracing: &str, name: &str) -> String {
     let yaml = format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 8, seed: 7, shutdown_grace: 5s}}\n\
          targets:\n  - name: t\n    base_url: http://{mock}\n    api: openai-chat\n    api_key_file: {}\n    headers: {{X-Custom: visible}}\n\
-         scenarios:\n  - name: s\n    input_tokens: 32\n    output_tokens: 8\n\
+         scenarios:\n  - name: s\n    input_tokens: 32\n    output_tokens: 8\n    checks: {{finish_reasons: [stop, length], output_cap: true}}\n\
          slo: {{ttft: 2s, tpot: 200ms, e2e: 20s, objective: 0.99}}\n\
          {tracing}\
          sources:\n  - {{kind: engine, target: t, interval: 50ms, timeout: 50ms}}\n  - {{kind: dcgm, url: \"http://{mock}/dcgm/metrics\", interval: 50ms, timeout: 50ms}}\n",
@@ -114,6 +114,9 @@ fn check_spans(received: &Received, metrics: &str) {
             continue;
         }
         assert_eq!(int(a, "gen_ai.usage.output_tokens"), 8);
+        // The behaviour checks that ran, and none failed.
+        assert_eq!(string(a, "llmprobe.checks.ran"), "finish_reason,output_cap");
+        assert_eq!(string(a, "llmprobe.checks.failed"), "");
         assert!(int(a, "gen_ai.usage.input_tokens") > 0);
         assert!(matches!(attr(a, "gen_ai.response.finish_reasons"), Some(any_value::Value::ArrayValue(_))));
         let ttft = double(a, "llmprobe.ttft_seconds");

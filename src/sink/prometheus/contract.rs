@@ -16,6 +16,14 @@ pub const PROBES_SCHEDULED_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_probes_scheduled_total", help: "Probes scheduled; scheduled minus requests_total is what is in flight (or lost)" };
 pub const INTERNAL_ERRORS_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_internal_errors_total", help: "Internal errors the prober caught in one of its own components (a bug; probing went on)" };
+pub const CHECK_FAILURES_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_check_failures_total",
+    help: "Complete answers that failed a behaviour check (checks:), by check; the probe counts as invalid_output or wrong_answer",
+};
+pub const BEHAVIOUR_CHANGES_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_behaviour_changes_total",
+    help: "Temperature-0 answers whose fingerprint differs from the last one for the same prompt (a behaviour change, not an error)",
+};
 pub const GOODPUT_REQUESTS_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_goodput_requests_total", help: "Probes that succeeded and met every configured SLO threshold" };
 pub const SLO_VIOLATIONS_TOTAL: FamilySpec =
@@ -114,9 +122,11 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 45] = [
+pub const ALL_FAMILIES: [FamilySpec; 47] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
+    CHECK_FAILURES_TOTAL,
+    BEHAVIOUR_CHANGES_TOTAL,
     GOODPUT_REQUESTS_TOTAL,
     SLO_VIOLATIONS_TOTAL,
     TTFT_SECONDS,

@@ -50,6 +50,19 @@ impl EncodeLabelSet for RequestLabels {
     }
 }
 
+/// A behaviour check of a target×scenario pair (`llmprobe_check_failures_total`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(super) struct CheckLabels {
+    pub(super) ts: TsLabels,
+    pub(super) check: &'static str,
+}
+
+impl EncodeLabelSet for CheckLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> std::fmt::Result {
+        encode_ts(&self.ts, &[("check", self.check)], encoder)
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub(super) struct SloLabels {
     pub(super) ts: TsLabels,
@@ -165,6 +178,10 @@ impl TsLabels {
 
     pub(super) fn phase(&self, phase: &'static str) -> PhaseLabels {
         PhaseLabels { ts: self.clone(), phase }
+    }
+
+    pub(super) fn check(&self, check: &'static str) -> CheckLabels {
+        CheckLabels { ts: self.clone(), check }
     }
 
     pub(super) fn slo(&self, slo: &'static str) -> SloLabels {

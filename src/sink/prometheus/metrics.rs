@@ -2,16 +2,16 @@
 //! records probes as a `Sink`, and encodes OpenMetrics or Prometheus text.
 
 use super::contract::{
-    BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESSFUL, E2E_SECONDS, GOODPUT_REQUESTS_TOTAL, IN_FLIGHT_REQUESTS, INPUT_TOKENS_TOTAL, INTERNAL_ERRORS_TOTAL, ITL_SECONDS,
-    MULTI_TOKEN_FRAMES_TOTAL, OUTPUT_TOKENS_TOTAL, PROBES_SCHEDULED_TOTAL, PROMPT_TOKEN_ERROR_RATIO, REQUESTS_TOTAL, SCHEDULE_LAG_SECONDS, SERVER_TIME_SECONDS,
-    SLO_OBJECTIVE_RATIO, SLO_THRESHOLD_SECONDS, SLO_VIOLATIONS_TOTAL, SOURCE_SCRAPE_DURATION_SECONDS, SOURCE_UP, STREAM_BUFFERED_TOTAL, STREAM_ENCODING_TOTAL,
-    TARGET_INFO, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS, TARGET_RATE_PER_SECOND, TOKEN_COUNT_FALLBACK_TOTAL, TOKENS_PER_FRAME, TPOT_SECONDS, TTFC_SECONDS,
-    TTFT_SECONDS, WORKLOAD_INFO,
+    BEHAVIOUR_CHANGES_TOTAL, BUILD_INFO, CHECK_FAILURES_TOTAL, CONFIG_LAST_RELOAD_SUCCESSFUL, E2E_SECONDS, GOODPUT_REQUESTS_TOTAL, IN_FLIGHT_REQUESTS,
+    INPUT_TOKENS_TOTAL, INTERNAL_ERRORS_TOTAL, ITL_SECONDS, MULTI_TOKEN_FRAMES_TOTAL, OUTPUT_TOKENS_TOTAL, PROBES_SCHEDULED_TOTAL, PROMPT_TOKEN_ERROR_RATIO,
+    REQUESTS_TOTAL, SCHEDULE_LAG_SECONDS, SERVER_TIME_SECONDS, SLO_OBJECTIVE_RATIO, SLO_THRESHOLD_SECONDS, SLO_VIOLATIONS_TOTAL,
+    SOURCE_SCRAPE_DURATION_SECONDS, SOURCE_UP, STREAM_BUFFERED_TOTAL, STREAM_ENCODING_TOTAL, TARGET_INFO, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
+    TARGET_RATE_PER_SECOND, TOKEN_COUNT_FALLBACK_TOTAL, TOKENS_PER_FRAME, TPOT_SECONDS, TTFC_SECONDS, TTFT_SECONDS, WORKLOAD_INFO,
 };
 use super::detect::DetectFamilies;
 use super::labels::{
-    BuildLabels, ComponentLabels, EncodingLabels, PhaseLabels, RequestLabels, SloLabels, SourceLabels, TargetInfoLabels, TargetLabels, TraceExemplar, TsLabels,
-    WorkloadLabels, configured_slos, outcome_labels, server_label,
+    BuildLabels, CheckLabels, ComponentLabels, EncodingLabels, PhaseLabels, RequestLabels, SloLabels, SourceLabels, TargetInfoLabels, TargetLabels,
+    TraceExemplar, TsLabels, WorkloadLabels, configured_slos, outcome_labels, server_label,
 };
 use super::registry::{
     FloatGauge, HistogramFamily, InfoFamily, e2e_histogram, histogram_family, info_family, observe_latency, prompt_error_histogram, register,
@@ -44,6 +44,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     scheduled: Family<TsLabels, Counter>,
     internal_errors: Family<ComponentLabels, Counter>,
+    check_failures: Family<CheckLabels, Counter>,
+    behaviour_changes: Family<TsLabels, Counter>,
     /// The release-regression detector's state and the release markers.
     pub detect: DetectFamilies,
     /// Discovered replicas: info, counts, canary verdicts, outliers.
@@ -105,6 +107,8 @@ impl Metrics {
             requests: Family::default(),
             scheduled: Family::default(),
             internal_errors: Family::default(),
+            check_failures: Family::default(),
+            behaviour_changes: Family::default(),
             detect: DetectFamilies::new(),
             replicas: ReplicaFamilies::new(),
             goodput: Family::default(),
@@ -141,6 +145,8 @@ impl Metrics {
         let r = &mut registry;
         register(r, REQUESTS_TOTAL, m.requests.clone());
         register(r, PROBES_SCHEDULED_TOTAL, m.scheduled.clone());
+        register(r, CHECK_FAILURES_TOTAL, m.check_failures.clone());
+        register(r, BEHAVIOUR_CHANGES_TOTAL, m.behaviour_changes.clone());
         register(r, GOODPUT_REQUESTS_TOTAL, m.goodput.clone());
         register(r, SLO_VIOLATIONS_TOTAL, m.slo_violations.clone());
         register(r, TTFT_SECONDS, m.ttft.clone());
@@ -255,6 +261,10 @@ impl Metrics {
             family.remove(ts);
         }
         self.tokens_per_frame.remove(ts);
+        for check in crate::checks::Check::ALL {
+            self.check_failures.remove(&ts.check(check.as_str()));
+        }
+        self.behaviour_changes.remove(ts);
         self.prompt_error.remove(ts);
         self.target_rate.remove(ts);
         self.slo_objective.remove(ts);
@@ -308,6 +318,14 @@ impl Metrics {
             for scenario in &config.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 self.precreate_pair(&ts, &config.slo_for(&target.name, &scenario.name));
+                if let Some(checks) = &scenario.checks {
+                    for check in crate::checks::configured(checks) {
+                        touch(&self.check_failures, &ts.check(check.as_str()));
+                    }
+                    if checks.fingerprint {
+                        touch(&self.behaviour_changes, &ts);
+                    }
+                }
                 // Replayed prompts have no requested length, so no error to measure.
                 if scenario.dataset.is_none() {
                     touch(&self.prompt_error, &ts);
@@ -489,6 +507,14 @@ impl Sink for Metrics {
         }
         let (outcome_label, error_label) = outcome_labels(class);
         self.requests.get_or_create(&ts.request(outcome_label, error_label)).inc();
+        if let Some(report) = &outcome.checks {
+            for failed in &report.failed {
+                self.check_failures.get_or_create(&ts.check(failed.check.as_str())).inc();
+            }
+            if report.changed_from.is_some() {
+                self.behaviour_changes.get_or_create(&ts).inc();
+            }
+        }
         if let Some(coding) = outcome.content_encoding {
             self.stream_encoding.get_or_create(&EncodingLabels { target: ts.target.clone(), encoding: coding.as_str() }).inc();
         }

@@ -1,0 +1,99 @@
+//! The request fields behaviour checks need, for the OpenAI-compatible APIs (the only families
+//! that can carry them: `config::Checks::unsupported` refuses the others at config check time).
+
+use serde_json::{Value, json};
+
+use crate::config::{Checks, ToolChoice};
+
+/// Adds `temperature`, `stop`, and for chat `response_format` and `tools`/`tool_choice`. The
+/// request parameters are pinned, since server defaults (`generation_config.json`) move.
+pub fn add_openai(body: &mut Value, checks: &Checks) {
+    let chat = body.get("messages").is_some();
+    if checks.greedy() {
+        body["temperature"] = json!(0);
+        body["seed"] = json!(0);
+    }
+    if !checks.stop.is_empty() {
+        body["stop"] = json!(checks.stop);
+    }
+    if !chat {
+        return;
+    }
+    if let Some((name, schema)) = &checks.structured_output {
+        body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema.value, "strict": true}});
+    }
+    if let Some(tool) = &checks.tool_call {
+        let mut function = json!({"name": tool.name, "parameters": tool.parameters.value});
+        if let Some(d) = &tool.description {
+            function["description"] = json!(d);
+        }
+        body["tools"] = json!([{"type": "function", "function": function}]);
+        body["tool_choice"] = match tool.choice {
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Function => json!({"type": "function", "function": {"name": tool.name}}),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Schema, ToolCallCheck};
+
+    #[test]
+    fn chat_body_carries_every_field() {
+        let schema = Schema::new(json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})).unwrap();
+        let checks = Checks { stop: vec!["###".into()], fingerprint: true, structured_output: Some(("city".into(), schema.clone())), ..Checks::default() };
+        let mut body = json!({"messages": [], "model": "m"});
+        add_openai(&mut body, &checks);
+        assert_eq!(body["temperature"], json!(0));
+        assert_eq!(body["stop"], json!(["###"]));
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["city"]));
+
+        let tool = ToolCallCheck { name: "get_weather".into(), description: Some("d".into()), parameters: schema, choice: ToolChoice::Function };
+        let checks = Checks { tool_call: Some(tool), ..Checks::default() };
+        let mut body = json!({"messages": []});
+        add_openai(&mut body, &checks);
+        assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(body["tool_choice"]["function"]["name"], "get_weather");
+        assert!(body.get("temperature").is_none(), "only known answers and fingerprints pin temperature 0");
+    }
+
+    #[test]
+    fn completions_body_gets_no_chat_fields() {
+        let schema = Schema::new(json!({"type": "object"})).unwrap();
+        let checks = Checks { stop: vec!["\n\n".into()], structured_output: Some(("a".into(), schema)), ..Checks::default() };
+        let mut body = json!({"prompt": "p"});
+        add_openai(&mut body, &checks);
+        assert_eq!(body["stop"], json!(["\n\n"]));
+        assert!(body.get("response_format").is_none());
+    }
+
+    /// An answer whose end is checked is the model's own: no `ignore_eos`/`min_tokens`, on every
+    /// family, while the target's (default) `ignore_eos` still goes out otherwise (the cap check
+    /// alone keeps it).
+    #[test]
+    fn checked_requests_never_ignore_eos() {
+        use crate::config::ProtocolKind;
+        use crate::protocol::RequestSpec;
+        let checks = Checks { natural_stop: Some(8), ..Checks::default() };
+        for api in ProtocolKind::ALL {
+            let yaml = format!(
+                "targets:\n  - {{name: t, base_url: \"http://127.0.0.1:1\", api: {}, model: m}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n",
+                api.as_str()
+            );
+            let cfg = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
+            let target = &cfg.targets[0];
+            assert!(target.ignore_eos, "on by default");
+            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None };
+            let plain = api.protocol().body(target, &spec).to_string();
+            assert!(plain.contains("ignore_eos"), "{api:?}: {plain}");
+            let checked = api.protocol().body(target, &RequestSpec { checks: Some(&checks), ..spec }).to_string();
+            assert!(!checked.contains("ignore_eos") && !checked.contains("min_tokens"), "{api:?}: {checked}");
+            let cap_only = Checks { output_cap: true, finish_reasons: Some(vec!["length".into()]), ..Checks::default() };
+            assert!(api.protocol().body(target, &RequestSpec { checks: Some(&cap_only), ..spec }).to_string().contains("ignore_eos"));
+        }
+    }
+}
