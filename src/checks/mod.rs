@@ -3,103 +3,18 @@
 //! that loses EOS, a tool-call parser that no longer parses, structured output that no longer
 //! constrains); these checks make that an error that costs goodput.
 //!
-//! `request.rs` adds what the checks need to the request (pinned temperature, `stop`,
-//! `response_format`, tools); `collect.rs` keeps the answer's text and tool calls while it
+//! `protocol::checks` adds what the checks need to the request (pinned temperature, `stop`,
+//! `response_format`, tools); `probe::outcome` holds what they found on a probe; `collect.rs` keeps the answer's text and tool calls while it
 //! streams (bounded); this file judges the finished answer with pure functions; `fingerprint.rs`
 //! tells when a temperature-0 answer to the same prompt changed. The executor runs them where it
 //! classifies every probe, so the prober, `--once` and `bench` judge alike.
 
 pub mod collect;
 pub mod fingerprint;
-pub mod request;
 
 use crate::config::{Checks, Expect};
-use crate::probe::outcome::ErrorClass;
+pub use crate::probe::outcome::{Check, CheckFailure, CheckReport, configured};
 pub use collect::{Collected, MAX_TEXT};
-
-/// One check: the `check` label of `llmprobe_check_failures_total`. The order is the precedence
-/// of a probe's error class when several fail (the first failed one names it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Check {
-    FinishReason,
-    OutputCap,
-    NaturalStop,
-    Stop,
-    StructuredOutput,
-    ToolCall,
-    KnownAnswer,
-}
-
-impl Check {
-    pub const ALL: [Check; 7] =
-        [Check::FinishReason, Check::OutputCap, Check::NaturalStop, Check::Stop, Check::StructuredOutput, Check::ToolCall, Check::KnownAnswer];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::FinishReason => "finish_reason",
-            Check::OutputCap => "output_cap",
-            Check::NaturalStop => "natural_stop",
-            Check::Stop => "stop",
-            Check::StructuredOutput => "structured_output",
-            Check::ToolCall => "tool_call",
-            Check::KnownAnswer => "known_answer",
-        }
-    }
-
-    /// The error class a failure of this check gives the probe.
-    pub fn class(self) -> ErrorClass {
-        match self {
-            Check::KnownAnswer => ErrorClass::WrongAnswer,
-            _ => ErrorClass::InvalidOutput,
-        }
-    }
-}
-
-/// The checks a section configures (a known answer is checked where a prompt has one).
-pub fn configured(checks: &Checks) -> Vec<Check> {
-    Check::ALL
-        .into_iter()
-        .filter(|c| match c {
-            Check::FinishReason => checks.finish_reasons.is_some(),
-            Check::OutputCap => checks.output_cap,
-            Check::NaturalStop => checks.natural_stop.is_some(),
-            Check::Stop => !checks.stop.is_empty(),
-            Check::StructuredOutput => checks.structured_output.is_some(),
-            Check::ToolCall => checks.tool_call.is_some(),
-            Check::KnownAnswer => !checks.known_answers.is_empty() || checks.dataset_answers,
-        })
-        .collect()
-}
-
-/// A failed check and why (bounded, control characters escaped; secrets are redacted by the
-/// executor like every failure detail).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CheckFailure {
-    pub check: Check,
-    pub detail: String,
-}
-
-/// What the checks found on one probe (`Outcome::checks`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CheckReport {
-    /// Failed checks in `Check` order; empty when all passed.
-    pub failed: Vec<CheckFailure>,
-    /// Checks that ran (for span attributes and `--once`).
-    pub ran: Vec<Check>,
-    /// Hash of the normalised answer (`checks.fingerprint`).
-    pub fingerprint: Option<String>,
-    /// The previous fingerprint for this prompt when it differs: a behaviour change.
-    pub changed_from: Option<String>,
-}
-
-impl CheckReport {
-    /// The probe's failure: the first failed check's class, every failure in the detail.
-    pub fn failure(&self) -> Option<crate::probe::outcome::Failure> {
-        let first = self.failed.first()?;
-        let detail = self.failed.iter().map(|f| format!("{}: {}", f.check.as_str(), f.detail)).collect::<Vec<_>>().join("; ");
-        Some(crate::probe::outcome::Failure::new(first.check.class(), detail))
-    }
-}
 
 /// A finished answer, as the checks see it.
 #[derive(Debug, Clone, Copy)]

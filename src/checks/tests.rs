@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::config::{ProtocolKind, Schema, ToolCallCheck, ToolChoice};
+use crate::probe::outcome::ErrorClass;
 
 fn chat(frames: &[&str]) -> Collected {
     let mut c = Collected::new(ProtocolKind::OpenaiChat);

@@ -8,6 +8,9 @@ use std::time::Duration;
 use super::dataset::ReadDataset;
 use super::duration::{RawDuration, parse_duration};
 
+/// The most tokens any count in the config may ask for.
+pub const MAX_TOKENS: i64 = 1_000_000;
+
 /// One problem in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {

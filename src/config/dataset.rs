@@ -26,7 +26,7 @@ pub struct DatasetEntry {
     /// SHA-256 of `prompt` (hex).
     pub sha256: String,
     /// The known answer (JSONL `expect` or `expect_regex`), for `checks.dataset_answers`.
-    pub expect: Option<super::checks::Expect>,
+    pub expect: Option<super::expect::Expect>,
 }
 
 /// A loaded dataset.

@@ -20,6 +20,7 @@ mod checks;
 mod dataset;
 mod detect;
 mod duration;
+mod expect;
 mod kinds;
 mod load;
 mod locate;

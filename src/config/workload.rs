@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::check::Checker;
+use super::check::MAX_TOKENS;
 use super::dataset::{Dataset, DatasetFormat, DatasetOrder};
 use super::raw_workload::{RawArrival, RawDataset, RawDist, RawLength, RawPrefix};
 use super::slo::SloOverride;
@@ -126,8 +127,6 @@ pub struct PrefixSpec {
     /// Number of different prefixes (>= 1).
     pub distinct: u32,
 }
-
-pub const MAX_TOKENS: i64 = 1_000_000;
 
 /// z-scores of the 90th and 99th percentiles of the standard normal.
 const Z90: f64 = 1.281_551_565_545;

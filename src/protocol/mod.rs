@@ -4,6 +4,7 @@
 //! seam they implement; `framing.rs` cuts bodies into frames; `coding.rs` decodes content codings.
 
 mod api;
+pub mod checks;
 pub mod coding;
 mod family;
 pub mod framing;

@@ -103,7 +103,7 @@ pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::
         body["min_tokens"] = json!(req.max_tokens);
     }
     if let Some(checks) = req.checks {
-        crate::checks::request::add_openai(body, checks);
+        super::checks::add_openai(body, checks);
     }
 }
 
