@@ -49,16 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ports() {
-  python3 - "$@" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    if all(socket.socket().connect_ex(("127.0.0.1", int(p))) == 0 for p in sys.argv[1:]):
-        sys.exit(0)
-    time.sleep(0.1)
-sys.exit(f"ports {sys.argv[1:]} did not open")
-PY
-}
+wait_ports() { scripts/wait-ports.py "$@"; }
 started=$(date +%s)
 NS=(quiet outage partial release)
 declare -A mock_port probe_port

@@ -60,14 +60,7 @@ scenarios:
 slo: {ttft: 5s, tpot: 500ms, e2e: 10s, objective: 0.99}
 YAML
 done
-python3 - "${mock_port[team-a]}" "${mock_port[team-b]}" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    if all(socket.socket().connect_ex(("127.0.0.1", int(p))) == 0 for p in sys.argv[1:]):
-        sys.exit(0)
-    time.sleep(0.1)
-sys.exit("mock engines did not start")
-PY
+scripts/wait-ports.py "${mock_port[team-a]}" "${mock_port[team-b]}"
 for ns in team-a team-b; do
   "$bin" probe --config "$tmp/$ns.yaml" >"$tmp/probe-$ns.log" 2>&1 &
   pids+=($!)

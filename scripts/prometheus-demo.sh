@@ -133,14 +133,7 @@ detect:
 EOF
 "$bin" check-config "$tmp/release.yaml" >/dev/null
 # wait for the mock before probing, so the first probes are not connect errors
-python3 - "$mock_port" "$rel_mock_port" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    if all(socket.socket().connect_ex(("127.0.0.1", int(p))) == 0 for p in sys.argv[1:]):
-        sys.exit(0)
-    time.sleep(0.1)
-sys.exit("mock engine did not start")
-PY
+scripts/wait-ports.py "$mock_port" "$rel_mock_port"
 "$bin" probe --config "$tmp/faulty.yaml" >"$tmp/probe.log" 2>&1 &
 pids+=($!)
 "$bin" probe --config "$tmp/release.yaml" >"$tmp/release-probe.log" 2>&1 &

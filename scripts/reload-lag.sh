@@ -6,9 +6,5 @@
 # LLMPROBE_BIN=path runs that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${LLMPROBE_BIN:-}
-if [ -z "$bin" ]; then
-    cargo build --release --locked --bin llmprobe >&2
-    bin=${CARGO_TARGET_DIR:-target}/release/llmprobe
-fi
+bin=$(scripts/release-bin.sh)
 exec python3 benches/reload_lag.py "$bin" "$@"

@@ -8,9 +8,5 @@
 # that a rebuild during the run does not replace the binary being measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${LLMPROBE_BIN:-}
-if [ -z "$bin" ]; then
-    cargo build --release --locked --bin llmprobe >&2
-    bin=${CARGO_TARGET_DIR:-target}/release/llmprobe
-fi
+bin=$(scripts/release-bin.sh)
 exec python3 benches/soak.py "$bin" "$@"
