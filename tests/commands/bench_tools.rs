@@ -159,8 +159,9 @@ fn matrix_dry_run_lists_runs_and_sends_nothing() {
     std::fs::write(&file, "targets:\n  - {name: t, base_url: 'http://127.0.0.1:9', api: openai-chat}\nscenarios:\n  - {name: s, input_tokens: 8, output_tokens: 8}\nbench:\n  mode: rate\n  rates: [1]\n  requests: 10\n  repeats: 2\n  matrix: {rates: [1, 2, 4], input_tokens: [128, 1024], output_tokens: [64, 256]}\n").unwrap();
     let (code, out, err) = llmprobe(&["bench", "--config", file.to_str().unwrap(), "--dry-run"]);
     assert_eq!(code, 0, "{err}");
-    let runs: Vec<&str> = out.lines().filter(|l| l.starts_with("in")).collect();
+    let runs: Vec<&str> = out.lines().filter(|l| l.starts_with("in") && !l.contains("planned duration")).collect();
     assert_eq!(runs.len(), 4, "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains(": planned duration: about")).count(), 4, "a duration per run:\n{out}");
     assert!(runs[0].starts_with("in128-out64") && runs[0].contains("1,2,4"));
     let hashes: std::collections::HashSet<&str> = runs.iter().map(|l| l.rsplit(' ').next().unwrap()).collect();
     assert_eq!(hashes.len(), 4, "every run has its own hash");
