@@ -38,8 +38,25 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
         tracing::warn!("config: {w}");
     }
     let mut station = Station::start(&config, bind(config.listen).await?, &options)?;
-    let prepared = prepare(&config).await?;
-    let mut generation = launch(config.clone(), prepared, &station, &options, stop.child_token(), Positions::new())?;
+    // The first preparation reads key files too (a named pipe or a hung mount blocks): a signal
+    // wins over it as over a reload's, and a failed start stops the station it started.
+    let started = tokio::select! {
+        prepared = prepare(&config) => prepared.and_then(|p| launch(config.clone(), p, &station, &options, stop.child_token(), Positions::new())),
+        _ = stop.cancelled() => {
+            tracing::info!("stopped before probing started");
+            station.stop().await?;
+            return Ok(std::process::ExitCode::SUCCESS);
+        }
+    };
+    let mut generation = match started {
+        Ok(generation) => generation,
+        Err(e) => {
+            if let Err(stop) = station.stop().await {
+                tracing::warn!("stopping after a failed start: {stop:#}");
+            }
+            return Err(e);
+        }
+    };
     let mut current = Arc::new(config);
     // The running config, for generations that finish in the background after a reload.
     let latest = Arc::new(Mutex::new(current.clone()));

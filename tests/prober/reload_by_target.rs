@@ -219,3 +219,36 @@ async fn a_signal_wins_over_a_reload_being_prepared() {
     assert!(stderr.contains("signal received"), "{stderr}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_wins_over_the_first_preparation() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let hung = hung_server().await;
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("llmprobe-start-signal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, log, pipe) = (dir.join("config.yaml"), dir.join("stderr.log"), dir.join("key.pipe"));
+    assert!(Command::new("mkfifo").arg(&pipe).status().unwrap().success());
+    // Reading this key file at start blocks until someone writes the pipe: nobody will.
+    std::fs::write(&file, config(port, mock, hung, "first", &format!("    api_key_file: {}\n", pipe.display()))).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["--log", "info", "probe", "--config"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // The server is up before the preparation: /healthz answers while the key file blocks.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await.is_err() {
+        assert!(Instant::now() < deadline, "the prober's server never came up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(GRACE_S + 1 + 20)).expect("SIGTERM ends the process while the first config is being prepared");
+    assert!(status.success(), "{status}");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(stderr.contains("stopped before probing started"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}
