@@ -114,7 +114,7 @@ pub(super) fn launch(
     // One list for probes and events: every exporter hears of both through the Sink interface.
     let sinks = Sinks::new(sinks);
     station.releases.set_generation(sinks.clone(), names, release_token, config.detect.state_dir.clone());
-    let (recorder, recorder_task) = recorder::spawn(sinks.list().to_vec(), config.slo_table(), Some(health.clone()));
+    let (recorder, recorder_task) = recorder::spawn(sinks.clone(), config.slo_table(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
         recorder,

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::config::SloTable;
 use crate::probe::measure::measure;
 use crate::probe::outcome::{ErrorClass, Outcome};
-use crate::sink::Sink;
+use crate::sink::{Sink, Sinks};
 use crate::util::health::{Health, panic_message};
 
 /// Outcomes waiting for the recorder; senders wait (never drop) when it is full.
@@ -45,14 +45,14 @@ impl Accounting {
 pub struct RecorderHandle {
     tx: mpsc::Sender<Outcome>,
     pub accounting: Arc<Accounting>,
-    sinks: Arc<[Arc<dyn Sink>]>,
+    sinks: Sinks,
 }
 
 impl RecorderHandle {
     /// Counts a probe as scheduled. Call exactly once per intended send.
     pub fn scheduled(&self, target: &str, scenario: &str, replica: Option<&str>) {
         self.accounting.scheduled.fetch_add(1, Ordering::Relaxed);
-        for sink in self.sinks.iter() {
+        for sink in self.sinks.list() {
             sink.scheduled(target, scenario, replica);
         }
     }
@@ -65,21 +65,20 @@ impl RecorderHandle {
 
 /// Starts the recorder. It ends when every `RecorderHandle` is dropped and the queue is drained.
 /// `slo` gives each probe the effective SLO of its target×scenario.
-pub fn spawn(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>) -> (RecorderHandle, JoinHandle<()>) {
+pub fn spawn(sinks: Sinks, slo: SloTable, health: Option<Arc<Health>>) -> (RecorderHandle, JoinHandle<()>) {
     start(sinks, slo, health, true)
 }
 
 /// As [`spawn`], without failure log lines: a finite run (bench, `--once`, accuracy) reports its
 /// failures in its own output.
 pub fn spawn_unlogged(sinks: Vec<Arc<dyn Sink>>, slo: SloTable) -> (RecorderHandle, JoinHandle<()>) {
-    start(sinks, slo, None, false)
+    start(Sinks::new(sinks), slo, None, false)
 }
 
-fn start(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>, log_failures: bool) -> (RecorderHandle, JoinHandle<()>) {
+fn start(sinks: Sinks, slo: SloTable, health: Option<Arc<Health>>, log_failures: bool) -> (RecorderHandle, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<Outcome>(CHANNEL_CAPACITY);
     let accounting = Arc::new(Accounting::default());
     let counts = accounting.clone();
-    let sinks: Arc<[Arc<dyn Sink>]> = sinks.into();
     let task_sinks = sinks.clone();
     let task = tokio::spawn(async move {
         let mut log = FailureLog::default();
@@ -98,7 +97,7 @@ fn start(sinks: Vec<Arc<dyn Sink>>, slo: SloTable, health: Option<Arc<Health>>, 
                     report("measure", panic);
                     None
                 });
-            for sink in task_sinks.iter() {
+            for sink in task_sinks.list() {
                 if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| sink.record(&outcome, sample.as_ref()))) {
                     report("sink", panic);
                 }
@@ -205,8 +204,11 @@ mod tests {
         let counts = Arc::new(Counts::default());
         let errors = Arc::new(Counts::default());
         let health = Arc::new(Health::new(errors.clone()));
-        let (handle, task) =
-            spawn(vec![Arc::new(Panics), counts.clone()], SloTable::uniform(Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }), Some(health.clone()));
+        let (handle, task) = spawn(
+            Sinks::new(vec![Arc::new(Panics), counts.clone()]),
+            SloTable::uniform(Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }),
+            Some(health.clone()),
+        );
         for seq in 0..3 {
             handle.record(failed_probe(seq)).await;
         }
