@@ -105,15 +105,17 @@ pub(super) fn launch(
         sinks.push(d.clone());
     }
     sinks.push(station.replicas.clone());
-    // Behaviour changes (`checks.fingerprint`) become release markers.
-    sinks.push(station.releases.clone());
     if let Some(log) = &options.probe_log {
         sinks.push(log.clone());
     }
     let names = config.targets.iter().map(|t| t.name.clone()).collect();
     // One list for probes and events: every exporter hears of both through the Sink interface.
+    // The release markers send their events to it, so they are not in it themselves (no cycle
+    // of owners); they get the probes on the recorder's list, where behaviour changes
+    // (`checks.fingerprint`) become release markers.
+    station.releases.set_generation(Sinks::new(sinks.clone()), names, release_token, config.detect.state_dir.clone());
+    sinks.push(station.releases.clone());
     let sinks = Sinks::new(sinks);
-    station.releases.set_generation(sinks.clone(), names, release_token, config.detect.state_dir.clone());
     let (recorder, recorder_task) = recorder::spawn(sinks.clone(), config.slo_table(), Some(health.clone()));
     let accounting = recorder.accounting.clone();
     let ctx = RunContext {
