@@ -39,8 +39,9 @@ pub trait Sink: Send + Sync {
     fn event(&self, _event: &Event) {}
 }
 
-/// What happens to a target besides its probes.
-#[derive(Debug, Clone, Copy)]
+/// What happens to a target besides its probes. No `Debug`: a replica event carries the whole
+/// config, whose header values may be secrets; [`Event::describe`] is what a log line may say.
+#[derive(Clone, Copy)]
 pub enum Event<'a> {
     /// Discovery read the target's model, engine and engine version (sent when they change).
     Identity { target: &'a str, model: &'a str, engine: &'a str, engine_version: &'a str },
@@ -55,6 +56,21 @@ pub enum Event<'a> {
     ReplicaVersion { target: &'a str, replica: &'a str, version: &'a str, node: &'a str, zone: &'a str },
     /// A replica stopped being probed a grace period ago: its series go.
     ReplicaGone { config: &'a Config, target: &'a str, replica: &'a str },
+}
+
+impl Event<'_> {
+    /// The event's kind and target, for a log line.
+    pub fn describe(&self) -> String {
+        let (kind, target) = match *self {
+            Event::Identity { target, .. } => ("identity", target),
+            Event::Release { target, .. } => ("release", target),
+            Event::ReplicaCounts { target, .. } => ("replica counts", target),
+            Event::ReplicaAdded { target, .. } => ("replica added", target),
+            Event::ReplicaVersion { target, .. } => ("replica version", target),
+            Event::ReplicaGone { target, .. } => ("replica gone", target),
+        };
+        format!("{kind} of target {target:?}")
+    }
 }
 
 /// The sinks of one run as one: events go to each, and a panic in one sink is logged and never
@@ -74,7 +90,7 @@ impl Sinks {
     pub fn event(&self, event: &Event) {
         for sink in self.0.iter() {
             if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| sink.event(event))) {
-                tracing::error!("internal error: a sink failed on {event:?}: {}", panic_message(panic.as_ref()));
+                tracing::error!("internal error: a sink failed on the {}: {}", event.describe(), panic_message(panic.as_ref()));
             }
         }
     }
