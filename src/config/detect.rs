@@ -123,6 +123,13 @@ pub struct DetectSettings {
     pub latency_min_effect: f64,
     /// The exceedance test counts probes above this quantile of the baseline.
     pub exceedance_quantile: f64,
+    /// The tail test counts probes above this (higher) quantile of the baseline: it sees the
+    /// slowest few percent get slower while the median holds.
+    pub tail_quantile: f64,
+    /// How late a marker may say its release happened (its `at` before the time it arrives,
+    /// seconds): the probes since `at` are tested as if the marker had come on time. An older
+    /// `at` is taken as this long ago.
+    pub marker_max_delay_s: f64,
     /// The recovery test's "still regressed" alternative for goodput (rise of the bad fraction,
     /// absolute: 0.01 = one point) after a release alarm.
     pub goodput_min_effect: f64,
@@ -172,6 +179,8 @@ impl Default for DetectSettings {
             latency_tolerance: 1.05,
             latency_min_effect: 1.10,
             exceedance_quantile: 0.9,
+            tail_quantile: 0.99,
+            marker_max_delay_s: 1800.0,
             goodput_min_effect: 0.01,
             clip_sigmas: 3.0,
             attribution_alpha: 0.05,
@@ -208,6 +217,7 @@ impl DetectSettings {
         prob("goodput_min_effect", self.goodput_min_effect, 0.5);
         prob("continuous_goodput_min_effect", self.continuous_goodput_min_effect, 0.5);
         prob("exceedance_quantile", self.exceedance_quantile, 1.0);
+        prob("tail_quantile", self.tail_quantile, 1.0);
         let mut positive = |name: &str, v: f64| {
             if !(v.is_finite() && v > 0.0) {
                 errors.push(format!("{name}: must be a positive number, got {v}"));
@@ -223,6 +233,12 @@ impl DetectSettings {
         positive("continuous_window_s", self.continuous_window_s);
         positive("continuous_reference_s", self.continuous_reference_s);
         positive("continuous_look_s", self.continuous_look_s);
+        if !(self.marker_max_delay_s.is_finite() && self.marker_max_delay_s >= 0.0 && self.marker_max_delay_s <= self.armed_window_s) {
+            errors.push(format!("marker_max_delay_s: must be >= 0 and at most armed_window_s, got {}", self.marker_max_delay_s));
+        }
+        if self.tail_quantile <= self.exceedance_quantile {
+            errors.push(format!("tail_quantile: must be above exceedance_quantile ({}), got {}", self.exceedance_quantile, self.tail_quantile));
+        }
         if !(self.release_grace_s.is_finite() && self.release_grace_s >= 0.0 && self.release_grace_s < self.armed_window_s) {
             errors.push(format!("release_grace_s: must be >= 0 and below armed_window_s, got {}", self.release_grace_s));
         }

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::math::{Z95, isotonic_increasing, normal_quantile, normal_sf, proportion_delta, quantile_se, sum_tail};
+use super::math::{Z95, binomial_sf, isotonic_increasing, normal_quantile, normal_sf, proportion_delta, quantile_se, sum_tail};
 use crate::config::DetectSettings;
 
 /// One probe as the detector sees it. Latencies in seconds.
@@ -144,6 +144,18 @@ pub struct Event {
     pub at: f64,
 }
 
+/// What a release marker did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Marked {
+    /// A release window opened at `at` (after clamping). `chained`: it came while a window was
+    /// open or a row regressed, so the baselines frozen before stay.
+    Armed { at: f64, chained: bool },
+    /// The same version as the open window's: the same release, nothing changed.
+    Repeated { first_at: f64 },
+    /// Not a time a clock gives.
+    Ignored,
+}
+
 /// Counters of input the detector did not use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ignored {
@@ -214,6 +226,12 @@ pub(crate) struct HistBin {
     nugget: [f32; 3],
     good: u32,
     bad: u32,
+    /// Per latency signal: the bin mean was far from the bins just before it when it closed (an
+    /// incident: `INCIDENT_SCALES` robust deviations). Left out of the variogram, so one bad
+    /// quarter hour does not widen every test's yardstick for the 12 hours it stays in the
+    /// history, and out of the continuous test's reference.
+    #[serde(default)]
+    excluded: [bool; 3],
 }
 
 impl HistBin {
@@ -227,7 +245,21 @@ impl HistBin {
     fn outage(&self) -> bool {
         self.good == 0 && self.bad >= 2
     }
+
+    /// Whether signal `k` of this bin counts in the variogram and in reference blocks.
+    fn usable(&self, k: usize) -> bool {
+        self.n[k] > 0 && !self.excluded[k]
+    }
 }
+
+/// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
+/// of the `INCIDENT_REFERENCE` usable bins before it is an incident (`HistBin::excluded`). Load
+/// swings of a Gaussian kind pass it about once in 3 million bins; a 2x latency incident on a
+/// target whose bins vary by 0.1 in log latency is flagged.
+const INCIDENT_SCALES: f64 = 5.0;
+const INCIDENT_REFERENCE: usize = 60;
+/// Fewer usable bins before it than this: nothing is flagged (a new target).
+const INCIDENT_MIN_REFERENCE: usize = 20;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct OpenBin {
@@ -278,7 +310,7 @@ impl Variogram {
     /// (`forward`) or before it, and its nugget.
     fn update(&mut self, bins: &VecDeque<HistBin>, i: usize, k: usize, forward: Option<usize>, sign: f64) {
         let b = &bins[i];
-        if b.n[k] == 0 {
+        if !b.usable(k) {
             return;
         }
         if b.nugget[k] >= 0.0 {
@@ -294,7 +326,7 @@ impl Variogram {
                 None => i.wrapping_sub(lag),
             };
             let Some(o) = bins.get(j) else { break };
-            if o.n[k] > 0 {
+            if o.usable(k) {
                 let d = x - o.mean[k] as f64;
                 self.sums[lag] += sign * d * d;
                 self.counts[lag] += sign;
@@ -429,7 +461,10 @@ impl History {
         }
     }
 
-    fn push_back(&mut self, b: HistBin) {
+    fn push_back(&mut self, mut b: HistBin) {
+        for k in 0..3 {
+            b.excluded[k] = b.n[k] > 0 && self.incident(k, b.mean[k] as f64);
+        }
         self.bins.push_back(b);
         if let Some(i) = self.bins.len().checked_sub(1 + self.delay) {
             for (k, v) in self.vario.iter_mut().enumerate() {
@@ -447,12 +482,28 @@ impl History {
         }
     }
 
-    /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped) and how
-    /// many bins had probes.
-    fn block_mean(&self, k: usize, (from, to): (i64, i64)) -> (f64, usize) {
+    /// Whether a new bin mean `x` of signal `k` is an incident: far from the median of the
+    /// usable bins just before it, in robust standard deviations of those bins.
+    fn incident(&self, k: usize, x: f64) -> bool {
+        let mut recent: Vec<f64> =
+            self.bins.iter().rev().take(2 * INCIDENT_REFERENCE).filter(|b| b.usable(k)).take(INCIDENT_REFERENCE).map(|b| b.mean[k] as f64).collect();
+        if recent.len() < INCIDENT_MIN_REFERENCE {
+            return false;
+        }
+        recent.sort_by(|a, b| a.total_cmp(b));
+        let median = recent[recent.len() / 2];
+        let mut dev: Vec<f64> = recent.iter().map(|v| (v - median).abs()).collect();
+        dev.sort_by(|a, b| a.total_cmp(b));
+        let scale = (1.4826 * dev[dev.len() / 2]).max(1e-3);
+        (x - median).abs() > INCIDENT_SCALES * scale
+    }
+
+    /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
+    /// `robust`, incident bins too) and how many bins counted.
+    fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool) -> (f64, usize) {
         let (mut sum, mut n) = (0.0, 0usize);
         for bin in from..to {
-            if let Some(b) = self.get(bin).filter(|b| b.n[k] > 0) {
+            if let Some(b) = self.get(bin).filter(|b| if robust { b.usable(k) } else { b.n[k] > 0 }) {
                 sum += b.mean[k] as f64;
                 n += 1;
             }
@@ -531,6 +582,10 @@ struct LatencyFrozen {
     q: f64,
     above: f64,
     above_tolerance: f64,
+    /// The same for the tail test's (higher) quantile, with the count above it.
+    q_tail: f64,
+    above_tail: f64,
+    tail_tolerance: f64,
 }
 
 impl LatencyFrozen {
@@ -546,7 +601,10 @@ impl LatencyFrozen {
         let above = v.iter().filter(|x| **x as f64 > q).count() as f64 / n;
         let tol = s.latency_tolerance.ln();
         let above_tolerance = v.iter().filter(|x| (**x as f64) > q - tol && (**x as f64) <= q).count() as f64 / n;
-        Some(LatencyFrozen { m: v.len(), median, se_median, p95, se_p95, lo, hi, mean, var, q, above, above_tolerance })
+        let (q_tail, _) = quantile_se(&v, s.tail_quantile)?;
+        let above_tail = v.iter().filter(|x| **x as f64 > q_tail).count() as f64 / n;
+        let tail_tolerance = v.iter().filter(|x| (**x as f64) > q_tail - tol && (**x as f64) <= q_tail).count() as f64 / n;
+        Some(LatencyFrozen { m: v.len(), median, se_median, p95, se_p95, lo, hi, mean, var, q, above, above_tolerance, q_tail, above_tail, tail_tolerance })
     }
 }
 
@@ -557,6 +615,7 @@ struct LatencyPost {
     sum: f64,
     sum_sq: f64,
     above: u64,
+    above_tail: u64,
     /// The newest (time, log value), at most `baseline_max_samples`.
     recent: VecDeque<(f64, f32)>,
 }
@@ -568,9 +627,20 @@ struct Part {
     mean: f64,
     var: f64,
     above: f64,
+    above_tail: f64,
 }
 
 impl LatencyPost {
+    /// One post-grace probe (log value) into the window's sums.
+    fn add(&mut self, f: &LatencyFrozen, y: f64) {
+        let c = y.clamp(f.lo, f.hi);
+        self.n += 1;
+        self.sum += c;
+        self.sum_sq += c * c;
+        self.above += u64::from(y > f.q);
+        self.above_tail += u64::from(y > f.q_tail);
+    }
+
     fn all(&self, f: &LatencyFrozen) -> Part {
         let n = self.n as f64;
         if n < 1.0 {
@@ -578,12 +648,12 @@ impl LatencyPost {
         }
         let mean = self.sum / n;
         let var = if n >= 2.0 { ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: self.above as f64 / n }
+        Part { n, mean, var, above: self.above as f64 / n, above_tail: self.above_tail as f64 / n }
     }
 
     /// The stored probes with time in [from, to).
     fn span(&self, f: &LatencyFrozen, from: f64, to: f64) -> Part {
-        let (mut n, mut sum, mut sq, mut above) = (0.0, 0.0, 0.0, 0.0);
+        let (mut n, mut sum, mut sq, mut above, mut above_tail) = (0.0, 0.0, 0.0, 0.0, 0.0);
         for (t, y) in &self.recent {
             if *t >= from && *t < to {
                 let y = *y as f64;
@@ -591,9 +661,8 @@ impl LatencyPost {
                 n += 1.0;
                 sum += c;
                 sq += c * c;
-                if y > f.q {
-                    above += 1.0;
-                }
+                above += f64::from(u8::from(y > f.q));
+                above_tail += f64::from(u8::from(y > f.q_tail));
             }
         }
         if n < 1.0 {
@@ -601,7 +670,7 @@ impl LatencyPost {
         }
         let mean = sum / n;
         let var = if n >= 2.0 { ((sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: above / n }
+        Part { n, mean, var, above: above / n, above_tail: above_tail / n }
     }
 }
 
@@ -665,6 +734,11 @@ struct TargetState {
     first_seen: f64,
     scenarios: Vec<ScenarioState>,
     marker: Option<f64>,
+    /// The version of the last marker (a repeated marker of it is the same release).
+    version: Option<String>,
+    /// When the baselines in use were frozen: the first marker of a chain of releases that came
+    /// while a window was open or a row was regressed.
+    frozen_at: Option<f64>,
     armed_until: Option<f64>,
     pooled: [Row; 4],
     /// The pooled goodput baseline frozen at the marker.
@@ -812,6 +886,8 @@ impl Detector {
             first_seen: now,
             scenarios: Vec::new(),
             marker: None,
+            version: None,
+            frozen_at: None,
             armed_until: None,
             pooled: [Row::default(); 4],
             good_frozen: None,
@@ -824,16 +900,29 @@ impl Detector {
         }
     }
 
-    /// A release of `target` at `now`: freezes every scenario's baseline (the probes of the
-    /// baseline windows before `now`), resets the target's rows to `watching` and arms the tests
-    /// for `armed_window_s`, the first `release_grace_s` of which do not decide. A marker for a
-    /// target never seen is remembered (rows without a baseline stay out of the test).
-    pub fn mark_release(&mut self, target: &str, now: f64) {
+    /// A release of `target` to `version` that happened at `at`, told at `now`. Arms the tests
+    /// for `armed_window_s` from `at`, the first `release_grace_s` of which do not decide; the
+    /// probes since `at` count as if the marker had come on time (`at` is taken no earlier than
+    /// `marker_max_delay_s` before `now`, nor after `now`).
+    ///
+    /// - The same version again while its window is open (a second pipeline step, discovery and
+    ///   the API both marking one rollout) is the same release: nothing changes.
+    /// - A first marker freezes every scenario's baseline (the baseline windows before `at`).
+    /// - A marker while a window is open or a row is regressed keeps the baselines frozen before
+    ///   (the last state not held as regressed) and tests the new version against them from its
+    ///   own grace window on. Regressed rows stay regressed: only their recovery test clears
+    ///   them, with an event. A marker never erases an alarm.
+    ///
+    /// A marker for a target never seen is remembered (rows without a baseline stay out of the
+    /// test).
+    pub fn mark_release(&mut self, target: &str, version: &str, at: f64, now: f64) -> Marked {
         // A time no clock gives would arm a window that never closes.
-        if !now.is_finite() {
-            return;
+        if !(at.is_finite() && now.is_finite()) {
+            return Marked::Ignored;
         }
         self.tick(now);
+        let s = self.settings.clone();
+        let at = at.min(now).max(now - s.marker_max_delay_s);
         let ti = match self.targets.iter().position(|t| t.name == target) {
             Some(i) => i,
             None => {
@@ -842,31 +931,76 @@ impl Detector {
                 self.targets.len() - 1
             }
         };
-        let s = self.settings.clone();
-        let (g0, g1) = (self.bin_of(now - s.goodput_baseline_s), self.bin_of(now));
         let t = &mut self.targets[ti];
-        t.marker = Some(now);
-        t.armed_until = Some(now + s.armed_window_s);
-        t.pooled = [Row::default(); 4];
-        t.recovery_ref = [None; 4];
-        t.dependence = std::array::from_fn(|k| t.hist.dependence(k));
-        let outage = |h: &History, bin: i64| h.get(bin).is_some_and(HistBin::outage);
-        let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
-        let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
-        t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
-        for sc in &mut t.scenarios {
-            sc.rows = [Row::default(); 4];
-            for lk in &mut sc.latency {
-                let from = now - s.latency_baseline_s;
-                let vals: Vec<f32> = lk.times.iter().zip(&lk.values).filter(|(t, _)| **t >= from && **t <= now).map(|(_, v)| *v).collect();
-                lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
-                lk.post = LatencyPost::default();
-            }
-            let g = &mut sc.goodput;
-            let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !outage(&t.hist, b.bin)).map(|b| (b.good, b.bad));
-            let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
-            g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
+        if t.armed_until.is_some() && t.version.as_deref() == Some(version) {
+            return Marked::Repeated { first_at: t.marker.unwrap_or(at) };
         }
+        let regressed = |r: &Row| r.state == State::Regressed;
+        let chained = t.frozen_at.is_some() && (t.armed_until.is_some() || t.pooled.iter().any(regressed) || t.scenarios.iter().any(|sc| sc.rows.iter().any(regressed)));
+        // A marker dated before the one it follows would test probes of the older version.
+        let at = if chained { at.max(t.marker.unwrap_or(at)) } else { at };
+        t.version = Some(version.to_owned());
+        t.marker = Some(at);
+        t.armed_until = Some(at + s.armed_window_s);
+        let keep = |r: &mut Row| {
+            if !regressed(r) {
+                *r = Row::default();
+            }
+        };
+        t.pooled.iter_mut().for_each(keep);
+        for (k, r) in t.pooled.iter().enumerate() {
+            if !regressed(r) {
+                t.recovery_ref[k] = None;
+            }
+        }
+        if !chained {
+            t.frozen_at = Some(at);
+            t.dependence = std::array::from_fn(|k| t.hist.dependence(k));
+            let (g0, g1) = ((at - s.goodput_baseline_s) / s.bin_s, at / s.bin_s);
+            let (g0, g1) = (g0.floor() as i64, g1.floor() as i64);
+            let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
+            let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
+            t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
+            for sc in &mut t.scenarios {
+                for lk in &mut sc.latency {
+                    let from = at - s.latency_baseline_s;
+                    let vals: Vec<f32> = lk.times.iter().zip(&lk.values).filter(|(t, _)| **t >= from && **t <= at).map(|(_, v)| *v).collect();
+                    lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
+                }
+                let hist = &t.hist;
+                let g = &mut sc.goodput;
+                let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !hist.get(b.bin).is_some_and(HistBin::outage)).map(|b| (b.good, b.bad));
+                let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
+                g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
+            }
+        }
+        // The new version's probes so far (a late marker): into its window as if on time.
+        let post_from = at + s.release_grace_s;
+        for sc in &mut t.scenarios {
+            sc.rows.iter_mut().for_each(keep);
+            for (k, lk) in sc.latency.iter_mut().enumerate() {
+                let mut post = LatencyPost::default();
+                if let Some(f) = &lk.frozen {
+                    for (&time, &y) in lk.times.iter().zip(&lk.values).filter(|(time, _)| **time >= post_from) {
+                        post.add(f, y as f64);
+                        post.recent.push_back((time, y));
+                    }
+                } else if regressed(&sc.rows[k]) {
+                    post.recent = lk.post.recent.iter().copied().filter(|(time, _)| *time >= post_from).collect();
+                }
+                lk.post = post;
+            }
+        }
+        // The look the window would have had last by now, so a late marker judges at once.
+        let current = self.bin_of(now);
+        let post0 = self.bin_after(post_from);
+        if let Some(e) = (0..=current - post0).rev().find(|e| is_look(*e)) {
+            let end = (post0 + e) as f64 * s.bin_s;
+            for signal in Signal::ALL {
+                self.release_look(ti, signal, at, end, (post0, post0 + e));
+            }
+        }
+        Marked::Armed { at, chained }
     }
 
     /// Advances time without a probe: closes finished bins (running the looks they end), closes
@@ -982,7 +1116,7 @@ impl Detector {
             }
             lk.times.push_back(now);
             lk.values.push_back(y as f32);
-            let from = now - s.latency_baseline_s;
+            let from = now - s.latency_baseline_s - s.marker_max_delay_s;
             while lk.times.front().is_some_and(|t0| *t0 < from) || lk.times.len() > s.baseline_max_samples {
                 lk.times.pop_front();
                 lk.values.pop_front();
@@ -991,11 +1125,7 @@ impl Detector {
                 && now >= p0
                 && t.armed_until.is_some()
             {
-                let c = y.clamp(f.lo, f.hi);
-                lk.post.n += 1;
-                lk.post.sum += c;
-                lk.post.sum_sq += c * c;
-                lk.post.above += u64::from(y > f.q);
+                lk.post.add(f, y);
             }
             if post_from.is_some_and(|p0| now >= p0) && (t.armed_until.is_some() || sc.rows[k].state == State::Regressed) {
                 lk.post.recent.push_back((now, y as f32));
@@ -1099,7 +1229,8 @@ impl Detector {
         } else {
             let k = signal.index();
             let tol = s.latency_tolerance.ln();
-            let base = (self.bin_of(marker - s.latency_baseline_s), self.bin_of(marker));
+            let frozen_at = t.frozen_at.unwrap_or(marker);
+            let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
             let deff = t.dependence[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
@@ -1112,7 +1243,6 @@ impl Detector {
                 }
             }
             let kk = parts.len().max(1) as f64;
-            // z of the mean test and of the exceedance test for a weighted set of scenarios.
             // For a weighted set of scenarios, per statistic (mean, exceedance): z of "no slower
             // than the baseline", and whether the estimate reaches the tolerance.
             let z = |sel: &[(f64, Part, &LatencyFrozen)]| -> Option<[(f64, bool); 2]> {
@@ -1135,6 +1265,27 @@ impl Detector {
                 }
                 Some([(d / (v * deff).sqrt(), d >= tol), (de / (ve.max(1e-12) * deff).sqrt(), de >= tol_e)])
             };
+            // The tail test on the scenarios together: probes above each scenario's own high
+            // quantile, after against before. The counts are small (1% of an hour's baseline), so
+            // the test is exact: given the total above, the post count is binomial with the post
+            // share of the probes (two Poisson rates compared), counts and sizes divided by the
+            // design effect. Returns p and whether the share's rise reaches the tolerance.
+            let tail = |sel: &[(Part, &LatencyFrozen)]| -> Option<(f64, bool)> {
+                let (mut k1, mut m, mut k2, mut n, mut tol_e) = (0.0, 0.0, 0.0, 0.0, 0.0);
+                for (p, f) in sel {
+                    k1 += f.above_tail * f.m as f64;
+                    m += f.m as f64;
+                    k2 += p.above_tail * p.n;
+                    n += p.n;
+                    tol_e += p.n * f.tail_tolerance;
+                }
+                if n < 1.0 || m < 1.0 {
+                    return None;
+                }
+                let p = binomial_sf(k2 / deff, (k1 + k2) / deff, n / (n + m));
+                Some((p, k2 / n - k1 / m >= tol_e / n))
+            };
+            // The post-grace probes of the window and of each half: all, early, late.
             let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64| -> Option<[Verdict; 2]> {
                 let pick = |j: usize| sel.iter().map(|(w, p, f)| (*w * p[j].n / p[0].n.max(1.0), p[j], *f)).collect::<Vec<_>>();
                 let all = z(&pick(0))?;
@@ -1148,8 +1299,14 @@ impl Detector {
                 Some([make(0), make(1)])
             };
             let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
-            if let Some(v) = verdicts(&all, 0.25) {
+            // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
+            if let Some(v) = verdicts(&all, 0.2) {
                 pooled.extend(v);
+            }
+            let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
+            if let Some((p, large)) = tail(&pick(0)) {
+                let confirmed = [1, 2].iter().all(|j| tail(&pick(*j)).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
+                pooled.push(Verdict { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
             }
             for (i, p, f) in &parts {
                 scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk);
@@ -1207,7 +1364,7 @@ impl Detector {
     fn baseline_ref(&self, ti: usize, signal: Signal) -> Option<(i64, i64, f64)> {
         let s = &self.settings;
         let t = &self.targets[ti];
-        let marker = t.marker?;
+        let marker = t.frozen_at?;
         if signal == Signal::Goodput {
             let f = t.good_frozen.as_ref()?;
             Some((self.bin_of(marker - s.goodput_baseline_s), self.bin_of(marker), f.p_bad()))
@@ -1229,7 +1386,13 @@ impl Detector {
         let r = (reference_s / s.bin_s).round().max(1.0) as i64;
         let recent = (bin + 1 - w, bin + 1);
         let reference = (recent.0 - r, recent.0);
-        let half = (recent.0 + recent.1) / 2;
+        // Persistence: each third of the recent window must show the change on its own, the
+        // newest one included, so an incident that is over (the burn-rate alerts' business) or a
+        // spike is not a regression, while a step or a creep that is still there is.
+        let thirds = {
+            let (a, b) = (recent.0 + w / 3, recent.0 + 2 * w / 3);
+            [(recent.0, a), (a, b), (b, recent.1)]
+        };
         let t = &self.targets[ti];
         if t.pooled[k].state == State::Regressed || t.hist.first > reference.0 {
             return;
@@ -1244,15 +1407,17 @@ impl Detector {
             if now_bins.is_empty() {
                 return;
             }
-            let (e, l) = (bins((recent.0, half)), bins((half, recent.1)));
-            let confirmed = !e.is_empty() && !l.is_empty() && f.tail(&e) <= s.confirm_alpha && f.tail(&l) <= s.confirm_alpha;
+            let confirmed = thirds.iter().all(|x| {
+                let part = bins(*x);
+                !part.is_empty() && f.tail(&part) <= s.confirm_alpha
+            });
             (f.tail(&now_bins), confirmed, f.p_bad())
         } else {
             let tol = s.latency_tolerance.ln();
             let Some(dep) = t.hist.dependence(k) else { return };
             let z = |b: (i64, i64)| {
-                let (mr, nr) = t.hist.block_mean(k, reference);
-                let (mb, nb) = t.hist.block_mean(k, b);
+                let (mr, nr) = t.hist.block_mean(k, reference, true);
+                let (mb, nb) = t.hist.block_mean(k, b, false);
                 if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < b.1 - b.0 {
                     return None;
                 }
@@ -1260,7 +1425,7 @@ impl Detector {
             };
             let Some((zm, large)) = z(recent) else { return };
             deff = dep.design_effect(reference, recent);
-            let confirmed = large && [(recent.0, half), (half, recent.1)].iter().all(|b| z(*b).is_some_and(|(x, l)| normal_sf(x) <= s.confirm_alpha && l));
+            let confirmed = large && thirds.iter().all(|b| z(*b).is_some_and(|(x, l)| normal_sf(x) <= s.confirm_alpha && l));
             (normal_sf(zm), confirmed, 0.0)
         };
         let evidence = -(p.max(1e-300)).ln();
@@ -1308,8 +1473,8 @@ impl Detector {
                 // history now holds the regression itself, which would inflate a fresh estimate.
                 match t.hist.vario[k].nugget() {
                     Some(nugget) => {
-                        let (mr, nr) = t.hist.block_mean(k, (a, b));
-                        let (mb, nb) = t.hist.block_mean(k, recent);
+                        let (mr, nr) = t.hist.block_mean(k, (a, b), true);
+                        let (mb, nb) = t.hist.block_mean(k, recent, false);
                         let var = nugget * (1.0 / nr.max(1) as f64 + 1.0 / nb.max(1) as f64) * t.alarm_deff[k];
                         nr > 0 && nb as i64 * 2 >= RECOVERY_BINS && (mb - mr - me) / var.sqrt() <= -z_rec
                     }
@@ -1744,7 +1909,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-            d.mark_release("t", t);
+            d.mark_release("t", "v2", t, t);
             let end = feed(&mut d, &mut rng, t, 3600, |r, _, _| probe(r, 1.0));
             alarms += d.drain_events().iter().filter(|e| e.state == State::Regressed).count();
             d.tick(end);
@@ -1758,7 +1923,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(7);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
         let at = first_alarm(&mut d, Signal::Ttft, t).expect("2x detected within 10 min");
         assert!((540.0..=600.0).contains(&at), "detected {at} s after the marker");
@@ -1779,7 +1944,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(100 + seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-            d.mark_release("t", t);
+            d.mark_release("t", "v2", t, t);
             feed(&mut d, &mut rng, t, 3600, |r, _, now| {
                 if now - t < 120.0 && r.random_bool(0.1) {
                     return Observation { good: Some(false), ..Observation::default() };
@@ -1796,7 +1961,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(9);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         feed(&mut d, &mut rng, t, 1200, |r, s, _| probe(r, if s == 1 { 1.6 } else { 1.0 }));
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the pooled row regressed");
         let rows = d.report();
@@ -1816,7 +1981,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(21);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| bimodal(r, 1.0));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         feed(&mut d, &mut rng, t, 1800, |r, _, _| bimodal(r, 1.5));
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some_and(|at| at <= 1800.0));
     }
@@ -1826,7 +1991,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None };
         for i in 0..500 {
             d.observe("t", SC[i % 3], huge, t + i as f64);
@@ -1846,7 +2011,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(5);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         feed(&mut d, &mut rng, t, 1200, |r, _, _| flaky(r, 0.05));
         assert!(first_alarm(&mut d, Signal::Goodput, t).is_some());
         let r = pooled(&d, Signal::Goodput);
@@ -1857,7 +2022,7 @@ mod tests {
         // A 90 s total outage ten minutes after a release: availability, not a regression.
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         feed(&mut d, &mut rng, t, 3600, |r, _, now| if (600.0..690.0).contains(&(now - t)) { flaky(r, 1.0) } else { flaky(r, 0.005) });
         assert_eq!(first_alarm(&mut d, Signal::Goodput, t), None);
     }
@@ -1867,7 +2032,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(11);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", t);
+        d.mark_release("t", "v2", t, t);
         let t1 = feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
         // Rolled back: the next probes look like the baseline again.
@@ -1920,7 +2085,7 @@ mod tests {
         f.restore(&again, t - 1.0).expect("restore");
         assert!(f.snapshot() == again, "snapshot of the restored detector is the same");
         // The restarted detector has the baseline: a release right away is tested.
-        e.mark_release("t", t + 10.0);
+        e.mark_release("t", "v2", t + 10.0, t + 10.0);
         feed(&mut e, &mut rng, t + 10.0, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
         assert!(e.restore(b"{not json", t).is_err());
@@ -1973,7 +2138,7 @@ mod tests {
             }
             let mut e = Detector::new(DetectSettings::default());
             if e.restore(&b, t).is_ok() {
-                e.mark_release("t", t + 1.0);
+                e.mark_release("t", "v2", t + 1.0, t + 1.0);
                 feed(&mut e, &mut rng, t + 1.0, 30, |r, _, _| probe(r, 2.0));
                 let _ = e.report();
             }
@@ -1982,7 +2147,7 @@ mod tests {
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
             d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true) }, now);
             d.observe("t", "a", probe(&mut rng, 1.0), now);
-            d.mark_release("t", now);
+            d.mark_release("t", "v2", now, now);
             d.tick(now);
             let _ = d.report();
         }

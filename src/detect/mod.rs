@@ -13,4 +13,4 @@ pub mod persist;
 pub mod sim;
 
 pub use crate::config::DetectSettings;
-pub use detector::{Detector, Estimate, Event, Ignored, Observation, Restored, Signal, SignalReport, Source, State};
+pub use detector::{Detector, Estimate, Event, Ignored, Marked, Observation, Restored, Signal, SignalReport, Source, State};

@@ -484,7 +484,7 @@ fn detection_trial(p: &PlanParams, seed: u64) -> Option<Detection> {
         let t = probe.t;
         if !released && t >= release {
             if p.marker {
-                det.mark_release(TARGET, release);
+                det.mark_release(TARGET, "v2", release, release);
             }
             det.drain_events();
             released = true;
@@ -522,7 +522,7 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
         let t = probe.t;
         if !released && t >= release {
             if p.marker {
-                det.mark_release(TARGET, release);
+                det.mark_release(TARGET, "v2", release, release);
             }
             released = true;
         }

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
 use crate::config::Detect;
-use crate::detect::{Detector, Estimate, Event, Observation, Signal, SignalReport, Source, State, persist};
+use crate::detect::{Detector, Estimate, Event, Marked, Observation, Signal, SignalReport, Source, State, persist};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 
@@ -62,9 +62,26 @@ impl DetectSink {
         *self.state_dir.lock().unwrap_or_else(|e| e.into_inner()) = cfg.state_dir.clone();
     }
 
-    /// A release of `target` at `now`: arms the sequential tests against the baselines so far.
-    pub fn mark_release(&self, target: &str, now: f64) {
-        self.lock().mark_release(target, now);
+    /// A release of `target` to `version` that happened at `at`: arms the release tests (a
+    /// repeated marker of the same version is the same release; see `Detector::mark_release`).
+    pub fn mark_release(&self, target: &str, version: &str, at: f64) -> Marked {
+        let marked = self.lock().mark_release(target, version, at, unix_now());
+        match marked {
+            Marked::Armed { at: armed_at, chained } if armed_at != at || chained => tracing::info!(
+                target_name = %target, version = %version,
+                "detector: release window from {} ({}{})",
+                crate::util::rfc3339::format_unix(armed_at, 0),
+                if armed_at != at { "the marker's time clamped to the latest allowed; " } else { "" },
+                if chained { "tested against the baselines frozen before the previous release, which is still being judged" } else { "fresh baselines" }
+            ),
+            Marked::Repeated { first_at } => tracing::info!(
+                target_name = %target, version = %version,
+                "detector: repeated marker for the version whose window opened at {}: the same release",
+                crate::util::rfc3339::format_unix(first_at, 0)
+            ),
+            Marked::Armed { .. } | Marked::Ignored => {}
+        }
+        marked
     }
 
     /// Ticks the detector, exports every row and logs state changes.
@@ -246,8 +263,8 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
 
 impl Sink for DetectSink {
     fn event(&self, event: &super::Event) {
-        if let super::Event::Release { target, at, .. } = *event {
-            self.mark_release(target, at);
+        if let super::Event::Release { target, version, at, .. } = *event {
+            self.mark_release(target, version, at);
         }
     }
 
