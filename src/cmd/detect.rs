@@ -28,6 +28,7 @@ pub enum OrderArg {
 pub enum TargetArg {
     All,
     Miss,
+    Slowest,
 }
 
 /// The day's conditions: flags without a default take the `--day` file's value, else the one
@@ -66,6 +67,23 @@ pub struct SimulateArgs {
     /// --cache-hit-share).
     #[arg(long, value_enum, default_value_t = TargetArg::All)]
     pub regression_target: TargetArg,
+    /// With --regression-target slowest: the share of requests (the slowest) slowed [default: 0.03].
+    #[arg(long)]
+    pub slowest_share: Option<f64>,
+    /// One latency incident a simulated day, this long (s); in detection trials it comes earlier
+    /// that day, before the baseline hour [default: 0].
+    #[arg(long)]
+    pub incident_s: Option<f64>,
+    /// Latency factor during an incident [default: 2].
+    #[arg(long)]
+    pub incident_factor: Option<f64>,
+    /// The marker arrives this many seconds after the release it names (a late marker with its
+    /// own time) [default: 0].
+    #[arg(long)]
+    pub marker_delay_s: Option<f64>,
+    /// A second marker of the same version this many seconds after the release [default: none].
+    #[arg(long)]
+    pub second_marker_s: Option<f64>,
     /// Only the first N scenarios regress (latency and goodput) [default: all].
     #[arg(long)]
     pub regression_scenarios: Option<usize>,
@@ -196,6 +214,7 @@ pub struct DayFile {
     pub cache: Option<CacheKeys>,
     pub outage_s: Option<f64>,
     pub burst: Option<BurstKeys>,
+    pub incident: Option<IncidentKeys>,
     /// Present (even `{}`): the rollout warm-up is on.
     pub rollout: Option<RolloutKeys>,
 }
@@ -246,6 +265,13 @@ pub struct BurstKeys {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct IncidentKeys {
+    pub s: Option<f64>,
+    pub factor: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RolloutKeys {
     pub factor_min: Option<f64>,
     pub factor_max: Option<f64>,
@@ -283,7 +309,13 @@ pub fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) ->
     p.regression_target = match a.regression_target {
         TargetArg::All => RegressionTarget::All,
         TargetArg::Miss => RegressionTarget::Miss,
+        TargetArg::Slowest => RegressionTarget::Slowest,
     };
+    p.slowest_share = a.slowest_share.unwrap_or(p.slowest_share);
+    p.incident_s = pick(a.incident_s, d.incident.as_ref().and_then(|k| k.s), 0.0);
+    p.incident_factor = pick(a.incident_factor, d.incident.as_ref().and_then(|k| k.factor), p.incident_factor);
+    p.marker_delay_s = a.marker_delay_s.unwrap_or(0.0);
+    p.second_marker_s = a.second_marker_s;
     p.regression_scenarios = a.regression_scenarios;
     p.good_before = pick(a.good_before, d.goodput, p.good_before);
     p.good_after = a.good_after.unwrap_or(p.good_before);
@@ -368,6 +400,11 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(pos(p.outlier_factor), "--outlier-factor (outliers.factor) must be positive");
     need(p.tail_pareto_alpha.is_none_or(pos), "--tail-pareto-alpha (outliers.pareto_alpha) must be positive");
     need(nonneg(p.outage_s), "--outage-s (outage_s) must be >= 0");
+    need(nonneg(p.incident_s) && p.incident_s < 86_400.0, "--incident-s (incident.s) must be >= 0 and shorter than a day");
+    need(p.incident_factor.is_finite() && p.incident_factor > 0.0, "--incident-factor (incident.factor) must be positive");
+    need(p.slowest_share > 0.0 && p.slowest_share < 1.0, "--slowest-share must be in (0, 1)");
+    need(nonneg(p.marker_delay_s), "--marker-delay-s must be >= 0");
+    need(p.second_marker_s.is_none_or(nonneg), "--second-marker-s must be >= 0");
     need(nonneg(p.burst_s), "--burst-s (burst.s) must be >= 0");
     need(share(p.burst_error_share), "--burst-error-share (burst.error_share) must be a share in [0, 1]");
     need(p.outage_s.max(p.burst_s) < 86_400.0, "--outage-s and --burst-s must be shorter than a day");

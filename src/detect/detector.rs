@@ -1986,6 +1986,96 @@ mod tests {
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some_and(|at| at <= 1800.0));
     }
 
+    fn ttft_alarm(events: &[Event]) -> bool {
+        events.iter().any(|e| e.scenario.is_none() && e.signal == Signal::Ttft && e.state == State::Regressed)
+    }
+
+    #[test]
+    fn a_repeated_marker_is_the_same_release_and_no_marker_clears_an_alarm() {
+        let mut rng = SmallRng::seed_from_u64(31);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        assert_eq!(d.mark_release("t", "v2", t, t), Marked::Armed { at: t, chained: false });
+        let t2 = feed(&mut d, &mut rng, t, 1200, |r, _, _| probe(r, 1.5));
+        assert!(ttft_alarm(&d.drain_events()), "v2 is slower");
+        // The same version again (a second pipeline step, or discovery after the API): nothing
+        // changes, not even the window's start.
+        assert_eq!(d.mark_release("t", "v2", t2, t2), Marked::Repeated { first_at: t });
+        assert_eq!((pooled(&d, Signal::Ttft).state, pooled(&d, Signal::Ttft).marker_s), (State::Regressed, Some(t)));
+        // Another version while v2's alarm is up: the alarm stays, and v3 is judged against the
+        // baseline frozen before v2.
+        assert!(matches!(d.mark_release("t", "v3", t2, t2), Marked::Armed { chained: true, .. }));
+        assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
+        assert!(d.drain_events().is_empty(), "a marker raises or clears nothing by itself");
+        // v3 is the fix: the recovery test clears the alarm, with an event.
+        feed(&mut d, &mut rng, t2, 1800, |r, _, _| probe(r, 1.0));
+        let events = d.drain_events();
+        assert!(events.iter().any(|e| e.scenario.is_none() && e.signal == Signal::Ttft && e.state == State::Recovered), "{events:?}");
+        assert!(!ttft_alarm(&events), "v3 is as fast as the baseline before v2");
+    }
+
+    #[test]
+    fn a_late_marker_tests_the_probes_since_its_time() {
+        let mut rng = SmallRng::seed_from_u64(32);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        // Released at t, 2x slower from then on; the marker comes 20 minutes later with its time.
+        let told = feed(&mut d, &mut rng, t, 1200, |r, _, _| probe(r, 2.0));
+        assert_eq!(d.mark_release("t", "v2", t, told), Marked::Armed { at: t, chained: false });
+        assert!(ttft_alarm(&d.drain_events()), "judged at once from the probes since its time");
+        let row = pooled(&d, Signal::Ttft);
+        assert_eq!((row.marker_s, row.armed), (Some(t), true));
+        assert!(row.samples >= 800, "the post-grace probes since t count: {}", row.samples);
+        // A time older than marker_max_delay_s is taken as that long ago; a future one as now.
+        let mut e = Detector::new(quiet());
+        let max = e.settings().marker_max_delay_s;
+        assert_eq!(e.mark_release("t", "v2", 0.0, 10_000.0), Marked::Armed { at: 10_000.0 - max, chained: false });
+        assert_eq!(e.mark_release("u", "v2", 20_000.0, 10_000.0), Marked::Armed { at: 10_000.0, chained: false });
+        assert_eq!(e.mark_release("u", "v2", f64::NAN, 10_000.0), Marked::Ignored);
+    }
+
+    #[test]
+    fn an_incident_earlier_in_the_day_does_not_widen_the_release_test() {
+        // 15 minutes at 3x, two hours before the release; the release is 1.3x slower.
+        let deff_and_alarm = |incident: bool| {
+            let mut rng = SmallRng::seed_from_u64(33);
+            let mut d = Detector::new(quiet());
+            let slow = |t: f64| if incident && (14_400.0..15_300.0).contains(&t) { 3.0 } else { 1.0 };
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, t| probe(r, slow(t)));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 1800, |r, _, _| probe(r, 1.3));
+            let tt = &d.targets[0];
+            let base = (d.bin_of(t - 3600.0), d.bin_of(t));
+            let deff = tt.dependence[0].as_ref().expect("dependence").design_effect(base, (base.1 + 5, base.1 + 30));
+            let excluded = tt.hist.bins.iter().filter(|b| b.excluded[0]).count();
+            (deff, ttft_alarm(&d.drain_events()), excluded)
+        };
+        let (clean, found_clean, _) = deff_and_alarm(false);
+        let (after_incident, found, excluded) = deff_and_alarm(true);
+        assert!((13..=17).contains(&excluded), "the incident's bins are left out: {excluded}");
+        assert!(after_incident < 1.5 * clean, "design effect {after_incident} after the incident, {clean} without");
+        assert!(found_clean && found, "the release is found with and without the incident");
+    }
+
+    #[test]
+    fn the_slowest_few_percent_made_slower_is_found_by_the_tail_test() {
+        // The median holds; the slowest 5% of requests (their own draw) become 3x slower. (The
+        // planner measures the power for 3%: docs/detection.md.)
+        let tailed = |r: &mut SmallRng, slower: bool| {
+            let z: f64 = StandardNormal.sample(r);
+            let f = if slower && z > normal_quantile(0.95) { 3.0 } else { 1.0 };
+            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true) }
+        };
+        let mut rng = SmallRng::seed_from_u64(34);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| tailed(r, false));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3600, |r, _, _| tailed(r, true));
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the tail test sees it");
+        let median = pooled(&d, Signal::Ttft).median_ratio.expect("median ratio");
+        assert!((0.9..1.1).contains(&median.value), "the median held: {median:?}");
+    }
+
     #[test]
     fn dropped_probes_never_count() {
         let mut rng = SmallRng::seed_from_u64(1);

@@ -100,6 +100,9 @@ pub enum RegressionTarget {
     All,
     /// Prefix-cache misses only (the slow mode of a bimodal TTFT).
     Miss,
+    /// The slowest `slowest_share` of requests (their own draw above that quantile): a tail
+    /// regression with the median unchanged.
+    Slowest,
 }
 
 /// A load offset shared by all scenarios of the target: L(t), an Ornstein–Uhlenbeck process in
@@ -168,6 +171,16 @@ pub struct PlanParams {
     pub burst_s: f64,
     pub burst_error_share: f64,
     pub rollout: Option<Rollout>,
+    /// One latency incident a simulated day, this long (s; 0: none): every probe x
+    /// `incident_factor`. In detection trials it comes earlier that day, before the baseline hour.
+    pub incident_s: f64,
+    pub incident_factor: f64,
+    /// `RegressionTarget::Slowest`: the share of requests slowed.
+    pub slowest_share: f64,
+    /// The marker arrives this long after the release it names (its `at` is the release).
+    pub marker_delay_s: f64,
+    /// A second marker of the same version this long after the release (`None`: one marker).
+    pub second_marker_s: Option<f64>,
     /// Detection trials.
     pub trials: usize,
     /// Null trials (simulated days).
@@ -217,6 +230,11 @@ impl PlanParams {
             burst_s: 0.0,
             burst_error_share: 0.25,
             rollout: None,
+            incident_s: 0.0,
+            incident_factor: 2.0,
+            slowest_share: 0.03,
+            marker_delay_s: 0.0,
+            second_marker_s: None,
             trials: 1000,
             days: 1000,
             seed: 1,
@@ -258,12 +276,24 @@ pub struct PlanResult {
     pub windows_alarmed: u64,
     /// False alarms by signal (ttft, tpot, e2e, goodput): (release-armed, continuous).
     pub by_signal: [(u64, u64); 4],
+    /// Pooled `regressed` rows that a marker turned into anything else (over every trial): a
+    /// marker must never erase an alarm.
+    pub cleared_by_marker: u64,
 }
 
 impl PlanResult {
     /// A result of detection trials only.
     pub fn from_detections(detections: Vec<Option<Detection>>) -> Self {
-        PlanResult { trials: detections.len(), detections, days: 0.0, armed_alarms: 0, continuous_alarms: 0, windows_alarmed: 0, by_signal: Default::default() }
+        PlanResult {
+            trials: detections.len(),
+            detections,
+            days: 0.0,
+            armed_alarms: 0,
+            continuous_alarms: 0,
+            windows_alarmed: 0,
+            by_signal: Default::default(),
+            cleared_by_marker: 0,
+        }
     }
 
     /// Share of detection trials detected within `s` seconds (by either detector).
@@ -303,6 +333,7 @@ struct Conditions {
     /// [start, end) of each outage and error burst.
     outages: Vec<(f64, f64)>,
     bursts: Vec<(f64, f64)>,
+    incidents: Vec<(f64, f64)>,
     /// Rollout warm-up: (latency factor, slow until, errors until).
     rollout: Option<(f64, f64, f64)>,
 }
@@ -330,12 +361,23 @@ impl Conditions {
         };
         let outages = daily(p.outage_s, &mut rng);
         let bursts = if p.burst_error_share > 0.0 { daily(p.burst_s, &mut rng) } else { Vec::new() };
+        // An incident of a detection trial comes earlier that day, before the release's baseline
+        // hour (and its margin); a null day meets one at a random time.
+        let incidents = if p.incident_s <= 0.0 {
+            Vec::new()
+        } else if regress {
+            let latest = (release - p.settings.latency_baseline_s - 1800.0 - p.incident_s).max(0.0);
+            let at = rng.random_range(0.0..=latest);
+            vec![(at, at + p.incident_s)]
+        } else {
+            daily(p.incident_s, &mut rng)
+        };
         let rollout = p.rollout.map(|r| {
             let factor = if r.factor_max > r.factor_min { rng.random_range(r.factor_min..r.factor_max) } else { r.factor_min };
             let slow = if r.duration_max_s > r.duration_min_s { rng.random_range(r.duration_min_s..r.duration_max_s) } else { r.duration_min_s };
             (factor, release + slow, release + r.error_s)
         });
-        Conditions { release, regress, outages, bursts, rollout }
+        Conditions { release, regress, outages, bursts, incidents, rollout }
     }
 }
 
@@ -431,7 +473,8 @@ impl<'a> Gen<'a> {
             (true, Some(alpha)) => (1.0 - self.rng.random::<f64>()).powf(-1.0 / alpha),
         };
         let warm = rollout.filter(|r| t < r.1).map_or(1.0, |r| r.0);
-        let common = drift * tail * warm;
+        let incident = if within(&c.incidents, t) { p.incident_factor } else { 1.0 };
+        let common = drift * tail * warm * incident;
         let (ttft_f, tpot_f) = (common * self.load.exp(), common * (p.load.tpot_share * self.load).exp());
         let (bad_before, bad_after) = (1.0 - p.good_before, 1.0 - p.good_after);
         if let Some(r) = record {
@@ -450,8 +493,16 @@ impl<'a> Gen<'a> {
         }
         let miss = p.cache_hit_share > 0.0 && !self.rng.random_bool(p.cache_hit_share.min(1.0));
         let mode = if miss { p.miss_factor } else { 1.0 };
-        let reg = if after && (p.regression_target == RegressionTarget::All || miss) { p.regression } else { 1.0 };
-        let ttft = p.ttft_median_s * mode * (p.ttft_sigma * self.normal()).exp() * ttft_f * reg;
+        let hit = match p.regression_target {
+            RegressionTarget::All => true,
+            RegressionTarget::Miss => miss,
+            RegressionTarget::Slowest => false,
+        };
+        let reg = if after && hit { p.regression } else { 1.0 };
+        let draw = self.normal();
+        let slowest = p.regression_target == RegressionTarget::Slowest && draw > super::math::normal_quantile(1.0 - p.slowest_share);
+        let reg = if after && slowest { p.regression } else { reg };
+        let ttft = p.ttft_median_s * mode * (p.ttft_sigma * draw).exp() * ttft_f * reg;
         let tpot = p.tpot_median_s * (p.tpot_sigma * self.normal()).exp() * tpot_f;
         Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true) }
     }
@@ -467,10 +518,44 @@ fn pooled_regressed(e: &super::detector::Event) -> bool {
     e.scenario.is_none() && e.state == State::Regressed
 }
 
-/// Runs one detection trial: the first pooled `regressed` after the release, if any. Alarms
-/// before the release (warm-up) are dropped: the question is what the release set off, or what
-/// the continuous detector finds after it.
-fn detection_trial(p: &PlanParams, seed: u64) -> Option<Detection> {
+/// The markers of a trial: the release's (late by `marker_delay_s`) and an optional repeat, each
+/// told to the detector when its time comes. Counts pooled `regressed` rows a marker cleared.
+struct Markers {
+    /// (time told, the release's time), in order.
+    due: Vec<(f64, f64)>,
+    cleared: u64,
+}
+
+impl Markers {
+    fn new(p: &PlanParams, release: f64) -> Markers {
+        let mut due = Vec::new();
+        if p.marker {
+            due.push((release + p.marker_delay_s, release));
+            if let Some(s) = p.second_marker_s {
+                due.push((release + s, release + s));
+            }
+            due.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Markers { due, cleared: 0 }
+    }
+
+    /// Tells the detector the markers due by `now`.
+    fn tell(&mut self, det: &mut Detector, now: f64) {
+        while self.due.first().is_some_and(|d| d.0 <= now) {
+            let (told, at) = self.due.remove(0);
+            let regressed = |d: &Detector| d.report().into_iter().filter(|r| r.scenario.is_none() && r.state == State::Regressed).map(|r| r.signal).collect::<Vec<_>>();
+            let before = regressed(det);
+            det.mark_release(TARGET, "v2", at, told);
+            let after = regressed(det);
+            self.cleared += before.iter().filter(|s| !after.contains(s)).count() as u64;
+        }
+    }
+}
+
+/// Runs one detection trial: the first pooled `regressed` after the release, if any, and the
+/// alarms a marker cleared. Alarms before the release (warm-up) are dropped: the question is
+/// what the release set off, or what the continuous detector finds after it.
+fn detection_trial(p: &PlanParams, seed: u64) -> (Option<Detection>, u64) {
     let names = scenario_names(p.scenarios.max(1));
     let mut rng = SmallRng::seed_from_u64(seed);
     let phase = rng.random_range(0.0..std::f64::consts::TAU);
@@ -478,33 +563,39 @@ fn detection_trial(p: &PlanParams, seed: u64) -> Option<Detection> {
     let end = release + p.horizon_s;
     let mut g = Gen::new(p, rng, phase, Conditions::draw(p, seed, release, end, true));
     let mut det = Detector::new(p.settings.clone());
+    let mut markers = Markers::new(p, release);
     let mut released = false;
+    let mut detection = None;
     loop {
         let probe = g.next();
         let t = probe.t;
         if !released && t >= release {
-            if p.marker {
-                det.mark_release(TARGET, "v2", release, release);
-            }
             det.drain_events();
             released = true;
         }
         if t > end {
-            return None;
+            return (detection, markers.cleared);
         }
+        markers.tell(&mut det, t);
         det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
         // Before the release, events pile up and are dropped at the release.
         if released && det.has_events() {
-            if let Some(e) = det.drain_events().into_iter().find(pooled_regressed) {
-                return Some(Detection { after_s: t - release, source: e.source });
+            let first = det.drain_events().into_iter().find(pooled_regressed);
+            if let (None, Some(e)) = (detection, first) {
+                detection = Some(Detection { after_s: t - release, source: e.source });
+                // A repeated marker still to come is what this trial is about: run on to it.
+                if markers.due.is_empty() {
+                    return (detection, markers.cleared);
+                }
             }
         }
     }
 }
 
-/// One null day: false alarms by signal, (release-armed, continuous).
+/// One null day: false alarms by signal, (release-armed, continuous), and alarms a marker cleared.
 struct NullDay {
     alarms: [(u64, u64); 4],
+    cleared: u64,
 }
 
 fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
@@ -515,17 +606,12 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
     let end = p.warmup_s + DAY_S;
     let mut g = Gen::new(p, rng, phase, Conditions::draw(p, seed ^ 0x9E37_79B9_7F4A_7C15, release, end, false));
     let mut det = Detector::new(p.settings.clone());
+    let mut markers = Markers::new(p, release);
     let mut alarms = [(0u64, 0u64); 4];
-    let mut released = false;
     while g.t < end {
         let probe = g.next();
         let t = probe.t;
-        if !released && t >= release {
-            if p.marker {
-                det.mark_release(TARGET, "v2", release, release);
-            }
-            released = true;
-        }
+        markers.tell(&mut det, t);
         det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
         if det.has_events() {
             for e in det.drain_events() {
@@ -539,7 +625,7 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
             }
         }
     }
-    NullDay { alarms }
+    NullDay { alarms, cleared: markers.cleared }
 }
 
 fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -573,9 +659,12 @@ fn trial_seed(p: &PlanParams, i: usize) -> u64 {
 
 /// Runs `p.trials` detection trials and `p.days` null days.
 pub fn run(p: &PlanParams) -> PlanResult {
-    let detections = detections(p);
+    let trials = parallel(p.trials, p.threads, |i| detection_trial(p, trial_seed(p, i)));
     let null = parallel(p.days, p.threads, |i| null_trial(p, trial_seed(p, i)));
+    let cleared_by_marker = trials.iter().map(|t| t.1).sum::<u64>() + null.iter().map(|n| n.cleared).sum::<u64>();
+    let detections = trials.into_iter().map(|t| t.0).collect();
     PlanResult {
+        cleared_by_marker,
         days: p.days as f64,
         armed_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.0).sum(),
         continuous_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.1).sum(),
@@ -587,7 +676,7 @@ pub fn run(p: &PlanParams) -> PlanResult {
 
 /// Only the detection trials, with the detector that raised each.
 pub fn detections(p: &PlanParams) -> Vec<Option<Detection>> {
-    parallel(p.trials, p.threads, |i| detection_trial(p, trial_seed(p, i)))
+    parallel(p.trials, p.threads, |i| detection_trial(p, trial_seed(p, i)).0)
 }
 
 /// Only the detection trials: seconds from release to detection (for tests and quick looks).
@@ -673,6 +762,15 @@ fn conditions(p: &PlanParams) -> Vec<String> {
     if p.outage_s > 0.0 {
         c.push(format!("one {:.0} s total outage a day", p.outage_s));
     }
+    if p.incident_s > 0.0 {
+        c.push(format!("one {:.0} s latency incident (x{}) a day; in detection trials before the baseline hour", p.incident_s, p.incident_factor));
+    }
+    if p.marker_delay_s > 0.0 {
+        c.push(format!("the marker arrives {:.0} s after the release it names", p.marker_delay_s));
+    }
+    if let Some(s2) = p.second_marker_s {
+        c.push(format!("a second marker of the same version {s2:.0} s after the release"));
+    }
     if p.burst_s > 0.0 && p.burst_error_share > 0.0 {
         c.push(format!("one {:.0} s error burst a day ({:.0}% fail)", p.burst_s, p.burst_error_share * 100.0));
     }
@@ -695,8 +793,10 @@ fn regression_words(p: &PlanParams) -> String {
         (RegressionTarget::All, None) => String::new(),
         (t, n) => {
             let mut s = Vec::new();
-            if t == RegressionTarget::Miss {
-                s.push("cache misses only".to_owned());
+            match t {
+                RegressionTarget::Miss => s.push("cache misses only".to_owned()),
+                RegressionTarget::Slowest => s.push(format!("the slowest {:.1}% of requests", p.slowest_share * 100.0)),
+                RegressionTarget::All => {}
             }
             if let Some(n) = n {
                 s.push(format!("first {n} of {} scenarios", p.scenarios));
@@ -828,7 +928,11 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "tpot_sigma": p.tpot_sigma,
             "output_tokens": p.output_tokens,
             "regression": p.regression,
-            "regression_target": match p.regression_target { RegressionTarget::All => "all", RegressionTarget::Miss => "miss" },
+            "regression_target": match p.regression_target { RegressionTarget::All => "all", RegressionTarget::Miss => "miss", RegressionTarget::Slowest => "slowest" },
+            "slowest_share": p.slowest_share,
+            "incident": {"s": p.incident_s, "factor": p.incident_factor},
+            "marker_delay_s": p.marker_delay_s,
+            "second_marker_s": p.second_marker_s,
             "regression_scenarios": p.regression_scenarios,
             "good_before": p.good_before,
             "good_after": p.good_after,
@@ -858,6 +962,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "detected_within_by_source": {"release": within(Some(Source::Release)), "continuous": within(Some(Source::Continuous))},
             "median_detect_min": r.median_detect_s().map(|s| s / 60.0),
         })),
+        "cleared_by_marker": r.cleared_by_marker,
         "false_alarms": (r.days > 0.0).then(|| json!({
             "days": r.days,
             "release": alarms(r.armed_alarms),
