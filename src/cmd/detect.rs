@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::config::DetectSettings;
-use crate::detect::sim::{self, Load, PlanParams, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
+use crate::detect::sim::{self, Load, LoadReading, PlanParams, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
 
 #[derive(Debug, Subcommand)]
 pub enum DetectCommand {
@@ -70,6 +70,14 @@ pub struct SimulateArgs {
     /// With --regression-target slowest: the share of requests (the slowest) slowed [default: 0.03].
     #[arg(long)]
     pub slowest_share: Option<f64>,
+    /// The engine's load reading joined to each probe explains this share of the load's
+    /// variance (0..1] [default: no reading].
+    #[arg(long)]
+    pub reading_r2: Option<f64>,
+    /// Share of a latency regression the reading carries after the release (0: offered load;
+    /// a queue reading carries part of a slowdown) [default: 0].
+    #[arg(long)]
+    pub reading_mediator: Option<f64>,
     /// One latency incident a simulated day, this long (s); in detection trials it comes earlier
     /// that day, before the baseline hour [default: 0].
     #[arg(long)]
@@ -315,6 +323,7 @@ pub fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) ->
     p.incident_s = pick(a.incident_s, d.incident.as_ref().and_then(|k| k.s), 0.0);
     p.incident_factor = pick(a.incident_factor, d.incident.as_ref().and_then(|k| k.factor), p.incident_factor);
     p.marker_delay_s = a.marker_delay_s.unwrap_or(0.0);
+    p.reading = a.reading_r2.map(|r2| LoadReading { r2, mediator: a.reading_mediator.unwrap_or(0.0) });
     p.second_marker_s = a.second_marker_s;
     p.regression_scenarios = a.regression_scenarios;
     p.good_before = pick(a.good_before, d.goodput, p.good_before);
@@ -404,6 +413,9 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(p.incident_factor.is_finite() && p.incident_factor > 0.0, "--incident-factor (incident.factor) must be positive");
     need(p.slowest_share > 0.0 && p.slowest_share < 1.0, "--slowest-share must be in (0, 1)");
     need(nonneg(p.marker_delay_s), "--marker-delay-s must be >= 0");
+    need(p.reading.is_none_or(|r| r.r2 > 0.0 && r.r2 <= 1.0), "--reading-r2 must be in (0, 1]");
+    need(p.reading.is_none_or(|r| (0.0..=1.0).contains(&r.mediator)), "--reading-mediator must be in [0, 1]");
+    need(a.reading_mediator.is_none() || a.reading_r2.is_some(), "--reading-mediator needs --reading-r2");
     need(p.second_marker_s.is_none_or(nonneg), "--second-marker-s must be >= 0");
     need(nonneg(p.burst_s), "--burst-s (burst.s) must be >= 0");
     need(share(p.burst_error_share), "--burst-error-share (burst.error_share) must be a share in [0, 1]");

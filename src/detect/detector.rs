@@ -20,6 +20,10 @@ pub struct Observation {
     /// `Some(true)`: succeeded and met the SLO; `Some(false)`: failed or missed it; `None`: the
     /// probe's own failure (dropped, cancelled) — the whole observation is ignored.
     pub good: Option<bool>,
+    /// The load the target was offered when the probe was sent, as the engine reported it (ln of
+    /// a rate; `None`: no fresh reading). The tests adjust latency for it (docs/detection.md,
+    /// "Load-aware tests").
+    pub load: Option<f64>,
 }
 
 /// What is tested.
@@ -232,6 +236,11 @@ pub(crate) struct HistBin {
     /// history, and out of the continuous test's reference.
     #[serde(default)]
     excluded: [bool; 3],
+    /// Probes with a load reading and the mean of their readings.
+    #[serde(default)]
+    x_n: u32,
+    #[serde(default)]
+    x: f32,
 }
 
 impl HistBin {
@@ -252,6 +261,22 @@ impl HistBin {
     }
 }
 
+/// A load adjustment frozen at a marker: latency residuals move by `slope` per unit of the load
+/// reading; values are compared at the reading `x_ref` (the baseline's mean).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Adjust {
+    slope: f64,
+    x_ref: f64,
+}
+
+/// A log latency adjusted to the reference load (unchanged without a reading or an adjustment).
+fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
+    match adjust {
+        Some(a) if load.is_finite() => y - a.slope * (load as f64 - a.x_ref),
+        _ => y,
+    }
+}
+
 /// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
 /// of the `INCIDENT_REFERENCE` usable bins before it is an incident (`HistBin::excluded`). Load
 /// swings of a Gaussian kind pass it about once in 3 million bins; a 2x latency incident on a
@@ -268,11 +293,14 @@ struct OpenBin {
     sum_sq: [f64; 3],
     good: u32,
     bad: u32,
+    x_n: u32,
+    x_sum: f64,
 }
 
 impl OpenBin {
     fn close(&self) -> HistBin {
-        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, ..HistBin::empty() };
+        let x = if self.x_n > 0 { (self.x_sum / self.x_n as f64) as f32 } else { 0.0 };
+        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, x_n: self.x_n, x, ..HistBin::empty() };
         for k in 0..3 {
             let n = self.n[k] as f64;
             if n >= 1.0 {
@@ -296,14 +324,38 @@ struct Variogram {
     counts: Vec<f64>,
     nugget_sum: f64,
     nugget_n: f64,
+    /// Over the pairs where both bins have a load reading: Σ Δr², Σ Δr·Δx, Σ Δx² and the count
+    /// (Δr the difference of residual means, Δx of load readings), so the variogram of
+    /// r − b·x is known for any b: γ(b) = (Σ Δr² − 2b Σ ΔrΔx + b² Σ Δx²) / 2n.
+    rr_x: Vec<f64>,
+    rx: Vec<f64>,
+    xx: Vec<f64>,
+    n_x: Vec<f64>,
 }
+
+/// Lags (bins) whose increments fit the load slope: the minutes-to-an-hour scale on which load
+/// swings move latency.
+const SLOPE_LAGS: usize = 60;
+/// The load adjustment is used only when it takes at least this share off the variogram at
+/// `SLOPE_LAGS`: a reading that does not track the latency would only add noise.
+const MIN_VARIANCE_CUT: f64 = 0.1;
 
 /// A lag of the variogram counts with at least this many pairs.
 const MIN_PAIRS: f64 = 8.0;
 
 impl Variogram {
     fn new(k_max: usize) -> Self {
-        Variogram { sums: vec![0.0; k_max + 1], counts: vec![0.0; k_max + 1], nugget_sum: 0.0, nugget_n: 0.0 }
+        let zeros = vec![0.0; k_max + 1];
+        Variogram {
+            sums: zeros.clone(),
+            counts: zeros.clone(),
+            nugget_sum: 0.0,
+            nugget_n: 0.0,
+            rr_x: zeros.clone(),
+            rx: zeros.clone(),
+            xx: zeros.clone(),
+            n_x: zeros,
+        }
     }
 
     /// Adds (`sign` 1) or removes (-1) bin `i`'s pairs with the bins after it up to `limit`
@@ -330,6 +382,13 @@ impl Variogram {
                 let d = x - o.mean[k] as f64;
                 self.sums[lag] += sign * d * d;
                 self.counts[lag] += sign;
+                if b.x_n > 0 && o.x_n > 0 {
+                    let dx = (b.x - o.x) as f64;
+                    self.rr_x[lag] += sign * d * d;
+                    self.rx[lag] += sign * d * dx;
+                    self.xx[lag] += sign * dx * dx;
+                    self.n_x[lag] += sign;
+                }
             }
         }
     }
@@ -339,18 +398,40 @@ impl Variogram {
         (self.nugget_n >= 1.0).then(|| (self.nugget_sum / self.nugget_n).max(1e-12))
     }
 
-    /// γ(0..=k_max), non-decreasing (isotonic fit weighted by pair counts: a variogram of load
-    /// that lasts minutes, plus slow drift, only grows with the lag); lags with too few pairs take
-    /// the nearest estimated one. `None` until some lag has enough pairs.
-    fn curve(&self) -> Option<Vec<f64>> {
-        let lags: Vec<usize> = (1..self.sums.len()).filter(|&k| self.counts[k] >= MIN_PAIRS).collect();
+    /// The slope of the residuals on the load reading, from the increments of lags
+    /// 1..=`SLOPE_LAGS` (differences cancel each scenario's level and slow drift), when the
+    /// reading takes at least `MIN_VARIANCE_CUT` off the variogram at that lag.
+    fn load_slope(&self) -> Option<f64> {
+        let top = SLOPE_LAGS.min(self.rx.len() - 1);
+        let lags = (1..=top).filter(|&k| self.n_x[k] >= MIN_PAIRS);
+        let (rx, xx): (f64, f64) = lags.fold((0.0, 0.0), |(a, b), k| (a + self.rx[k], b + self.xx[k]));
+        if !(xx > 0.0 && rx.is_finite()) {
+            return None;
+        }
+        let b = rx / xx;
+        let at = (1..=top).rev().find(|&k| self.n_x[k] >= MIN_PAIRS)?;
+        let raw = self.rr_x[at];
+        let adjusted = raw - 2.0 * b * self.rx[at] + b * b * self.xx[at];
+        (adjusted <= (1.0 - MIN_VARIANCE_CUT) * raw).then_some(b)
+    }
+
+    /// γ(0..=k_max) of the residuals (`slope` `Some(b)`: of r − b·x, from the pairs with a load
+    /// reading), non-decreasing (isotonic fit weighted by pair counts: a variogram of load that
+    /// lasts minutes, plus slow drift, only grows with the lag); lags with too few pairs take the
+    /// nearest estimated one. `None` until some lag has enough pairs.
+    fn curve(&self, slope: Option<f64>) -> Option<Vec<f64>> {
+        let (sums, counts): (Vec<f64>, &[f64]) = match slope {
+            None => (self.sums.clone(), &self.counts),
+            Some(b) => ((0..self.rx.len()).map(|k| self.rr_x[k] - 2.0 * b * self.rx[k] + b * b * self.xx[k]).collect(), &self.n_x),
+        };
+        let lags: Vec<usize> = (1..sums.len()).filter(|&k| counts[k] >= MIN_PAIRS).collect();
         if lags.is_empty() {
             return None;
         }
-        let raw: Vec<f64> = lags.iter().map(|&k| (self.sums[k] / (2.0 * self.counts[k])).max(0.0)).collect();
-        let w: Vec<f64> = lags.iter().map(|&k| self.counts[k]).collect();
+        let raw: Vec<f64> = lags.iter().map(|&k| (sums[k] / (2.0 * counts[k])).max(0.0)).collect();
+        let w: Vec<f64> = lags.iter().map(|&k| counts[k]).collect();
         let fit = isotonic_increasing(&raw, &w);
-        let mut out = vec![0.0; self.sums.len()];
+        let mut out = vec![0.0; sums.len()];
         let mut j = 0;
         for (k, o) in out.iter_mut().enumerate().skip(1) {
             while j + 1 < lags.len() && lags[j + 1] <= k {
@@ -422,9 +503,10 @@ impl History {
         History { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
     }
 
-    fn dependence(&self, k: usize) -> Option<Dependence> {
+    /// The dependence of signal `k`'s residuals, or of the load-adjusted residuals r − b·x.
+    fn dependence(&self, k: usize, slope: Option<f64>) -> Option<Dependence> {
         let v = &self.vario[k];
-        Some(Dependence { gamma: v.curve()?, nugget: v.nugget()? })
+        Some(Dependence { gamma: v.curve(slope)?, nugget: v.nugget()? })
     }
 
     fn get(&self, bin: i64) -> Option<&HistBin> {
@@ -499,12 +581,13 @@ impl History {
     }
 
     /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
-    /// `robust`, incident bins too) and how many bins counted.
-    fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool) -> (f64, usize) {
+    /// `robust`, incident bins too), adjusted to a reference load when given, and how many bins
+    /// counted.
+    fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool, adjust: Option<Adjust>) -> (f64, usize) {
         let (mut sum, mut n) = (0.0, 0usize);
         for bin in from..to {
             if let Some(b) = self.get(bin).filter(|b| if robust { b.usable(k) } else { b.n[k] > 0 }) {
-                sum += b.mean[k] as f64;
+                sum += adjusted(b.mean[k] as f64, if b.x_n > 0 { b.x } else { f32::NAN }, adjust);
                 n += 1;
             }
         }
@@ -679,6 +762,8 @@ struct LatencyKey {
     /// Raw log values of the baseline window (for freezing).
     times: VecDeque<f64>,
     values: VecDeque<f32>,
+    /// The load reading of each value (NaN: none).
+    loads: VecDeque<f32>,
     /// Long-run level and spread (winsorizing bounds); held still while the target is armed or
     /// regressed.
     level: Ewma,
@@ -751,8 +836,13 @@ struct TargetState {
     continuous: [(f64, f64); 4],
     continuous_passed: [bool; 4],
     /// The dependence of each latency signal frozen at the marker: the armed tests' variance
-    /// comes from the history before the release, never from the probes they test.
+    /// comes from the history before the release, never from the probes they test. With a load
+    /// adjustment, of the adjusted residuals; `dependence_raw` always of the raw ones (the
+    /// recovery test compares raw latency).
     dependence: [Option<Dependence>; 3],
+    dependence_raw: [Option<Dependence>; 3],
+    /// The load adjustment of each latency signal frozen at the marker (None: no usable reading).
+    adjust: [Option<Adjust>; 3],
     /// Design effect of the test that raised each signal's alarm (for the recovery tests).
     alarm_deff: [f64; 4],
     hist: History,
@@ -895,6 +985,8 @@ impl Detector {
             continuous: [(0.0, 0.0); 4],
             continuous_passed: [false; 4],
             dependence: [None, None, None],
+            dependence_raw: [None, None, None],
+            adjust: [None; 3],
             alarm_deff: [1.0; 4],
             hist: History::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
         }
@@ -955,16 +1047,29 @@ impl Detector {
         }
         if !chained {
             t.frozen_at = Some(at);
-            t.dependence = std::array::from_fn(|k| t.hist.dependence(k));
+            // The load adjustment: the slope from the history's increments, compared at the
+            // baseline hour's mean reading.
+            let base_bins = ((at - s.latency_baseline_s) / s.bin_s).floor() as i64..(at / s.bin_s).floor() as i64;
+            let (xs, xn) = base_bins.filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
+            t.adjust = std::array::from_fn(|k| {
+                let slope = t.hist.vario[k].load_slope()?;
+                (xn > 0).then(|| Adjust { slope, x_ref: xs / xn as f64 })
+            });
+            t.dependence = std::array::from_fn(|k| t.hist.dependence(k, t.adjust[k].map(|a| a.slope)));
+            t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
             let (g0, g1) = ((at - s.goodput_baseline_s) / s.bin_s, at / s.bin_s);
             let (g0, g1) = (g0.floor() as i64, g1.floor() as i64);
             let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
             let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
             t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
             for sc in &mut t.scenarios {
-                for lk in &mut sc.latency {
+                for (k, lk) in sc.latency.iter_mut().enumerate() {
                     let from = at - s.latency_baseline_s;
-                    let vals: Vec<f32> = lk.times.iter().zip(&lk.values).filter(|(t, _)| **t >= from && **t <= at).map(|(_, v)| *v).collect();
+                    let a = t.adjust[k];
+                    let vals: Vec<f32> = (0..lk.times.len())
+                        .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
+                        .map(|i| adjusted(lk.values[i] as f64, lk.loads.get(i).copied().unwrap_or(f32::NAN), a) as f32)
+                        .collect();
                     lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
                 }
                 let hist = &t.hist;
@@ -981,9 +1086,10 @@ impl Detector {
             for (k, lk) in sc.latency.iter_mut().enumerate() {
                 let mut post = LatencyPost::default();
                 if let Some(f) = &lk.frozen {
-                    for (&time, &y) in lk.times.iter().zip(&lk.values).filter(|(time, _)| **time >= post_from) {
-                        post.add(f, y as f64);
-                        post.recent.push_back((time, y));
+                    for i in (0..lk.times.len()).filter(|&i| lk.times[i] >= post_from) {
+                        let y = adjusted(lk.values[i] as f64, lk.loads.get(i).copied().unwrap_or(f32::NAN), t.adjust[k]);
+                        post.add(f, y);
+                        post.recent.push_back((lk.times[i], y as f32));
                     }
                 } else if regressed(&sc.rows[k]) {
                     post.recent = lk.post.recent.iter().copied().filter(|(time, _)| *time >= post_from).collect();
@@ -1090,7 +1196,14 @@ impl Detector {
         let t = &mut self.targets[ti];
         let hold = t.armed_until.is_some() || t.pooled.iter().any(|r| r.state == State::Regressed);
         let post_from = t.marker.map(|m| m + s.release_grace_s);
+        let adjust = t.adjust;
+        let load = obs.load.filter(|x| x.is_finite());
         let open = &mut t.hist.open.get_or_insert((bin, OpenBin::default())).1;
+        if let Some(x) = load {
+            open.x_n += 1;
+            open.x_sum += x;
+        }
+        let load = load.map_or(f32::NAN, |x| x as f32);
         let sc = &mut t.scenarios[si];
         for (k, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {
             let Some(v) = v else { continue };
@@ -1116,11 +1229,14 @@ impl Detector {
             }
             lk.times.push_back(now);
             lk.values.push_back(y as f32);
+            lk.loads.push_back(load);
             let from = now - s.latency_baseline_s - s.marker_max_delay_s;
             while lk.times.front().is_some_and(|t0| *t0 < from) || lk.times.len() > s.baseline_max_samples {
                 lk.times.pop_front();
                 lk.values.pop_front();
+                lk.loads.pop_front();
             }
+            let y = adjusted(y, load, adjust[k]);
             if let (Some(f), Some(p0)) = (&lk.frozen, post_from)
                 && now >= p0
                 && t.armed_until.is_some()
@@ -1232,6 +1348,7 @@ impl Detector {
             let frozen_at = t.frozen_at.unwrap_or(marker);
             let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
             let deff = t.dependence[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
+            let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
             for (i, sc) in t.scenarios.iter().enumerate() {
@@ -1311,7 +1428,7 @@ impl Detector {
             for (i, p, f) in &parts {
                 scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk);
             }
-            self.targets[ti].alarm_deff[k] = deff;
+            self.targets[ti].alarm_deff[k] = deff_raw;
         }
         self.apply_release_look(ti, signal, end, &pooled, &scen, alpha);
     }
@@ -1414,10 +1531,16 @@ impl Detector {
             (f.tail(&now_bins), confirmed, f.p_bad())
         } else {
             let tol = s.latency_tolerance.ln();
-            let Some(dep) = t.hist.dependence(k) else { return };
+            // Load-adjusted when the target's reading tracks its latency, at the reference's
+            // mean reading.
+            let adjust = t.hist.vario[k].load_slope().and_then(|slope| {
+                let (sum, n) = (reference.0..reference.1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
+                (n > 0).then(|| Adjust { slope, x_ref: sum / n as f64 })
+            });
+            let Some(dep) = t.hist.dependence(k, adjust.map(|a| a.slope)) else { return };
             let z = |b: (i64, i64)| {
-                let (mr, nr) = t.hist.block_mean(k, reference, true);
-                let (mb, nb) = t.hist.block_mean(k, b, false);
+                let (mr, nr) = t.hist.block_mean(k, reference, true, adjust);
+                let (mb, nb) = t.hist.block_mean(k, b, false, adjust);
                 if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < b.1 - b.0 {
                     return None;
                 }
@@ -1473,8 +1596,8 @@ impl Detector {
                 // history now holds the regression itself, which would inflate a fresh estimate.
                 match t.hist.vario[k].nugget() {
                     Some(nugget) => {
-                        let (mr, nr) = t.hist.block_mean(k, (a, b), true);
-                        let (mb, nb) = t.hist.block_mean(k, recent, false);
+                        let (mr, nr) = t.hist.block_mean(k, (a, b), true, None);
+                        let (mb, nb) = t.hist.block_mean(k, recent, false, None);
                         let var = nugget * (1.0 / nr.max(1) as f64 + 1.0 / nb.max(1) as f64) * t.alarm_deff[k];
                         nr > 0 && nb as i64 * 2 >= RECOVERY_BINS && (mb - mr - me) / var.sqrt() <= -z_rec
                     }
@@ -1690,6 +1813,9 @@ pub(crate) struct SnapScenario {
 pub(crate) struct SnapLatency {
     times: Vec<f64>,
     values: Vec<f32>,
+    /// The load reading of each value (absent in files of older builds).
+    #[serde(default)]
+    loads: Vec<Option<f32>>,
     level: Ewma,
     anchor: Option<f64>,
 }
@@ -1729,6 +1855,7 @@ impl Detector {
                                 .map(|l| SnapLatency {
                                     times: l.times.iter().copied().collect(),
                                     values: l.values.iter().copied().collect(),
+                                    loads: l.loads.iter().map(|x| x.is_finite().then_some(*x)).collect(),
                                     level: l.level,
                                     anchor: l.anchor,
                                 })
@@ -1792,16 +1919,19 @@ impl Detector {
                     if sl.times.len() != sl.values.len() {
                         return Err("latency times and values differ in length".to_string());
                     }
-                    let from = now - s.latency_baseline_s;
-                    for (tm, v) in sl.times.into_iter().zip(sl.values) {
+                    let from = now - s.latency_baseline_s - s.marker_max_delay_s;
+                    let loads = sl.loads.into_iter().map(|x| x.filter(|x| x.is_finite()).unwrap_or(f32::NAN)).chain(std::iter::repeat(f32::NAN));
+                    for ((tm, v), x) in sl.times.into_iter().zip(sl.values).zip(loads) {
                         if tm.is_finite() && v.is_finite() && tm >= from && tm <= now {
                             lk.times.push_back(tm);
                             lk.values.push_back(v);
+                            lk.loads.push_back(x);
                         }
                     }
                     while lk.times.len() > s.baseline_max_samples {
                         lk.times.pop_front();
                         lk.values.pop_front();
+                        lk.loads.pop_front();
                     }
                     samples += lk.times.len();
                     lk.level = if sl.level.mean.is_finite() && sl.level.var.is_finite() && sl.level.var >= 0.0 { sl.level } else { Ewma::default() };
@@ -1837,7 +1967,7 @@ mod tests {
     }
 
     fn probe(rng: &mut SmallRng, factor: f64) -> Observation {
-        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true) }
+        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), load: None }
     }
 
     /// Feeds `n` probes one second apart from `t0`, round robin over the scenarios.
@@ -1896,7 +2026,7 @@ mod tests {
                 }
                 h.push(bin, open.close());
             }
-            let deff = h.dependence(0).expect("enough history").design_effect((600, 660), (663, 693));
+            let deff = h.dependence(0, None).expect("enough history").design_effect((600, 660), (663, 693));
             assert!(deff >= lo && deff <= hi, "load sd {load_sd}: design effect {deff}");
         }
     }
@@ -1976,7 +2106,7 @@ mod tests {
         let bimodal = |r: &mut SmallRng, miss_factor: f64| {
             let miss = r.random_bool(0.3);
             let median = if miss { 0.3 * miss_factor } else { 0.1 };
-            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true) }
+            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None }
         };
         let mut rng = SmallRng::seed_from_u64(21);
         let mut d = Detector::new(quiet());
@@ -2064,7 +2194,7 @@ mod tests {
         let tailed = |r: &mut SmallRng, slower: bool| {
             let z: f64 = StandardNormal.sample(r);
             let f = if slower && z > normal_quantile(0.95) { 3.0 } else { 1.0 };
-            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true) }
+            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None }
         };
         let mut rng = SmallRng::seed_from_u64(34);
         let mut d = Detector::new(quiet());
@@ -2077,12 +2207,48 @@ mod tests {
     }
 
     #[test]
+    fn a_load_reading_that_tracks_latency_narrows_the_release_test() {
+        // Load swings (sd 0.15 in log latency, 5-minute time constant) that the engine's offered
+        // load reading tracks; the release is 1.25x slower.
+        let run = |with_reading: bool| {
+            let mut rng = SmallRng::seed_from_u64(35);
+            let mut d = Detector::new(quiet());
+            let mut load = 0.0f64;
+            let mut obs = |r: &mut SmallRng, _: usize, t: f64, factor: f64| {
+                let a = (-1.0f64 / 300.0).exp();
+                let z: f64 = StandardNormal.sample(r);
+                load = load * a + 0.15 * (1.0 - a * a).sqrt() * z;
+                let noise: f64 = StandardNormal.sample(r);
+                let reading = with_reading.then_some(3.0 + load + 0.02 * noise);
+                {
+                    let _ = t;
+                    Observation { load: reading, ..probe(r, factor * load.exp()) }
+                }
+            };
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, s, t| obs(r, s, t, 1.0));
+            d.mark_release("t", "v2", t, t);
+            let base = (d.bin_of(t - 3600.0), d.bin_of(t));
+            let tt = &d.targets[0];
+            let deff = tt.dependence[0].as_ref().expect("dependence").design_effect(base, (base.1 + 5, base.1 + 15));
+            let slope = tt.adjust[0].map(|a| a.slope);
+            feed(&mut d, &mut rng, t, 900, |r, s, t| obs(r, s, t, 1.25));
+            (deff, slope, first_alarm(&mut d, Signal::Ttft, t))
+        };
+        let (deff_raw, none, _) = run(false);
+        let (deff_adj, slope, alarm) = run(true);
+        assert_eq!(none, None, "no reading, no adjustment");
+        assert!(slope.is_some_and(|b| (0.8..1.2).contains(&b)), "the slope of log latency on the reading: {slope:?}");
+        assert!(deff_adj < deff_raw / 3.0, "design effect {deff_adj} adjusted, {deff_raw} raw");
+        assert!(alarm.is_some_and(|at| at <= 900.0), "1.25x found within 15 minutes with the reading: {alarm:?}");
+    }
+
+    #[test]
     fn dropped_probes_never_count() {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
         d.mark_release("t", "v2", t, t);
-        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None };
+        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, load: None };
         for i in 0..500 {
             d.observe("t", SC[i % 3], huge, t + i as f64);
         }
@@ -2168,7 +2334,8 @@ mod tests {
         let mut e = Detector::new(quiet());
         let restored = e.restore(&bytes, t - 1.0).expect("restore");
         assert_eq!(restored.keys, 3);
-        assert!((3590..=3601).contains(&restored.latency_samples), "{restored:?}");
+        // The values of the baseline window and of the latest a marker may say it came.
+        assert!((5390..=5401).contains(&restored.latency_samples), "{restored:?}");
         // Restoring what a restored detector saves changes nothing.
         let again = e.snapshot();
         let mut f = Detector::new(quiet());
@@ -2235,7 +2402,7 @@ mod tests {
         }
         // Times and values no clock or server should send.
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
-            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true) }, now);
+            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), load: None }, now);
             d.observe("t", "a", probe(&mut rng, 1.0), now);
             d.mark_release("t", "v2", now, now);
             d.tick(now);

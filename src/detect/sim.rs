@@ -135,6 +135,16 @@ impl Default for Rollout {
     }
 }
 
+/// The engine's load reading the prober joins to each probe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadReading {
+    /// Share of the load's variance the reading explains (1: exact).
+    pub r2: f64,
+    /// Share of a latency regression the reading carries after the release (0 for offered
+    /// load; a queue length carries part of a slowdown).
+    pub mediator: f64,
+}
+
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct PlanParams {
@@ -171,6 +181,8 @@ pub struct PlanParams {
     pub burst_s: f64,
     pub burst_error_share: f64,
     pub rollout: Option<Rollout>,
+    /// The engine's load reading joined to each probe (`None`: no reading).
+    pub reading: Option<LoadReading>,
     /// One latency incident a simulated day, this long (s; 0: none): every probe x
     /// `incident_factor`. In detection trials it comes earlier that day, before the baseline hour.
     pub incident_s: f64,
@@ -230,6 +242,7 @@ impl PlanParams {
             burst_s: 0.0,
             burst_error_share: 0.25,
             rollout: None,
+            reading: None,
             incident_s: 0.0,
             incident_factor: 2.0,
             slowest_share: 0.03,
@@ -397,6 +410,9 @@ struct Gen<'a> {
     t: f64,
     /// The load offset L(t).
     load: f64,
+    /// The reading's error: an OU process with the load's time constant (a reading that misses
+    /// part of the load misses it for as long as the load lasts, not probe by probe), unit sd.
+    reading_err: f64,
     /// Next record of a time-order replay.
     cursor: usize,
 }
@@ -414,7 +430,8 @@ impl<'a> Gen<'a> {
         let load = if p.load.sd > 0.0 { p.load.sd * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng) } else { 0.0 };
         // A time-order replay starts at a random record, so trials differ.
         let cursor = p.timed_replay().map_or(0, |tl| rng.random_range(0..tl.len()));
-        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, cursor }
+        let reading_err = <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng);
+        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, reading_err, cursor }
     }
 
     fn normal(&mut self) -> f64 {
@@ -424,9 +441,12 @@ impl<'a> Gen<'a> {
     /// OU exact step: L' = L·e^(−dt/τ) + sd·√(1 − e^(−2dt/τ))·N(0, 1).
     fn advance_load(&mut self, dt: f64) {
         let l = self.p.load;
+        let a = (-dt / l.tau_s).exp();
         if l.sd > 0.0 {
-            let a = (-dt / l.tau_s).exp();
             self.load = self.load * a + l.sd * (1.0 - a * a).max(0.0).sqrt() * self.normal();
+        }
+        if self.p.reading.is_some() {
+            self.reading_err = self.reading_err * a + (1.0 - a * a).max(0.0).sqrt() * self.normal();
         }
     }
 
@@ -453,7 +473,28 @@ impl<'a> Gen<'a> {
         Probe { t: self.t, scenario, obs: self.probe(scenario, record) }
     }
 
+    /// A probe with the engine's load reading at its send time.
     fn probe(&mut self, scenario: usize, record: Option<ReplayProbe>) -> Observation {
+        let obs = self.probe_latency(scenario, record);
+        Observation { load: self.reading(), ..obs }
+    }
+
+    /// The engine's load reading: the load offset (and the daily cycle, which is traffic too)
+    /// plus reading noise sized for `reading.r2`; after a regressing release it also carries
+    /// `reading.mediator` of the slowdown (a queue reading does; an offered-load one does not).
+    fn reading(&mut self) -> Option<f64> {
+        let p = self.p;
+        let r = p.reading?;
+        let t = self.t;
+        let drift = 1.0 + p.drift * (std::f64::consts::TAU * t / p.drift_period_s + self.phase).sin();
+        let spread = p.load.sd * p.load.sd + p.drift * p.drift / 2.0;
+        let noise = (spread * (1.0 / r.r2.max(1e-6) - 1.0)).max(0.0).sqrt() * self.reading_err;
+        let after = self.cond.regress && t >= self.cond.release;
+        let carried = if after { r.mediator * p.regression.ln() } else { 0.0 };
+        Some(self.load + drift.ln() + carried + noise)
+    }
+
+    fn probe_latency(&mut self, scenario: usize, record: Option<ReplayProbe>) -> Observation {
         let p = self.p;
         let t = self.t;
         let c = &self.cond;
@@ -463,7 +504,7 @@ impl<'a> Gen<'a> {
             || (within(&c.bursts, t) && self.rng.random_bool(p.burst_error_share.clamp(0.0, 1.0)))
             || rollout.is_some_and(|r| t < r.2 && self.rng.random_bool(p.rollout.map_or(0.0, |r| r.error_share).clamp(0.0, 1.0)));
         if failed {
-            return Observation { ttft: None, tpot: None, e2e: None, good: Some(false) };
+            return Observation { good: Some(false), ..Observation::default() };
         }
         let drift = 1.0 + p.drift * (std::f64::consts::TAU * t / p.drift_period_s + self.phase).sin();
         let outlier = p.outlier_share > 0.0 && self.rng.random_bool(p.outlier_share.min(1.0));
@@ -485,11 +526,11 @@ impl<'a> Gen<'a> {
             let ttft = r.ttft.map(|v| v * ttft_f * if after { p.regression } else { 1.0 });
             // The part of e2e after the first token moves with TPOT.
             let e2e = r.e2e.map(|v| ttft.unwrap_or(0.0) + (v - r.ttft.unwrap_or(0.0)).max(0.0) * tpot_f);
-            return Observation { ttft, tpot: r.tpot.map(|v| v * tpot_f), e2e, good: Some(good) };
+            return Observation { ttft, tpot: r.tpot.map(|v| v * tpot_f), e2e, good: Some(good), load: None };
         }
         let bad = if after { bad_after } else { bad_before };
         if self.rng.random_bool(bad.clamp(0.0, 1.0)) {
-            return Observation { ttft: None, tpot: None, e2e: None, good: Some(false) };
+            return Observation { good: Some(false), ..Observation::default() };
         }
         let miss = p.cache_hit_share > 0.0 && !self.rng.random_bool(p.cache_hit_share.min(1.0));
         let mode = if miss { p.miss_factor } else { 1.0 };
@@ -504,7 +545,7 @@ impl<'a> Gen<'a> {
         let reg = if after && slowest { p.regression } else { reg };
         let ttft = p.ttft_median_s * mode * (p.ttft_sigma * draw).exp() * ttft_f * reg;
         let tpot = p.tpot_median_s * (p.tpot_sigma * self.normal()).exp() * tpot_f;
-        Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true) }
+        Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true), load: None }
     }
 }
 
@@ -762,6 +803,9 @@ fn conditions(p: &PlanParams) -> Vec<String> {
     if p.outage_s > 0.0 {
         c.push(format!("one {:.0} s total outage a day", p.outage_s));
     }
+    if let Some(r) = p.reading {
+        c.push(format!("engine load reading joined to each probe: R² {} of the load, carrying {} of a regression", r.r2, r.mediator));
+    }
     if p.incident_s > 0.0 {
         c.push(format!("one {:.0} s latency incident (x{}) a day; in detection trials before the baseline hour", p.incident_s, p.incident_factor));
     }
@@ -932,6 +976,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "slowest_share": p.slowest_share,
             "incident": {"s": p.incident_s, "factor": p.incident_factor},
             "marker_delay_s": p.marker_delay_s,
+            "reading": p.reading.map(|r| json!({"r2": r.r2, "mediator": r.mediator})),
             "second_marker_s": p.second_marker_s,
             "regression_scenarios": p.regression_scenarios,
             "good_before": p.good_before,

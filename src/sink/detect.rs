@@ -256,6 +256,7 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
             tpot: s.tpot.map(|d| d.as_secs_f64()),
             e2e: Some(s.e2e.as_secs_f64()),
             good: Some(s.goodput),
+            load: None,
         },
         _ => Observation { good: Some(false), ..Observation::default() },
     }
