@@ -93,6 +93,9 @@ pub(super) fn launch(
     let trace_ratio = otlp.as_ref().map(|(_, ratio)| *ratio);
     let otlp = otlp.map(|(sink, _)| sink);
     let cache = otlp.as_ref().map(|o| o.snapshots()).unwrap_or_default();
+    if let Some(d) = &station.detect {
+        d.set_readings(cache.clone());
+    }
     let scrapers = start_sources(&config, cache, metrics.clone(), health.clone(), shutdown.clone())?;
     let mut sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), station.history.clone(), station.summary.clone()];
     if let Some(o) = &otlp {

@@ -269,6 +269,12 @@ struct Adjust {
     x_ref: f64,
 }
 
+/// The bin of time `t` (bins of `bin_s`); a time no clock gives is bin 0.
+fn bin_index(t: f64, bin_s: f64) -> i64 {
+    let b = (t / bin_s).floor();
+    if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
+}
+
 /// A log latency adjusted to the reference load (unchanged without a reading or an adjustment).
 fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
     match adjust {
@@ -956,8 +962,7 @@ impl Detector {
     }
 
     fn bin_of(&self, t: f64) -> i64 {
-        let b = (t / self.settings.bin_s).floor();
-        if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
+        bin_index(t, self.settings.bin_s)
     }
 
     /// The first bin that starts at or after `t`.
@@ -1049,16 +1054,26 @@ impl Detector {
             t.frozen_at = Some(at);
             // The load adjustment: the slope from the history's increments, compared at the
             // baseline hour's mean reading.
-            let base_bins = ((at - s.latency_baseline_s) / s.bin_s).floor() as i64..(at / s.bin_s).floor() as i64;
+            let base_bins = bin_index(at - s.latency_baseline_s, s.bin_s)..bin_index(at, s.bin_s);
             let (xs, xn) = base_bins.filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
+            // Taken only where it narrows the test: the variance of the baseline against the
+            // first ten minutes after the grace window, adjusted against raw, both from the
+            // history before the marker.
+            let (b0, b1) = (bin_index(at - s.latency_baseline_s, s.bin_s), bin_index(at, s.bin_s));
+            let p0 = b1 + (s.release_grace_s / s.bin_s).ceil() as i64;
+            t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
             t.adjust = std::array::from_fn(|k| {
                 let slope = t.hist.vario[k].load_slope()?;
-                (xn > 0).then(|| Adjust { slope, x_ref: xs / xn as f64 })
+                let adj = t.hist.dependence(k, Some(slope))?;
+                let raw = t.dependence_raw[k].as_ref()?;
+                let narrower = contrast_var(&adj.gamma, (b0, b1), (p0, p0 + 10)) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, (b0, b1), (p0, p0 + 10));
+                (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
             });
-            t.dependence = std::array::from_fn(|k| t.hist.dependence(k, t.adjust[k].map(|a| a.slope)));
-            t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
-            let (g0, g1) = ((at - s.goodput_baseline_s) / s.bin_s, at / s.bin_s);
-            let (g0, g1) = (g0.floor() as i64, g1.floor() as i64);
+            t.dependence = std::array::from_fn(|k| match t.adjust[k] {
+                Some(a) => t.hist.dependence(k, Some(a.slope)),
+                None => t.dependence_raw[k].clone(),
+            });
+            let (g0, g1) = (bin_index(at - s.goodput_baseline_s, s.bin_s), bin_index(at, s.bin_s));
             let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
             let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
             t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
@@ -1533,11 +1548,15 @@ impl Detector {
             let tol = s.latency_tolerance.ln();
             // Load-adjusted when the target's reading tracks its latency, at the reference's
             // mean reading.
-            let adjust = t.hist.vario[k].load_slope().and_then(|slope| {
+            let Some(raw) = t.hist.dependence(k, None) else { return };
+            let adjusted_dep = t.hist.vario[k].load_slope().and_then(|slope| {
+                let dep = t.hist.dependence(k, Some(slope))?;
+                let narrower = contrast_var(&dep.gamma, reference, recent) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, reference, recent);
                 let (sum, n) = (reference.0..reference.1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
-                (n > 0).then(|| Adjust { slope, x_ref: sum / n as f64 })
+                (narrower && n > 0).then(|| (Adjust { slope, x_ref: sum / n as f64 }, dep))
             });
-            let Some(dep) = t.hist.dependence(k, adjust.map(|a| a.slope)) else { return };
+            let adjust = adjusted_dep.as_ref().map(|(a, _)| *a);
+            let dep = adjusted_dep.map_or(raw, |(_, d)| d);
             let z = |b: (i64, i64)| {
                 let (mr, nr) = t.hist.block_mean(k, reference, true, adjust);
                 let (mb, nb) = t.hist.block_mean(k, b, false, adjust);

@@ -7,7 +7,7 @@
 use crate::util::clock::unix_now;
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
@@ -15,6 +15,7 @@ use crate::config::Detect;
 use crate::detect::{Detector, Estimate, Event, Marked, Observation, Signal, SignalReport, Source, State, persist};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
+use crate::source::SnapshotCache;
 
 /// The `scenario` label of a target's pooled rows (no scenario name can contain `*`).
 pub const POOLED: &str = "*";
@@ -28,6 +29,9 @@ pub struct DetectSink {
     /// The configured targets: a target a reload removed keeps its baselines in the detector
     /// (it may come back) but exports no rows.
     targets: Mutex<HashSet<String>>,
+    /// The running generation's engine readings: each probe carries the offered load at its
+    /// send time into the detector.
+    readings: Mutex<Arc<SnapshotCache>>,
 }
 
 impl DetectSink {
@@ -42,6 +46,7 @@ impl DetectSink {
             state_dir: Mutex::new(cfg.state_dir.clone()),
             exported: Mutex::new(HashSet::new()),
             targets: Mutex::new(targets),
+            readings: Mutex::new(Arc::default()),
         };
         (sink, warning)
     }
@@ -60,6 +65,11 @@ impl DetectSink {
             *det = fresh;
         }
         *self.state_dir.lock().unwrap_or_else(|e| e.into_inner()) = cfg.state_dir.clone();
+    }
+
+    /// The engine readings of the generation that runs now.
+    pub fn set_readings(&self, cache: Arc<SnapshotCache>) {
+        *self.readings.lock().unwrap_or_else(|e| e.into_inner()) = cache;
     }
 
     /// A release of `target` to `version` that happened at `at`: arms the release tests (a
@@ -270,7 +280,9 @@ impl Sink for DetectSink {
     }
 
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
-        let obs = observation(outcome, sample);
+        let readings = self.readings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let load = readings.at(&outcome.target, outcome.timeline.sent).and_then(|j| j.reading.offered_load());
+        let obs = Observation { load, ..observation(outcome, sample) };
         self.lock().observe(&outcome.target, &outcome.scenario, obs, unix_now());
     }
 }

@@ -18,11 +18,15 @@ pub struct Reading {
     pub gpu_memory_used_bytes: Option<f64>,
     /// Power draw, watts (sum over the selected GPUs).
     pub gpu_power_watts: Option<f64>,
+    /// Requests and prompt tokens the engine was offered per second since the previous scrape
+    /// (from its counters). A slower engine does not move them: the detector adjusts for them.
+    pub offered_requests_per_s: Option<f64>,
+    pub offered_prompt_tokens_per_s: Option<f64>,
 }
 
 impl Reading {
     /// Span attribute names, in the order `values` returns them.
-    pub const ATTRIBUTES: [&'static str; 7] = [
+    pub const ATTRIBUTES: [&'static str; 9] = [
         "engine.requests_waiting",
         "engine.requests_running",
         "engine.kv_cache_usage",
@@ -30,9 +34,11 @@ impl Reading {
         "gpu.utilization",
         "gpu.memory_used_bytes",
         "gpu.power_watts",
+        "engine.offered_requests_per_second",
+        "engine.offered_prompt_tokens_per_second",
     ];
 
-    fn fields(&self) -> [Option<f64>; 7] {
+    fn fields(&self) -> [Option<f64>; 9] {
         [
             self.requests_waiting,
             self.requests_running,
@@ -41,7 +47,15 @@ impl Reading {
             self.gpu_utilization,
             self.gpu_memory_used_bytes,
             self.gpu_power_watts,
+            self.offered_requests_per_s,
+            self.offered_prompt_tokens_per_s,
         ]
+    }
+
+    /// The offered-load reading the detector takes: ln(1 + prompt tokens per second) where the
+    /// engine counts them (prefill work is what queues), else ln(1 + requests per second).
+    pub fn offered_load(&self) -> Option<f64> {
+        self.offered_prompt_tokens_per_s.or(self.offered_requests_per_s).filter(|v| v.is_finite() && *v >= 0.0).map(f64::ln_1p)
     }
 
     /// The values that are present, with their attribute names.
@@ -63,6 +77,8 @@ impl Reading {
             (&mut self.gpu_utilization, other.gpu_utilization),
             (&mut self.gpu_memory_used_bytes, other.gpu_memory_used_bytes),
             (&mut self.gpu_power_watts, other.gpu_power_watts),
+            (&mut self.offered_requests_per_s, other.offered_requests_per_s),
+            (&mut self.offered_prompt_tokens_per_s, other.offered_prompt_tokens_per_s),
         ];
         for (mine, theirs) in pairs {
             if mine.is_none() {

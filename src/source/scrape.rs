@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{self, PrefixCounters};
+use super::engine::{self, Counters};
 use super::reading::Reading;
 use super::{SnapshotCache, Source, SourceKind, SourceSpec, dcgm, promtext};
 use crate::config::{EngineKind, GpuFilter};
@@ -66,7 +66,9 @@ pub struct HttpSource {
     filter: GpuFilter,
     /// Detected or configured engine family; detection sticks after the first good page.
     engine: Option<EngineKind>,
-    prefix: Option<PrefixCounters>,
+    counters: Option<Counters>,
+    /// The scraper's monotonic clock for counter rates.
+    started: std::time::Instant,
 }
 
 impl HttpSource {
@@ -75,7 +77,7 @@ impl HttpSource {
             SourceKind::Engine(e) => e,
             _ => None,
         };
-        HttpSource { client, url: spec.url.clone().unwrap_or_default(), kind, filter: spec.filter.clone(), engine, prefix: None }
+        HttpSource { client, url: spec.url.clone().unwrap_or_default(), kind, filter: spec.filter.clone(), engine, counters: None, started: std::time::Instant::now() }
     }
 
     async fn fetch(&self) -> Result<String, String> {
@@ -113,7 +115,7 @@ impl HttpSource {
                     None => return Err("no vllm:, sglang:, llamacpp: or tgi_ metrics on the page".into()),
                 };
                 self.engine = Some(kind);
-                Ok(engine::read(kind, &page, &mut self.prefix))
+                Ok(engine::read(kind, &page, self.started.elapsed().as_secs_f64(), &mut self.counters))
             }
         }
     }
