@@ -1,27 +1,23 @@
 #!/usr/bin/env bash
-# Probe-rate planner, acceptance table: builds the release binary and runs `llmprobe detect
-# simulate` (the real detector in virtual time) at 0.5 probes/s over 3 scenarios with the default
-# detector settings, one run per condition, and prints one table:
+# Probe-rate planner, acceptance table: runs `llmprobe detect simulate` (the real detector in
+# virtual time) at 0.5 probes/s over 3 scenarios with the default detector settings, one run per
+# condition, and prints one table:
 #   condition | false alarms / 30 days (95% upper bound) | power
-# False alarms: null days (one release a day, no regression) under
-#   (a) independent probes (lognormal TTFT, +-20% daily drift, 1% outliers at 10x: the default),
-#   (b) a shared load offset, sd 0.1, time constant 2, 5 and 15 min,
-#   (c) the same at sd 0.2, 5 min,
-#   (d) bimodal TTFT (70% prefix-cache hits, misses 3x),
-#   (e) one 40 s total outage a day,
-#   (f) one 2-min error burst a day (25% of probes fail),
-#   (g) a rollout warm-up after each release, no regression (and the share of releases alarmed).
-# Power: TTFT x1.25 (independent, also without the daily cycle; and under load sd 0.1 / 5 min),
-# one scenario of three x1.4 (also without the daily cycle), the slow (cache-miss) mode x1.5,
-# goodput 99.5% -> 97%.
+# Every row has a +-20% daily cycle and 1% outliers at 10x. False alarms: null days (one release a
+# day, no regression) under independent probes; shared load (sd 0.1 at 2, 5, 15 min; sd 0.2 at
+# 5 min, also with an offered-load reading of R² 0.9); bimodal TTFT; a 40 s outage, a 2-min error
+# burst or a 15-min 2x latency incident a day; a rollout warm-up; a second marker of the same
+# version 12 minutes after each release; 10 scenarios at 0.1 probes/s. Power: TTFT x1.25
+# (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
+# 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day; with the
+# marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
+# x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97%.
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
-# Extra arguments go to every run (e.g. --settings detect.yaml). Every run uses all cores; a few
-# minutes in all at the defaults.
+# LLMPROBE_BIN: a release binary to use (else one is built). Extra arguments go to every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --quiet --bin llmprobe
-bin="${CARGO_TARGET_DIR:-target}/release/llmprobe"
+bin="$(scripts/release-bin.sh)"
 days="${TRIALS:-1000}"
 trials="${DETECT_TRIALS:-300}"
 out="$(mktemp -d)"
@@ -57,16 +53,29 @@ for tau in 2 5 15; do
   null "(b) load sd 0.1, tau $tau min" --load-sd 0.1 --load-tau-min "$tau"
 done
 null "(c) load sd 0.2, tau 5 min" --load-sd 0.2 --load-tau-min 5
+null "(c) load sd 0.2, tau 5 min, reading R² 0.9" --load-sd 0.2 --load-tau-min 5 --reading-r2 0.9
 null "(d) bimodal TTFT (70% hits, misses x3)" --cache-hit-share 0.7 --miss-factor 3
 null "(e) one 40 s outage a day" --outage-s 40
 null "(f) one 2-min 25% error burst a day" --burst-s 120 --burst-error-share 0.25
 null "(g) rollout warm-up, no regression" --rollout
+null "(h) one 15-min 2x latency incident a day" --incident-s 900 --incident-factor 2
+null "(i) a second marker 12 min after each" --second-marker-s 720
+null "(j) 10 scenarios at 0.1 probes/s" --rate 0.1 --scenarios 10
 power "TTFT x1.25, independent" 15,60 --regression 1.25
 power "TTFT x1.25, independent, no daily cycle" 15 --regression 1.25 --drift 0
 power "TTFT x1.25, load sd 0.1 tau 5 min" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5
+for r2 in 0.9 0.95 0.98 1; do
+  power "TTFT x1.25, load sd 0.1, reading R² $r2" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5 --reading-r2 "$r2"
+done
+power "TTFT x1.25, load sd 0.1, R² 0.98, mediator 0.5" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5 --reading-r2 0.98 --reading-mediator 0.5
+power "TTFT x1.25, load sd 0.2, reading R² 0.98" 15,60 --regression 1.25 --load-sd 0.2 --load-tau-min 5 --reading-r2 0.98
+power "TTFT x1.25, 15-min incident earlier" 15,60 --regression 1.25 --incident-s 900 --incident-factor 2
+power "TTFT x1.25, marker 20 min late" 15,60 --regression 1.25 --marker-delay-s 1200
+power "TTFT x1.25, second marker at 12 min" 15,60 --regression 1.25 --second-marker-s 720
 power "one scenario of 3 x1.4" 15 --regression 1.4 --regression-scenarios 1
 power "one scenario of 3 x1.4, no daily cycle" 15 --regression 1.4 --regression-scenarios 1 --drift 0
 power "bimodal, miss mode x1.5" 60 --regression 1.5 --cache-hit-share 0.7 --miss-factor 3 --regression-target miss
+power "slowest 3% x3, median unchanged" 60 --regression 3 --regression-target slowest --slowest-share 0.03
 power "goodput 99.5% -> 97%" 15,60 --regression 1 --good-before 0.995 --good-after 0.97
 
 python3 - "$rows" <<'EOF'
@@ -84,9 +93,13 @@ for line in open(sys.argv[1]):
             t["per_30_days"], t["upper95_per_30_days"], fa["release"]["count"], fa["continuous"]["count"])
         if fa["rollout"]:
             power = "release alarm in %d of %d releases" % (fa["windows_alarmed"], fa["days"])
+        if r["params"]["second_marker_s"] is not None:
+            power = "alarms cleared by a marker: %d" % r["cleared_by_marker"]
     else:
         within = r["detection"]["detected_within"]
         power = ", ".join("%.3f within %s min" % (within[m], m) for m in minutes.split(","))
+        if r["params"]["second_marker_s"] is not None:
+            power += "; alarms cleared by a marker: %d" % r["cleared_by_marker"]
     table.append((label, alarms, power))
 
 head = ("condition", "false alarms / 30 days (95% upper)", "power")

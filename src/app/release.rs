@@ -68,7 +68,13 @@ pub struct MarkRequest {
     pub version: String,
     #[serde(default)]
     pub note: Option<String>,
+    /// When the release happened (RFC 3339), for a marker sent after the fact; default: now.
+    #[serde(default)]
+    pub at: Option<String>,
 }
+
+/// How far in the future a marker's `at` may be (clock skew between CI and the prober).
+const MAX_FUTURE_S: f64 = 60.0;
 
 impl Releases {
     /// `state_dir` is where the last identities were kept (read now, if there).
@@ -147,7 +153,8 @@ impl Releases {
     pub fn mark_from_api(&self, authorization: Option<&str>, body: &[u8]) -> Result<(), Refused> {
         self.authorize(authorization)?;
         let targets = self.lock_generation().targets.clone();
-        let req: MarkRequest = serde_json::from_slice(body).map_err(|e| Refused::Bad(format!("expected {{\"target\", \"version\", \"note\"?}}: {e}")))?;
+        let req: MarkRequest =
+            serde_json::from_slice(body).map_err(|e| Refused::Bad(format!("expected {{\"target\", \"version\", \"note\"?, \"at\"?}}: {e}")))?;
         if !targets.contains(&req.target) {
             return Err(Refused::Bad(format!("unknown target {:?}", crate::protocol::truncate_chars(&req.target, 64))));
         }
@@ -156,8 +163,17 @@ impl Releases {
             return Err(Refused::Bad("version must not be empty".into()));
         }
         let note: String = req.note.unwrap_or_default().chars().take(MAX_TEXT).collect();
-        tracing::info!(target_name = %req.target, version = %version, note = %note, "release: marker posted to /api/v1/releases");
-        self.apply(&req.target, &version, "api", unix_now(), ["", ""], ["", &version]);
+        let now = unix_now();
+        let at = match req.at.as_deref() {
+            None => now,
+            Some(text) => crate::util::rfc3339::parse_unix(&crate::protocol::truncate_chars(text, 64)).map_err(|e| Refused::Bad(format!("at: {e}")))?,
+        };
+        if at > now + MAX_FUTURE_S {
+            return Err(Refused::Bad(format!("at: {} is in the future", crate::util::rfc3339::format_unix(at, 0))));
+        }
+        let at = at.min(now);
+        tracing::info!(target_name = %req.target, version = %version, note = %note, at = %crate::util::rfc3339::format_unix(at, 0), "release: marker posted to /api/v1/releases");
+        self.apply(&req.target, &version, "api", at, ["", ""], ["", &version]);
         Ok(())
     }
 

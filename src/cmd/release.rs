@@ -26,9 +26,18 @@ pub struct ReleaseMarkArgs {
     /// A short note (change ticket, pipeline id).
     #[arg(long)]
     pub note: Option<String>,
+    /// When the release happened (RFC 3339, e.g. 2026-12-05T10:00:00Z), for a marker sent late;
+    /// the probes since then are judged as if it had come on time [default: now].
+    #[arg(long, value_parser = parse_at)]
+    pub at: Option<String>,
     /// File holding the bearer token (the prober's detect.release_token_file).
     #[arg(long, env = "LLMPROBE_RELEASE_TOKEN_FILE")]
     pub token_file: PathBuf,
+}
+
+/// `--at` is checked here, so a typo fails before anything is sent.
+fn parse_at(text: &str) -> Result<String, String> {
+    crate::util::rfc3339::parse_unix(text).map(|_| text.to_owned())
 }
 
 /// `llmprobe release mark`: posts a marker to a running prober. Errors name the URL without
@@ -36,7 +45,7 @@ pub struct ReleaseMarkArgs {
 pub async fn mark(args: &ReleaseMarkArgs) -> anyhow::Result<()> {
     let token = crate::client::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
     let url = format!("{}/api/v1/releases", args.url.trim_end_matches('/'));
-    let body = serde_json::json!({"target": args.target, "version": args.version, "note": args.note});
+    let body = serde_json::json!({"target": args.target, "version": args.version, "note": args.note, "at": args.at});
     let client = crate::client::target::plain_client()?;
     let resp = client
         .post(&url)

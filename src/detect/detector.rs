@@ -1019,7 +1019,7 @@ impl Detector {
         }
         self.tick(now);
         let s = self.settings.clone();
-        let at = at.min(now).max(now - s.marker_max_delay_s);
+        let at = at.min(now).max(now - s.marker_max_delay_s.min(s.armed_window_s));
         let ti = match self.targets.iter().position(|t| t.name == target) {
             Some(i) => i,
             None => {

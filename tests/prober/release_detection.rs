@@ -147,6 +147,9 @@ async fn the_marker_api_needs_its_token() {
     let bearer = format!("Bearer {TOKEN}");
     assert_eq!(post(Some(&bearer), r#"{"target":"nope","version":"1"}"#).await.unwrap().status(), 400);
     assert_eq!(post(Some(&bearer), r#"{"version":"1"}"#).await.unwrap().status(), 400);
+    // A marker's own time: RFC 3339, not in the future.
+    assert_eq!(post(Some(&bearer), r#"{"target":"t","version":"1","at":"yesterday"}"#).await.unwrap().status(), 400);
+    assert_eq!(post(Some(&bearer), r#"{"target":"t","version":"1","at":"2999-01-01T00:00:00Z"}"#).await.unwrap().status(), 400);
 
     // The CLI posts it (token from the file).
     let out = tokio::process::Command::new(BIN)
@@ -170,6 +173,28 @@ async fn the_marker_api_needs_its_token() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = scrape(running.metrics_addr).await;
     assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"v2.1\"", "source=\"api\""]), 1.0, "{text}");
+    // A late marker with its own time: the release's time is the one given.
+    let two_minutes_ago = llmprobe::util::rfc3339::format_unix(llmprobe::util::clock::unix_now() - 120.0, 0);
+    let out = tokio::process::Command::new(BIN)
+        .args(["release", "mark", "--url", &format!("http://{}", running.metrics_addr), "--target", "t", "--version", "v2.2", "--at", &two_minutes_ago])
+        .arg("--token-file")
+        .arg(&token_file)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = scrape(running.metrics_addr).await;
+    let at = llmprobe::util::rfc3339::parse_unix(&two_minutes_ago).unwrap();
+    assert_eq!(metric(&text, "llmprobe_release_timestamp_seconds", &["target=\"t\""]), at, "{text}");
+    // A malformed --at fails before anything is sent.
+    let out = tokio::process::Command::new(BIN)
+        .args(["release", "mark", "--url", "http://127.0.0.1:9", "--target", "t", "--version", "v3", "--at", "noon"])
+        .arg("--token-file")
+        .arg(&token_file)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("RFC 3339"));
     assert!(!text.contains(TOKEN));
     // A wrong token through the CLI fails with a clear message and no token in it.
     std::fs::write(dir.join("bad"), "nope").unwrap();
