@@ -135,6 +135,10 @@ pub struct SignalReport {
     /// scenario rows and before its first look).
     pub continuous_evidence: f64,
     pub continuous_threshold: f64,
+    /// Latency rows: the slope of log latency on the offered-load reading the tests adjust for
+    /// (the one frozen at the marker while its window is open, else the history's current one);
+    /// 0 without a usable reading, and for goodput.
+    pub load_slope: f64,
 }
 
 /// A state change, for logs and alerts.
@@ -1768,6 +1772,15 @@ impl Detector {
             threshold: self.threshold(signal),
             continuous_evidence: 0.0,
             continuous_threshold: 0.0,
+            load_slope: if signal == Signal::Goodput {
+                0.0
+            } else {
+                match (t.armed_until, t.adjust[k]) {
+                    (Some(_), Some(a)) => a.slope,
+                    (Some(_), None) => 0.0,
+                    (None, _) => t.hist.vario[k].load_slope().unwrap_or(0.0),
+                }
+            },
         }
     }
 }

@@ -154,6 +154,7 @@ impl DetectSink {
         f.evidence.get_or_create(&sig).set(row.log_evidence);
         f.threshold.get_or_create(&sig).set(row.threshold);
         f.samples.get_or_create(&sig).set(i64::try_from(row.samples).unwrap_or(i64::MAX));
+        f.load_slope.get_or_create(&sig).set(row.load_slope);
         if row.signal == Signal::Goodput {
             for (bound, v) in bounds(row.bad_delta) {
                 f.bad_delta.get_or_create(&DetectDeltaLabels { target: row.target.clone(), scenario: scenario.to_owned(), bound }).set(v);
@@ -302,6 +303,7 @@ mod tests {
             marker_s: Some(1_767_225_600.0),
             changed_s: Some(1_767_225_912.0),
             samples: 118,
+            load_slope: 0.0,
             baseline_samples: 400,
             median_ratio: Some(Estimate { value: 1.31, low: 1.18, high: 1.45 }),
             p95_ratio: Some(Estimate { value: 1.52, low: 1.3, high: 1.8 }),

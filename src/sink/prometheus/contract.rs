@@ -98,6 +98,10 @@ pub const DETECT_THRESHOLD: FamilySpec =
     FamilySpec { name: "llmprobe_detect_threshold", help: "Detector evidence threshold, ln(1/alpha) of the signal's share of the false-alarm budget" };
 pub const DETECT_SAMPLES: FamilySpec =
     FamilySpec { name: "llmprobe_detect_samples", help: "Probes since the last release marker that entered the detector's test" };
+pub const DETECT_LOAD_SLOPE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_load_slope",
+    help: "Slope of log latency on the engine's offered-load reading the detector adjusts for: the one frozen at the marker while its window is open, else the history's; 0 without a usable reading",
+};
 pub const RELEASE_INFO: FamilySpec =
     FamilySpec { name: "llmprobe_release_info", help: "The target's last release marker: version and where it came from (discovery, api)" };
 pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
@@ -122,7 +126,7 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 47] = [
+pub const ALL_FAMILIES: [FamilySpec; 48] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -162,6 +166,7 @@ pub const ALL_FAMILIES: [FamilySpec; 47] = [
     DETECT_EVIDENCE,
     DETECT_THRESHOLD,
     DETECT_SAMPLES,
+    DETECT_LOAD_SLOPE,
     RELEASE_INFO,
     RELEASE_TIMESTAMP_SECONDS,
     REPLICA_INFO,

@@ -1,7 +1,7 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
@@ -88,6 +88,7 @@ pub struct DetectFamilies {
     pub evidence: Family<DetectSignalLabels, FloatGauge>,
     pub threshold: Family<DetectSignalLabels, FloatGauge>,
     pub samples: Family<DetectSignalLabels, Gauge>,
+    pub load_slope: Family<DetectSignalLabels, FloatGauge>,
     pub(super) release_info: InfoFamily<ReleaseLabels>,
     pub(super) release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
     pub(super) release_timestamp: Family<TargetLabels, FloatGauge>,
@@ -103,6 +104,7 @@ impl DetectFamilies {
             evidence: Family::default(),
             threshold: Family::default(),
             samples: Family::default(),
+            load_slope: Family::default(),
             release_info: info_family(),
             release_current: Default::default(),
             release_timestamp: Family::default(),
@@ -116,6 +118,7 @@ impl DetectFamilies {
         register(r, DETECT_EVIDENCE, self.evidence.clone());
         register(r, DETECT_THRESHOLD, self.threshold.clone());
         register(r, DETECT_SAMPLES, self.samples.clone());
+        register(r, DETECT_LOAD_SLOPE, self.load_slope.clone());
         register(r, RELEASE_INFO, self.release_info.clone());
         register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
     }
@@ -185,6 +188,7 @@ impl DetectFamilies {
                     let sig = DetectSignalLabels { target: target.name.clone(), scenario: scenario.to_owned(), signal };
                     touch(&self.evidence, &sig);
                     touch(&self.samples, &sig);
+                    touch(&self.load_slope, &sig);
                     touch(&self.threshold, &sig);
                     // No estimate before a marker: NaN, never a misleading 0.
                     for bound in ["estimate", "low", "high"] {
@@ -218,6 +222,7 @@ impl DetectFamilies {
             self.evidence.remove(&sig);
             self.threshold.remove(&sig);
             self.samples.remove(&sig);
+            self.load_slope.remove(&sig);
             for bound in ["estimate", "low", "high"] {
                 self.bad_delta.remove(&DetectDeltaLabels { target: target.to_owned(), scenario: scenario.to_owned(), bound });
                 for percentile in ["p50", "p95"] {
