@@ -258,3 +258,45 @@ async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir()
     third.wait().await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The engine's offered-load readings reach the detector: a prober scraping the mock's
+/// `/metrics` while bursts of long prompts come and go sees latency move with the offered load,
+/// and exports the slope it would adjust for (`llmprobe_detect_load_slope`); without the
+/// `sources:` section the slope stays 0. (How much the adjustment gains is measured by
+/// `scripts/detect-plan.sh` and `scripts/release-drill.sh`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_readings_reach_the_detector() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let base = yaml(mock, None).replace("continuous_window_s: 60,", "continuous_window_s: 5,");
+    let with = format!("{base}sources:\n  - {{kind: engine, target: t, interval: 500ms}}\n");
+    let shutdown = CancellationToken::new();
+    let running = app::start(llmprobe::app::loader::parse(&with, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let without = app::start(llmprobe::app::loader::parse(&base, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    // Background load that comes and goes: 2 s of 40 long prompts at once, then 2 s of nothing.
+    let load = tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let prompt: String = (0..800).map(|i| format!("w{i} ")).collect();
+        let body = format!(r#"{{"model":"mock-llama","max_tokens":4,"messages":[{{"role":"user","content":"{prompt}"}}]}}"#);
+        loop {
+            let burst: Vec<_> = (0..40).map(|_| client.post(format!("http://{mock}/v1/chat/completions")).body(body.clone()).send()).collect();
+            futures_util::future::join_all(burst).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    });
+    let slope = |text: &str| metric(text, "llmprobe_detect_load_slope", &["target=\"t\"", "scenario=\"*\"", "signal=\"ttft\""]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let text = loop {
+        let text = scrape(running.metrics_addr).await;
+        if slope(&text) != 0.0 || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let other = scrape(without.metrics_addr).await;
+    load.abort();
+    shutdown.cancel();
+    running.wait().await.unwrap();
+    without.wait().await.unwrap();
+    assert!(slope(&text) > 0.0, "TTFT moves up with the offered load the engine reports:\n{text}");
+    assert_eq!(slope(&other), 0.0, "no readings, no slope:\n{other}");
+}
