@@ -22,7 +22,9 @@ days="${TRIALS:-1000}"
 trials="${DETECT_TRIALS:-300}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-common=(--rate 0.5 --scenarios 3 --seed 1 --json)
+common=(--seed 1 --json)
+# 0.5 probes/s over 3 scenarios unless the row names its own rate.
+shape() { case " $* " in *" --rate "*) ;; *) echo "--rate 0.5 --scenarios 3" ;; esac; }
 rows="$out/rows.tsv"
 n=0
 
@@ -32,7 +34,8 @@ null() {
   shift
   n=$((n + 1))
   echo "[$n] $label: $days null days" >&2
-  "$bin" detect simulate "${common[@]}" --trials 0 --days "$days" --regression 1 "$@" "${extra[@]}" >"$out/$n.json"
+  # shellcheck disable=SC2046
+  "$bin" detect simulate "${common[@]}" $(shape "$@") --trials 0 --days "$days" --regression 1 "$@" "${extra[@]}" >"$out/$n.json"
   printf 'null\t%s\t%s\t-\n' "$label" "$out/$n.json" >>"$rows"
 }
 
@@ -42,7 +45,8 @@ power() {
   shift 2
   n=$((n + 1))
   echo "[$n] $label: $trials detection trials" >&2
-  "$bin" detect simulate "${common[@]}" --trials "$trials" --days 0 "$@" "${extra[@]}" >"$out/$n.json"
+  # shellcheck disable=SC2046
+  "$bin" detect simulate "${common[@]}" $(shape "$@") --trials "$trials" --days 0 "$@" "${extra[@]}" >"$out/$n.json"
   printf 'power\t%s\t%s\t%s\n' "$label" "$out/$n.json" "$minutes" >>"$rows"
 }
 

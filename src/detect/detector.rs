@@ -6,9 +6,11 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::math::{Z95, binomial_sf, isotonic_increasing, normal_quantile, normal_sf, proportion_delta, quantile_se, sum_tail};
+use super::baseline::{Ewma, GoodBin, GoodFrozen, LatencyFrozen, LatencyPost, Part};
+use super::history::{Adjust, Dependence, HistBin, History, MIN_VARIANCE_CUT, OpenBin, adjusted, bin_index, contrast_var};
+use super::math::{Z95, binomial_sf, normal_quantile, normal_sf, proportion_delta, quantile_se};
 use crate::config::DetectSettings;
 
 /// One probe as the detector sees it. Latencies in seconds.
@@ -175,637 +177,38 @@ pub struct Ignored {
     pub bad_values: u64,
 }
 
-/// Exponentially weighted mean and variance: a scenario's long-run level and spread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Ewma {
-    pub n: u64,
-    pub mean: f64,
-    pub var: f64,
-    pub last: f64,
-}
-
-impl Ewma {
-    fn weight(&self, now: f64, tau: f64) -> f64 {
-        let by_time = 1.0 - (-(now - self.last).max(0.0) / tau).exp();
-        (1.0 / (self.n as f64 + 1.0)).max(by_time)
-    }
-
-    /// Adds `y`, winsorized at mean ± clip·sd once there is a spread to clip with.
-    fn push(&mut self, y: f64, now: f64, tau: f64, clip: f64) {
-        let a = self.weight(now, tau);
-        let y = if self.n >= 10 && self.var > 0.0 {
-            let sd = self.var.sqrt();
-            y.clamp(self.mean - clip * sd, self.mean + clip * sd)
-        } else {
-            y
-        };
-        if self.n == 0 {
-            self.mean = y;
-            self.var = 0.0;
-        } else {
-            let d = y - self.mean;
-            self.mean += a * d;
-            self.var = (1.0 - a) * (self.var + a * d * d);
-        }
-        self.n += 1;
-        self.last = now;
-    }
-
-    /// Winsorizing bounds for a log latency: mean ± (clip sd + ln 2). Wide enough that the slow
-    /// mode of a bimodal latency (cache misses) and a doubling stay inside; one 10x probe does not.
-    fn bounds(&self, clip: f64) -> (f64, f64) {
-        if self.n < 10 {
-            return (f64::NEG_INFINITY, f64::INFINITY);
-        }
-        let half = clip * self.var.sqrt() + std::f64::consts::LN_2;
-        (self.mean - half, self.mean + half)
-    }
-}
-
-// ---- the dependence model: a target's probes pooled in time bins --------------------------------
-
-/// One closed time bin of a target: per latency signal the probes, the mean of their residuals
-/// (winsorized log latency minus the scenario's long-run level) and the variance of that mean
-/// from the spread inside the bin (`-1`: fewer than two probes); goodput counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct HistBin {
-    n: [u32; 3],
-    mean: [f32; 3],
-    nugget: [f32; 3],
-    good: u32,
-    bad: u32,
-    /// Per latency signal: the bin mean was far from the bins just before it when it closed (an
-    /// incident: `INCIDENT_SCALES` robust deviations). Left out of the variogram, so one bad
-    /// quarter hour does not widen every test's yardstick for the 12 hours it stays in the
-    /// history, and out of the continuous test's reference.
-    #[serde(default)]
-    excluded: [bool; 3],
-    /// Probes with a load reading and the mean of their readings.
-    #[serde(default)]
-    x_n: u32,
-    #[serde(default)]
-    x: f32,
-}
-
-impl HistBin {
-    /// A bin without probes (no nugget either).
-    fn empty() -> HistBin {
-        HistBin { nugget: [-1.0; 3], ..HistBin::default() }
-    }
-
-    /// Every probe of the bin failed (at least two): a total outage, left to the availability
-    /// alerts and out of the goodput tests, which look for a release that fails *some* requests.
-    fn outage(&self) -> bool {
-        self.good == 0 && self.bad >= 2
-    }
-
-    /// Whether signal `k` of this bin counts in the variogram and in reference blocks.
-    fn usable(&self, k: usize) -> bool {
-        self.n[k] > 0 && !self.excluded[k]
-    }
-}
-
-/// A load adjustment frozen at a marker: latency residuals move by `slope` per unit of the load
-/// reading; values are compared at the reading `x_ref` (the baseline's mean).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Adjust {
-    slope: f64,
-    x_ref: f64,
-}
-
-/// The bin of time `t` (bins of `bin_s`); a time no clock gives is bin 0.
-fn bin_index(t: f64, bin_s: f64) -> i64 {
-    let b = (t / bin_s).floor();
-    if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
-}
-
-/// A log latency adjusted to the reference load (unchanged without a reading or an adjustment).
-fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
-    match adjust {
-        Some(a) if load.is_finite() => y - a.slope * (load as f64 - a.x_ref),
-        _ => y,
-    }
-}
-
-/// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
-/// of the `INCIDENT_REFERENCE` usable bins before it is an incident (`HistBin::excluded`). Load
-/// swings of a Gaussian kind pass it about once in 3 million bins; a 2x latency incident on a
-/// target whose bins vary by 0.1 in log latency is flagged.
-const INCIDENT_SCALES: f64 = 5.0;
-const INCIDENT_REFERENCE: usize = 60;
-/// Fewer usable bins before it than this: nothing is flagged (a new target).
-const INCIDENT_MIN_REFERENCE: usize = 20;
-
-#[derive(Debug, Clone, Copy, Default)]
-struct OpenBin {
-    n: [u32; 3],
-    sum: [f64; 3],
-    sum_sq: [f64; 3],
-    good: u32,
-    bad: u32,
-    x_n: u32,
-    x_sum: f64,
-}
-
-impl OpenBin {
-    fn close(&self) -> HistBin {
-        let x = if self.x_n > 0 { (self.x_sum / self.x_n as f64) as f32 } else { 0.0 };
-        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, x_n: self.x_n, x, ..HistBin::empty() };
-        for k in 0..3 {
-            let n = self.n[k] as f64;
-            if n >= 1.0 {
-                let mean = self.sum[k] / n;
-                b.mean[k] = mean as f32;
-                if n >= 2.0 {
-                    b.nugget[k] = (((self.sum_sq[k] - n * mean * mean) / (n - 1.0)).max(0.0) / n) as f32;
-                }
-            }
-        }
-        b
-    }
-}
-
-/// Running sums of the empirical variogram γ(k) = ½ E[(x_{i+k} − x_i)²] of a target's bin means,
-/// lags 1..=k_max, over the bins held; pairs are added when a bin arrives and removed when it
-/// leaves, so a look costs O(k_max).
-#[derive(Debug, Clone, Default)]
-struct Variogram {
-    sums: Vec<f64>,
-    counts: Vec<f64>,
-    nugget_sum: f64,
-    nugget_n: f64,
-    /// Over the pairs where both bins have a load reading: Σ Δr², Σ Δr·Δx, Σ Δx² and the count
-    /// (Δr the difference of residual means, Δx of load readings), so the variogram of
-    /// r − b·x is known for any b: γ(b) = (Σ Δr² − 2b Σ ΔrΔx + b² Σ Δx²) / 2n.
-    rr_x: Vec<f64>,
-    rx: Vec<f64>,
-    xx: Vec<f64>,
-    n_x: Vec<f64>,
-}
-
-/// Lags (bins) whose increments fit the load slope: the minutes-to-an-hour scale on which load
-/// swings move latency.
-const SLOPE_LAGS: usize = 60;
-/// The load adjustment is used only when it takes at least this share off the variogram at
-/// `SLOPE_LAGS`: a reading that does not track the latency would only add noise.
-const MIN_VARIANCE_CUT: f64 = 0.1;
-
-/// A lag of the variogram counts with at least this many pairs.
-const MIN_PAIRS: f64 = 8.0;
-
-impl Variogram {
-    fn new(k_max: usize) -> Self {
-        let zeros = vec![0.0; k_max + 1];
-        Variogram {
-            sums: zeros.clone(),
-            counts: zeros.clone(),
-            nugget_sum: 0.0,
-            nugget_n: 0.0,
-            rr_x: zeros.clone(),
-            rx: zeros.clone(),
-            xx: zeros.clone(),
-            n_x: zeros,
-        }
-    }
-
-    /// Adds (`sign` 1) or removes (-1) bin `i`'s pairs with the bins after it up to `limit`
-    /// (`forward`) or before it, and its nugget.
-    fn update(&mut self, bins: &VecDeque<HistBin>, i: usize, k: usize, forward: Option<usize>, sign: f64) {
-        let b = &bins[i];
-        if !b.usable(k) {
-            return;
-        }
-        if b.nugget[k] >= 0.0 {
-            self.nugget_sum += sign * b.nugget[k] as f64;
-            self.nugget_n += sign;
-        }
-        let x = b.mean[k] as f64;
-        let k_max = self.sums.len() - 1;
-        for lag in 1..=k_max {
-            let j = match forward {
-                Some(limit) if i + lag >= limit => break,
-                Some(_) => i + lag,
-                None => i.wrapping_sub(lag),
-            };
-            let Some(o) = bins.get(j) else { break };
-            if o.usable(k) {
-                let d = x - o.mean[k] as f64;
-                self.sums[lag] += sign * d * d;
-                self.counts[lag] += sign;
-                if b.x_n > 0 && o.x_n > 0 {
-                    let dx = (b.x - o.x) as f64;
-                    self.rr_x[lag] += sign * d * d;
-                    self.rx[lag] += sign * d * dx;
-                    self.xx[lag] += sign * dx * dx;
-                    self.n_x[lag] += sign;
-                }
-            }
-        }
-    }
-
-    /// The probe noise of a bin mean: the average within-bin variance of the mean.
-    fn nugget(&self) -> Option<f64> {
-        (self.nugget_n >= 1.0).then(|| (self.nugget_sum / self.nugget_n).max(1e-12))
-    }
-
-    /// The slope of the residuals on the load reading, from the increments of lags
-    /// 1..=`SLOPE_LAGS` (differences cancel each scenario's level and slow drift), when the
-    /// reading takes at least `MIN_VARIANCE_CUT` off the variogram at that lag.
-    fn load_slope(&self) -> Option<f64> {
-        let top = SLOPE_LAGS.min(self.rx.len() - 1);
-        let lags = (1..=top).filter(|&k| self.n_x[k] >= MIN_PAIRS);
-        let (rx, xx): (f64, f64) = lags.fold((0.0, 0.0), |(a, b), k| (a + self.rx[k], b + self.xx[k]));
-        if !(xx > 0.0 && rx.is_finite()) {
-            return None;
-        }
-        let b = rx / xx;
-        let at = (1..=top).rev().find(|&k| self.n_x[k] >= MIN_PAIRS)?;
-        let raw = self.rr_x[at];
-        let adjusted = raw - 2.0 * b * self.rx[at] + b * b * self.xx[at];
-        (adjusted <= (1.0 - MIN_VARIANCE_CUT) * raw).then_some(b)
-    }
-
-    /// γ(0..=k_max) of the residuals (`slope` `Some(b)`: of r − b·x, from the pairs with a load
-    /// reading), non-decreasing (isotonic fit weighted by pair counts: a variogram of load that
-    /// lasts minutes, plus slow drift, only grows with the lag); lags with too few pairs take the
-    /// nearest estimated one. `None` until some lag has enough pairs.
-    fn curve(&self, slope: Option<f64>) -> Option<Vec<f64>> {
-        let (sums, counts): (Vec<f64>, &[f64]) = match slope {
-            None => (self.sums.clone(), &self.counts),
-            Some(b) => ((0..self.rx.len()).map(|k| self.rr_x[k] - 2.0 * b * self.rx[k] + b * b * self.xx[k]).collect(), &self.n_x),
-        };
-        let lags: Vec<usize> = (1..sums.len()).filter(|&k| counts[k] >= MIN_PAIRS).collect();
-        if lags.is_empty() {
-            return None;
-        }
-        let raw: Vec<f64> = lags.iter().map(|&k| (sums[k] / (2.0 * counts[k])).max(0.0)).collect();
-        let w: Vec<f64> = lags.iter().map(|&k| counts[k]).collect();
-        let fit = isotonic_increasing(&raw, &w);
-        let mut out = vec![0.0; sums.len()];
-        let mut j = 0;
-        for (k, o) in out.iter_mut().enumerate().skip(1) {
-            while j + 1 < lags.len() && lags[j + 1] <= k {
-                j += 1;
-            }
-            *o = fit[j];
-        }
-        Some(out)
-    }
-}
-
-/// Variance of mean(bins [b0, b1)) − mean(bins [a0, a1)) (a1 ≤ b0 or overlapping: any blocks)
-/// from a variogram: Var(Σ wᵢxᵢ) = −Σᵢⱼ wᵢwⱼ γ(|i−j|) for weights summing to zero. Exact for any
-/// process with stationary increments (load that swings for minutes, slow drift included).
-fn contrast_var(gamma: &[f64], (a0, a1): (i64, i64), (b0, b1): (i64, i64)) -> f64 {
-    let (na, nb) = ((a1 - a0) as f64, (b1 - b0) as f64);
-    if na < 1.0 || nb < 1.0 {
-        return f64::INFINITY;
-    }
-    let g = |k: i64| gamma[(k as usize).min(gamma.len() - 1)];
-    let within = |n: i64| (1..n).map(|k| (n - k) as f64 * g(k)).sum::<f64>();
-    // Ordered pairs (i in A, j in B) at lag j − i = k.
-    let mut cross = 0.0;
-    let (lo, hi) = (b0 - (a1 - 1), b1 - 1 - a0);
-    for k in lo..=hi {
-        let count = (a1.min(b1 - k) - a0.max(b0 - k)).max(0) as f64;
-        if count > 0.0 {
-            cross += count * g(k.abs());
-        }
-    }
-    (2.0 * cross / (na * nb) - 2.0 * within(a1 - a0) / (na * na) - 2.0 * within(b1 - b0) / (nb * nb)).max(0.0)
-}
-
-/// The dependence of one signal's bin means: variogram and probe noise of a bin mean.
-#[derive(Debug, Clone, PartialEq)]
-struct Dependence {
-    gamma: Vec<f64>,
-    nugget: f64,
-}
-
-impl Dependence {
-    /// The design effect of a before/after comparison of blocks `a` and `b`: the variance of the
-    /// difference of their means under this dependence, over what independent probes would give
-    /// (at least 1).
-    fn design_effect(&self, a: (i64, i64), b: (i64, i64)) -> f64 {
-        let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
-        (contrast_var(&self.gamma, a, b) / iid).max(1.0)
-    }
-}
-
-/// A target's binned history: closed bins (dense, one per bin index), the open bin, and the
-/// variogram of each latency signal's bin means. The variogram leaves out the newest `delay`
-/// bins (the continuous test's recent window), so a change being tested does not inflate the
-/// variance it is tested against.
-#[derive(Debug, Clone)]
-struct History {
-    /// Bin index of `bins[0]`.
-    first: i64,
-    bins: VecDeque<HistBin>,
-    open: Option<(i64, OpenBin)>,
-    vario: [Variogram; 3],
-    k_max: usize,
-    cap: usize,
-    delay: usize,
-}
-
-impl History {
-    fn new(k_max: usize, cap: usize, delay: usize) -> Self {
-        History { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
-    }
-
-    /// The dependence of signal `k`'s residuals, or of the load-adjusted residuals r − b·x.
-    fn dependence(&self, k: usize, slope: Option<f64>) -> Option<Dependence> {
-        let v = &self.vario[k];
-        Some(Dependence { gamma: v.curve(slope)?, nugget: v.nugget()? })
-    }
-
-    fn get(&self, bin: i64) -> Option<&HistBin> {
-        let i = bin - self.first;
-        if i < 0 { None } else { self.bins.get(i as usize) }
-    }
-
-    /// Index one past the last closed bin.
-    fn end(&self) -> i64 {
-        self.first + self.bins.len() as i64
-    }
-
-    fn push(&mut self, bin: i64, b: HistBin) {
-        if self.bins.is_empty() || bin - self.end() > self.cap as i64 {
-            self.bins.clear();
-            self.vario = std::array::from_fn(|_| Variogram::new(self.k_max));
-            self.first = bin;
-        }
-        while self.end() < bin {
-            self.push_back(HistBin::empty());
-        }
-        if bin == self.end() {
-            self.push_back(b);
-        }
-        while self.bins.len() > self.cap {
-            let in_vario = self.bins.len().saturating_sub(self.delay);
-            if in_vario > 0 {
-                for (k, v) in self.vario.iter_mut().enumerate() {
-                    v.update(&self.bins, 0, k, Some(in_vario), -1.0);
-                }
-            }
-            self.bins.pop_front();
-            self.first += 1;
-        }
-    }
-
-    fn push_back(&mut self, mut b: HistBin) {
-        for k in 0..3 {
-            b.excluded[k] = b.n[k] > 0 && self.incident(k, b.mean[k] as f64);
-        }
-        self.bins.push_back(b);
-        if let Some(i) = self.bins.len().checked_sub(1 + self.delay) {
-            for (k, v) in self.vario.iter_mut().enumerate() {
-                v.update(&self.bins, i, k, None, 1.0);
-            }
-        }
-    }
-
-    fn rebuild(&mut self) {
-        self.vario = std::array::from_fn(|_| Variogram::new(self.k_max));
-        for i in 0..self.bins.len().saturating_sub(self.delay) {
-            for (k, v) in self.vario.iter_mut().enumerate() {
-                v.update(&self.bins, i, k, None, 1.0);
-            }
-        }
-    }
-
-    /// Whether a new bin mean `x` of signal `k` is an incident: far from the median of the
-    /// usable bins just before it, in robust standard deviations of those bins.
-    fn incident(&self, k: usize, x: f64) -> bool {
-        let mut recent: Vec<f64> =
-            self.bins.iter().rev().take(2 * INCIDENT_REFERENCE).filter(|b| b.usable(k)).take(INCIDENT_REFERENCE).map(|b| b.mean[k] as f64).collect();
-        if recent.len() < INCIDENT_MIN_REFERENCE {
-            return false;
-        }
-        recent.sort_by(|a, b| a.total_cmp(b));
-        let median = recent[recent.len() / 2];
-        let mut dev: Vec<f64> = recent.iter().map(|v| (v - median).abs()).collect();
-        dev.sort_by(|a, b| a.total_cmp(b));
-        let scale = (1.4826 * dev[dev.len() / 2]).max(1e-3);
-        (x - median).abs() > INCIDENT_SCALES * scale
-    }
-
-    /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
-    /// `robust`, incident bins too), adjusted to a reference load when given, and how many bins
-    /// counted.
-    fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool, adjust: Option<Adjust>) -> (f64, usize) {
-        let (mut sum, mut n) = (0.0, 0usize);
-        for bin in from..to {
-            if let Some(b) = self.get(bin).filter(|b| if robust { b.usable(k) } else { b.n[k] > 0 }) {
-                sum += adjusted(b.mean[k] as f64, if b.x_n > 0 { b.x } else { f32::NAN }, adjust);
-                n += 1;
-            }
-        }
-        (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
-    }
-}
-
-// ---- goodput: bad probes counted per bin, capped ---------------------------------------------
-
-/// The null model of a goodput test: the distribution of the capped bad count of one bin in the
-/// baseline (outage bins left out), with a Dirichlet(½) prior so an unseen count is not impossible.
-#[derive(Debug, Clone, PartialEq)]
-struct GoodFrozen {
-    pmf: Vec<f64>,
-    cap: u32,
-    /// Probes and bad probes of the baseline (the bad fraction for estimates and recovery).
-    n: u64,
-    bad: u64,
-}
-
-impl GoodFrozen {
-    /// From the baseline's (good, bad) bins. The cap is a little above the bad count a bin
-    /// usually holds (at least 2, at most 8): failures count per bin up to it, so a burst of
-    /// errors weighs a few bins' worth (bad minutes, not bad probes) while a release that fails a
-    /// few percent of requests shows in most bins.
-    fn from_bins(bins: impl Iterator<Item = (u32, u32)> + Clone) -> Option<GoodFrozen> {
-        let (mut n, mut bad, mut count) = (0u64, 0u64, 0u64);
-        for (g, b) in bins.clone() {
-            n += (g + b) as u64;
-            bad += b as u64;
-            count += 1;
-        }
-        if count == 0 {
-            return None;
-        }
-        let per_bin = bad as f64 / count as f64;
-        let cap = ((2.0 * per_bin).ceil() as u32 + 1).clamp(2, 8);
-        let mut pmf = vec![0.5; cap as usize + 1];
-        for (_, b) in bins {
-            pmf[b.min(cap) as usize] += 1.0;
-        }
-        let total: f64 = pmf.iter().sum();
-        pmf.iter_mut().for_each(|p| *p /= total);
-        Some(GoodFrozen { pmf, cap, n, bad })
-    }
-
-    fn p_bad(&self) -> f64 {
-        (self.bad as f64 + 0.5) / (self.n as f64 + 1.0)
-    }
-
-    /// P(sum of capped bad counts over these bins ≥ observed) under the baseline.
-    fn tail(&self, bins: &[(u32, u32)]) -> f64 {
-        let s: u32 = bins.iter().map(|(_, b)| (*b).min(self.cap)).sum();
-        sum_tail(&self.pmf, bins.len(), s as usize)
-    }
-}
-
 // ---- per target × scenario -----------------------------------------------------------------------
-
-/// Baseline of one latency signal frozen at a marker (log seconds).
-#[derive(Debug, Clone)]
-struct LatencyFrozen {
-    m: usize,
-    median: f64,
-    se_median: f64,
-    p95: f64,
-    se_p95: f64,
-    lo: f64,
-    hi: f64,
-    /// Mean and variance of the winsorized log values.
-    mean: f64,
-    var: f64,
-    /// The exceedance test's reference (the baseline quantile), the baseline's share above it,
-    /// and the share the tolerance moves above it (baseline values in (q − ln tolerance, q]).
-    q: f64,
-    above: f64,
-    above_tolerance: f64,
-    /// The same for the tail test's (higher) quantile, with the count above it.
-    q_tail: f64,
-    above_tail: f64,
-    tail_tolerance: f64,
-}
-
-impl LatencyFrozen {
-    fn from_values(mut v: Vec<f32>, (lo, hi): (f64, f64), s: &DetectSettings) -> Option<Self> {
-        v.sort_by(|a, b| a.total_cmp(b));
-        let (median, se_median) = quantile_se(&v, 0.5)?;
-        let (p95, se_p95) = quantile_se(&v, 0.95)?;
-        let (q, _) = quantile_se(&v, s.exceedance_quantile)?;
-        let n = v.len() as f64;
-        let c: Vec<f64> = v.iter().map(|x| (*x as f64).clamp(lo, hi)).collect();
-        let mean = c.iter().sum::<f64>() / n;
-        let var = (c.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).max(1e-6);
-        let above = v.iter().filter(|x| **x as f64 > q).count() as f64 / n;
-        let tol = s.latency_tolerance.ln();
-        let above_tolerance = v.iter().filter(|x| (**x as f64) > q - tol && (**x as f64) <= q).count() as f64 / n;
-        let (q_tail, _) = quantile_se(&v, s.tail_quantile)?;
-        let above_tail = v.iter().filter(|x| **x as f64 > q_tail).count() as f64 / n;
-        let tail_tolerance = v.iter().filter(|x| (**x as f64) > q_tail - tol && (**x as f64) <= q_tail).count() as f64 / n;
-        Some(LatencyFrozen { m: v.len(), median, se_median, p95, se_p95, lo, hi, mean, var, q, above, above_tolerance, q_tail, above_tail, tail_tolerance })
-    }
-}
-
-/// The probes of one latency signal after the grace window.
 #[derive(Debug, Clone, Default)]
-struct LatencyPost {
-    n: u64,
-    sum: f64,
-    sum_sq: f64,
-    above: u64,
-    above_tail: u64,
-    /// The newest (time, log value), at most `baseline_max_samples`.
-    recent: VecDeque<(f64, f32)>,
-}
-
-/// Post-release probes of a time span: count, mean of winsorized logs, share above the reference.
-#[derive(Debug, Clone, Copy, Default)]
-struct Part {
-    n: f64,
-    mean: f64,
-    var: f64,
-    above: f64,
-    above_tail: f64,
-}
-
-impl LatencyPost {
-    /// One post-grace probe (log value) into the window's sums.
-    fn add(&mut self, f: &LatencyFrozen, y: f64) {
-        let c = y.clamp(f.lo, f.hi);
-        self.n += 1;
-        self.sum += c;
-        self.sum_sq += c * c;
-        self.above += u64::from(y > f.q);
-        self.above_tail += u64::from(y > f.q_tail);
-    }
-
-    fn all(&self, f: &LatencyFrozen) -> Part {
-        let n = self.n as f64;
-        if n < 1.0 {
-            return Part::default();
-        }
-        let mean = self.sum / n;
-        let var = if n >= 2.0 { ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: self.above as f64 / n, above_tail: self.above_tail as f64 / n }
-    }
-
-    /// The stored probes with time in [from, to).
-    fn span(&self, f: &LatencyFrozen, from: f64, to: f64) -> Part {
-        let (mut n, mut sum, mut sq, mut above, mut above_tail) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        for (t, y) in &self.recent {
-            if *t >= from && *t < to {
-                let y = *y as f64;
-                let c = y.clamp(f.lo, f.hi);
-                n += 1.0;
-                sum += c;
-                sq += c * c;
-                above += f64::from(u8::from(y > f.q));
-                above_tail += f64::from(u8::from(y > f.q_tail));
-            }
-        }
-        if n < 1.0 {
-            return Part::default();
-        }
-        let mean = sum / n;
-        let var = if n >= 2.0 { ((sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: above / n, above_tail: above_tail / n }
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-struct LatencyKey {
+pub(super) struct LatencyKey {
     /// Raw log values of the baseline window (for freezing).
-    times: VecDeque<f64>,
-    values: VecDeque<f32>,
+    pub(super) times: VecDeque<f64>,
+    pub(super) values: VecDeque<f32>,
     /// The load reading of each value (NaN: none).
-    loads: VecDeque<f32>,
+    pub(super) loads: VecDeque<f32>,
     /// Long-run level and spread (winsorizing bounds); held still while the target is armed or
     /// regressed.
-    level: Ewma,
+    pub(super) level: Ewma,
     /// The fixed level residuals of the binned history are taken from (the level after
     /// `ANCHOR_PROBES` probes). It must not move with the probes: a wandering centre would read
     /// as load in the history. Re-set only when the level has moved by more than `REANCHOR`.
-    anchor: Option<f64>,
-    frozen: Option<LatencyFrozen>,
-    post: LatencyPost,
-}
-
-/// One bin of a scenario's goodput counts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct GoodBin {
-    pub bin: i64,
-    pub good: u32,
-    pub bad: u32,
+    pub(super) anchor: Option<f64>,
+    pub(super) frozen: Option<LatencyFrozen>,
+    pub(super) post: LatencyPost,
 }
 
 #[derive(Debug, Clone, Default)]
-struct GoodputKey {
-    bins: VecDeque<GoodBin>,
-    frozen: Option<GoodFrozen>,
+pub(super) struct GoodputKey {
+    pub(super) bins: VecDeque<GoodBin>,
+    pub(super) frozen: Option<GoodFrozen>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Row {
-    state: State,
-    source: Option<Source>,
-    changed: Option<f64>,
-    log_e: f64,
-    max_log_e: f64,
+pub(super) struct Row {
+    pub(super) state: State,
+    pub(super) source: Option<Source>,
+    pub(super) changed: Option<f64>,
+    pub(super) log_e: f64,
+    pub(super) max_log_e: f64,
 }
 
 impl Default for Row {
@@ -815,47 +218,47 @@ impl Default for Row {
 }
 
 #[derive(Debug, Clone)]
-struct ScenarioState {
-    name: String,
-    first_seen: f64,
-    latency: [LatencyKey; 3],
-    goodput: GoodputKey,
-    rows: [Row; 4],
+pub(super) struct ScenarioState {
+    pub(super) name: String,
+    pub(super) first_seen: f64,
+    pub(super) latency: [LatencyKey; 3],
+    pub(super) goodput: GoodputKey,
+    pub(super) rows: [Row; 4],
 }
 
 #[derive(Debug, Clone)]
-struct TargetState {
-    name: String,
-    first_seen: f64,
-    scenarios: Vec<ScenarioState>,
-    marker: Option<f64>,
+pub(super) struct TargetState {
+    pub(super) name: String,
+    pub(super) first_seen: f64,
+    pub(super) scenarios: Vec<ScenarioState>,
+    pub(super) marker: Option<f64>,
     /// The version of the last marker (a repeated marker of it is the same release).
-    version: Option<String>,
+    pub(super) version: Option<String>,
     /// When the baselines in use were frozen: the first marker of a chain of releases that came
     /// while a window was open or a row was regressed.
-    frozen_at: Option<f64>,
-    armed_until: Option<f64>,
-    pooled: [Row; 4],
+    pub(super) frozen_at: Option<f64>,
+    pub(super) armed_until: Option<f64>,
+    pub(super) pooled: [Row; 4],
     /// The pooled goodput baseline frozen at the marker.
-    good_frozen: Option<GoodFrozen>,
+    pub(super) good_frozen: Option<GoodFrozen>,
     /// Per signal: the reference bins of the recovery test while the pooled row is regressed,
     /// and the bad fraction it is compared with (goodput).
-    recovery_ref: [Option<(i64, i64, f64)>; 4],
+    pub(super) recovery_ref: [Option<(i64, i64, f64)>; 4],
     /// The continuous test's last evidence and threshold per signal, and whether its last look
     /// passed (an alarm needs two passing looks in a row).
-    continuous: [(f64, f64); 4],
-    continuous_passed: [bool; 4],
+    pub(super) continuous: [(f64, f64); 4],
+    pub(super) continuous_passed: [bool; 4],
     /// The dependence of each latency signal frozen at the marker: the armed tests' variance
     /// comes from the history before the release, never from the probes they test. With a load
     /// adjustment, of the adjusted residuals; `dependence_raw` always of the raw ones (the
     /// recovery test compares raw latency).
-    dependence: [Option<Dependence>; 3],
-    dependence_raw: [Option<Dependence>; 3],
+    pub(super) dependence: [Option<Dependence>; 3],
+    pub(super) dependence_raw: [Option<Dependence>; 3],
     /// The load adjustment of each latency signal frozen at the marker (None: no usable reading).
-    adjust: [Option<Adjust>; 3],
+    pub(super) adjust: [Option<Adjust>; 3],
     /// Design effect of the test that raised each signal's alarm (for the recovery tests).
-    alarm_deff: [f64; 4],
-    hist: History,
+    pub(super) alarm_deff: [f64; 4],
+    pub(super) hist: History,
 }
 
 /// Post-grace bins counted as looks (bins after the grace window): every 2 from 4 up to 12, every
@@ -907,12 +310,12 @@ impl Verdict {
 /// The regression detector. See the module docs for the method.
 #[derive(Debug, Clone)]
 pub struct Detector {
-    settings: DetectSettings,
-    targets: Vec<TargetState>,
-    keys: usize,
-    events: Vec<Event>,
-    ignored: Ignored,
-    last_now: f64,
+    pub(super) settings: DetectSettings,
+    pub(super) targets: Vec<TargetState>,
+    pub(super) keys: usize,
+    pub(super) events: Vec<Event>,
+    pub(super) ignored: Ignored,
+    pub(super) last_now: f64,
 }
 
 impl Detector {
@@ -965,7 +368,7 @@ impl Detector {
         1.0 / (4.0 * looks.max(1.0))
     }
 
-    fn bin_of(&self, t: f64) -> i64 {
+    pub(super) fn bin_of(&self, t: f64) -> i64 {
         bin_index(t, self.settings.bin_s)
     }
 
@@ -975,7 +378,7 @@ impl Detector {
         if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
     }
 
-    fn new_target(&self, name: &str, now: f64) -> TargetState {
+    pub(super) fn new_target(&self, name: &str, now: f64) -> TargetState {
         let s = &self.settings;
         let span = (s.latency_baseline_s + s.armed_window_s).max(s.continuous_reference_s + s.continuous_window_s);
         let cap = (s.history_s / s.bin_s).ceil().clamp(1.0, crate::config::MAX_HISTORY_BINS) as usize;
@@ -1037,7 +440,8 @@ impl Detector {
             return Marked::Repeated { first_at: t.marker.unwrap_or(at) };
         }
         let regressed = |r: &Row| r.state == State::Regressed;
-        let chained = t.frozen_at.is_some() && (t.armed_until.is_some() || t.pooled.iter().any(regressed) || t.scenarios.iter().any(|sc| sc.rows.iter().any(regressed)));
+        let chained =
+            t.frozen_at.is_some() && (t.armed_until.is_some() || t.pooled.iter().any(regressed) || t.scenarios.iter().any(|sc| sc.rows.iter().any(regressed)));
         // A marker dated before the one it follows would test probes of the older version.
         let at = if chained { at.max(t.marker.unwrap_or(at)) } else { at };
         t.version = Some(version.to_owned());
@@ -1556,7 +960,8 @@ impl Detector {
             let adjusted_dep = t.hist.vario[k].load_slope().and_then(|slope| {
                 let dep = t.hist.dependence(k, Some(slope))?;
                 let narrower = contrast_var(&dep.gamma, reference, recent) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, reference, recent);
-                let (sum, n) = (reference.0..reference.1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
+                let (sum, n) =
+                    (reference.0..reference.1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
                 (narrower && n > 0).then(|| (Adjust { slope, x_ref: sum / n as f64 }, dep))
             });
             let adjust = adjusted_dep.as_ref().map(|(a, _)| *a);
@@ -1810,178 +1215,6 @@ fn combine_log_ratios(parts: &[(f64, f64)]) -> Option<Estimate> {
     }
     let (mean, se) = (swx / sw, (1.0 / sw).sqrt());
     Some(Estimate { value: mean.exp(), low: (mean - Z95 * se).exp(), high: (mean + Z95 * se).exp() })
-}
-
-// ---- snapshot ----
-
-/// Format version of `Detector::snapshot`.
-pub const SNAPSHOT_VERSION: u32 = 2;
-
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Snapshot {
-    pub version: u32,
-    pub saved_at: f64,
-    pub targets: Vec<SnapTarget>,
-}
-
-#[derive(Serialize, Deserialize)]
-pub(crate) struct SnapTarget {
-    name: String,
-    first_seen: f64,
-    history_first: i64,
-    history: Vec<HistBin>,
-    scenarios: Vec<SnapScenario>,
-}
-
-#[derive(Serialize, Deserialize)]
-pub(crate) struct SnapScenario {
-    name: String,
-    first_seen: f64,
-    latency: Vec<SnapLatency>,
-    goodput_bins: Vec<GoodBin>,
-}
-
-#[derive(Serialize, Deserialize)]
-pub(crate) struct SnapLatency {
-    times: Vec<f64>,
-    values: Vec<f32>,
-    /// The load reading of each value (absent in files of older builds).
-    #[serde(default)]
-    loads: Vec<Option<f32>>,
-    level: Ewma,
-    anchor: Option<f64>,
-}
-
-/// What `restore` took over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Restored {
-    pub keys: usize,
-    pub latency_samples: usize,
-}
-
-impl Detector {
-    /// The baselines (raw values, long-run levels, binned history) as versioned JSON. Release
-    /// windows in progress are not saved. Size is bounded by `max_keys × 3 ×
-    /// baseline_max_samples` values (about 25 bytes each) plus the bins of `history_s` per target.
-    pub fn snapshot(&self) -> Vec<u8> {
-        let snap = Snapshot {
-            version: SNAPSHOT_VERSION,
-            saved_at: self.last_now,
-            targets: self
-                .targets
-                .iter()
-                .map(|t| SnapTarget {
-                    name: t.name.clone(),
-                    first_seen: t.first_seen,
-                    history_first: t.hist.first,
-                    history: t.hist.bins.iter().copied().collect(),
-                    scenarios: t
-                        .scenarios
-                        .iter()
-                        .map(|sc| SnapScenario {
-                            name: sc.name.clone(),
-                            first_seen: sc.first_seen,
-                            latency: sc
-                                .latency
-                                .iter()
-                                .map(|l| SnapLatency {
-                                    times: l.times.iter().copied().collect(),
-                                    values: l.values.iter().copied().collect(),
-                                    loads: l.loads.iter().map(|x| x.is_finite().then_some(*x)).collect(),
-                                    level: l.level,
-                                    anchor: l.anchor,
-                                })
-                                .collect(),
-                            goodput_bins: sc.goodput.bins.iter().copied().collect(),
-                        })
-                        .collect(),
-                })
-                .collect(),
-        };
-        serde_json::to_vec(&snap).unwrap_or_default()
-    }
-
-    /// Replaces every baseline with those of `bytes` (from `snapshot`), dropping values and bins
-    /// older than the windows before `now` and anything beyond the caps. Markers, release
-    /// windows and states start afresh.
-    pub fn restore(&mut self, bytes: &[u8], now: f64) -> Result<Restored, String> {
-        let snap: Snapshot = serde_json::from_slice(bytes).map_err(|e| format!("not a detector snapshot: {e}"))?;
-        if snap.version != SNAPSHOT_VERSION {
-            return Err(format!("snapshot version {} (this build reads {SNAPSHOT_VERSION})", snap.version));
-        }
-        let s = self.settings.clone();
-        let mut targets = Vec::new();
-        let mut keys = 0;
-        let mut samples = 0;
-        let oldest_bin = self.bin_of(now - s.history_s);
-        let now_bin = self.bin_of(now);
-        for st in snap.targets {
-            let mut t = self.new_target(&st.name, st.first_seen);
-            for (i, b) in st.history.into_iter().enumerate() {
-                let bin = st.history_first.saturating_add(i as i64);
-                // A damaged bin is kept as an empty one: the bins must stay one per index.
-                let finite = b.mean.iter().chain(&b.nugget).all(|x| x.is_finite());
-                let b = if finite { b } else { HistBin::empty() };
-                if bin >= oldest_bin && bin < now_bin {
-                    t.hist.bins.push_back(b);
-                    if t.hist.bins.len() == 1 {
-                        t.hist.first = bin;
-                    }
-                }
-                if t.hist.bins.len() >= t.hist.cap {
-                    break;
-                }
-            }
-            t.hist.rebuild();
-            for ss in st.scenarios {
-                if keys >= s.max_keys {
-                    break;
-                }
-                if ss.latency.len() != 3 {
-                    return Err(format!("{}/{}: {} latency signals, expected 3", st.name, ss.name, ss.latency.len()));
-                }
-                let mut sc = ScenarioState {
-                    name: ss.name,
-                    first_seen: ss.first_seen,
-                    latency: Default::default(),
-                    goodput: GoodputKey::default(),
-                    rows: [Row::default(); 4],
-                };
-                for (lk, sl) in sc.latency.iter_mut().zip(ss.latency) {
-                    if sl.times.len() != sl.values.len() {
-                        return Err("latency times and values differ in length".to_string());
-                    }
-                    let from = now - s.latency_baseline_s - s.marker_max_delay_s;
-                    let loads = sl.loads.into_iter().map(|x| x.filter(|x| x.is_finite()).unwrap_or(f32::NAN)).chain(std::iter::repeat(f32::NAN));
-                    for ((tm, v), x) in sl.times.into_iter().zip(sl.values).zip(loads) {
-                        if tm.is_finite() && v.is_finite() && tm >= from && tm <= now {
-                            lk.times.push_back(tm);
-                            lk.values.push_back(v);
-                            lk.loads.push_back(x);
-                        }
-                    }
-                    while lk.times.len() > s.baseline_max_samples {
-                        lk.times.pop_front();
-                        lk.values.pop_front();
-                        lk.loads.pop_front();
-                    }
-                    samples += lk.times.len();
-                    lk.level = if sl.level.mean.is_finite() && sl.level.var.is_finite() && sl.level.var >= 0.0 { sl.level } else { Ewma::default() };
-                    lk.anchor = sl.anchor.filter(|a| a.is_finite());
-                }
-                let keep_from = self.bin_of(now - s.goodput_baseline_s - s.armed_window_s);
-                let cap = ((s.goodput_baseline_s + s.armed_window_s) / s.bin_s).ceil() as usize + 2;
-                sc.goodput.bins = ss.goodput_bins.into_iter().filter(|b| b.bin >= keep_from && b.bin <= now_bin).take(cap).collect();
-                t.scenarios.push(sc);
-                keys += 1;
-            }
-            targets.push(t);
-        }
-        self.targets = targets;
-        self.keys = keys;
-        self.last_now = self.last_now.max(now);
-        Ok(Restored { keys, latency_samples: samples })
-    }
 }
 
 #[cfg(test)]

@@ -6,11 +6,15 @@
 //! Memory: at most `max_keys` target × scenario keys, each with 3 × `baseline_max_samples` latency
 //! values plus as many post-release values and 7 hours of goodput bins, and per target the bins
 //! of `history_s` with a variogram per latency signal.
+pub mod baseline;
 pub mod compare;
 pub mod detector;
+pub mod history;
 pub mod math;
 pub mod persist;
 pub mod sim;
+pub mod snapshot;
 
 pub use crate::config::DetectSettings;
-pub use detector::{Detector, Estimate, Event, Ignored, Marked, Observation, Restored, Signal, SignalReport, Source, State};
+pub use detector::{Detector, Estimate, Event, Ignored, Marked, Observation, Signal, SignalReport, Source, State};
+pub use snapshot::Restored;

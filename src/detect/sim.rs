@@ -584,7 +584,8 @@ impl Markers {
     fn tell(&mut self, det: &mut Detector, now: f64) {
         while self.due.first().is_some_and(|d| d.0 <= now) {
             let (told, at) = self.due.remove(0);
-            let regressed = |d: &Detector| d.report().into_iter().filter(|r| r.scenario.is_none() && r.state == State::Regressed).map(|r| r.signal).collect::<Vec<_>>();
+            let regressed =
+                |d: &Detector| d.report().into_iter().filter(|r| r.scenario.is_none() && r.state == State::Regressed).map(|r| r.signal).collect::<Vec<_>>();
             let before = regressed(det);
             det.mark_release(TARGET, "v2", at, told);
             let after = regressed(det);

@@ -77,7 +77,15 @@ impl HttpSource {
             SourceKind::Engine(e) => e,
             _ => None,
         };
-        HttpSource { client, url: spec.url.clone().unwrap_or_default(), kind, filter: spec.filter.clone(), engine, counters: None, started: std::time::Instant::now() }
+        HttpSource {
+            client,
+            url: spec.url.clone().unwrap_or_default(),
+            kind,
+            filter: spec.filter.clone(),
+            engine,
+            counters: None,
+            started: std::time::Instant::now(),
+        }
     }
 
     async fn fetch(&self) -> Result<String, String> {

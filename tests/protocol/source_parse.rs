@@ -17,7 +17,7 @@ fn vllm_capture_parses_without_loss() {
     let samples = VLLM.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).count();
     assert_eq!(page.samples.len(), samples);
     assert_eq!(EngineKind::detect(&page), Some(EngineKind::Vllm));
-    let r = engine::read(EngineKind::Vllm, &page, &mut None);
+    let r = engine::read(EngineKind::Vllm, &page, 0.0, &mut None);
     assert_eq!((r.requests_running, r.requests_waiting, r.kv_cache_usage), (Some(0.0), Some(0.0), Some(0.0)));
     let info = page.all("vllm:cache_config_info").next().unwrap();
     assert_eq!(info.label("num_gpu_blocks"), Some("4096"));
@@ -26,10 +26,13 @@ fn vllm_capture_parses_without_loss() {
 #[test]
 fn vllm_prefix_hit_rate_across_two_captures() {
     let mut prev = None;
-    engine::read(EngineKind::Vllm, &parse(VLLM), &mut prev);
-    let after = engine::read(EngineKind::Vllm, &parse(VLLM_AFTER), &mut prev);
+    engine::read(EngineKind::Vllm, &parse(VLLM), 0.0, &mut prev);
+    let after = engine::read(EngineKind::Vllm, &parse(VLLM_AFTER), 60.0, &mut prev);
     let rate = after.prefix_cache_hit_rate.expect("queries increased between the captures");
     assert!((0.0..=1.0).contains(&rate), "{rate}");
+    // The offered load between the captures (taken as a minute apart): requests and prompt tokens.
+    assert!(after.offered_requests_per_s.is_some_and(|v| v > 0.0), "{after:?}");
+    assert!(after.offered_prompt_tokens_per_s.is_some_and(|v| v > 0.0), "{after:?}");
 }
 
 #[test]
@@ -38,7 +41,7 @@ fn llama_server_capture() {
     assert_eq!(page.bad_lines, 0);
     assert_eq!(EngineKind::detect(&page), Some(EngineKind::LlamaCpp));
     assert_eq!(page.sum("llamacpp:tokens_predicted_total"), Some(2592.0));
-    let r = engine::read(EngineKind::LlamaCpp, &page, &mut None);
+    let r = engine::read(EngineKind::LlamaCpp, &page, 0.0, &mut None);
     assert!(r.requests_running.is_some() || page.sum("llamacpp:requests_processing").is_none());
 }
 
@@ -48,11 +51,11 @@ fn sglang_and_tgi_shapes() {
         "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 3.0\nsglang:num_queue_reqs{model_name=\"m\"} 2.0\nsglang:token_usage{model_name=\"m\"} 0.28\nsglang:cache_hit_rate{model_name=\"m\"} 0.0075\n",
     );
     assert_eq!(EngineKind::detect(&sglang), Some(EngineKind::Sglang));
-    let r = engine::read(EngineKind::Sglang, &sglang, &mut None);
+    let r = engine::read(EngineKind::Sglang, &sglang, 0.0, &mut None);
     assert_eq!((r.requests_running, r.requests_waiting, r.kv_cache_usage, r.prefix_cache_hit_rate), (Some(3.0), Some(2.0), Some(0.28), Some(0.0075)));
     let tgi = parse("tgi_queue_size 4\ntgi_batch_current_size 16\ntgi_request_duration_bucket{le=\"+Inf\"} 10\n");
     assert_eq!(EngineKind::detect(&tgi), Some(EngineKind::Tgi));
-    let r = engine::read(EngineKind::Tgi, &tgi, &mut None);
+    let r = engine::read(EngineKind::Tgi, &tgi, 0.0, &mut None);
     assert_eq!((r.requests_running, r.requests_waiting), (Some(16.0), Some(4.0)));
 }
 
@@ -120,7 +123,7 @@ fn random_and_mutated_pages_never_panic() {
         let page = parse(&text);
         parsed_samples += page.samples.len();
         for kind in [EngineKind::Vllm, EngineKind::Sglang, EngineKind::LlamaCpp, EngineKind::Tgi] {
-            let _ = engine::read(kind, &page, &mut None);
+            let _ = engine::read(kind, &page, 0.0, &mut None);
         }
         let _ = dcgm::read(&page, &GpuFilter::default());
     }

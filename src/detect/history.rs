@@ -1,0 +1,391 @@
+//! A target's binned history: the time bins its probes are pooled in, their variogram with the
+//! load-reading cross sums, incident bins left out, and the design effect of a block contrast
+//! (docs/detection.md, "The dependence model" and "Load-aware tests").
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use super::math::isotonic_increasing;
+// ---- the dependence model: a target's probes pooled in time bins --------------------------------
+
+/// One closed time bin of a target: per latency signal the probes, the mean of their residuals
+/// (winsorized log latency minus the scenario's long-run level) and the variance of that mean
+/// from the spread inside the bin (`-1`: fewer than two probes); goodput counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct HistBin {
+    pub(super) n: [u32; 3],
+    pub(super) mean: [f32; 3],
+    pub(super) nugget: [f32; 3],
+    pub(super) good: u32,
+    pub(super) bad: u32,
+    /// Per latency signal: the bin mean was far from the bins just before it when it closed (an
+    /// incident: `INCIDENT_SCALES` robust deviations). Left out of the variogram, so one bad
+    /// quarter hour does not widen every test's yardstick for the 12 hours it stays in the
+    /// history, and out of the continuous test's reference.
+    #[serde(default)]
+    pub(super) excluded: [bool; 3],
+    /// Probes with a load reading and the mean of their readings.
+    #[serde(default)]
+    pub(super) x_n: u32,
+    #[serde(default)]
+    pub(super) x: f32,
+}
+
+impl HistBin {
+    /// A bin without probes (no nugget either).
+    pub(super) fn empty() -> HistBin {
+        HistBin { nugget: [-1.0; 3], ..HistBin::default() }
+    }
+
+    /// Every probe of the bin failed (at least two): a total outage, left to the availability
+    /// alerts and out of the goodput tests, which look for a release that fails *some* requests.
+    pub(super) fn outage(&self) -> bool {
+        self.good == 0 && self.bad >= 2
+    }
+
+    /// Whether signal `k` of this bin counts in the variogram and in reference blocks.
+    pub(super) fn usable(&self, k: usize) -> bool {
+        self.n[k] > 0 && !self.excluded[k]
+    }
+}
+
+/// A load adjustment frozen at a marker: latency residuals move by `slope` per unit of the load
+/// reading; values are compared at the reading `x_ref` (the baseline's mean).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Adjust {
+    pub(super) slope: f64,
+    pub(super) x_ref: f64,
+}
+
+/// The bin of time `t` (bins of `bin_s`); a time no clock gives is bin 0.
+pub(super) fn bin_index(t: f64, bin_s: f64) -> i64 {
+    let b = (t / bin_s).floor();
+    if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
+}
+
+/// A log latency adjusted to the reference load (unchanged without a reading or an adjustment).
+pub(super) fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
+    match adjust {
+        Some(a) if load.is_finite() => y - a.slope * (load as f64 - a.x_ref),
+        _ => y,
+    }
+}
+
+/// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
+/// of the `INCIDENT_REFERENCE` usable bins before it is an incident (`HistBin::excluded`). Load
+/// swings of a Gaussian kind pass it about once in 3 million bins; a 2x latency incident on a
+/// target whose bins vary by 0.1 in log latency is flagged.
+pub(super) const INCIDENT_SCALES: f64 = 5.0;
+pub(super) const INCIDENT_REFERENCE: usize = 60;
+/// Fewer usable bins before it than this: nothing is flagged (a new target).
+pub(super) const INCIDENT_MIN_REFERENCE: usize = 20;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct OpenBin {
+    pub(super) n: [u32; 3],
+    pub(super) sum: [f64; 3],
+    pub(super) sum_sq: [f64; 3],
+    pub(super) good: u32,
+    pub(super) bad: u32,
+    pub(super) x_n: u32,
+    pub(super) x_sum: f64,
+}
+
+impl OpenBin {
+    pub(super) fn close(&self) -> HistBin {
+        let x = if self.x_n > 0 { (self.x_sum / self.x_n as f64) as f32 } else { 0.0 };
+        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, x_n: self.x_n, x, ..HistBin::empty() };
+        for k in 0..3 {
+            let n = self.n[k] as f64;
+            if n >= 1.0 {
+                let mean = self.sum[k] / n;
+                b.mean[k] = mean as f32;
+                if n >= 2.0 {
+                    b.nugget[k] = (((self.sum_sq[k] - n * mean * mean) / (n - 1.0)).max(0.0) / n) as f32;
+                }
+            }
+        }
+        b
+    }
+}
+
+/// Running sums of the empirical variogram γ(k) = ½ E[(x_{i+k} − x_i)²] of a target's bin means,
+/// lags 1..=k_max, over the bins held; pairs are added when a bin arrives and removed when it
+/// leaves, so a look costs O(k_max).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Variogram {
+    pub(super) sums: Vec<f64>,
+    pub(super) counts: Vec<f64>,
+    pub(super) nugget_sum: f64,
+    pub(super) nugget_n: f64,
+    /// Over the pairs where both bins have a load reading: Σ Δr², Σ Δr·Δx, Σ Δx² and the count
+    /// (Δr the difference of residual means, Δx of load readings), so the variogram of
+    /// r − b·x is known for any b: γ(b) = (Σ Δr² − 2b Σ ΔrΔx + b² Σ Δx²) / 2n.
+    pub(super) rr_x: Vec<f64>,
+    pub(super) rx: Vec<f64>,
+    pub(super) xx: Vec<f64>,
+    pub(super) n_x: Vec<f64>,
+}
+
+/// Lags (bins) whose increments fit the load slope: the minutes-to-an-hour scale on which load
+/// swings move latency.
+pub(super) const SLOPE_LAGS: usize = 60;
+/// The load adjustment is used only when it takes at least this share off the variogram at
+/// `SLOPE_LAGS`: a reading that does not track the latency would only add noise.
+pub(super) const MIN_VARIANCE_CUT: f64 = 0.1;
+
+/// A lag of the variogram counts with at least this many pairs.
+pub(super) const MIN_PAIRS: f64 = 8.0;
+
+impl Variogram {
+    pub(super) fn new(k_max: usize) -> Self {
+        let zeros = vec![0.0; k_max + 1];
+        Variogram {
+            sums: zeros.clone(),
+            counts: zeros.clone(),
+            nugget_sum: 0.0,
+            nugget_n: 0.0,
+            rr_x: zeros.clone(),
+            rx: zeros.clone(),
+            xx: zeros.clone(),
+            n_x: zeros,
+        }
+    }
+
+    /// Adds (`sign` 1) or removes (-1) bin `i`'s pairs with the bins after it up to `limit`
+    /// (`forward`) or before it, and its nugget.
+    pub(super) fn update(&mut self, bins: &VecDeque<HistBin>, i: usize, k: usize, forward: Option<usize>, sign: f64) {
+        let b = &bins[i];
+        if !b.usable(k) {
+            return;
+        }
+        if b.nugget[k] >= 0.0 {
+            self.nugget_sum += sign * b.nugget[k] as f64;
+            self.nugget_n += sign;
+        }
+        let x = b.mean[k] as f64;
+        let k_max = self.sums.len() - 1;
+        for lag in 1..=k_max {
+            let j = match forward {
+                Some(limit) if i + lag >= limit => break,
+                Some(_) => i + lag,
+                None => i.wrapping_sub(lag),
+            };
+            let Some(o) = bins.get(j) else { break };
+            if o.usable(k) {
+                let d = x - o.mean[k] as f64;
+                self.sums[lag] += sign * d * d;
+                self.counts[lag] += sign;
+                if b.x_n > 0 && o.x_n > 0 {
+                    let dx = (b.x - o.x) as f64;
+                    self.rr_x[lag] += sign * d * d;
+                    self.rx[lag] += sign * d * dx;
+                    self.xx[lag] += sign * dx * dx;
+                    self.n_x[lag] += sign;
+                }
+            }
+        }
+    }
+
+    /// The probe noise of a bin mean: the average within-bin variance of the mean.
+    pub(super) fn nugget(&self) -> Option<f64> {
+        (self.nugget_n >= 1.0).then(|| (self.nugget_sum / self.nugget_n).max(1e-12))
+    }
+
+    /// The slope of the residuals on the load reading, from the increments of lags
+    /// 1..=`SLOPE_LAGS` (differences cancel each scenario's level and slow drift), when the
+    /// reading takes at least `MIN_VARIANCE_CUT` off the variogram at that lag.
+    pub(super) fn load_slope(&self) -> Option<f64> {
+        let top = SLOPE_LAGS.min(self.rx.len() - 1);
+        let lags = (1..=top).filter(|&k| self.n_x[k] >= MIN_PAIRS);
+        let (rx, xx): (f64, f64) = lags.fold((0.0, 0.0), |(a, b), k| (a + self.rx[k], b + self.xx[k]));
+        if !(xx > 0.0 && rx.is_finite()) {
+            return None;
+        }
+        let b = rx / xx;
+        let at = (1..=top).rev().find(|&k| self.n_x[k] >= MIN_PAIRS)?;
+        let raw = self.rr_x[at];
+        let adjusted = raw - 2.0 * b * self.rx[at] + b * b * self.xx[at];
+        (adjusted <= (1.0 - MIN_VARIANCE_CUT) * raw).then_some(b)
+    }
+
+    /// γ(0..=k_max) of the residuals (`slope` `Some(b)`: of r − b·x, from the pairs with a load
+    /// reading), non-decreasing (isotonic fit weighted by pair counts: a variogram of load that
+    /// lasts minutes, plus slow drift, only grows with the lag); lags with too few pairs take the
+    /// nearest estimated one. `None` until some lag has enough pairs.
+    pub(super) fn curve(&self, slope: Option<f64>) -> Option<Vec<f64>> {
+        let (sums, counts): (Vec<f64>, &[f64]) = match slope {
+            None => (self.sums.clone(), &self.counts),
+            Some(b) => ((0..self.rx.len()).map(|k| self.rr_x[k] - 2.0 * b * self.rx[k] + b * b * self.xx[k]).collect(), &self.n_x),
+        };
+        let lags: Vec<usize> = (1..sums.len()).filter(|&k| counts[k] >= MIN_PAIRS).collect();
+        if lags.is_empty() {
+            return None;
+        }
+        let raw: Vec<f64> = lags.iter().map(|&k| (sums[k] / (2.0 * counts[k])).max(0.0)).collect();
+        let w: Vec<f64> = lags.iter().map(|&k| counts[k]).collect();
+        let fit = isotonic_increasing(&raw, &w);
+        let mut out = vec![0.0; sums.len()];
+        let mut j = 0;
+        for (k, o) in out.iter_mut().enumerate().skip(1) {
+            while j + 1 < lags.len() && lags[j + 1] <= k {
+                j += 1;
+            }
+            *o = fit[j];
+        }
+        Some(out)
+    }
+}
+
+/// Variance of mean(bins [b0, b1)) − mean(bins [a0, a1)) (a1 ≤ b0 or overlapping: any blocks)
+/// from a variogram: Var(Σ wᵢxᵢ) = −Σᵢⱼ wᵢwⱼ γ(|i−j|) for weights summing to zero. Exact for any
+/// process with stationary increments (load that swings for minutes, slow drift included).
+pub(super) fn contrast_var(gamma: &[f64], (a0, a1): (i64, i64), (b0, b1): (i64, i64)) -> f64 {
+    let (na, nb) = ((a1 - a0) as f64, (b1 - b0) as f64);
+    if na < 1.0 || nb < 1.0 {
+        return f64::INFINITY;
+    }
+    let g = |k: i64| gamma[(k as usize).min(gamma.len() - 1)];
+    let within = |n: i64| (1..n).map(|k| (n - k) as f64 * g(k)).sum::<f64>();
+    // Ordered pairs (i in A, j in B) at lag j − i = k.
+    let mut cross = 0.0;
+    let (lo, hi) = (b0 - (a1 - 1), b1 - 1 - a0);
+    for k in lo..=hi {
+        let count = (a1.min(b1 - k) - a0.max(b0 - k)).max(0) as f64;
+        if count > 0.0 {
+            cross += count * g(k.abs());
+        }
+    }
+    (2.0 * cross / (na * nb) - 2.0 * within(a1 - a0) / (na * na) - 2.0 * within(b1 - b0) / (nb * nb)).max(0.0)
+}
+
+/// The dependence of one signal's bin means: variogram and probe noise of a bin mean.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Dependence {
+    pub(super) gamma: Vec<f64>,
+    pub(super) nugget: f64,
+}
+
+impl Dependence {
+    /// The design effect of a before/after comparison of blocks `a` and `b`: the variance of the
+    /// difference of their means under this dependence, over what independent probes would give
+    /// (at least 1).
+    pub(super) fn design_effect(&self, a: (i64, i64), b: (i64, i64)) -> f64 {
+        let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
+        (contrast_var(&self.gamma, a, b) / iid).max(1.0)
+    }
+}
+
+/// A target's binned history: closed bins (dense, one per bin index), the open bin, and the
+/// variogram of each latency signal's bin means. The variogram leaves out the newest `delay`
+/// bins (the continuous test's recent window), so a change being tested does not inflate the
+/// variance it is tested against.
+#[derive(Debug, Clone)]
+pub(super) struct History {
+    /// Bin index of `bins[0]`.
+    pub(super) first: i64,
+    pub(super) bins: VecDeque<HistBin>,
+    pub(super) open: Option<(i64, OpenBin)>,
+    pub(super) vario: [Variogram; 3],
+    pub(super) k_max: usize,
+    pub(super) cap: usize,
+    pub(super) delay: usize,
+}
+
+impl History {
+    pub(super) fn new(k_max: usize, cap: usize, delay: usize) -> Self {
+        History { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
+    }
+
+    /// The dependence of signal `k`'s residuals, or of the load-adjusted residuals r − b·x.
+    pub(super) fn dependence(&self, k: usize, slope: Option<f64>) -> Option<Dependence> {
+        let v = &self.vario[k];
+        Some(Dependence { gamma: v.curve(slope)?, nugget: v.nugget()? })
+    }
+
+    pub(super) fn get(&self, bin: i64) -> Option<&HistBin> {
+        let i = bin - self.first;
+        if i < 0 { None } else { self.bins.get(i as usize) }
+    }
+
+    /// Index one past the last closed bin.
+    pub(super) fn end(&self) -> i64 {
+        self.first + self.bins.len() as i64
+    }
+
+    pub(super) fn push(&mut self, bin: i64, b: HistBin) {
+        if self.bins.is_empty() || bin - self.end() > self.cap as i64 {
+            self.bins.clear();
+            self.vario = std::array::from_fn(|_| Variogram::new(self.k_max));
+            self.first = bin;
+        }
+        while self.end() < bin {
+            self.push_back(HistBin::empty());
+        }
+        if bin == self.end() {
+            self.push_back(b);
+        }
+        while self.bins.len() > self.cap {
+            let in_vario = self.bins.len().saturating_sub(self.delay);
+            if in_vario > 0 {
+                for (k, v) in self.vario.iter_mut().enumerate() {
+                    v.update(&self.bins, 0, k, Some(in_vario), -1.0);
+                }
+            }
+            self.bins.pop_front();
+            self.first += 1;
+        }
+    }
+
+    pub(super) fn push_back(&mut self, mut b: HistBin) {
+        for k in 0..3 {
+            b.excluded[k] = b.n[k] > 0 && self.incident(k, b.mean[k] as f64);
+        }
+        self.bins.push_back(b);
+        if let Some(i) = self.bins.len().checked_sub(1 + self.delay) {
+            for (k, v) in self.vario.iter_mut().enumerate() {
+                v.update(&self.bins, i, k, None, 1.0);
+            }
+        }
+    }
+
+    pub(super) fn rebuild(&mut self) {
+        self.vario = std::array::from_fn(|_| Variogram::new(self.k_max));
+        for i in 0..self.bins.len().saturating_sub(self.delay) {
+            for (k, v) in self.vario.iter_mut().enumerate() {
+                v.update(&self.bins, i, k, None, 1.0);
+            }
+        }
+    }
+
+    /// Whether a new bin mean `x` of signal `k` is an incident: far from the median of the
+    /// usable bins just before it, in robust standard deviations of those bins.
+    pub(super) fn incident(&self, k: usize, x: f64) -> bool {
+        let mut recent: Vec<f64> =
+            self.bins.iter().rev().take(2 * INCIDENT_REFERENCE).filter(|b| b.usable(k)).take(INCIDENT_REFERENCE).map(|b| b.mean[k] as f64).collect();
+        if recent.len() < INCIDENT_MIN_REFERENCE {
+            return false;
+        }
+        recent.sort_by(|a, b| a.total_cmp(b));
+        let median = recent[recent.len() / 2];
+        let mut dev: Vec<f64> = recent.iter().map(|v| (v - median).abs()).collect();
+        dev.sort_by(|a, b| a.total_cmp(b));
+        let scale = (1.4826 * dev[dev.len() / 2]).max(1e-3);
+        (x - median).abs() > INCIDENT_SCALES * scale
+    }
+
+    /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
+    /// `robust`, incident bins too), adjusted to a reference load when given, and how many bins
+    /// counted.
+    pub(super) fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool, adjust: Option<Adjust>) -> (f64, usize) {
+        let (mut sum, mut n) = (0.0, 0usize);
+        for bin in from..to {
+            if let Some(b) = self.get(bin).filter(|b| if robust { b.usable(k) } else { b.n[k] > 0 }) {
+                sum += adjusted(b.mean[k] as f64, if b.x_n > 0 { b.x } else { f32::NAN }, adjust);
+                n += 1;
+            }
+        }
+        (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
+    }
+}

@@ -1,0 +1,179 @@
+//! The detector's snapshot: the baselines as versioned JSON, and restoring them (release windows in
+//! progress are not saved).
+
+use serde::{Deserialize, Serialize};
+
+use super::baseline::{Ewma, GoodBin};
+use super::detector::{Detector, GoodputKey, Row, ScenarioState};
+use super::history::HistBin;
+// ---- snapshot ----
+
+/// Format version of `Detector::snapshot`.
+pub const SNAPSHOT_VERSION: u32 = 2;
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct Snapshot {
+    pub version: u32,
+    pub saved_at: f64,
+    pub targets: Vec<SnapTarget>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct SnapTarget {
+    pub(super) name: String,
+    pub(super) first_seen: f64,
+    pub(super) history_first: i64,
+    pub(super) history: Vec<HistBin>,
+    pub(super) scenarios: Vec<SnapScenario>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct SnapScenario {
+    pub(super) name: String,
+    pub(super) first_seen: f64,
+    pub(super) latency: Vec<SnapLatency>,
+    pub(super) goodput_bins: Vec<GoodBin>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct SnapLatency {
+    pub(super) times: Vec<f64>,
+    pub(super) values: Vec<f32>,
+    /// The load reading of each value (absent in files of older builds).
+    #[serde(default)]
+    pub(super) loads: Vec<Option<f32>>,
+    pub(super) level: Ewma,
+    pub(super) anchor: Option<f64>,
+}
+
+/// What `restore` took over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    pub keys: usize,
+    pub latency_samples: usize,
+}
+
+impl Detector {
+    /// The baselines (raw values, long-run levels, binned history) as versioned JSON. Release
+    /// windows in progress are not saved. Size is bounded by `max_keys × 3 ×
+    /// baseline_max_samples` values (about 25 bytes each) plus the bins of `history_s` per target.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let snap = Snapshot {
+            version: SNAPSHOT_VERSION,
+            saved_at: self.last_now,
+            targets: self
+                .targets
+                .iter()
+                .map(|t| SnapTarget {
+                    name: t.name.clone(),
+                    first_seen: t.first_seen,
+                    history_first: t.hist.first,
+                    history: t.hist.bins.iter().copied().collect(),
+                    scenarios: t
+                        .scenarios
+                        .iter()
+                        .map(|sc| SnapScenario {
+                            name: sc.name.clone(),
+                            first_seen: sc.first_seen,
+                            latency: sc
+                                .latency
+                                .iter()
+                                .map(|l| SnapLatency {
+                                    times: l.times.iter().copied().collect(),
+                                    values: l.values.iter().copied().collect(),
+                                    loads: l.loads.iter().map(|x| x.is_finite().then_some(*x)).collect(),
+                                    level: l.level,
+                                    anchor: l.anchor,
+                                })
+                                .collect(),
+                            goodput_bins: sc.goodput.bins.iter().copied().collect(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        serde_json::to_vec(&snap).unwrap_or_default()
+    }
+
+    /// Replaces every baseline with those of `bytes` (from `snapshot`), dropping values and bins
+    /// older than the windows before `now` and anything beyond the caps. Markers, release
+    /// windows and states start afresh.
+    pub fn restore(&mut self, bytes: &[u8], now: f64) -> Result<Restored, String> {
+        let snap: Snapshot = serde_json::from_slice(bytes).map_err(|e| format!("not a detector snapshot: {e}"))?;
+        if snap.version != SNAPSHOT_VERSION {
+            return Err(format!("snapshot version {} (this build reads {SNAPSHOT_VERSION})", snap.version));
+        }
+        let s = self.settings.clone();
+        let mut targets = Vec::new();
+        let mut keys = 0;
+        let mut samples = 0;
+        let oldest_bin = self.bin_of(now - s.history_s);
+        let now_bin = self.bin_of(now);
+        for st in snap.targets {
+            let mut t = self.new_target(&st.name, st.first_seen);
+            for (i, b) in st.history.into_iter().enumerate() {
+                let bin = st.history_first.saturating_add(i as i64);
+                // A damaged bin is kept as an empty one: the bins must stay one per index.
+                let finite = b.mean.iter().chain(&b.nugget).all(|x| x.is_finite());
+                let b = if finite { b } else { HistBin::empty() };
+                if bin >= oldest_bin && bin < now_bin {
+                    t.hist.bins.push_back(b);
+                    if t.hist.bins.len() == 1 {
+                        t.hist.first = bin;
+                    }
+                }
+                if t.hist.bins.len() >= t.hist.cap {
+                    break;
+                }
+            }
+            t.hist.rebuild();
+            for ss in st.scenarios {
+                if keys >= s.max_keys {
+                    break;
+                }
+                if ss.latency.len() != 3 {
+                    return Err(format!("{}/{}: {} latency signals, expected 3", st.name, ss.name, ss.latency.len()));
+                }
+                let mut sc = ScenarioState {
+                    name: ss.name,
+                    first_seen: ss.first_seen,
+                    latency: Default::default(),
+                    goodput: GoodputKey::default(),
+                    rows: [Row::default(); 4],
+                };
+                for (lk, sl) in sc.latency.iter_mut().zip(ss.latency) {
+                    if sl.times.len() != sl.values.len() {
+                        return Err("latency times and values differ in length".to_string());
+                    }
+                    let from = now - s.latency_baseline_s - s.marker_max_delay_s;
+                    let loads = sl.loads.into_iter().map(|x| x.filter(|x| x.is_finite()).unwrap_or(f32::NAN)).chain(std::iter::repeat(f32::NAN));
+                    for ((tm, v), x) in sl.times.into_iter().zip(sl.values).zip(loads) {
+                        if tm.is_finite() && v.is_finite() && tm >= from && tm <= now {
+                            lk.times.push_back(tm);
+                            lk.values.push_back(v);
+                            lk.loads.push_back(x);
+                        }
+                    }
+                    while lk.times.len() > s.baseline_max_samples {
+                        lk.times.pop_front();
+                        lk.values.pop_front();
+                        lk.loads.pop_front();
+                    }
+                    samples += lk.times.len();
+                    lk.level = if sl.level.mean.is_finite() && sl.level.var.is_finite() && sl.level.var >= 0.0 { sl.level } else { Ewma::default() };
+                    lk.anchor = sl.anchor.filter(|a| a.is_finite());
+                }
+                let keep_from = self.bin_of(now - s.goodput_baseline_s - s.armed_window_s);
+                let cap = ((s.goodput_baseline_s + s.armed_window_s) / s.bin_s).ceil() as usize + 2;
+                sc.goodput.bins = ss.goodput_bins.into_iter().filter(|b| b.bin >= keep_from && b.bin <= now_bin).take(cap).collect();
+                t.scenarios.push(sc);
+                keys += 1;
+            }
+            targets.push(t);
+        }
+        self.targets = targets;
+        self.keys = keys;
+        self.last_now = self.last_now.max(now);
+        Ok(Restored { keys, latency_samples: samples })
+    }
+}
