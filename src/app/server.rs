@@ -468,12 +468,7 @@ pub fn runbook_html(markdown: &str) -> String {
 /// GitHub's anchor of a heading: lower case, characters other than letters, digits, `_`, `-` and
 /// spaces dropped, spaces as `-`.
 pub fn heading_anchor(title: &str) -> String {
-    title
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
+    title.to_lowercase().chars().filter(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' ')).map(|c| if c == ' ' { '-' } else { c }).collect()
 }
 
 fn escape_html(s: &str) -> String {

@@ -185,8 +185,8 @@ pub const ALL_FAMILIES: [FamilySpec; 48] = [
 /// 1.28x the true p90 (`ttft_buckets_resolve_the_p90_boundary` below states it in percentiles).
 /// Coarser outside, where no objective is set.
 pub const TTFT_BUCKETS: [f64; 32] = [
-    0.005, 0.01, 0.02, 0.025, 0.0315, 0.04, 0.05, 0.063, 0.08, 0.1, 0.125, 0.16, 0.2, 0.25, 0.315, 0.4, 0.5, 0.63, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5, 3.15,
-    4.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+    0.005, 0.01, 0.02, 0.025, 0.0315, 0.04, 0.05, 0.063, 0.08, 0.1, 0.125, 0.16, 0.2, 0.25, 0.315, 0.4, 0.5, 0.63, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5, 3.15, 4.0,
+    5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
 ];
 /// The TTFT range in which [`TTFT_BUCKETS`] resolve a percentile to [`TTFT_MAX_STEP`].
 pub const TTFT_FINE_RANGE: (f64, f64) = (0.02, 5.0);

@@ -1,7 +1,8 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO,
+    RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
