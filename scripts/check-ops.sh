@@ -261,8 +261,9 @@ down = by_source.get("LLMProbeProberDown")
 if not down or down["targetMatch"][0]["value"] != "LLMProbeMetricsAbsent" or not {"namespace", "job"} <= set(down["equal"]):
     problems.append(f"deploy: LLMProbeProberDown does not inhibit LLMProbeMetricsAbsent of its namespace and job: {down}")
 rules = [d for d in docs if d["kind"] == "PrometheusRule"][0]["spec"]["groups"]
-if any(g.get("interval") != "1m" for g in rules):
-    problems.append(f"deploy: rule group intervals {[g.get('interval') for g in rules]}, want 1m each")
+want_interval = {"llmprobe-availability": "30s"}
+if any(g.get("interval") != want_interval.get(g["name"], "1m") for g in rules):
+    problems.append(f"deploy: rule group intervals {[(g['name'], g.get('interval')) for g in rules]}, want 1m each (the availability page's 30s)")
 for p in problems:
     print(p)
 sys.exit(1 if problems else 0)
