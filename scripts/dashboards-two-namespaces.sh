@@ -71,7 +71,7 @@ done
 
 prom_port=$(free_port)
 # the shipped rules, groups evaluated every second for this short run
-sed 's/^    interval: 1m$/    interval: 1s/' alerts/llmprobe-rules.yml >"$tmp/rules.yml"
+sed -E 's/^    interval: [0-9]+[a-z]+$/    interval: 1s/' alerts/llmprobe-rules.yml >"$tmp/rules.yml"
 cat >"$tmp/prometheus.yml" <<YAML
 global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 rule_files: [$tmp/rules.yml]
