@@ -50,7 +50,8 @@ run "promtool check rules ${rule_files[*]}" promtool check rules "${rule_files[@
 test_files=(alerts/tests/*.yml)
 run "promtool test rules ${test_files[*]}" promtool test rules "${test_files[@]}"
 
-# Every alert: severity, summary, description, runbook_url pointing at an existing RUNBOOK.md section,
+# Every alert: severity, summary, description, runbook_url pointing at an existing RUNBOOK.md section
+# of the runbook the prober serves (http://localhost:9464/runbook#<section>; the chart rebases it),
 # and at least one unit test where it fires and one where it must not.
 check_alert_meta() {
   python3 - "${rule_files[@]}" <<'PY'
@@ -81,7 +82,7 @@ for name, block in sorted(alerts.items()):
     rb = re.search(r"runbook_url:\s*(\S+)", block)
     if rb:
         url = rb.group(1)
-        if "alerts/RUNBOOK.md#" not in url or url.split("#", 1)[1] not in anchors:
+        if not url.startswith("http://localhost:9464/runbook#") or url.split("#", 1)[1] not in anchors:
             problems.append(f"{name}: runbook_url {url} has no matching section in alerts/RUNBOOK.md")
     if name not in fires:
         problems.append(f"{name}: no unit test where it fires")
@@ -243,17 +244,26 @@ else:
         problems.append("sharded: StatefulSet not 3 parallel pods")
     print("sharded: StatefulSet of 3, LLMPROBE_SHARD=$(LLMPROBE_POD_INDEX)/3, LLMPROBE_PROBER=<pod name>")
 amc = [d for d in docs if d["kind"] == "AlertmanagerConfig"][0]["spec"]["inhibitRules"]
+by_source = {r["sourceMatch"][0]["value"]: r for r in amc}
 symptoms = {"LLMProbeGoodputBudgetBurn" + w for w in ("High", "Moderate", "Slow")} | {"LLMProbe" + a for a in (
     "ReleaseGoodputRegression", "ReleaseTTFTRegression", "ReleaseRegression", "ContinuousRegression",
     "CanaryRegression", "ReplicaOutlier", "ServerErrors", "RateLimited", "ProbesDropped")}
-missing = symptoms - set(amc[0]["targetMatch"][0]["value"].split("|"))
-if missing:
-    problems.append(f"deploy: symptom alerts not inhibited under the availability page: {sorted(missing)}")
-if len(amc) < 2 or amc[1]["sourceMatch"][0]["value"] != "LLMProbeReleaseRegression" or amc[1]["targetMatch"][0]["value"] != "LLMProbeRelease(TTFT|Goodput)Regression":
-    problems.append("deploy: the second inhibit rule (detector release regression over the z-tests) is not rendered")
+for page, want in (("LLMProbeTargetUnavailable", symptoms | {"LLMProbeGoodputBudgetBurnCritical"}), ("LLMProbeGoodputBudgetBurnCritical", symptoms)):
+    if page not in by_source:
+        problems.append(f"deploy: no inhibit rule with source {page}"); continue
+    missing = want - set(by_source[page]["targetMatch"][0]["value"].split("|"))
+    if missing:
+        problems.append(f"deploy: alerts not inhibited under the page {page}: {sorted(missing)}")
+rel = by_source.get("LLMProbeReleaseRegression")
+if not rel or rel["targetMatch"][0]["value"] != "LLMProbeRelease(TTFT|Goodput)Regression":
+    problems.append("deploy: the inhibit rule of the detector's release regression over the z-tests is not rendered")
+down = by_source.get("LLMProbeProberDown")
+if not down or down["targetMatch"][0]["value"] != "LLMProbeMetricsAbsent" or not {"namespace", "job"} <= set(down["equal"]):
+    problems.append(f"deploy: LLMProbeProberDown does not inhibit LLMProbeMetricsAbsent of its namespace and job: {down}")
 rules = [d for d in docs if d["kind"] == "PrometheusRule"][0]["spec"]["groups"]
-if any(g.get("interval") != "1m" for g in rules):
-    problems.append(f"deploy: rule group intervals {[g.get('interval') for g in rules]}, want 1m each")
+want_interval = {"llmprobe-availability": "30s"}
+if any(g.get("interval") != want_interval.get(g["name"], "1m") for g in rules):
+    problems.append(f"deploy: rule group intervals {[(g['name'], g.get('interval')) for g in rules]}, want 1m each (the availability page's 30s)")
 for p in problems:
     print(p)
 sys.exit(1 if problems else 0)
@@ -323,9 +333,10 @@ for path, kinds in ((sys.argv[1], ["ServiceMonitor", "PrometheusRule", "Alertman
         can = [r["labels"] for r in rules if r.get("alert") == "LLMProbeCanaryRegression"]
         if can != [{"severity": "warning", "team": "rollouts"}]:
             problems.append(f"{path}: LLMProbeCanaryRegression labels override (team: rollouts) not rendered: {can}")
-        am = by_kind["AlertmanagerConfig"][0]["spec"]["inhibitRules"][0]
-        if am["sourceMatch"][0]["value"] != "LLMProbeGoodputBudgetBurnCritical" or "namespace" not in am["equal"]:
-            problems.append(f"{path}: AlertmanagerConfig inhibit rule is not the critical burn over namespace")
+        pages = [r for r in by_kind["AlertmanagerConfig"][0]["spec"]["inhibitRules"]
+                 if r["sourceMatch"][0]["value"] in ("LLMProbeTargetUnavailable", "LLMProbeGoodputBudgetBurnCritical")]
+        if len(pages) != 2 or any("namespace" not in r["equal"] for r in pages):
+            problems.append(f"{path}: AlertmanagerConfig inhibit rules are not the two pages over namespace")
 for p in problems:
     print(p)
 sys.exit(1 if problems else 0)
@@ -355,7 +366,10 @@ yaml.safe_dump({"groups": rule["spec"]["groups"]}, open(sys.argv[2], "w"), sort_
 print(jobs[-1])
 PY
     job=$(cat "$WORK/override-job")
-    sed -e "s/@JOB@/$job/g" -e "s/@MODE@/$mode/g" >"$WORK/override-test.yml" <<'YML'
+    # the default runbook link: the prober's own /runbook, by its Service (deployment mode) or a
+    # port-forward (sidecar mode, no Service of its own)
+    if [ "$mode" = deployment ]; then runbook="http://other-probe-x.llm.svc:9464/runbook"; else runbook="http://localhost:9464/runbook"; fi
+    sed -e "s/@JOB@/$job/g" -e "s/@MODE@/$mode/g" -e "s#@RUNBOOK@#$runbook#g" >"$WORK/override-test.yml" <<'YML'
 rule_files:
   - override-rules.yml
 evaluation_interval: 1m
@@ -381,7 +395,7 @@ tests:
             exp_annotations:
               summary: "llmprobe scrape target 10.0.0.1:9464 is down"
               description: "Prometheus has failed to scrape 10.0.0.1:9464 (job @JOB@) for 5 minutes; no SLO data is being collected from it."
-              runbook_url: https://github.com/llmprobe/llmprobe/blob/main/alerts/RUNBOOK.md#llmprobeproberdown
+              runbook_url: @RUNBOOK@#llmprobeproberdown
 YML
     echo "$mode: job \"$job\""
     promtool test rules "$WORK/override-test.yml" || rc=1
@@ -389,6 +403,27 @@ YML
   return $rc
 }
 run "nameOverride keeps the scrape job: LLMProbeProberDown from the rendered rules fires (both modes)" check_name_override
+
+# runbook_url comes from prometheusRule.runbookBaseUrl; empty, from the runbook the prober serves
+# itself (its Service in deployment mode). Every alert's link carries its section.
+check_runbook_links() {
+  local base
+  for base in https://wiki.example.com/llmprobe/runbook ""; do
+    helm template rb "$CHART" --namespace llm --set prometheusRule.enabled=true --set "prometheusRule.runbookBaseUrl=$base" \
+      --show-only templates/prometheusrule.yaml >"$WORK/runbook-rules.yaml" || return 1
+    python3 - "$WORK/runbook-rules.yaml" "${base:-http://rb-llmprobe.llm.svc:9464/runbook}" <<'PY' || return 1
+import sys, yaml
+rules = [r for g in yaml.safe_load(open(sys.argv[1]))["spec"]["groups"] for r in g["rules"] if "alert" in r]
+want = sys.argv[2]
+bad = [(r["alert"], r["annotations"].get("runbook_url")) for r in rules
+       if r["annotations"].get("runbook_url") != f"{want}#{r['alert'].lower()}"]
+if bad:
+    sys.exit(f"runbook_url not {want}#<alert>: {bad[:3]}")
+print(f"{len(rules)} alerts link {want}#<alert>")
+PY
+  done
+}
+run "runbook_url from prometheusRule.runbookBaseUrl (default: the prober's own /runbook)" check_runbook_links
 
 # Two releases (team-a, team-b, each a target named vllm in its own namespace) with the rules the
 # chart renders for each: each records only its own series and pages only for its own namespace

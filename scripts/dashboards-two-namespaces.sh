@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Every dashboard panel query against a real Prometheus holding two namespaces that each probe a
-# target named `vllm`: team-a's engine is healthy, team-b's answers every request with HTTP 500. Both
-# probers are scraped as job "llmprobe", each with its own `namespace` label (as two chart releases
-# in two namespaces would be). For each namespace selected on the dashboards (target vllm, every
-# other variable "All") every llmprobe panel query must return only that namespace's series, and
+# Every panel and annotation query of every dashboard the chart ships (helm/llmprobe/files/dashboards)
+# against a real Prometheus holding two namespaces that each probe a target named `vllm`: team-a's
+# engine is healthy, team-b's answers every request with HTTP 500. Both probers are scraped as job
+# "llmprobe", each with its own `namespace` label (as two chart releases in two namespaces would
+# be), and so are both mock engines' vLLM page (job "vllm") and dcgm-exporter page (job "dcgm"),
+# each with its namespace and an inference pod name. For each namespace selected on the dashboards
+# (target vllm, every other variable "All") every query must return only that namespace's series
+# (prober, engine and GPU panels alike: no sum merges two namespaces), and
 # the goodput, error-ratio and burn-rate panels must read that namespace's own value (team-a good,
 # team-b failing). Prints the figures per namespace.
 #   scripts/dashboards-two-namespaces.sh [--bin path/to/llmprobe] [--wait SECONDS]
@@ -68,7 +71,7 @@ done
 
 prom_port=$(free_port)
 # the shipped rules, groups evaluated every second for this short run
-sed 's/^    interval: 1m$/    interval: 1s/' alerts/llmprobe-rules.yml >"$tmp/rules.yml"
+sed -E 's/^    interval: [0-9]+[a-z]+$/    interval: 1s/' alerts/llmprobe-rules.yml >"$tmp/rules.yml"
 cat >"$tmp/prometheus.yml" <<YAML
 global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 rule_files: [$tmp/rules.yml]
@@ -79,6 +82,20 @@ scrape_configs:
         labels: {namespace: team-a}
       - targets: ['127.0.0.1:${probe_port[team-b]}']
         labels: {namespace: team-b}
+  # the engines' own pages, as a PodMonitor would scrape them (the pod's namespace and name)
+  - job_name: vllm
+    static_configs:
+      - targets: ['127.0.0.1:${mock_port[team-a]}']
+        labels: {namespace: team-a, pod: vllm-team-a-0}
+      - targets: ['127.0.0.1:${mock_port[team-b]}']
+        labels: {namespace: team-b, pod: vllm-team-b-0}
+  - job_name: dcgm
+    metrics_path: /dcgm/metrics
+    static_configs:
+      - targets: ['127.0.0.1:${mock_port[team-a]}']
+        labels: {namespace: team-a, pod: vllm-team-a-0}
+      - targets: ['127.0.0.1:${mock_port[team-b]}']
+        labels: {namespace: team-b, pod: vllm-team-b-0}
 YAML
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
@@ -104,17 +121,20 @@ def query(expr):
         raise RuntimeError(f"{expr}: {body}")
     return body["data"]["result"]
 FIXED = {"__rate_interval": "20s", "__interval": "5s", "__range": "30s", "__range_s": "30", "target": "vllm"}
-problems, checked, read = [], 0, {}
+problems, checked, read, with_data = [], 0, {}, 0
 # queries whose value must differ between the namespaces: those of the goodput SLI (ratio, error
 # ratio, burn rate)
 WATCH = re.compile(r"llmprobe_goodput_requests_total|llmprobe:goodput_(burn_rate|error_ratio)")
-for path in sorted(glob.glob("grafana/*.json")):
+paths = sorted(glob.glob("helm/llmprobe/files/dashboards/*.json"))
+if not paths:
+    problems.append("the chart ships no dashboards")
+for path in paths:
     d = json.load(open(path))
     exprs = [(f"panel '{p.get('title')}' {t.get('refId')}", t.get("expr", ""), p.get("title", ""))
              for p in panels(d.get("panels", [])) for t in p.get("targets", [])]
     exprs += [(f"annotation '{a.get('name')}'", a.get("expr", ""), "") for a in d.get("annotations", {}).get("list", [])]
     for where, expr, title in exprs:
-        if "llmprobe" not in expr:
+        if not expr.strip():
             continue
         seen = {}
         for ns in ("team-a", "team-b"):
@@ -124,11 +144,13 @@ for path in sorted(glob.glob("grafana/*.json")):
             if other:
                 problems.append(f"{path} {where} with namespace={ns} returns other namespaces' series: {other[:2]}")
         checked += 1
+        with_data += bool(seen["team-a"] and seen["team-b"])
         if WATCH.search(expr) and seen["team-a"] and seen["team-b"]:
             va = [float(s["value"][1]) for s in seen["team-a"]]
             vb = [float(s["value"][1]) for s in seen["team-b"]]
             read[f"{path.split('/')[-1]} {where}"] = (va, vb)
-print(f"{checked} llmprobe panel and annotation queries run per namespace; none returned another namespace's series" if not problems else "")
+print(f"{checked} panel and annotation queries of {len(paths)} dashboards run per namespace ({with_data} with series in both; "
+      f"the rest read engines, markers or replicas this run does not have); none returned another namespace's series" if not problems else "")
 # the two SLIs themselves, as the SLO overview's goodput panels and the burn-rate rule compute them
 for ns in ("team-a", "team-b"):
     good = query(f'sum by (namespace) (rate(llmprobe_goodput_requests_total{{namespace="{ns}",target="vllm"}}[20s])) / sum by (namespace) (rate(llmprobe_requests_total{{namespace="{ns}",target="vllm",outcome!="dropped",error!="cancelled"}}[20s]))')

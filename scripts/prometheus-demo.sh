@@ -177,7 +177,7 @@ scrape_configs:
 EOF
 # The shipped rules, each group evaluated every second instead of every minute for this short run
 # (the only change; alerts/llmprobe-rules.yml itself sets `interval: 1m`).
-sed 's/^    interval: 1m$/    interval: 1s/' "$ROOT/alerts/llmprobe-rules.yml" >"$tmp/llmprobe-rules.yml"
+sed -E 's/^    interval: [0-9]+[a-z]+$/    interval: 1s/' "$ROOT/alerts/llmprobe-rules.yml" >"$tmp/llmprobe-rules.yml"
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$tmp/prometheus.log" 2>&1 &

@@ -37,7 +37,7 @@ scripts/prometheus-demo.sh --bin target/debug/llmprobe
 echo "== every dashboard query against two namespaces with a target named vllm, one failing (about 45 s)"
 scripts/dashboards-two-namespaces.sh --bin target/debug/llmprobe
 
-echo "== a real Alertmanager (kps default route, the chart's inhibit rules) counts the notifications of an outage, a partial outage, a release and a quiet namespace (about 150 s)"
+echo "== a real Alertmanager (kps default route, the chart's inhibit rules) counts the notifications of a total then partial outage, a partial outage, a release, a dead prober and a quiet namespace, time 20x faster (about 110 s)"
 scripts/alertmanager-demo.sh --bin target/debug/llmprobe
 
 echo "all checks passed"

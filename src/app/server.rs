@@ -1,6 +1,7 @@
 //! The prober's own HTTP surface: `/metrics` (OpenMetrics or Prometheus text by `Accept`),
 //! `/healthz` (process alive), `/readyz` (probing runs and no component is down),
-//! `/debug/probes` (recent probes), `POST /-/reload` (re-read the config file, as SIGHUP does;
+//! `/debug/probes` (recent probes), `/runbook` (the alert runbook, so an alert's `runbook_url`
+//! resolves without internet; `/runbook.md` its Markdown), `POST /-/reload` (re-read the config file, as SIGHUP does;
 //! only with `--web.enable-lifecycle`, like Prometheus), `POST /api/v1/releases` (a release
 //! marker, with the bearer token of `detect.release_token_file`).
 //!
@@ -105,6 +106,8 @@ pub fn router(state: ServerState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/debug/probes", get(debug_probes))
+        .route("/runbook", get(runbook))
+        .route("/runbook.md", get(runbook_markdown))
         .route("/-/reload", post(reload))
         .route("/api/v1/releases", post(post_release))
         .with_state(state)
@@ -411,4 +414,73 @@ async fn readyz(State(state): State<ServerState>) -> Response {
 
 async fn debug_probes(State(state): State<ServerState>) -> Response {
     ([(CONTENT_TYPE, JSON_CONTENT_TYPE)], state.history.to_json()).into_response()
+}
+
+/// The alert runbook, built into the binary: every alert's `runbook_url` can point here.
+pub const RUNBOOK_MARKDOWN: &str = include_str!("../../alerts/RUNBOOK.md");
+
+async fn runbook() -> Response {
+    static HTML: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| runbook_html(RUNBOOK_MARKDOWN));
+    ([(CONTENT_TYPE, "text/html; charset=utf-8")], HTML.as_str()).into_response()
+}
+
+async fn runbook_markdown() -> Response {
+    ([(CONTENT_TYPE, "text/markdown; charset=utf-8")], RUNBOOK_MARKDOWN).into_response()
+}
+
+/// The runbook as a plain HTML page: every Markdown heading an `<hN>` with the anchor GitHub would
+/// give it (what the alerts' `runbook_url#section` links name), the text between them as
+/// preformatted Markdown. Headings inside code blocks stay text.
+pub fn runbook_html(markdown: &str) -> String {
+    let mut out = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>llmprobe alert runbook</title>\n\
+         <style>body{font-family:sans-serif;max-width:60em;margin:auto}pre{white-space:pre-wrap}</style></head><body>\n",
+    );
+    let mut text = String::new();
+    let mut in_code = false;
+    let flush = |out: &mut String, text: &mut String| {
+        if !text.trim().is_empty() {
+            out.push_str("<pre>");
+            out.push_str(&escape_html(text.trim_matches('\n')));
+            out.push_str("</pre>\n");
+        }
+        text.clear();
+    };
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        }
+        let level = line.bytes().take_while(|b| *b == b'#').count();
+        if !in_code && (1..=6).contains(&level) && line.as_bytes().get(level) == Some(&b' ') {
+            flush(&mut out, &mut text);
+            let title = line[level..].trim();
+            out.push_str(&format!("<h{level} id=\"{}\">{}</h{level}>\n", heading_anchor(title), escape_html(title)));
+        } else {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    flush(&mut out, &mut text);
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// GitHub's anchor of a heading: lower case, characters other than letters, digits, `_`, `-` and
+/// spaces dropped, spaces as `-`.
+pub fn heading_anchor(title: &str) -> String {
+    title.to_lowercase().chars().filter(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' ')).map(|c| if c == ' ' { '-' } else { c }).collect()
+}
+
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            _ => out.push(c),
+        }
+    }
+    out
 }

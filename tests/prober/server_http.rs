@@ -159,3 +159,22 @@ async fn serve_answers_over_tcp_and_stops_on_cancel() {
     let done = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
     done.expect("server stops after cancel").unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn runbook_is_served_with_an_anchor_for_every_section() {
+    let (status, ct, body) = get(&state(), "/runbook", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ct, "text/html; charset=utf-8");
+    // Every section heading of the runbook is an anchor a runbook_url can name.
+    let headings: Vec<&str> = llmprobe::app::server::RUNBOOK_MARKDOWN.lines().filter(|l| l.starts_with("## ")).collect();
+    assert!(headings.len() > 20, "{headings:?}");
+    for h in headings {
+        let anchor = llmprobe::app::server::heading_anchor(&h[3..]);
+        assert!(body.contains(&format!("<h2 id=\"{anchor}\">")), "no anchor {anchor} for {h}");
+    }
+    assert!(body.contains("<h2 id=\"llmprobeproberdown\">LLMProbeProberDown</h2>"), "{}", &body[..400]);
+    assert!(!body.contains("<h1 id=\"alertmanageryml\">"), "a comment inside a code block is not a heading");
+    let (status, ct, md) = get(&state(), "/runbook.md", None).await;
+    assert_eq!((status, ct.as_str()), (StatusCode::OK, "text/markdown; charset=utf-8"));
+    assert_eq!(md, llmprobe::app::server::RUNBOOK_MARKDOWN);
+}

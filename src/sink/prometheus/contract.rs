@@ -102,6 +102,10 @@ pub const DETECT_LOAD_SLOPE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_load_slope",
     help: "Slope of log latency on the engine's offered-load reading the detector adjusts for: the one frozen at the marker while its window is open, else the history's; 0 without a usable reading",
 };
+pub const DETECT_RELEASE_PENDING: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_release_pending",
+    help: "1 while a release marker's test has not looked yet (its grace period and the bins before the first look); 0 otherwise",
+};
 pub const RELEASE_INFO: FamilySpec =
     FamilySpec { name: "llmprobe_release_info", help: "The target's last release marker: version and where it came from (discovery, api)" };
 pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
@@ -126,7 +130,7 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 48] = [
+pub const ALL_FAMILIES: [FamilySpec; 49] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -167,6 +171,7 @@ pub const ALL_FAMILIES: [FamilySpec; 48] = [
     DETECT_THRESHOLD,
     DETECT_SAMPLES,
     DETECT_LOAD_SLOPE,
+    DETECT_RELEASE_PENDING,
     RELEASE_INFO,
     RELEASE_TIMESTAMP_SECONDS,
     REPLICA_INFO,
@@ -179,8 +184,19 @@ pub const ALL_FAMILIES: [FamilySpec; 48] = [
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------
 
-pub const TTFT_BUCKETS: [f64; 23] =
-    [0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
+/// TTFT and TTFC. From 20 ms to 5 s, where TTFT objectives and their p90/p99 live, the Renard
+/// R10 series (10 per decade, neighbours at most 1.28x apart): the Prometheus-side release z-test
+/// takes the smallest bucket at or above the pooled p90 as its boundary, which is then at most
+/// 1.28x the true p90 (`ttft_buckets_resolve_the_p90_boundary` below states it in percentiles).
+/// Coarser outside, where no objective is set.
+pub const TTFT_BUCKETS: [f64; 32] = [
+    0.005, 0.01, 0.02, 0.025, 0.0315, 0.04, 0.05, 0.063, 0.08, 0.1, 0.125, 0.16, 0.2, 0.25, 0.315, 0.4, 0.5, 0.63, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5, 3.15, 4.0,
+    5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+];
+/// The TTFT range in which [`TTFT_BUCKETS`] resolve a percentile to [`TTFT_MAX_STEP`].
+pub const TTFT_FINE_RANGE: (f64, f64) = (0.02, 5.0);
+/// The largest ratio of neighbouring TTFT buckets within [`TTFT_FINE_RANGE`].
+pub const TTFT_MAX_STEP: f64 = 1.28;
 /// Shared by TPOT and ITL.
 pub const TPOT_BUCKETS: [f64; 19] = [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5];
 pub const E2E_BUCKETS: [f64; 20] = [0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 240.0, 480.0];
@@ -193,3 +209,60 @@ pub const SCHEDULE_LAG_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0
 
 /// Signed ratio buckets, symmetric around 0: ±0.5%, ±1%, ±2% (the accuracy target), ±5%, ±10%, ±25%.
 pub const PROMPT_TOKEN_ERROR_BUCKETS: [f64; 13] = [-0.25, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Standard normal upper tail, 1 - Phi(z) (Abramowitz and Stegun 7.1.26, error < 1.5e-7).
+    fn upper_tail(z: f64) -> f64 {
+        let x = z.abs() / std::f64::consts::SQRT_2;
+        let t = 1.0 / (1.0 + 0.327_591_1 * x);
+        let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+        let erfc = poly * (-x * x).exp();
+        if z >= 0.0 { erfc / 2.0 } else { 1.0 - erfc / 2.0 }
+    }
+
+    /// The boundary the TTFT z-test picks (`llmprobe:release_ttft_boundary:pooled_p90`): the
+    /// smallest bucket whose cumulative share is at least 0.9, for a log-normal TTFT with median
+    /// `median` and log-sd `sigma`; returns the boundary and the share of probes above it.
+    fn boundary(buckets: &[f64], median: f64, sigma: f64) -> (f64, f64) {
+        let above = |le: f64| upper_tail((le / median).ln() / sigma);
+        buckets.iter().map(|&le| (le, above(le))).find(|&(_, a)| a <= 0.1 + 1e-12).unwrap_or((f64::INFINITY, 0.0))
+    }
+
+    #[test]
+    fn ttft_buckets_resolve_the_p90_boundary() {
+        // Neighbours within the fine range are at most TTFT_MAX_STEP apart.
+        let (lo, hi) = TTFT_FINE_RANGE;
+        let fine: Vec<f64> = TTFT_BUCKETS.iter().copied().filter(|b| (lo..=hi).contains(b)).collect();
+        assert_eq!((fine[0], fine[fine.len() - 1]), (lo, hi));
+        for w in fine.windows(2) {
+            assert!(w[1] / w[0] <= TTFT_MAX_STEP, "{} -> {}", w[0], w[1]);
+        }
+        // For every true p90 in the fine range (log-spaced sweep) and a log-sd of at least 0.3
+        // (a tight TTFT distribution; real ones under load are wider), the boundary is at most
+        // 1.28x the p90 and at most the 98.3rd percentile (share above >= 1.75%): a z-test on a
+        // share, not on a handful of outliers. The old layout (steps up to 1.67x) put it as far
+        // as the 99.9th percentile, where ~8 slow probes moved z past its threshold.
+        let old = [0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
+        let z90 = 1.281_551_6;
+        let (mut worst_new, mut worst_old) = (1.0f64, 1.0f64);
+        for sigma in [0.3, 0.5, 0.8] {
+            for i in 0..=400 {
+                let p90 = lo * (hi / lo).powf(f64::from(i) / 400.0);
+                let median = p90 / (z90 * sigma).exp();
+                let (b, share) = boundary(&TTFT_BUCKETS, median, sigma);
+                assert!(b >= p90 * (1.0 - 1e-9) && b <= p90 * TTFT_MAX_STEP, "sigma {sigma}, p90 {p90}: boundary {b}");
+                let bound = upper_tail(z90 + TTFT_MAX_STEP.ln() / sigma);
+                assert!(share >= bound - 1e-9, "sigma {sigma}, p90 {p90}: share above {share} < {bound}");
+                if sigma == 0.3 {
+                    worst_new = worst_new.min(share);
+                    worst_old = worst_old.min(boundary(&old, median, sigma).1);
+                }
+            }
+        }
+        assert!(worst_new >= 0.0175, "{worst_new}");
+        assert!(worst_old < 0.002, "the old layout's worst case, for the record: {worst_old}");
+    }
+}

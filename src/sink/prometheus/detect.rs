@@ -1,7 +1,7 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO,
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO,
     RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
@@ -90,6 +90,8 @@ pub struct DetectFamilies {
     pub threshold: Family<DetectSignalLabels, FloatGauge>,
     pub samples: Family<DetectSignalLabels, Gauge>,
     pub load_slope: Family<DetectSignalLabels, FloatGauge>,
+    /// Per target: 1 while a release is being judged but the test has not looked yet.
+    pub release_pending: Family<TargetLabels, Gauge>,
     pub(super) release_info: InfoFamily<ReleaseLabels>,
     pub(super) release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
     pub(super) release_timestamp: Family<TargetLabels, FloatGauge>,
@@ -106,6 +108,7 @@ impl DetectFamilies {
             threshold: Family::default(),
             samples: Family::default(),
             load_slope: Family::default(),
+            release_pending: Family::default(),
             release_info: info_family(),
             release_current: Default::default(),
             release_timestamp: Family::default(),
@@ -120,6 +123,7 @@ impl DetectFamilies {
         register(r, DETECT_THRESHOLD, self.threshold.clone());
         register(r, DETECT_SAMPLES, self.samples.clone());
         register(r, DETECT_LOAD_SLOPE, self.load_slope.clone());
+        register(r, DETECT_RELEASE_PENDING, self.release_pending.clone());
         register(r, RELEASE_INFO, self.release_info.clone());
         register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
     }
@@ -135,6 +139,11 @@ impl DetectFamilies {
         }
         touch(&self.release_info, &labels);
         self.release_timestamp.get_or_create(&TargetLabels { target: target.to_owned() }).set(unix_seconds);
+    }
+
+    /// Whether `target`'s release is waiting for the test's first look.
+    pub fn set_release_pending(&self, target: &str, pending: bool) {
+        self.release_pending.get_or_create(&TargetLabels { target: target.to_owned() }).set(i64::from(pending));
     }
 
     /// One row's state: 1 for `state`, 0 for the other states, every series labelled `source`.
@@ -179,6 +188,7 @@ impl DetectFamilies {
         // Held throughout, so an export of a row racing a reload cannot be overwritten by its start.
         let mut current = self.state_source.lock().unwrap_or_else(|e| e.into_inner());
         for target in &config.targets {
+            touch(&self.release_pending, &TargetLabels { target: target.name.clone() });
             let rows = std::iter::once("*").chain(config.scenarios.iter().map(|s| s.name.as_str()));
             for scenario in rows {
                 for signal in DETECT_SIGNALS {
@@ -239,5 +249,6 @@ impl DetectFamilies {
             self.release_info.remove(&old);
         }
         self.release_timestamp.remove(&TargetLabels { target: target.to_owned() });
+        self.release_pending.remove(&TargetLabels { target: target.to_owned() });
     }
 }
