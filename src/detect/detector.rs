@@ -112,6 +112,9 @@ pub struct SignalReport {
     pub source: Option<Source>,
     /// A release window is open.
     pub armed: bool,
+    /// A release window is open and its tests have not looked yet: the release is being judged
+    /// but no verdict can have come (the grace window and the bins before the first look).
+    pub pending: bool,
     /// The last release marker of the target.
     pub marker_s: Option<f64>,
     /// When the state last changed.
@@ -238,6 +241,8 @@ pub(super) struct TargetState {
     /// while a window was open or a row was regressed.
     pub(super) frozen_at: Option<f64>,
     pub(super) armed_until: Option<f64>,
+    /// The open window's tests have looked at least once (before that no verdict can come).
+    pub(super) looked: bool,
     pub(super) pooled: [Row; 4],
     /// The pooled goodput baseline frozen at the marker.
     pub(super) good_frozen: Option<GoodFrozen>,
@@ -391,6 +396,7 @@ impl Detector {
             version: None,
             frozen_at: None,
             armed_until: None,
+            looked: false,
             pooled: [Row::default(); 4],
             good_frozen: None,
             recovery_ref: [None; 4],
@@ -447,6 +453,7 @@ impl Detector {
         t.version = Some(version.to_owned());
         t.marker = Some(at);
         t.armed_until = Some(at + s.armed_window_s);
+        t.looked = false;
         let keep = |r: &mut Row| {
             if !regressed(r) {
                 *r = Row::default();
@@ -724,6 +731,7 @@ impl Detector {
     /// winsorized log latency and the share above the baseline quantile (latency), or the capped
     /// bad count per bin (goodput).
     fn release_look(&mut self, ti: usize, signal: Signal, marker: f64, end: f64, post: (i64, i64)) {
+        self.targets[ti].looked = true;
         let s = &self.settings;
         let alpha = self.alpha(signal);
         let post_start = marker + s.release_grace_s;
@@ -1165,6 +1173,7 @@ impl Detector {
             state: r.state,
             source: r.source,
             armed: t.armed_until.is_some(),
+            pending: t.armed_until.is_some() && !t.looked,
             marker_s: t.marker,
             changed_s: r.changed,
             samples,
@@ -1505,6 +1514,21 @@ mod tests {
         assert!(slope.is_some_and(|b| (0.8..1.2).contains(&b)), "the slope of log latency on the reading: {slope:?}");
         assert!(deff_adj < deff_raw / 3.0, "design effect {deff_adj} adjusted, {deff_raw} raw");
         assert!(alarm.is_some_and(|at| at <= 900.0), "1.25x found within 15 minutes with the reading: {alarm:?}");
+    }
+
+    #[test]
+    fn a_release_is_pending_from_its_marker_until_the_first_look() {
+        let mut rng = SmallRng::seed_from_u64(36);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        assert!(!pooled(&d, Signal::Ttft).pending, "no marker, nothing pending");
+        d.mark_release("t", "v2", t, t);
+        // The grace window (300 s) and 3 of the 4 bins before the first look.
+        let t2 = feed(&mut d, &mut rng, t, 480, |r, _, _| probe(r, 1.0));
+        assert!(pooled(&d, Signal::Goodput).pending && pooled(&d, Signal::Ttft).pending);
+        feed(&mut d, &mut rng, t2, 120, |r, _, _| probe(r, 1.0));
+        assert!(!pooled(&d, Signal::Ttft).pending, "the first look has come");
+        assert!(pooled(&d, Signal::Ttft).armed);
     }
 
     #[test]

@@ -96,10 +96,10 @@ impl DetectSink {
 
     /// Ticks the detector, exports every row and logs state changes.
     pub fn publish(&self, now: f64) {
-        let (rows, events, settings) = {
+        let (rows, events) = {
             let mut det = self.lock();
             det.tick(now);
-            (det.report(), det.drain_events(), det.settings().clone())
+            (det.report(), det.drain_events())
         };
         let rows: Vec<SignalReport> = {
             let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
@@ -116,7 +116,7 @@ impl DetectSink {
             }
         }
         for row in rows.iter().filter(|r| r.scenario.is_none() && r.signal == Signal::Goodput) {
-            self.families.set_release_pending(&row.target, release_pending(row, &settings, now));
+            self.families.set_release_pending(&row.target, row.pending);
         }
         let mut now_exported = HashSet::new();
         for row in &rows {
@@ -175,22 +175,6 @@ impl DetectSink {
     fn lock(&self) -> std::sync::MutexGuard<'_, Detector> {
         self.detector.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Bins after the grace window before the release test's first look (docs/detection.md, "Looks
-/// and error level": the first look comes after 4 bins).
-const FIRST_LOOK_BINS: f64 = 4.0;
-
-/// Whether a target's release is being judged but no verdict can have come yet: its window is
-/// open and the first look (the end of the 4th whole bin after the grace period) is still ahead.
-/// `row` is one of the target's pooled rows (they share the marker and the window).
-fn release_pending(row: &SignalReport, settings: &crate::detect::DetectSettings, now: f64) -> bool {
-    let Some(marker) = row.marker_s.filter(|m| m.is_finite()) else { return false };
-    if !row.armed || !(settings.bin_s > 0.0) {
-        return false;
-    }
-    let first_look = ((marker + settings.release_grace_s) / settings.bin_s).ceil() * settings.bin_s + FIRST_LOOK_BINS * settings.bin_s;
-    now < first_look
 }
 
 /// `(bound label, value)`; NaN while there is no estimate (before a marker, too few probes).
@@ -319,6 +303,7 @@ mod tests {
             state,
             source,
             armed: true,
+            pending: false,
             marker_s: Some(1_767_225_600.0),
             changed_s: Some(1_767_225_912.0),
             samples: 118,
@@ -337,25 +322,6 @@ mod tests {
 
     fn event(state: State, source: Source) -> Event {
         Event { target: "vllm".to_owned(), scenario: None, signal: Signal::Ttft, state, source, at: 1_767_225_912.0 }
-    }
-
-    #[test]
-    fn a_release_is_pending_from_its_marker_until_the_first_look() {
-        let settings = crate::detect::DetectSettings::default();
-        let (grace, bin) = (settings.release_grace_s, settings.bin_s);
-        let mut r = row(Signal::Goodput, State::Watching, None);
-        // 1_767_225_600 is a whole number of minutes: the grace ends on a bin edge.
-        let marker = r.marker_s.unwrap();
-        let first_look = marker + grace + 4.0 * bin;
-        assert!(release_pending(&r, &settings, marker));
-        assert!(release_pending(&r, &settings, marker + grace + 1.0), "after the grace, before the first look");
-        assert!(release_pending(&r, &settings, first_look - 1.0));
-        assert!(!release_pending(&r, &settings, first_look), "the first look has come");
-        r.armed = false;
-        assert!(!release_pending(&r, &settings, marker + 1.0), "a closed window is not pending");
-        r.armed = true;
-        r.marker_s = None;
-        assert!(!release_pending(&r, &settings, marker + 1.0), "no marker, nothing pending");
     }
 
     #[test]

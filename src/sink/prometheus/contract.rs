@@ -248,10 +248,10 @@ mod tests {
         let old = [0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
         let z90 = 1.281_551_6;
         let (mut worst_new, mut worst_old) = (1.0f64, 1.0f64);
-        for sigma in [0.3, 0.5, 0.8] {
+        for sigma in [0.3f64, 0.5, 0.8] {
             for i in 0..=400 {
                 let p90 = lo * (hi / lo).powf(f64::from(i) / 400.0);
-                let median = p90 / (z90 * sigma).exp();
+                let median: f64 = p90 / (z90 * sigma).exp();
                 let (b, share) = boundary(&TTFT_BUCKETS, median, sigma);
                 assert!(b >= p90 * (1.0 - 1e-9) && b <= p90 * TTFT_MAX_STEP, "sigma {sigma}, p90 {p90}: boundary {b}");
                 let bound = upper_tail(z90 + TTFT_MAX_STEP.ln() / sigma);

@@ -1,8 +1,8 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO,
-    RELEASE_TIMESTAMP_SECONDS,
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE,
+    DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
@@ -91,7 +91,7 @@ pub struct DetectFamilies {
     pub samples: Family<DetectSignalLabels, Gauge>,
     pub load_slope: Family<DetectSignalLabels, FloatGauge>,
     /// Per target: 1 while a release is being judged but the test has not looked yet.
-    pub release_pending: Family<TargetLabels, Gauge>,
+    pub(super) release_pending: Family<TargetLabels, Gauge>,
     pub(super) release_info: InfoFamily<ReleaseLabels>,
     pub(super) release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
     pub(super) release_timestamp: Family<TargetLabels, FloatGauge>,
