@@ -412,6 +412,7 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(nonneg(p.incident_s) && p.incident_s < 86_400.0, "--incident-s (incident.s) must be >= 0 and shorter than a day");
     need(p.incident_factor.is_finite() && p.incident_factor > 0.0, "--incident-factor (incident.factor) must be positive");
     need(p.slowest_share > 0.0 && p.slowest_share < 1.0, "--slowest-share must be in (0, 1)");
+    need(p.regression_target != RegressionTarget::Slowest || a.replay.is_none(), "--regression-target slowest needs synthetic latencies (no --replay)");
     need(nonneg(p.marker_delay_s), "--marker-delay-s must be >= 0");
     need(p.reading.is_none_or(|r| r.r2 > 0.0 && r.r2 <= 1.0), "--reading-r2 must be in (0, 1]");
     need(p.reading.is_none_or(|r| (0.0..=1.0).contains(&r.mediator)), "--reading-mediator must be in [0, 1]");
@@ -431,7 +432,7 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     }
     need(p.regression_scenarios.is_none_or(|n| n >= 1), "--regression-scenarios must be at least 1");
     need(
-        p.regression_target == RegressionTarget::All || (p.cache_hit_share > 0.0 && a.replay.is_none()),
+        p.regression_target != RegressionTarget::Miss || (p.cache_hit_share > 0.0 && a.replay.is_none()),
         "--regression-target miss needs --cache-hit-share > 0 (and no --replay)",
     );
     need(a.replay.is_some() || p.replay_order == ReplayOrder::Random, "--replay-order time needs --replay");
