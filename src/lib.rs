@@ -48,6 +48,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Capacity(args) => cmd::bench::capacity(args),
             Command::Detect(cmd) => cmd::detect::run(cmd),
             Command::Release(cmd::release::ReleaseCommand::Mark(args)) => cmd::release::mark(&args).await.map(|()| ExitCode::SUCCESS),
+            Command::Release(cmd::release::ReleaseCommand::Wait(args)) => cmd::release::wait(&args).await,
         }
     });
     // Whatever was awaited is done; a blocking task still running (a config being parsed for a

@@ -98,6 +98,8 @@ pub struct ServerState {
     pub lifecycle: bool,
     /// Where `POST /api/v1/releases` markers go; the endpoint answers 404 while it has no token.
     pub releases: Option<Arc<crate::app::release::Releases>>,
+    /// The detector `GET /api/v1/verdict` reads (`None`: `detect.enabled: false`).
+    pub detect: Option<Arc<crate::sink::detect::DetectSink>>,
 }
 
 pub fn router(state: ServerState) -> Router {
@@ -110,6 +112,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/runbook.md", get(runbook_markdown))
         .route("/-/reload", post(reload))
         .route("/api/v1/releases", post(post_release))
+        .route("/api/v1/verdict", get(get_verdict))
         .with_state(state)
 }
 
@@ -392,6 +395,47 @@ async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body
     match releases.mark_from_api(auth, &body) {
         Ok(()) => (StatusCode::ACCEPTED, "release marked\n").into_response(),
         Err(why) => refused(why),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerdictQuery {
+    target: String,
+    version: Option<String>,
+}
+
+/// The verdict of a target's last release (docs/detection.md, "Release verdicts"), behind the
+/// marker API's bearer token. One release per target is held: the answer is bounded.
+async fn get_verdict(
+    State(state): State<ServerState>,
+    headers: HeaderMap,
+    query: Result<axum::extract::Query<VerdictQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    use crate::app::release::Refused;
+    use crate::detect::verdict::{NoVerdict, verdict};
+    let text = |code: StatusCode, why: String| (code, format!("{why}\n")).into_response();
+    let (Some(releases), Some(detect)) = (&state.releases, &state.detect) else {
+        return text(StatusCode::NOT_FOUND, "release verdicts are not enabled (detect.enabled)".into());
+    };
+    match releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+        Ok(()) => {}
+        Err(Refused::Disabled) => return text(StatusCode::NOT_FOUND, "release verdicts are not enabled: set detect.release_token_file".into()),
+        Err(Refused::Unauthorized | Refused::Bad(_)) => return text(StatusCode::UNAUTHORIZED, "missing or wrong bearer token".into()),
+    }
+    let Ok(axum::extract::Query(q)) = query else {
+        return text(StatusCode::BAD_REQUEST, "expected ?target=NAME[&version=V]".into());
+    };
+    let name = |s: &str| crate::protocol::truncate_chars(s, 64).escape_debug().to_string();
+    let settings = detect.settings();
+    match verdict(&detect.report(), &q.target, q.version.as_deref(), &settings) {
+        Ok(v) => (StatusCode::OK, [(CONTENT_TYPE, "application/json")], serde_json::to_string(&v).unwrap_or_default()).into_response(),
+        Err(NoVerdict::UnknownTarget) => text(StatusCode::NOT_FOUND, format!("unknown target \"{}\"", name(&q.target))),
+        Err(NoVerdict::NoRelease) => text(StatusCode::NOT_FOUND, format!("target \"{}\" has had no release marker", name(&q.target))),
+        Err(NoVerdict::OtherVersion(last)) => text(
+            StatusCode::CONFLICT,
+            format!("the last release of \"{}\" is \"{}\", not \"{}\"", name(&q.target), name(&last), name(q.version.as_deref().unwrap_or_default())),
+        ),
     }
 }
 

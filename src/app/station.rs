@@ -98,6 +98,7 @@ impl Station {
             reload: self.reload.clone(),
             lifecycle: self.lifecycle,
             releases: Some(self.releases.clone()),
+            detect: self.detect.clone(),
         };
         self.server_stop = CancellationToken::new();
         self.server_task = tokio::spawn(server::serve(listener, state, self.server_stop.clone()));

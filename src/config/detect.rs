@@ -162,6 +162,11 @@ pub struct DetectSettings {
     pub continuous_goodput_min_effect: f64,
     /// Cap on target × scenario keys; probes of further keys are ignored (counted).
     pub max_keys: usize,
+    /// The verdict API's `passed` needs the closed window to have been able to find a latency
+    /// slowdown this large (post/pre ratio) with 80% power; otherwise `inconclusive`.
+    pub verdict_latency_effect: f64,
+    /// The same for goodput: a rise of the bad fraction this large (0.02 = two points).
+    pub verdict_goodput_effect: f64,
 }
 
 impl Default for DetectSettings {
@@ -195,6 +200,8 @@ impl Default for DetectSettings {
             continuous_latency_min_effect: 1.20,
             continuous_goodput_min_effect: 0.02,
             max_keys: 256,
+            verdict_latency_effect: 1.25,
+            verdict_goodput_effect: 0.02,
         }
     }
 }
@@ -217,6 +224,7 @@ impl DetectSettings {
         prob("recovery_alpha", self.recovery_alpha, 0.5);
         prob("goodput_min_effect", self.goodput_min_effect, 0.5);
         prob("continuous_goodput_min_effect", self.continuous_goodput_min_effect, 0.5);
+        prob("verdict_goodput_effect", self.verdict_goodput_effect, 1.0);
         prob("exceedance_quantile", self.exceedance_quantile, 1.0);
         prob("tail_quantile", self.tail_quantile, 1.0);
         let mut positive = |name: &str, v: f64| {
@@ -243,7 +251,11 @@ impl DetectSettings {
         if !(self.release_grace_s.is_finite() && self.release_grace_s >= 0.0 && self.release_grace_s < self.armed_window_s) {
             errors.push(format!("release_grace_s: must be >= 0 and below armed_window_s, got {}", self.release_grace_s));
         }
-        for (name, v) in [("latency_min_effect", self.latency_min_effect), ("continuous_latency_min_effect", self.continuous_latency_min_effect)] {
+        for (name, v) in [
+            ("latency_min_effect", self.latency_min_effect),
+            ("continuous_latency_min_effect", self.continuous_latency_min_effect),
+            ("verdict_latency_effect", self.verdict_latency_effect),
+        ] {
             if !(v.is_finite() && v > 1.0 && v < 10.0) {
                 errors.push(format!("{name}: must be a ratio in (1, 10), got {v}"));
             }

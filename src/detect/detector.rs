@@ -115,6 +115,11 @@ pub struct SignalReport {
     /// A release window is open and its tests have not looked yet: the release is being judged
     /// but no verdict can have come (the grace window and the bins before the first look).
     pub pending: bool,
+    /// The version of the last marker.
+    pub version: Option<String>,
+    /// Pooled rows: the smallest effect the release test's last look could have found with 80%
+    /// power (latency: a post/pre ratio; goodput: a rise of the bad fraction). `None` before it.
+    pub detectable: Option<f64>,
     /// The last release marker of the target.
     pub marker_s: Option<f64>,
     /// When the state last changed.
@@ -243,6 +248,9 @@ pub(super) struct TargetState {
     pub(super) armed_until: Option<f64>,
     /// The open window's tests have looked at least once (before that no verdict can come).
     pub(super) looked: bool,
+    /// Per signal, the smallest effect the last look could have found (latency: a ratio;
+    /// goodput: a rise of the bad fraction).
+    pub(super) detectable: [Option<f64>; 4],
     pub(super) pooled: [Row; 4],
     /// The pooled goodput baseline frozen at the marker.
     pub(super) good_frozen: Option<GoodFrozen>,
@@ -284,6 +292,9 @@ fn is_look(e: i64) -> bool {
 fn looks_within(bins: i64) -> usize {
     (0..=bins).filter(|e| is_look(*e)).count().max(1)
 }
+
+/// The power at which `SignalReport::detectable` is the smallest effect found.
+pub const DETECTABLE_POWER: f64 = 0.8;
 
 /// Probes of a scenario before its residuals enter the binned history.
 const ANCHOR_PROBES: u64 = 100;
@@ -397,6 +408,7 @@ impl Detector {
             frozen_at: None,
             armed_until: None,
             looked: false,
+            detectable: [None; 4],
             pooled: [Row::default(); 4],
             good_frozen: None,
             recovery_ref: [None; 4],
@@ -454,6 +466,7 @@ impl Detector {
         t.marker = Some(at);
         t.armed_until = Some(at + s.armed_window_s);
         t.looked = false;
+        t.detectable = [None; 4];
         let keep = |r: &mut Row| {
             if !regressed(r) {
                 *r = Row::default();
@@ -732,6 +745,7 @@ impl Detector {
     /// bad count per bin (goodput).
     fn release_look(&mut self, ti: usize, signal: Signal, marker: f64, end: f64, post: (i64, i64)) {
         self.targets[ti].looked = true;
+        let mut detectable = None;
         let s = &self.settings;
         let alpha = self.alpha(signal);
         let post_start = marker + s.release_grace_s;
@@ -761,6 +775,10 @@ impl Detector {
                 let bins: Vec<(i64, u32, u32)> =
                     (post.0.max(t.hist.first)..post.1).filter_map(|b| t.hist.get(b).filter(|h| !h.outage()).map(|h| (b, h.good, h.bad))).collect();
                 if !bins.is_empty() {
+                    let n: u32 = bins.iter().map(|b| b.1 + b.2).sum();
+                    let p0 = f.p_bad();
+                    let sd = (p0 * (1.0 - p0) * (1.0 / f64::from(n.max(1)) + 1.0 / f.n.max(1) as f64)).sqrt();
+                    detectable = Some(sd * (normal_quantile(1.0 - alpha * 0.5 / looks) + normal_quantile(DETECTABLE_POWER)));
                     pooled.push(verdict(f, bins, 0.5));
                 }
             }
@@ -847,6 +865,15 @@ impl Detector {
                 Some([make(0), make(1)])
             };
             let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
+            // The smallest slowdown the pooled mean test would find with DETECTABLE_POWER at this
+            // look: its standard error (probe-weighted, times the design effect) times the sum
+            // of the two normal quantiles.
+            let total: f64 = all.iter().map(|x| x.1[0].n).sum();
+            if total >= 2.0 {
+                let var: f64 = all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.m as f64)).sum();
+                let z = normal_quantile(1.0 - alpha * 0.2 / looks) + normal_quantile(DETECTABLE_POWER);
+                detectable = Some((z * (var * deff).sqrt()).exp());
+            }
             // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
             if let Some(v) = verdicts(&all, 0.2) {
                 pooled.extend(v);
@@ -861,6 +888,7 @@ impl Detector {
             }
             self.targets[ti].alarm_deff[k] = deff_raw;
         }
+        self.targets[ti].detectable[signal.index()] = detectable;
         self.apply_release_look(ti, signal, end, &pooled, &scen, alpha);
     }
 
@@ -1174,6 +1202,8 @@ impl Detector {
             source: r.source,
             armed: t.armed_until.is_some(),
             pending: t.armed_until.is_some() && !t.looked,
+            version: t.version.clone(),
+            detectable: if only.is_none() { t.detectable[k] } else { None },
             marker_s: t.marker,
             changed_s: r.changed,
             samples,

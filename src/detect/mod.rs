@@ -14,6 +14,7 @@ pub mod math;
 pub mod persist;
 pub mod sim;
 pub mod snapshot;
+pub mod verdict;
 
 pub use crate::config::DetectSettings;
 pub use detector::{Detector, Estimate, Event, Ignored, Marked, Observation, Signal, SignalReport, Source, State};

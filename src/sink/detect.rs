@@ -144,6 +144,11 @@ impl DetectSink {
         }
     }
 
+    /// The detector's settings now (a reload may change them).
+    pub fn settings(&self) -> crate::config::DetectSettings {
+        self.lock().settings().clone()
+    }
+
     /// The rows as exported now (for tests and `/debug`).
     pub fn report(&self) -> Vec<SignalReport> {
         self.lock().report()
@@ -304,6 +309,8 @@ mod tests {
             source,
             armed: true,
             pending: false,
+            version: None,
+            detectable: None,
             marker_s: Some(1_767_225_600.0),
             changed_s: Some(1_767_225_912.0),
             samples: 118,

@@ -300,3 +300,68 @@ async fn the_engine_readings_reach_the_detector() {
     assert!(slope(&text) > 0.0, "TTFT moves up with the offered load the engine reports:\n{text}");
     assert_eq!(slope(&other), 0.0, "no readings, no slope:\n{other}");
 }
+
+/// Runs `llmprobe release wait` against a prober; returns its exit code and what it printed.
+async fn release_wait(addr: SocketAddr, token_file: &std::path::Path, version: &str) -> (i32, String) {
+    let out = tokio::process::Command::new(BIN)
+        .args(["release", "wait", "--url", &format!("http://{addr}"), "--target", "t", "--version", version, "--interval", "500ms", "--timeout", "90s"])
+        .arg("--token-file")
+        .arg(token_file)
+        .output()
+        .await
+        .unwrap();
+    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Release verdicts end to end: a release without a slowdown is `passed` once its (20 s) window
+/// closes with the power to rule out the required effect, and `release wait` exits 0 printing
+/// what the window could have seen; a prober that must rule out a 1% slowdown cannot, and says
+/// `inconclusive` (exit 3); a 2.5x slower release is `regressed` (exit 1). Bad input: an unknown
+/// target, another version, a wrong token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_verdicts_for_pipelines() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let dir = std::env::temp_dir().join(format!("llmprobe-verdict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let short = yaml(mock, Some(&token_file))
+        .replace("armed_window_s: 120,", "armed_window_s: 20,")
+        .replace("latency_tolerance: 1.5,", "latency_tolerance: 1.5, verdict_latency_effect: 2.0, verdict_goodput_effect: 0.2,");
+    let strict = short.replace("verdict_latency_effect: 2.0,", "verdict_latency_effect: 1.01,");
+    let shutdown = CancellationToken::new();
+    let a = app::start(llmprobe::app::loader::parse(&short, "a.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let b = app::start(llmprobe::app::loader::parse(&strict, "b.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    let client = reqwest::Client::new();
+    let get = |addr: SocketAddr, query: &str, token: &str| client.get(format!("http://{addr}/api/v1/verdict?{query}")).bearer_auth(token).send();
+    // Before any release: nothing to judge.
+    assert_eq!(get(a.metrics_addr, "target=t", TOKEN).await.unwrap().status(), 404);
+    // Long enough for the goodput baseline (200 probes at 40/s): without one, goodput cannot be
+    // judged and the verdict could only be inconclusive.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    control(mock, r#"{"engine_version":"1.0.0","slowdown":1.0}"#).await;
+    let ((code_a, out_a), (code_b, out_b)) =
+        tokio::join!(release_wait(a.metrics_addr, &token_file, "1.0.0"), release_wait(b.metrics_addr, &token_file, "1.0.0"));
+    assert_eq!(code_a, 0, "a release without a slowdown passed:\n{out_a}");
+    assert!(out_a.contains("t 1.0.0: passed") && out_a.contains("could see x"), "{out_a}");
+    assert_eq!(code_b, 3, "a 1% slowdown cannot be ruled out in 18 s:\n{out_b}");
+    assert!(out_b.contains("inconclusive"), "{out_b}");
+    let v: serde_json::Value = serde_json::from_str(&get(a.metrics_addr, "target=t&version=1.0.0", TOKEN).await.unwrap().text().await.unwrap()).unwrap();
+    assert_eq!(v["state"], "passed", "{v}");
+    assert_eq!(v["signals"].as_array().unwrap().len(), 4, "{v}");
+    assert!(v["signals"][0]["probes"].as_u64().unwrap() > 100, "{v}");
+    // Bad input.
+    assert_eq!(get(a.metrics_addr, "target=nope", TOKEN).await.unwrap().status(), 404);
+    assert_eq!(get(a.metrics_addr, "target=t&version=9.9.9", TOKEN).await.unwrap().status(), 409);
+    assert_eq!(get(a.metrics_addr, "target=t", "wrong").await.unwrap().status(), 401);
+    assert_eq!(get(a.metrics_addr, "nothing=1", TOKEN).await.unwrap().status(), 400);
+    // A 2.5x slower release.
+    control(mock, r#"{"engine_version":"2.0.0","slowdown":2.5}"#).await;
+    let (code, out) = release_wait(a.metrics_addr, &token_file, "2.0.0").await;
+    assert_eq!(code, 1, "a 2.5x slower release regressed:\n{out}");
+    assert!(out.contains("regressed") && !out.contains(TOKEN), "{out}");
+    shutdown.cancel();
+    a.wait().await.unwrap();
+    b.wait().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,225 @@
+//! A release's verdict for pipelines (`GET /api/v1/verdict`, `llmprobe release wait`): the
+//! pooled rows of one target read as one answer — `grace`, `watching`, `passed`, `regressed` or
+//! `inconclusive` — with each signal's effect, the probes used and the smallest effect the window
+//! could have found. Pure: it reads the detector's report. docs/detection.md, "Release verdicts".
+
+use serde::Serialize;
+
+use super::detector::{Estimate, Signal, SignalReport, Source, State};
+use crate::config::DetectSettings;
+
+/// The verdict of a target's last release.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub target: String,
+    pub version: Option<String>,
+    /// When the release happened (Unix seconds; RFC 3339 in `marker_time`).
+    pub marker_s: f64,
+    pub marker_time: String,
+    pub state: VerdictState,
+    /// What `passed` needs the window to have been able to find (with 80% power).
+    pub required: Required,
+    pub signals: Vec<SignalVerdict>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictState {
+    /// The release is being judged; the tests have not looked yet.
+    Grace,
+    /// The window is open and nothing regressed so far.
+    Watching,
+    /// The window closed without a regression, and it could have found the required effect.
+    Passed,
+    /// A signal regressed after this release.
+    Regressed,
+    /// The window closed without a regression, but too few probes (or too much load noise) to
+    /// rule out the required effect; or a signal was regressed already before the release.
+    Inconclusive,
+}
+
+impl VerdictState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictState::Grace => "grace",
+            VerdictState::Watching => "watching",
+            VerdictState::Passed => "passed",
+            VerdictState::Regressed => "regressed",
+            VerdictState::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Required {
+    pub latency_ratio: f64,
+    pub goodput_delta: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SignalVerdict {
+    pub signal: &'static str,
+    /// `watching`, `regressed` or `recovered`, and the test that set it.
+    pub state: &'static str,
+    pub source: Option<&'static str>,
+    /// Latency: post/pre ratio of the median and p95; goodput: the bad fraction's change.
+    pub median_ratio: Option<Estimate>,
+    pub p95_ratio: Option<Estimate>,
+    pub bad_fraction_delta: Option<Estimate>,
+    /// Probes since the grace window, and in the baseline.
+    pub probes: u64,
+    pub baseline_probes: u64,
+    pub evidence: f64,
+    pub threshold: f64,
+    /// The smallest effect the last look could have found with 80% power (`null` before it).
+    pub detectable: Option<f64>,
+    /// `detectable` is at most the required effect.
+    pub rules_out_required: bool,
+}
+
+/// Why there is no verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoVerdict {
+    /// The target is not one the prober knows.
+    UnknownTarget,
+    /// The target has had no release marker.
+    NoRelease,
+    /// The last release is of another version (the one named).
+    OtherVersion(String),
+}
+
+/// The verdict of `target`'s last release from the detector's rows (`version`: the release the
+/// caller asks about; `None`: the last one).
+pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, settings: &DetectSettings) -> Result<Verdict, NoVerdict> {
+    let pooled: Vec<&SignalReport> = rows.iter().filter(|r| r.target == target && r.scenario.is_none()).collect();
+    let first = pooled.first().ok_or(NoVerdict::UnknownTarget)?;
+    let marker = first.marker_s.ok_or(NoVerdict::NoRelease)?;
+    if let Some(v) = version
+        && first.version.as_deref() != Some(v)
+    {
+        return Err(NoVerdict::OtherVersion(first.version.clone().unwrap_or_default()));
+    }
+    let required = Required { latency_ratio: settings.verdict_latency_effect, goodput_delta: settings.verdict_goodput_effect };
+    let signals: Vec<SignalVerdict> = pooled
+        .iter()
+        .map(|r| {
+            let goodput = r.signal == Signal::Goodput;
+            let needed = if goodput { required.goodput_delta } else { required.latency_ratio };
+            SignalVerdict {
+                signal: r.signal.as_str(),
+                state: r.state.as_str(),
+                source: r.source.map(Source::as_str),
+                median_ratio: r.median_ratio,
+                p95_ratio: r.p95_ratio,
+                bad_fraction_delta: r.bad_delta,
+                probes: r.samples,
+                baseline_probes: r.baseline_samples,
+                evidence: r.log_evidence,
+                threshold: r.threshold,
+                detectable: r.detectable.filter(|d| d.is_finite()),
+                rules_out_required: r.detectable.is_some_and(|d| d <= needed),
+            }
+        })
+        .collect();
+    // Regressed by this release: set at or after its marker. A row regressed before it (the
+    // continuous test) stays regressed (a marker never clears it) but is not this release's.
+    let by_this = |r: &&&SignalReport| r.state == State::Regressed && r.changed_s.is_some_and(|c| c >= marker);
+    let regressed_before = pooled.iter().any(|r| r.state == State::Regressed && !by_this(&r));
+    let state = if pooled.iter().any(|r| by_this(&r)) {
+        VerdictState::Regressed
+    } else if first.pending {
+        VerdictState::Grace
+    } else if first.armed {
+        VerdictState::Watching
+    } else if !regressed_before && signals.iter().all(|s| s.rules_out_required) {
+        VerdictState::Passed
+    } else {
+        VerdictState::Inconclusive
+    };
+    Ok(Verdict {
+        target: target.to_owned(),
+        version: first.version.clone(),
+        marker_s: marker,
+        marker_time: crate::util::rfc3339::format_unix(marker, 0),
+        state,
+        required,
+        signals,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(signal: Signal) -> SignalReport {
+        SignalReport {
+            target: "vllm".to_owned(),
+            scenario: None,
+            signal,
+            state: State::Watching,
+            source: None,
+            armed: false,
+            pending: false,
+            version: Some("v2".to_owned()),
+            detectable: Some(if signal == Signal::Goodput { 0.01 } else { 1.1 }),
+            marker_s: Some(1000.0),
+            changed_s: None,
+            samples: 500,
+            baseline_samples: 1800,
+            median_ratio: None,
+            p95_ratio: None,
+            bad_delta: None,
+            log_evidence: 0.0,
+            p_value: 1.0,
+            threshold: 6.0,
+            continuous_evidence: 0.0,
+            continuous_threshold: 0.0,
+            load_slope: 0.0,
+        }
+    }
+
+    fn rows() -> Vec<SignalReport> {
+        Signal::ALL.iter().map(|s| row(*s)).collect()
+    }
+
+    fn state(rows: &[SignalReport]) -> VerdictState {
+        verdict(rows, "vllm", None, &DetectSettings::default()).expect("verdict").state
+    }
+
+    #[test]
+    fn a_closed_window_that_could_see_the_effect_passed() {
+        assert_eq!(state(&rows()), VerdictState::Passed);
+        let mut thin = rows();
+        thin[0].detectable = Some(1.4);
+        assert_eq!(state(&thin), VerdictState::Inconclusive, "ttft could only have seen 1.4x");
+        thin[0].detectable = None;
+        assert_eq!(state(&thin), VerdictState::Inconclusive, "no look at all");
+    }
+
+    #[test]
+    fn states_follow_the_window() {
+        let mut r = rows();
+        r.iter_mut().for_each(|r| (r.armed, r.pending) = (true, true));
+        assert_eq!(state(&r), VerdictState::Grace);
+        r.iter_mut().for_each(|r| r.pending = false);
+        assert_eq!(state(&r), VerdictState::Watching);
+        r[3] = SignalReport { state: State::Regressed, source: Some(Source::Release), changed_s: Some(1400.0), ..r[3].clone() };
+        assert_eq!(state(&r), VerdictState::Regressed, "a regression decides at once");
+        // Regressed before this release (by the continuous test): not this release's, and it
+        // cannot pass.
+        let mut before = rows();
+        before[0] = SignalReport { state: State::Regressed, source: Some(Source::Continuous), changed_s: Some(900.0), ..before[0].clone() };
+        assert_eq!(state(&before), VerdictState::Inconclusive);
+    }
+
+    #[test]
+    fn unknown_targets_releases_and_versions_are_told_apart() {
+        let s = DetectSettings::default();
+        assert_eq!(verdict(&rows(), "nope", None, &s), Err(NoVerdict::UnknownTarget));
+        assert_eq!(verdict(&rows(), "vllm", Some("v3"), &s), Err(NoVerdict::OtherVersion("v2".into())));
+        let mut none = rows();
+        none.iter_mut().for_each(|r| r.marker_s = None);
+        assert_eq!(verdict(&none, "vllm", None, &s), Err(NoVerdict::NoRelease));
+        assert_eq!(verdict(&rows(), "vllm", Some("v2"), &s).map(|v| v.state), Ok(VerdictState::Passed));
+    }
+}
