@@ -31,27 +31,7 @@ fn ks_critical(n: usize) -> f64 {
     1.63 / (n as f64).sqrt()
 }
 
-/// ln Γ(x), Lanczos (g = 7, n = 9).
-fn ln_gamma(x: f64) -> f64 {
-    const C: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    let x = x - 1.0;
-    let mut a = C[0];
-    let t = x + 7.5;
-    for (i, c) in C.iter().enumerate().skip(1) {
-        a += c / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
-}
+use llmprobe::detect::math::ln_gamma;
 
 /// Regularized lower incomplete gamma P(a, x): series below a + 1, continued fraction above.
 fn gamma_p(a: f64, x: f64) -> f64 {
