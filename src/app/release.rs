@@ -36,6 +36,23 @@ pub struct Releases {
     identities: Mutex<HashMap<String, Identity>>,
     /// When each target's last behaviour marker was set (one per `BEHAVIOUR_MARKER_GAP`).
     behaviour_marked: Mutex<HashMap<String, f64>>,
+    /// Each target's last `MARKERS_KEPT` markers, oldest first (`GET /api/v1/releases`).
+    recent: Mutex<HashMap<String, std::collections::VecDeque<Marker>>>,
+}
+
+/// Markers listed per target by `GET /api/v1/releases`.
+pub const MARKERS_KEPT: usize = 16;
+
+/// One release marker as `GET /api/v1/releases` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Marker {
+    pub target: String,
+    pub version: String,
+    /// `discovery`, `api` or `behaviour`.
+    pub source: String,
+    /// When the release happened (Unix seconds, and RFC 3339).
+    pub at: f64,
+    pub time: String,
 }
 
 /// Seconds between two behaviour markers of one target: a release changes many prompts'
@@ -89,6 +106,7 @@ impl Releases {
             generation: Mutex::new(MarkerSettings { state_dir, ..MarkerSettings::default() }),
             identities: Mutex::new(identities),
             behaviour_marked: Mutex::new(HashMap::new()),
+            recent: Mutex::new(HashMap::new()),
         }
     }
 
@@ -177,7 +195,23 @@ impl Releases {
         Ok(())
     }
 
+    /// The markers of the configured targets, per target oldest first.
+    pub fn markers(&self) -> Vec<Marker> {
+        let targets = self.lock_generation().targets.clone();
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        targets.iter().filter_map(|t| recent.get(t)).flatten().cloned().collect()
+    }
+
     fn apply(&self, target: &str, version: &str, source: &str, at: f64, before: [&str; 2], after: [&str; 2]) {
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            let list = recent.entry(target.to_owned()).or_default();
+            if list.len() == MARKERS_KEPT {
+                list.pop_front();
+            }
+            let time = crate::util::rfc3339::format_unix(at, 0);
+            list.push_back(Marker { target: target.to_owned(), version: version.to_owned(), source: source.to_owned(), at, time });
+        }
         let sinks = self.lock_generation().sinks.clone();
         sinks.event(&Event::Release { target, version, source, at, before, after });
     }

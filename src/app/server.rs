@@ -111,7 +111,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/runbook", get(runbook))
         .route("/runbook.md", get(runbook_markdown))
         .route("/-/reload", post(reload))
-        .route("/api/v1/releases", post(post_release))
+        .route("/api/v1/releases", post(post_release).get(get_releases))
         .route("/api/v1/verdict", get(get_verdict))
         .with_state(state)
 }
@@ -395,6 +395,23 @@ async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body
     match releases.mark_from_api(auth, &body) {
         Ok(()) => (StatusCode::ACCEPTED, "release marked\n").into_response(),
         Err(why) => refused(why),
+    }
+}
+
+/// The last release markers of every configured target (at most `MARKERS_KEPT` each), behind
+/// the marker API's token.
+async fn get_releases(State(state): State<ServerState>, headers: HeaderMap) -> Response {
+    use crate::app::release::Refused;
+    let Some(releases) = &state.releases else {
+        return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
+    };
+    match releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+        Ok(()) => {
+            let body = serde_json::json!({ "releases": releases.markers() });
+            (StatusCode::OK, [(CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+        }
+        Err(Refused::Disabled) => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
+        Err(Refused::Unauthorized | Refused::Bad(_)) => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
     }
 }
 

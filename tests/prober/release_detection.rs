@@ -186,6 +186,12 @@ async fn the_marker_api_needs_its_token() {
     let text = scrape(running.metrics_addr).await;
     let at = llmprobe::util::rfc3339::parse_unix(&two_minutes_ago).unwrap();
     assert_eq!(metric(&text, "llmprobe_release_timestamp_seconds", &["target=\"t\""]), at, "{text}");
+    // The markers so far, with their sources and times.
+    let list: serde_json::Value = serde_json::from_str(&client.get(&url).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap()).unwrap();
+    let versions: Vec<&str> = list["releases"].as_array().unwrap().iter().map(|m| m["version"].as_str().unwrap()).collect();
+    assert!(versions.ends_with(&["v2.1", "v2.2"]), "{list}");
+    assert_eq!(list["releases"].as_array().unwrap().last().unwrap()["at"].as_f64(), Some(at), "{list}");
+    assert_eq!(client.get(&url).bearer_auth("wrong").send().await.unwrap().status(), 401);
     // A malformed --at fails before anything is sent.
     let out = tokio::process::Command::new(BIN)
         .args(["release", "mark", "--url", "http://127.0.0.1:9", "--target", "t", "--version", "v3", "--at", "noon"])
