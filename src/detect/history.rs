@@ -376,13 +376,12 @@ impl History {
     }
 
     /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
-    /// `robust`, incident bins too), adjusted to a reference load when given, and how many bins
-    /// counted.
-    pub(super) fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool, adjust: Option<Adjust>) -> (f64, usize) {
+    /// `robust`, incident bins too) and how many bins counted.
+    pub(super) fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool) -> (f64, usize) {
         let (mut sum, mut n) = (0.0, 0usize);
         for bin in from..to {
             if let Some(b) = self.get(bin).filter(|b| if robust { b.usable(k) } else { b.n[k] > 0 }) {
-                sum += adjusted(b.mean[k] as f64, if b.x_n > 0 { b.x } else { f32::NAN }, adjust);
+                sum += b.mean[k] as f64;
                 n += 1;
             }
         }
