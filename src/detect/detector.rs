@@ -1619,20 +1619,23 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(13);
         let mut d = Detector::new(DetectSettings::default());
         // 7 h at 0.5 probes/s (the test compares the last 30 minutes with the 6 hours before),
-        // then a 2x step without a marker.
+        // then a 2x step without a marker. A step this large is treated as an incident (left to
+        // the burn-rate alerts) until the bins before it have moved to it, about 30 minutes; the
+        // continuous test then needs its whole window past that and two looks in a row.
         for i in 0..12_600 {
             d.observe("t", SC[i % 3], probe(&mut rng, 1.0), i as f64 * 2.0);
         }
         assert!(d.drain_events().is_empty(), "no alarm on the quiet warm-up");
         let mut caught = None;
-        for i in 0..1800 {
+        for i in 0..2700 {
             d.observe("t", SC[i % 3], probe(&mut rng, 2.0), 25_200.0 + i as f64 * 2.0);
             if d.drain_events().iter().any(|e| e.source == Source::Continuous && e.signal == Signal::Ttft) {
                 caught = Some(i);
                 break;
             }
         }
-        assert!(caught.is_some(), "continuous detector missed a 2x step within an hour");
+        assert!(caught.is_some_and(|i| i >= 900), "a 2x step is no continuous alarm within its first 30 minutes: {caught:?}");
+        assert!(caught.is_some(), "continuous detector missed a 2x step within 90 minutes");
         let r = pooled(&d, Signal::Ttft);
         assert_eq!((r.state, r.source), (State::Regressed, Some(Source::Continuous)));
         assert!(r.continuous_evidence >= r.continuous_threshold, "{r:?}");
