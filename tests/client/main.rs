@@ -11,6 +11,7 @@ mod exec_replay;
 mod hostile_server;
 mod http1_keepalive;
 mod interim_answers;
+mod keepalive_idle_race;
 mod log_forging;
 mod malformed_heads;
 mod redirect_secrets;
