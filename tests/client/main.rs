@@ -10,6 +10,7 @@ mod exec_connect;
 mod exec_replay;
 mod hostile_server;
 mod http1_keepalive;
+mod impossible_usage;
 mod interim_answers;
 mod keepalive_idle_race;
 mod log_forging;
