@@ -98,6 +98,10 @@ pub const DETECT_THRESHOLD: FamilySpec =
     FamilySpec { name: "llmprobe_detect_threshold", help: "Detector evidence threshold, ln(1/alpha) of the signal's share of the false-alarm budget" };
 pub const DETECT_SAMPLES: FamilySpec =
     FamilySpec { name: "llmprobe_detect_samples", help: "Probes since the last release marker that entered the detector's test" };
+pub const DETECT_OVER_KEY_CAP_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_over_key_cap_total",
+    help: "Probes the detector did not watch: their target and scenario came after detect.max_keys others",
+};
 pub const RELEASE_INFO: FamilySpec =
     FamilySpec { name: "llmprobe_release_info", help: "The target's last release marker: version and where it came from (discovery, api)" };
 pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
@@ -122,7 +126,7 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 47] = [
+pub const ALL_FAMILIES: [FamilySpec; 48] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -162,6 +166,7 @@ pub const ALL_FAMILIES: [FamilySpec; 47] = [
     DETECT_EVIDENCE,
     DETECT_THRESHOLD,
     DETECT_SAMPLES,
+    DETECT_OVER_KEY_CAP_TOTAL,
     RELEASE_INFO,
     RELEASE_TIMESTAMP_SECONDS,
     REPLICA_INFO,

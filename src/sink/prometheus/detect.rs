@@ -1,12 +1,14 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_OVER_KEY_CAP_TOTAL, DETECT_SAMPLES, DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO,
+    RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
 use crate::config::Config;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -88,6 +90,8 @@ pub struct DetectFamilies {
     pub evidence: Family<DetectSignalLabels, FloatGauge>,
     pub threshold: Family<DetectSignalLabels, FloatGauge>,
     pub samples: Family<DetectSignalLabels, Gauge>,
+    /// Probes of keys beyond `detect.max_keys`, which the detector drops.
+    pub over_key_cap: Counter,
     pub(super) release_info: InfoFamily<ReleaseLabels>,
     pub(super) release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
     pub(super) release_timestamp: Family<TargetLabels, FloatGauge>,
@@ -103,6 +107,7 @@ impl DetectFamilies {
             evidence: Family::default(),
             threshold: Family::default(),
             samples: Family::default(),
+            over_key_cap: Counter::default(),
             release_info: info_family(),
             release_current: Default::default(),
             release_timestamp: Family::default(),
@@ -116,6 +121,7 @@ impl DetectFamilies {
         register(r, DETECT_EVIDENCE, self.evidence.clone());
         register(r, DETECT_THRESHOLD, self.threshold.clone());
         register(r, DETECT_SAMPLES, self.samples.clone());
+        register(r, DETECT_OVER_KEY_CAP_TOTAL, self.over_key_cap.clone());
         register(r, RELEASE_INFO, self.release_info.clone());
         register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
     }
