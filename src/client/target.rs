@@ -53,7 +53,13 @@ impl TargetRuntime {
     /// Builds the client and resolves the API key. Errors name the key's source, never its value.
     pub fn new(config: Target) -> anyhow::Result<Self> {
         let api_key = match &config.api_key {
-            Some(r) => Some(Arc::new(KeySource::new(r).with_context(|| format!("target {}", config.name))?)),
+            Some(r) => {
+                let field = match r {
+                    crate::config::SecretRef::Env(_) => "api_key_env",
+                    crate::config::SecretRef::File(_) => "api_key_file",
+                };
+                Some(Arc::new(KeySource::new(r).with_context(|| format!("target {}: {field}", config.name))?))
+            }
             None => None,
         };
         let mut secret_headers = Vec::new();

@@ -360,3 +360,23 @@ fn a_repeated_key_is_reported_with_its_path_and_line() {
     let text = format!("# comment\n\n{MINIMAL}targets: []\n");
     assert_eq!(err(&text), vec!["targets: duplicate key (first set at line 3) (test.yaml:11)"]);
 }
+
+#[test]
+fn a_length_mean_or_mu_that_is_not_finite_is_an_error_also_inside_a_mixture() {
+    let with = |output: &str| MINIMAL.replace("output_tokens: {min: 1, max: 8}", output);
+    let lines = err(&with("output_tokens: {kind: mixture, components: [{weight: 1, kind: normal, mean: .nan, stddev: 2, min: 1, max: 8}]}"));
+    assert_eq!(lines, vec!["scenarios[0].output_tokens.components[0].mean: must be a finite number, got NaN (test.yaml:8)"]);
+    let lines = err(&with("output_tokens: {kind: lognormal, mu: .inf, sigma: 1, min: 1, max: 8}"));
+    assert_eq!(lines, vec!["scenarios[0].output_tokens.mu: must be a finite number, got inf (test.yaml:8)"]);
+}
+
+#[test]
+fn a_weight_whose_share_is_out_of_range_is_reported_as_a_weight() {
+    let text = "probe: {rate: 1}\ntargets:\n  - {name: a, base_url: 'http://127.0.0.1:1', api: openai-chat}\nscenarios:\n  - {name: big, weight: 1000000000}\n  - {name: tiny, weight: 0.000000001}\n"
+        .replace("{name: big, weight: 1000000000}", "{name: big, weight: 1000000000, input_tokens: 8, output_tokens: 4}")
+        .replace("{name: tiny, weight: 0.000000001}", "{name: tiny, weight: 0.000000001, input_tokens: 8, output_tokens: 4}");
+    let lines = err(&text);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("scenarios[1].weight: weight 0.000000001 of 1000000000 in all gives this scenario"), "{lines:?}");
+    assert!(lines[0].contains("change the weights or probe.rate") && !lines[0].contains("must be a rate"), "{lines:?}");
+}
