@@ -110,14 +110,18 @@ def hostile_yaml(kind, valid):
 
 
 def one_shot(argv):
-    """Runs a command to its end: (seconds, peak RSS MiB, exit code, stderr lines, first line)."""
+    """Runs a command to its end: (seconds, peak RSS MiB, exit code, stderr lines, first line).
+    The peak comes from GNU time, which forks the command from its own small process: a child
+    forked from this script would carry the script's own peak (Linux keeps it across exec)."""
+    out = tempfile.mktemp(prefix="mem-time-")
     start = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
+    p = subprocess.run(["/usr/bin/time", "-o", out, "-f", "%M"] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    secs = time.monotonic() - start
+    err = p.stderr.decode(errors="replace")
+    peak = int(open(out).read().strip().splitlines()[-1]) / 1024
+    os.remove(out)
     lines = [l for l in err.splitlines() if l.strip()]
-    return time.monotonic() - start, usage.ru_maxrss / 1024, p.returncode, len(lines), (lines[0] if lines else "")
+    return secs, peak, p.returncode, len(lines), (lines[0] if lines else "")
 
 
 def metrics_page_server(series=1_000_000):
