@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml_norway as sys;
+use unsafe_libyaml_norway as unsafe_yaml;
 
 use super::check::ConfigIssue;
 
@@ -135,22 +135,22 @@ impl Walk {
 /// libyaml's event parser over a borrowed text (the parser the config is read with).
 struct Parser<'a> {
     /// Boxed: the parser keeps pointers into itself, so it never moves.
-    sys: Box<MaybeUninit<sys::yaml_parser_t>>,
+    sys: Box<MaybeUninit<unsafe_yaml::yaml_parser_t>>,
     _input: &'a str,
     done: bool,
 }
 
 impl<'a> Parser<'a> {
     fn new(input: &'a str) -> Parser<'a> {
-        let mut sys = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut sys = Box::new(MaybeUninit::<unsafe_yaml::yaml_parser_t>::uninit());
         // SAFETY: `initialize` fills the parser it is given; the input outlives the parser
         // (`_input` borrows it), and the parser is deleted once, in `drop`.
         unsafe {
             let parser = sys.as_mut_ptr();
-            let ok = !sys::yaml_parser_initialize(parser).fail;
+            let ok = !unsafe_yaml::yaml_parser_initialize(parser).fail;
             assert!(ok, "YAML parser: out of memory");
-            sys::yaml_parser_set_encoding(parser, sys::YAML_UTF8_ENCODING);
-            sys::yaml_parser_set_input_string(parser, input.as_ptr(), input.len() as u64);
+            unsafe_yaml::yaml_parser_set_encoding(parser, unsafe_yaml::YAML_UTF8_ENCODING);
+            unsafe_yaml::yaml_parser_set_input_string(parser, input.as_ptr(), input.len() as u64);
         }
         Parser { sys, _input: input, done: false }
     }
@@ -161,28 +161,28 @@ impl<'a> Parser<'a> {
         if self.done {
             return None;
         }
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
         // SAFETY: the parser was initialised in `new`; an event that `parse` filled is read
         // through the union member its type names, then deleted once.
         unsafe {
             let parser = self.sys.as_mut_ptr();
             // After a failure `done` is set, so `parse` is never called on a failed parser.
-            if sys::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
+            if unsafe_yaml::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
                 self.done = true;
                 return None;
             }
             let e = &*event.as_ptr();
             let line = e.start_mark.line as usize + 1;
             let converted = match e.type_ {
-                sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
-                sys::YAML_ALIAS_EVENT => Event::Alias(c_bytes(e.data.alias.anchor).unwrap_or_default()),
-                sys::YAML_SCALAR_EVENT => Event::Node { collection: false, anchor: c_bytes(e.data.scalar.anchor) },
-                sys::YAML_SEQUENCE_START_EVENT => Event::Node { collection: true, anchor: c_bytes(e.data.sequence_start.anchor) },
-                sys::YAML_MAPPING_START_EVENT => Event::Node { collection: true, anchor: c_bytes(e.data.mapping_start.anchor) },
-                sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => Event::End,
+                unsafe_yaml::YAML_STREAM_END_EVENT => Event::StreamEnd,
+                unsafe_yaml::YAML_ALIAS_EVENT => Event::Alias(c_bytes(e.data.alias.anchor).unwrap_or_default()),
+                unsafe_yaml::YAML_SCALAR_EVENT => Event::Node { collection: false, anchor: c_bytes(e.data.scalar.anchor) },
+                unsafe_yaml::YAML_SEQUENCE_START_EVENT => Event::Node { collection: true, anchor: c_bytes(e.data.sequence_start.anchor) },
+                unsafe_yaml::YAML_MAPPING_START_EVENT => Event::Node { collection: true, anchor: c_bytes(e.data.mapping_start.anchor) },
+                unsafe_yaml::YAML_SEQUENCE_END_EVENT | unsafe_yaml::YAML_MAPPING_END_EVENT => Event::End,
                 _ => Event::Other,
             };
-            sys::yaml_event_delete(event.as_mut_ptr());
+            unsafe_yaml::yaml_event_delete(event.as_mut_ptr());
             if matches!(converted, Event::StreamEnd) {
                 self.done = true;
             }
@@ -206,7 +206,7 @@ unsafe fn c_bytes(ptr: *const u8) -> Option<Vec<u8>> {
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         // SAFETY: initialised in `new`, deleted only here.
-        unsafe { sys::yaml_parser_delete(self.sys.as_mut_ptr()) }
+        unsafe { unsafe_yaml::yaml_parser_delete(self.sys.as_mut_ptr()) }
     }
 }
 
