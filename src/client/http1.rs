@@ -195,13 +195,18 @@ impl Client {
         }
     }
 
-    /// Keeps a connection for reuse; ones idle past `IDLE_TIMEOUT` are closed here, so a pool
-    /// that shrinks does not hold open sockets forever. A buffer grown for a large head goes
-    /// back to its usual size.
-    fn checkin(&self, mut conn: Conn) {
+    /// Keeps a connection for reuse, idle from now (its answer just ended); ones idle past
+    /// their limit are closed here, so a pool that shrinks does not hold open sockets forever.
+    /// A buffer grown for a large head goes back to its usual size.
+    fn checkin(&self, conn: Conn) {
+        self.checkin_idle_since(conn, Instant::now());
+    }
+
+    /// Keeps a connection for reuse that has been idle since `since` (the server's idle clock
+    /// has run from then, whatever the prober did with it meanwhile).
+    fn checkin_idle_since(&self, mut conn: Conn, since: Instant) {
         (conn.start, conn.end) = (0, 0);
-        let now = Instant::now();
-        conn.idle_since = Some(now);
+        conn.idle_since = Some(since);
         conn.buf.truncate(READ_BUF_BYTES);
         conn.buf.shrink_to_fit();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
@@ -209,7 +214,7 @@ impl Client {
             idle.pop_front();
         }
         if idle.len() < MAX_IDLE {
-            idle.push_back((conn, now));
+            idle.push_back((conn, since));
         }
     }
 
@@ -295,10 +300,11 @@ impl Request {
     }
 
     /// A request that will not be sent (refused at its send time): its connection, never
-    /// written to, goes back to the pool instead of being closed.
+    /// written to, goes back to the pool instead of being closed, idle since it last was.
     pub fn withdraw(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.client.checkin(conn);
+            let since = conn.idle_since.unwrap_or_else(Instant::now);
+            self.client.checkin_idle_since(conn, since);
         }
     }
 

@@ -3,7 +3,10 @@
 //! promptly waking thread, opens the gate. When the probe left a [`Write`] there (its request
 //! bytes and a kept-alive connection), the dispatcher writes the request itself: a runtime busy
 //! with streamed frames then delays reading the answer, never the send (which would be
-//! schedule lag). Otherwise the gate only releases the probe, which sends when it next runs.
+//! schedule lag). A kept-alive connection is checked for a close once more right before the
+//! first byte: a server closing it while idle can do so at any moment until then, and a
+//! request it cannot have seen goes on a new connection instead of failing the probe.
+//! Otherwise the gate only releases the probe, which sends when it next runs.
 //! A gate can also refuse the probe at its send time (the target's in-flight cap): it is then
 //! never sent.
 
