@@ -14,6 +14,14 @@ at the end. Attacks:
   reload-10k         a reload to 10,000 targets (over the series limit: refused)
   reload-max-to-1    a start with the largest accepted config (760 targets), then a reload to
                      one target: the RSS left after it, against a one-target prober's baseline
+  engine-page-400k   an engine page of 400,000 series in 6.3 MB (under the byte cap, over the
+                     series cap): refused while it is read; bound baseline + 16 MiB
+  yaml-*             hostile config files (nested aliases, 10^6 aliases in 4 MB, 2x10^5 aliases
+                     in 0.8 MB, 100,000-deep nesting):
+                     `check-config` and a start on each (time, peak RSS of the process, exit code,
+                     error lines), and a reload to each (time to rejection, peak, RSS after the
+                     rejection against before); bounds: refused within 1 s, peak <= baseline + 64
+                     MiB, RSS after a rejected reload within 8 MiB of before
 
 Usage: python3 benches/memory_attacks.py BIN [--only NAME] [--hold 15]
 """
@@ -82,6 +90,38 @@ def bomb_server():
         def do_GET(self):
             self.send_response(404); self.send_header("content-length", "0"); self.end_headers()
     return serve(H)
+
+
+def hostile_yaml(kind, valid):
+    """The hostile config files: each keeps a valid config around its attack."""
+    if kind == "yaml-aliases-nested":
+        text = "a0: &a0 [" + ",".join(["1"] * 100) + "]\n"
+        for level in range(1, 7):
+            text += f"a{level}: &a{level} [" + ",".join([f"*a{level - 1}"] * 100) + "]\n"
+        return valid + text
+    if kind in ("yaml-aliases-1M", "yaml-aliases-200k"):
+        n = 1_000_000 if kind == "yaml-aliases-1M" else 200_000
+        head, _ = valid.split("scenarios:\n", 1)
+        return head + "scenarios: [&s {name: s, input_tokens: 16, output_tokens: 8}" + ", *s" * n + "]\n"
+    if kind == "yaml-deep-100k":
+        head, tail = valid.split("targets:\n", 1)
+        return head + "targets: " + "[" * 100_000 + "]" * 100_000 + "\nscenarios:\n" + tail.split("scenarios:\n", 1)[1]
+    raise ValueError(kind)
+
+
+def one_shot(argv):
+    """Runs a command to its end: (seconds, peak RSS MiB, exit code, stderr lines, first line).
+    The peak comes from GNU time, which forks the command from its own small process: a child
+    forked from this script would carry the script's own peak (Linux keeps it across exec)."""
+    out = tempfile.mktemp(prefix="mem-time-")
+    start = time.monotonic()
+    p = subprocess.run(["/usr/bin/time", "-o", out, "-f", "%M"] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    secs = time.monotonic() - start
+    err = p.stderr.decode(errors="replace")
+    peak = int(open(out).read().strip().splitlines()[-1]) / 1024
+    os.remove(out)
+    lines = [l for l in err.splitlines() if l.strip()]
+    return secs, peak, p.returncode, len(lines), (lines[0] if lines else "")
 
 
 def metrics_page_server(series=1_000_000):
@@ -289,6 +329,62 @@ def main():
               f"RSS after the reload to one target (760 targets: {big:.1f} MiB, peak {peak_big:.1f} MiB; returned {big - after:.1f} MiB)", flush=True)
 
     attack("reload-max-to-1", max_to_one)
+
+    def engine_page_400k(name):
+        (sport, srv), size = metrics_page_server(400_000)
+        port = free_port()
+        p, _ = start(base_config(port, mock))
+        base = p.rss()
+        p.reload(base_config(port, mock, extra=f"sources:\n  - {{kind: engine, engine: vllm, url: 'http://127.0.0.1:{sport}/metrics', interval: 2s, timeout: 2s}}\n"))
+        time.sleep(a.hold)
+        peak = p.peak()
+        m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        up = [l for l in m.splitlines() if l.startswith("llmprobe_source_up")]
+        refused = "more than 50000 series" in p.logged()
+        p.stop(); srv.shutdown()
+        ok = peak <= base + 16
+        rows.append((name, base, peak, "", ok))
+        print(f"{name:<20}{base:>10.1f}{peak:>10.1f}{peak - base:>+10.1f}  {'pass' if ok else 'FAIL'}  bound +16 MiB; page {size / 1e6:.1f} MB; "
+              f"{'refused by the series cap' if refused else 'NOT refused'}; {' '.join(up) or 'no source_up'}", flush=True)
+
+    attack("engine-page-400k", engine_page_400k)
+
+    def yaml_attack(name):
+        d = tempfile.mkdtemp(prefix="mem-yaml-")
+        valid = base_config(free_port(), mock)
+        hostile = os.path.join(d, "hostile.yaml")
+        open(hostile, "w").write(hostile_yaml(name, valid))
+        size = os.path.getsize(hostile)
+        good = os.path.join(d, "good.yaml")
+        open(good, "w").write(valid)
+        _, base_rss, _, _, _ = one_shot([a.bin, "check-config", good])
+        for what, argv in [("check-config", [a.bin, "check-config", hostile]), ("start", [a.bin, "--log", "warn", "probe", "--config", hostile])]:
+            secs, peak, rc, nlines, first = one_shot(argv)
+            ok = secs <= 1 and peak <= base_rss + LIMIT_MIB and rc == 2
+            rows.append((f"{name} {what}", base_rss, peak, "", ok))
+            print(f"{name + ' ' + what:<34}{base_rss:>8.1f}{peak:>9.1f}{peak - base_rss:>+9.1f}  {'pass' if ok else 'FAIL'}  "
+                  f"file {size / 1e3:.1f} KB; {secs:.2f} s; exit {rc}; {nlines} error line(s): {first[:110]}", flush=True)
+        port = free_port()
+        p, _ = start(base_config(port, mock))
+        base = p.rss()
+        before = len(p.logged())
+        t0 = time.monotonic()
+        p.reload(hostile_yaml(name, base_config(port, mock)))
+        deadline = t0 + 60
+        while "reload rejected" not in p.logged()[before:] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        secs = time.monotonic() - t0
+        time.sleep(2)
+        peak, after = p.peak(), p.rss()
+        rejected = [l for l in p.logged()[before:].splitlines() if "reload rejected" in l]
+        p.stop()
+        ok = secs <= 1 and peak <= base + LIMIT_MIB and after <= base + 8 and len(rejected) == 1
+        rows.append((f"{name} reload", base, peak, "", ok))
+        print(f"{name + ' reload':<34}{base:>8.1f}{peak:>9.1f}{peak - base:>+9.1f}  {'pass' if ok else 'FAIL'}  "
+              f"rejected after {secs:.2f} s; RSS after {after:.1f} MiB ({after - base:+.1f}); {len(rejected)} log line(s)", flush=True)
+
+    for kind in ["yaml-aliases-nested", "yaml-aliases-1M", "yaml-aliases-200k", "yaml-deep-100k"]:
+        attack(kind, yaml_attack)
     mock_p.terminate(); mock_p.wait()
     failed = [r[0] for r in rows if not r[4]]
     print("all pass" if not failed else f"failed: {', '.join(failed)}")

@@ -33,6 +33,10 @@ pub(super) struct Generation {
     pub(super) accounting: Arc<Accounting>,
     pub(super) handle: tokio::task::JoinHandle<anyhow::Result<()>>,
     pub(super) stop: CancellationToken,
+    /// Cancels its in-flight probes at once (as when its grace is over): a shutdown that comes
+    /// while a replaced generation still waits out its own grace ends it within the running
+    /// one's.
+    pub(super) abort: CancellationToken,
     /// Each target's in-flight counter, shared with the next generation's runtime of the same
     /// target: probes still running here count against its cap and in its gauge.
     pub(super) in_flight: HashMap<String, Arc<AtomicUsize>>,
@@ -196,6 +200,7 @@ pub(super) fn launch(
 
     let grace = config.probe.shutdown_grace;
     let stop = shutdown.clone();
+    let abort = ctx.abort.clone();
     let (positions_tx, positions_rx) = tokio::sync::oneshot::channel();
     let handle = tokio::spawn(async move {
         shutdown.cancelled().await;
@@ -229,7 +234,7 @@ pub(super) fn launch(
         }
         Ok(())
     });
-    Ok(Generation { accounting, handle, stop, in_flight, positions: Some(positions_rx) })
+    Ok(Generation { accounting, handle, stop, abort, in_flight, positions: Some(positions_rx) })
 }
 
 async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: CancellationToken) {

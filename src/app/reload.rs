@@ -60,7 +60,8 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
     let mut current = Arc::new(config);
     // The running config, for generations that finish in the background after a reload.
     let latest = Arc::new(Mutex::new(current.clone()));
-    let mut retiring: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    // Replaced generations finishing their in-flight probes, each with its abort token.
+    let mut retiring: Vec<(tokio::task::JoinHandle<()>, CancellationToken)> = Vec::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -79,6 +80,8 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
                             tracing::error!("reload rejected, keeping the running config: {line}");
                         }
                         station.metrics.set_config_reload_ok(false);
+                        // What reading the refused file took goes back to the system.
+                        crate::util::memory::give_back();
                         continue;
                     }
                 };
@@ -97,8 +100,9 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
                 let next = launch(Config::clone(&new), prepared, &station, &options, stop.child_token(), positions)?;
                 let old = std::mem::replace(&mut generation, next);
                 *latest.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
-                retiring.retain(|r| !r.is_finished());
-                retiring.push(tokio::spawn(retire(old, std::mem::replace(&mut current, new), latest.clone(), station.metrics.clone())));
+                retiring.retain(|(r, _)| !r.is_finished());
+                let abort = old.abort.clone();
+                retiring.push((tokio::spawn(retire(old, std::mem::replace(&mut current, new), latest.clone(), station.metrics.clone())), abort));
                 station.metrics.set_config_reload_ok(true);
                 tracing::info!("config reloaded: probing goes on with it");
             }
@@ -107,11 +111,19 @@ pub async fn run_until_signal(config: Config, file: Option<&std::path::Path>, mu
     station.health.set_started(false);
     generation.stop.cancel();
     let accounting = generation.accounting.clone();
+    // Everything in flight gets the running config's grace, no more: a generation a reload
+    // replaced may still be waiting out a longer grace of its own; it is cut at this one's end.
+    let grace = current.probe.shutdown_grace;
+    let aborts: Vec<CancellationToken> = retiring.iter().map(|(_, abort)| abort.clone()).collect();
+    let cut = tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        aborts.iter().for_each(CancellationToken::cancel);
+    });
     generation.finish().await?;
-    // Generations replaced by a reload stopped scheduling earlier, so their grace ends first.
-    for r in retiring {
+    for (r, _) in retiring {
         let _ = r.await;
     }
+    cut.abort();
     tracing::info!(scheduled = accounting.scheduled(), recorded = accounting.recorded(), "stopped");
     station.stop().await?;
     Ok(std::process::ExitCode::SUCCESS)

@@ -122,7 +122,9 @@ impl Station {
         }
         if let Some(d) = &self.detect {
             d.publish(unix_now());
-            d.save();
+            // Off the runtime: the write blocks on the disk.
+            let d = d.clone();
+            let _ = tokio::task::spawn_blocking(move || d.save()).await;
         }
         self.server_stop.cancel();
         self.server_task.await.context("server task")?.context("metrics server")

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,10 +20,15 @@ use tokio::net::TcpStream;
 
 use crate::client::receive_stamp;
 use crate::config::{HttpVersion, Target};
-use crate::probe::handover::{Write, Written};
+use crate::probe::handover::{Write, WriteError, Written, open_and_silent};
 
-/// A kept-alive connection is not reused after this long idle (as the general client's pool).
+/// A kept-alive connection is not reused after this long idle (as the general client's pool),
+/// nor past the server's own `Keep-Alive: timeout=` less a margin (`retire_before`).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the shortest idle time after which the server was seen to have closed a connection
+/// is kept (see `Client::learned`): a server restart that closed connections early does not
+/// cut reuse for longer.
+const LEARNED_FOR: Duration = Duration::from_secs(600);
 /// Idle connections kept per target; more are closed when they come back.
 const MAX_IDLE: usize = 4096;
 /// A response head larger than this is refused (hyper's limit is of the same order).
@@ -70,6 +75,12 @@ pub struct Client {
     user_agent: &'static str,
     /// Oldest first: checked out from the back (the warmest), expired from the front.
     idle: Mutex<VecDeque<(Conn, Instant)>>,
+    /// The shortest idle time after which a kept-alive connection was found closed by the
+    /// server, and when that was seen. The server's idle timeout is at most that, so
+    /// connections are retired before it (`retire_before`): a request written just as the
+    /// server closes would be lost, while one found closed beforehand only costs a new
+    /// connection, opened before the send time.
+    learned: Mutex<Option<(Duration, Instant)>>,
 }
 
 enum Host {
@@ -109,6 +120,7 @@ impl Client {
             connect_timeout: config.timeouts.connect,
             user_agent,
             idle: Mutex::new(VecDeque::new()),
+            learned: Mutex::new(None),
         })
     }
 
@@ -141,28 +153,68 @@ impl Client {
 
     /// The most recently returned idle connection that is still open and silent.
     fn checkout(&self) -> Option<Conn> {
+        let limit = self.learned_limit();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((conn, since)) = idle.pop_back() {
-            if since.elapsed() < IDLE_TIMEOUT && open_and_silent(&conn.stream) {
+            if since.elapsed() >= conn.idle_limit.min(limit) {
+                continue;
+            }
+            if open_and_silent(conn.stream.as_fd()) {
                 return Some(conn);
             }
+            self.closed_while_idle(&conn, Instant::now());
         }
         None
     }
 
-    /// Keeps a connection for reuse; ones idle past `IDLE_TIMEOUT` are closed here, so a pool
-    /// that shrinks does not hold open sockets forever. A buffer grown for a large head goes
-    /// back to its usual size.
-    fn checkin(&self, mut conn: Conn) {
+    /// How long a connection may stay idle by what the server was seen to do (`learned`).
+    fn learned_limit(&self) -> Duration {
+        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        match *learned {
+            Some((_, seen)) if seen.elapsed() >= LEARNED_FOR => {
+                *learned = None;
+                IDLE_TIMEOUT
+            }
+            Some((idle, _)) => retire_before(idle),
+            None => IDLE_TIMEOUT,
+        }
+    }
+
+    /// A kept-alive connection was found closed by the server at `at`, after lying idle.
+    fn closed_while_idle(&self, conn: &Conn, at: Instant) {
+        if let Some(since) = conn.idle_since {
+            self.note_idle_close(at.saturating_duration_since(since));
+        }
+    }
+
+    /// The server closed a kept-alive connection that had been idle for `idle`.
+    fn note_idle_close(&self, idle: Duration) {
+        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        if learned.is_none_or(|(shortest, _)| idle < shortest) {
+            *learned = Some((idle, Instant::now()));
+        }
+    }
+
+    /// Keeps a connection for reuse, idle from now (its answer just ended); ones idle past
+    /// their limit are closed here, so a pool that shrinks does not hold open sockets forever.
+    /// A buffer grown for a large head goes back to its usual size.
+    fn checkin(&self, conn: Conn) {
+        self.checkin_idle_since(conn, Instant::now());
+    }
+
+    /// Keeps a connection for reuse that has been idle since `since` (the server's idle clock
+    /// has run from then, whatever the prober did with it meanwhile).
+    fn checkin_idle_since(&self, mut conn: Conn, since: Instant) {
         (conn.start, conn.end) = (0, 0);
+        conn.idle_since = Some(since);
         conn.buf.truncate(READ_BUF_BYTES);
         conn.buf.shrink_to_fit();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while idle.front().is_some_and(|(_, since)| since.elapsed() >= IDLE_TIMEOUT) {
+        while idle.front().is_some_and(|(conn, since)| since.elapsed() >= conn.idle_limit) {
             idle.pop_front();
         }
         if idle.len() < MAX_IDLE {
-            idle.push_back((conn, Instant::now()));
+            idle.push_back((conn, since));
         }
     }
 
@@ -189,7 +241,7 @@ impl Client {
                     let _ = stream.set_nodelay(true);
                     // Frames are timed by their arrival on the host, not by when they are read.
                     receive_stamp::enable(&stream);
-                    return Ok(Conn { stream, buf: vec![0; READ_BUF_BYTES], start: 0, end: 0, arrived: None });
+                    return Ok(Conn { stream, buf: vec![0; READ_BUF_BYTES], start: 0, end: 0, arrived: None, idle_limit: IDLE_TIMEOUT, idle_since: None });
                 }
             }
         }
@@ -224,9 +276,21 @@ impl Request {
         }
     }
 
-    /// Opens a connection for the request now, when it has none, unless that takes past `by`
-    /// (its send time). A failure is left for the send, which connects again and reports it.
+    /// Opens a connection for the request now, when it has none, or its kept-alive one has
+    /// been closed by the server since it was checked out or will have been idle past its
+    /// limit by `by` (its send time); unless that takes past `by`. A failure is left for the
+    /// send, which connects again and reports it.
     pub async fn connect_before(&mut self, by: Instant) {
+        if let Some(conn) = self.conn.as_ref().filter(|_| self.reused) {
+            let limit = conn.idle_limit.min(self.client.learned_limit());
+            let expires = conn.idle_since.is_some_and(|since| by.saturating_duration_since(since) >= limit);
+            if !open_and_silent(conn.stream.as_fd()) {
+                self.client.closed_while_idle(conn, Instant::now());
+                (self.conn, self.reused) = (None, false);
+            } else if expires {
+                (self.conn, self.reused) = (None, false);
+            }
+        }
         if self.conn.is_some() {
             return;
         }
@@ -236,65 +300,60 @@ impl Request {
     }
 
     /// A request that will not be sent (refused at its send time): its connection, never
-    /// written to, goes back to the pool instead of being closed.
+    /// written to, goes back to the pool instead of being closed, idle since it last was.
     pub fn withdraw(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.client.checkin(conn);
+            let since = conn.idle_since.unwrap_or_else(Instant::now);
+            self.client.checkin_idle_since(conn, since);
         }
     }
 
-    /// The dispatcher's write of this request at its send time, when it has a connection.
+    /// The dispatcher's write of this request at its send time, when it has a connection. A
+    /// kept-alive connection is checked for a close again at the write itself (a server closing
+    /// it while idle can do so at any moment up to then).
     pub fn handover(&self) -> Option<Write> {
-        let conn = self.conn.as_ref()?;
-        // A kept-alive connection closed meanwhile is left to `send`, which sees the close
-        // before writing and sends on a new connection; written to, it would fail the probe.
-        if self.reused && !open_and_silent(&conn.stream) {
-            return None;
-        }
-        Write::new(conn.stream.as_fd(), self.bytes.clone())
+        Write::new(self.conn.as_ref()?.stream.as_fd(), self.bytes.clone(), self.reused)
     }
 
     /// Sends the request and returns once the answer's head is in. `written`: what the
     /// dispatcher already wrote of it on its connection (see `handover`); the rest is written
     /// here. The request goes once more, on a new connection, only when its connection came
-    /// from the pool and was found closed or broken before the request was all written (the
-    /// server closed it while idle and cannot have acted on it), as the general client does.
-    /// Never after the request was all written, nor on a new connection: the server may have
-    /// taken it, and a resend would hide a server that drops requests.
+    /// from the pool and was found closed or broken before a byte of the request was written
+    /// (the server closed it while idle and cannot have seen it), as the general client does.
+    /// Never once a byte went out, nor on a new connection: the server may have taken it, and a
+    /// resend would hide a server that drops requests.
     pub async fn send(self, written: Option<Written>) -> Result<Response, SendError> {
         let Request { client, bytes, conn, reused, unconnected } = self;
         if let Some(e) = unconnected {
             return Err(e);
         }
         if let Some(conn) = conn {
-            let result = match written.map(|w| w.result) {
-                None if reused && !open_and_silent(&conn.stream) => Err(Exchange::Unsent(SendError::Connect("kept-alive connection closed while idle".into()))),
-                None => exchange(conn, &bytes).await,
-                Some(Ok(n)) => exchange(conn, &bytes[n.min(bytes.len())..]).await,
-                Some(Err(e)) => Err(Exchange::Unsent(SendError::Connect(format!("sending the request: {e}")))),
+            let idle_since = conn.idle_since;
+            let result = match written {
+                None if reused && !open_and_silent(conn.stream.as_fd()) => {
+                    Err((Instant::now(), Exchange::Unsent(SendError::Connect("kept-alive connection closed while idle".into()))))
+                }
+                None => exchange(conn, &bytes, false).await.map_err(|e| (Instant::now(), e)),
+                Some(Written { result: Ok(n), .. }) => exchange(conn, &bytes[n.min(bytes.len())..], n > 0).await.map_err(|e| (Instant::now(), e)),
+                Some(Written { at, result: Err(WriteError::Unsent(e)) }) => Err((at, Exchange::Unsent(SendError::Connect(e)))),
+                Some(Written { result: Err(WriteError::Broken(e)), .. }) => Err((Instant::now(), Exchange::Failed(SendError::Connect(e)))),
             };
             match result {
                 Ok(answer) => return Ok(client.answer(answer)),
-                Err(Exchange::Unsent(_)) if reused => {}
-                Err(Exchange::Unsent(e) | Exchange::Failed(e)) => return Err(e),
+                Err((at, Exchange::Unsent(_))) if reused => {
+                    if let Some(since) = idle_since {
+                        client.note_idle_close(at.saturating_duration_since(since));
+                    }
+                }
+                Err((_, Exchange::Unsent(e) | Exchange::Failed(e))) => return Err(e),
             }
         }
         let conn = client.connect().await?;
-        match exchange(conn, &bytes).await {
+        match exchange(conn, &bytes, false).await {
             Ok(answer) => Ok(client.answer(answer)),
             Err(Exchange::Unsent(e) | Exchange::Failed(e)) => Err(e),
         }
     }
-}
-
-/// Whether a connection is still open with nothing to read, asked of the kernel (a peek that
-/// does not wait): the reactor may not have seen yet a close that has already arrived.
-fn open_and_silent(stream: &TcpStream) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: a one-byte buffer of ours; MSG_PEEK leaves any byte in the socket.
-    let n = unsafe { libc::recv(stream.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-    // Closed (0), reset, or bytes nobody asked for: not reusable.
-    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }
 
 /// A connection with its read buffer: `buf[start..end]` is read but not yet handed out.
@@ -306,6 +365,11 @@ struct Conn {
     /// When the newest bytes in `buf` reached the host (the kernel's stamp of the last read);
     /// `None` where the kernel gave none.
     arrived: Option<Instant>,
+    /// How long it may stay idle in the pool: `IDLE_TIMEOUT`, or less when the server named
+    /// its keep-alive timeout.
+    idle_limit: Duration,
+    /// When it last went back to the pool (`None`: it has not carried a request yet).
+    idle_since: Option<Instant>,
 }
 
 impl Conn {
@@ -357,8 +421,8 @@ impl Conn {
 }
 
 enum Exchange {
-    /// The connection was closed or broke before the request was all written (sent again on
-    /// a new connection when it was a kept-alive one).
+    /// The connection was closed or broke before a byte of the request was written (sent
+    /// again on a new connection when it was a kept-alive one).
     Unsent(SendError),
     Failed(SendError),
 }
@@ -371,13 +435,38 @@ pub struct Head {
     pub body: TransferDecoder,
     /// Whether the connection can carry another request after this answer.
     pub keep_alive: bool,
+    /// The server's `Keep-Alive: timeout=` (how long it keeps the connection open while idle).
+    pub keep_alive_timeout: Option<Duration>,
 }
 
-/// Writes the request and reads the answer's head (skipping `1xx` interim answers, at most
-/// `MAX_INTERIM_ANSWERS`).
-async fn exchange(mut conn: Conn, request: &[u8]) -> Result<(Head, Conn), Exchange> {
-    if let Err(e) = conn.stream.write_all(request).await {
-        return Err(Exchange::Unsent(SendError::Connect(format!("sending the request: {e}"))));
+/// How long a connection may stay idle when its server names its keep-alive timeout: a second
+/// less (half of it below two seconds), since the server's clock started when it wrote its
+/// answer's end, before the prober read it.
+fn retire_before(timeout: Duration) -> Duration {
+    timeout.saturating_sub(Duration::from_secs(1)).max(timeout / 2).min(IDLE_TIMEOUT)
+}
+
+/// The `timeout=` of a `Keep-Alive` header value (`timeout=5, max=100`), in whole seconds.
+fn keep_alive_timeout(value: &str) -> Option<Duration> {
+    value.split(',').find_map(|p| {
+        let (name, secs) = p.split_once('=')?;
+        let secs = secs.trim();
+        (name.trim().eq_ignore_ascii_case("timeout") && !secs.is_empty() && secs.len() <= 9 && secs.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| Duration::from_secs(secs.parse().unwrap_or(0)))
+    })
+}
+
+/// Writes the request (`started`: its first bytes already went out on this connection) and
+/// reads the answer's head (skipping `1xx` interim answers, at most `MAX_INTERIM_ANSWERS`).
+async fn exchange(mut conn: Conn, request: &[u8], started: bool) -> Result<(Head, Conn), Exchange> {
+    let mut done = 0;
+    while done < request.len() {
+        match conn.stream.write(&request[done..]).await {
+            Ok(0) => return Err(Exchange::Failed(SendError::Connect("sending the request: the connection took no more bytes".into()))),
+            Ok(n) => done += n,
+            Err(e) if started || done > 0 => return Err(Exchange::Failed(SendError::Connect(format!("sending the request: {e}")))),
+            Err(e) => return Err(Exchange::Unsent(SendError::Connect(format!("sending the request: {e}")))),
+        }
     }
     let (mut answered, mut interim) = (false, 0);
     loop {
@@ -392,6 +481,7 @@ async fn exchange(mut conn: Conn, request: &[u8]) -> Result<(Head, Conn), Exchan
                     }
                     continue;
                 }
+                conn.idle_limit = head.keep_alive_timeout.map_or(IDLE_TIMEOUT, retire_before);
                 return Ok((head, conn));
             }
             // A head that does not end within the limit is refused here rather than by `fill`,
@@ -430,6 +520,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
     let status = parsed.code.and_then(|c| reqwest::StatusCode::from_u16(c).ok()).ok_or("invalid status code")?;
     let mut headers = HeaderMap::with_capacity(parsed.headers.len());
     let (mut chunked, mut other_coding, mut length, mut close) = (false, false, None::<u64>, parsed.version == Some(0));
+    let mut keep_alive_for = None;
     for field in parsed.headers.iter() {
         let (Ok(name), Ok(value)) = (HeaderName::from_bytes(field.name.as_bytes()), HeaderValue::from_bytes(field.value)) else {
             continue;
@@ -448,6 +539,8 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
                 return Err("conflicting content-length values".into());
             }
             length = Some(n);
+        } else if name.as_str() == "keep-alive" {
+            keep_alive_for = value.to_str().ok().and_then(keep_alive_timeout).or(keep_alive_for);
         } else if name == reqwest::header::CONNECTION {
             let v = value.to_str().unwrap_or("");
             if v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")) {
@@ -474,7 +567,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(usize, Head)>, String> {
     };
     // A body that runs to the end, or a length beside a transfer coding, ends the connection.
     let keep_alive = !close && !matches!(body, TransferDecoder::ToEnd) && !(length.is_some() && (chunked || other_coding)) && code != 101;
-    Ok(Some((len, Head { status, headers, body, keep_alive })))
+    Ok(Some((len, Head { status, headers, body, keep_alive, keep_alive_timeout: keep_alive_for })))
 }
 
 /// The answer to a [`Request::send`]: status, head, and the body read piece by piece.
@@ -510,8 +603,13 @@ impl Drop for Response {
             }
             return;
         }
-        let head =
-            Head { status: self.head.status, headers: HeaderMap::new(), body: std::mem::replace(&mut self.head.body, TransferDecoder::Done), keep_alive: true };
+        let head = Head {
+            status: self.head.status,
+            headers: HeaderMap::new(),
+            body: std::mem::replace(&mut self.head.body, TransferDecoder::Done),
+            keep_alive: true,
+            keep_alive_timeout: None,
+        };
         let rest = Response { head, conn: self.conn.take(), client: self.client.clone(), draining: true };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
@@ -833,5 +931,19 @@ mod tests {
         assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: +1\r\n\r\n").is_err(), "digits only");
         assert!(parse_head(b"HTTP/1.1 200 OK\ncontent-length: 1\n\n").is_err(), "bare LF");
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nx-a: 1\n\r\n").is_err(), "one bare LF");
+    }
+
+    #[test]
+    fn a_named_keep_alive_timeout_retires_the_connection_before_it() {
+        let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap().1;
+        assert_eq!(head("HTTP/1.1 200 OK\r\nkeep-alive: timeout=5, max=100\r\ncontent-length: 0\r\n\r\n").keep_alive_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(head("HTTP/1.1 200 OK\r\nKeep-Alive: max=9,TIMEOUT=1\r\ncontent-length: 0\r\n\r\n").keep_alive_timeout, Some(Duration::from_secs(1)));
+        for odd in ["timeout=", "timeout=-1", "timeout=1.5", "max=3", "timeout=99999999999999"] {
+            assert_eq!(keep_alive_timeout(odd), None, "{odd}");
+        }
+        assert_eq!(retire_before(Duration::from_secs(5)), Duration::from_secs(4));
+        assert_eq!(retire_before(Duration::from_secs(1)), Duration::from_millis(500));
+        assert_eq!(retire_before(Duration::ZERO), Duration::ZERO, "timeout=0: never reused");
+        assert_eq!(retire_before(Duration::from_secs(600)), IDLE_TIMEOUT);
     }
 }

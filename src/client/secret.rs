@@ -31,13 +31,18 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Why a secret (an API key, a `headers_from` value, the release token) could not be read. The
+/// text names the reference, never the value, and not what the secret is for: the caller says
+/// that (`target vllm: api_key_file`, `detect.release_token_file`, `--token-file`).
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("environment variable {0} is not set")]
     EnvMissing(String),
-    #[error("cannot read api key file {path}: {source}")]
-    File { path: String, source: std::io::Error },
-    #[error("api key from {0} is empty")]
+    /// The OS error is in the text once; it is not also the error's source, so a chain of
+    /// causes does not print it twice.
+    #[error("cannot read {path}: {cause}")]
+    File { path: String, cause: std::io::Error },
+    #[error("{0} is empty")]
     Empty(String),
 }
 
@@ -46,7 +51,7 @@ pub fn resolve(reference: &SecretRef) -> Result<Secret, SecretError> {
     let (value, origin) = match reference {
         SecretRef::Env(var) => (std::env::var(var).map_err(|_| SecretError::EnvMissing(var.clone()))?, format!("${var}")),
         SecretRef::File(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| SecretError::File { path: path.display().to_string(), source })?;
+            let text = std::fs::read_to_string(path).map_err(|cause| SecretError::File { path: path.display().to_string(), cause })?;
             (text, path.display().to_string())
         }
     };
@@ -104,11 +109,11 @@ impl KeySource {
                     st.mtime = mtime;
                     match resolve(&SecretRef::File(path.clone())) {
                         Ok(fresh) if fresh != st.current => {
-                            tracing::info!(file = %path.display(), "api key file changed: using the new key");
+                            tracing::info!(file = %path.display(), "secret file changed: using the new value");
                             st.previous = Some(std::mem::replace(&mut st.current, fresh));
                         }
                         Ok(_) => {}
-                        Err(e) => tracing::warn!("api key file re-read failed, keeping the previous key: {e}"),
+                        Err(e) => tracing::warn!("secret file re-read failed, keeping the previous value: {e}"),
                     }
                 }
             }
@@ -152,6 +157,25 @@ mod tests {
         std::fs::File::options().write(true).open(&path).unwrap().set_modified(later + Duration::from_secs(2)).unwrap();
         assert_eq!(source.current().expose(), "sk-new");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_is_named_with_its_os_error_once_and_no_purpose_of_its_own() {
+        let missing = PathBuf::from("/nonexistent/llmprobe-token");
+        let err = anyhow::Error::from(resolve(&SecretRef::File(missing.clone())).unwrap_err()).context("detect.release_token_file");
+        let text = format!("{err:#}");
+        assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+        assert!(text.starts_with("detect.release_token_file: cannot read /nonexistent/llmprobe-token: "), "{text}");
+        assert!(!text.contains("api key"), "{text}");
+
+        let mut target = crate::config::Target::new("t", "http://127.0.0.1:1", crate::config::ProtocolKind::OpenaiChat).unwrap();
+        target.headers_from = vec![("X-Token".into(), SecretRef::File(missing.clone()))];
+        let text = format!("{:#}", crate::client::target::TargetRuntime::new(target.clone()).err().unwrap());
+        assert!(text.starts_with("target t: headers_from.X-Token: cannot read ") && text.matches("os error 2").count() == 1, "{text}");
+        target.headers_from.clear();
+        target.api_key = Some(SecretRef::File(missing));
+        let text = format!("{:#}", crate::client::target::TargetRuntime::new(target).err().unwrap());
+        assert!(text.starts_with("target t: api_key_file: cannot read ") && text.matches("os error 2").count() == 1, "{text}");
     }
 
     #[test]

@@ -53,7 +53,13 @@ impl TargetRuntime {
     /// Builds the client and resolves the API key. Errors name the key's source, never its value.
     pub fn new(config: Target) -> anyhow::Result<Self> {
         let api_key = match &config.api_key {
-            Some(r) => Some(Arc::new(KeySource::new(r).with_context(|| format!("target {}", config.name))?)),
+            Some(r) => {
+                let field = match r {
+                    crate::config::SecretRef::Env(_) => "api_key_env",
+                    crate::config::SecretRef::File(_) => "api_key_file",
+                };
+                Some(Arc::new(KeySource::new(r).with_context(|| format!("target {}: {field}", config.name))?))
+            }
             None => None,
         };
         let mut secret_headers = Vec::new();
@@ -156,6 +162,12 @@ impl TargetRuntime {
         let mut hops = 0;
         loop {
             let next = if self.config.follow_redirects && hops < MAX_REDIRECTS { request.try_clone() } else { None };
+            // The pool's connection task reads a kept-alive connection (and so sees a close the
+            // server sent while it was idle) before it writes the request, but only once the
+            // runtime's reactor has seen the close: yielding once lets the reactor run first, so
+            // a close that has arrived sends the request on a new connection instead of into the
+            // closed one.
+            tokio::task::yield_now().await;
             let response = self.client.execute(request).await.map_err(|e| classify_send_error(&e, self))?;
             let status = response.status();
             let Some(mut next) = next.filter(|_| REDIRECTS.contains(&status.as_u16())) else { return Ok(response) };

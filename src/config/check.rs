@@ -23,18 +23,19 @@ pub struct ConfigIssue {
 }
 
 impl ConfigIssue {
-    /// Formats as `path: message (file:line)`.
+    /// Formats as `path: message (file:line)`, on one line: control characters a value brought
+    /// into the message (a newline in a quoted string) are escaped.
     pub fn display_in<'a>(&'a self, file: &'a str) -> impl fmt::Display + 'a {
         struct In<'a>(&'a ConfigIssue, &'a str);
         impl fmt::Display for In<'_> {
             fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                let (issue, file) = (self.0, self.1);
+                let (issue, file) = (self.0, OneLine(self.1));
                 if !issue.path.is_empty() {
-                    write!(f, "{}: ", issue.path)?;
+                    write!(f, "{}: ", OneLine(&issue.path))?;
                 }
                 match issue.line {
-                    Some(line) => write!(f, "{} ({file}:{line})", issue.message),
-                    None => write!(f, "{} ({file})", issue.message),
+                    Some(line) => write!(f, "{} ({file}:{line})", OneLine(&issue.message)),
+                    None => write!(f, "{} ({file})", OneLine(&issue.message)),
                 }
             }
         }
@@ -42,19 +43,41 @@ impl ConfigIssue {
     }
 }
 
-/// Formats as `path: message (line N)`; use `display_in` to name the file.
+/// Formats as `path: message (line N)`, on one line; use `display_in` to name the file.
 impl fmt::Display for ConfigIssue {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         if !self.path.is_empty() {
-            write!(f, "{}: ", self.path)?;
+            write!(f, "{}: ", OneLine(&self.path))?;
         }
-        f.write_str(&self.message)?;
+        write!(f, "{}", OneLine(&self.message))?;
         match self.line {
             Some(line) => write!(f, " (line {line})"),
             None => Ok(()),
         }
     }
 }
+
+/// Text with its control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`), so that one issue
+/// stays one line.
+struct OneLine<'a>(&'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                c if c.is_control() => write!(f, "{}", c.escape_unicode())?,
+                c => fmt::Write::write_char(f, c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Issues printed for one file; the rest are counted in a last line.
+pub const MAX_SHOWN_ISSUES: usize = 50;
 
 /// Every problem found in one file; the file is not used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,14 +88,18 @@ pub struct ConfigErrors {
     pub issues: Vec<ConfigIssue>,
 }
 
-/// One line per issue: `path: message (file:line)`.
+/// One line per issue: `path: message (file:line)`; past `MAX_SHOWN_ISSUES`, one line counts
+/// the rest.
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        for (i, issue) in self.issues.iter().enumerate() {
+        for (i, issue) in self.issues.iter().take(MAX_SHOWN_ISSUES).enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
             write!(f, "{}", issue.display_in(&self.file))?;
+        }
+        if let Some(rest) = self.issues.len().checked_sub(MAX_SHOWN_ISSUES).filter(|&n| n > 0) {
+            write!(f, "\n... and {rest} more problems ({})", OneLine(&self.file))?;
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_norway::Value;
 
+use super::bounds;
 use super::check::{Checker, ConfigErrors, ConfigIssue, Resolvers};
 use super::locate::{self, Index};
 use super::model::Config;
@@ -27,15 +28,25 @@ const MAX_SERDE_ISSUES: usize = 50;
 /// issue, with an empty path.
 pub fn load(path: &Path, resolvers: Resolvers) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse(&text, &file, resolvers),
-        Err(e) => Err(ConfigErrors { file, issues: vec![ConfigIssue { path: String::new(), line: None, message: format!("cannot read config file: {e}") }] }),
+    let fail = |issue| ConfigErrors { file: file.clone(), issues: vec![issue] };
+    // Never more than the limit and a byte is read: a huge file is refused by its size.
+    let mut text = String::new();
+    let read =
+        std::fs::File::open(path).and_then(|f| std::io::Read::read_to_string(&mut std::io::Read::take(f, bounds::MAX_CONFIG_BYTES as u64 + 1), &mut text));
+    match read {
+        Ok(len) if len > bounds::MAX_CONFIG_BYTES => Err(fail(bounds::too_large(len))),
+        Ok(_) => parse(&text, &file, resolvers),
+        Err(e) => Err(fail(ConfigIssue { path: String::new(), line: None, message: format!("cannot read config file: {e}") })),
     }
 }
 
 /// Parses and validates configuration text. `file` is only used in messages.
 pub fn parse(text: &str, file: &str, resolvers: Resolvers) -> Result<Config, ConfigErrors> {
     let fail = |issues| ConfigErrors { file: file.to_owned(), issues };
+    // Size, nesting and aliases first: every parse below expands aliases again.
+    if let Err(issue) = bounds::check(text) {
+        return Err(fail(vec![issue]));
+    }
     // The YAML library reports a syntax error only after handing out the events before it, so
     // a broken file could first show up as a confusing "missing field". Check syntax first.
     if let Err(e) = serde::de::IgnoredAny::deserialize(locate::yaml(text)) {

@@ -6,6 +6,7 @@
 //! Files, bottom up (each names only files above it in this list):
 //! `duration.rs` (`250ms`-style durations), `kinds.rs` (API, coding, engine and source kinds),
 //! `dataset.rs` (replayed prompts as data), `check.rs` (issues, the `Checker`, common checks),
+//! `bounds.rs` (size, depth and alias limits checked before the YAML is parsed),
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
 //! `telemetry.rs` (`tracing:`, `sources:`), `checks.rs` (`checks:`), `raw_workload.rs` and
@@ -15,6 +16,7 @@
 //! The file format is documented in `config/README.md`.
 
 mod bench;
+mod bounds;
 mod check;
 mod checks;
 mod dataset;
@@ -37,7 +39,8 @@ mod validate;
 mod workload;
 
 pub use bench::{Bench, BenchMode, Matrix};
-pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MIN_RATE, Resolvers};
+pub use bounds::{MAX_ALIASES, MAX_CONFIG_BYTES, MAX_DEPTH, MAX_NODES};
+pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MAX_SHOWN_ISSUES, MIN_RATE, Resolvers};
 pub use checks::{Checks, Expect, KnownAnswer, Schema, ToolCallCheck, ToolChoice};
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
 pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};

@@ -167,6 +167,36 @@ fn issues_format_with_and_without_a_file() {
 }
 
 #[test]
+fn a_value_with_a_newline_keeps_each_issue_on_one_line() {
+    let text = MINIMAL.replace("api: openai-completions", "api: \"openai\\n(test.yaml:1) forged\"");
+    let lines = err(&text);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("targets[0].api: ") && lines[0].contains("openai\\n(test.yaml:1) forged") && lines[0].ends_with("(test.yaml:4)"), "{lines:?}");
+}
+
+#[test]
+fn past_fifty_issues_the_rest_are_counted() {
+    let scenarios: String = (0..120).map(|i| format!("  - {{name: s{i}, input_tokens: 0, output_tokens: 1}}\n")).collect();
+    let text = format!("targets:\n  - {{name: a, base_url: 'http://127.0.0.1:1', api: openai-chat}}\nscenarios:\n{scenarios}");
+    let errors = parse(&text, "test.yaml").expect_err("invalid");
+    assert!(errors.issues.len() > 100);
+    let lines = err(&text);
+    assert_eq!(lines.len(), MAX_SHOWN_ISSUES + 1, "{lines:?}");
+    assert_eq!(lines[MAX_SHOWN_ISSUES], format!("... and {} more problems (test.yaml)", errors.issues.len() - MAX_SHOWN_ISSUES));
+}
+
+#[test]
+fn hostile_yaml_is_refused_before_it_is_expanded() {
+    let mut text = format!("a0: &a0 [{}]\n", vec!["1"; 100].join(","));
+    for level in 1..=6 {
+        text.push_str(&format!("a{level}: &a{level} [{}]\n", vec![format!("*a{}", level - 1); 100].join(",")));
+    }
+    assert_eq!(err(&text), vec![format!("more than {MAX_NODES} values once aliases are expanded (test.yaml:3)")]);
+    let deep = format!("targets: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    assert_eq!(err(&deep), vec![format!("collections nested more than {MAX_DEPTH} deep (test.yaml:1)")]);
+}
+
+#[test]
 fn demo_parses() {
     let c = crate::app::loader::demo();
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
@@ -329,4 +359,24 @@ fn problems_of_every_stage_are_reported_together() {
 fn a_repeated_key_is_reported_with_its_path_and_line() {
     let text = format!("# comment\n\n{MINIMAL}targets: []\n");
     assert_eq!(err(&text), vec!["targets: duplicate key (first set at line 3) (test.yaml:11)"]);
+}
+
+#[test]
+fn a_length_mean_or_mu_that_is_not_finite_is_an_error_also_inside_a_mixture() {
+    let with = |output: &str| MINIMAL.replace("output_tokens: {min: 1, max: 8}", output);
+    let lines = err(&with("output_tokens: {kind: mixture, components: [{weight: 1, kind: normal, mean: .nan, stddev: 2, min: 1, max: 8}]}"));
+    assert_eq!(lines, vec!["scenarios[0].output_tokens.components[0].mean: must be a finite number, got NaN (test.yaml:8)"]);
+    let lines = err(&with("output_tokens: {kind: lognormal, mu: .inf, sigma: 1, min: 1, max: 8}"));
+    assert_eq!(lines, vec!["scenarios[0].output_tokens.mu: must be a finite number, got inf (test.yaml:8)"]);
+}
+
+#[test]
+fn a_weight_whose_share_is_out_of_range_is_reported_as_a_weight() {
+    let text = "probe: {rate: 1}\ntargets:\n  - {name: a, base_url: 'http://127.0.0.1:1', api: openai-chat}\nscenarios:\n  - {name: big, weight: 1000000000}\n  - {name: tiny, weight: 0.000000001}\n"
+        .replace("{name: big, weight: 1000000000}", "{name: big, weight: 1000000000, input_tokens: 8, output_tokens: 4}")
+        .replace("{name: tiny, weight: 0.000000001}", "{name: tiny, weight: 0.000000001, input_tokens: 8, output_tokens: 4}");
+    let lines = err(&text);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("scenarios[1].weight: weight 0.000000001 of 1000000000 in all gives this scenario"), "{lines:?}");
+    assert!(lines[0].contains("change the weights or probe.rate") && !lines[0].contains("must be a rate"), "{lines:?}");
 }

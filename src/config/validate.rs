@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use super::check::{Checker, MAX_IN_FLIGHT, check_name, check_unique};
+use super::check::{Checker, MAX_IN_FLIGHT, MAX_RATE, MIN_RATE, check_name, check_unique};
 use super::duration::format_duration;
 use super::kinds::SourceKind;
 use super::model::{Config, ProbeSettings};
@@ -117,12 +117,29 @@ fn scenarios(raws: &[RawScenario], shared: &Shared, c: &mut Checker) -> Vec<Scen
             check_name(&format!("{path}.name"), &raw.name, c);
             let rate = match (raw.rate, w) {
                 (Some(own), _) => c.rate(&format!("{path}.rate"), own),
-                (None, Some(w)) => c.rate(&format!("{path}.weight"), shared.probe_rate * w / total_weight),
+                (None, Some(w)) => weighted_rate(&format!("{path}.weight"), w, total_weight, shared.probe_rate, c),
                 (None, None) => shared.probe_rate, // unreachable: no rate means a weight
             };
             scenario(&path, raw, rate, shared, c)
         })
         .collect()
+}
+
+/// The rate a weight gives its scenario: its share of `probe.rate`. Out of range, the error
+/// says so in terms of the weight, not as if a rate had been written there.
+fn weighted_rate(path: &str, weight: f64, total_weight: f64, probe_rate: f64, c: &mut Checker) -> f64 {
+    let rate = probe_rate * weight / total_weight;
+    if rate.is_finite() && (MIN_RATE..=MAX_RATE).contains(&rate) {
+        return rate;
+    }
+    c.error(
+        path,
+        format!(
+            "weight {weight} of {total_weight} in all gives this scenario {rate} probes per second of probe.rate {probe_rate}, \
+             outside {MIN_RATE} to {MAX_RATE}: change the weights or probe.rate, or give the scenario its own rate"
+        ),
+    );
+    1.0
 }
 
 /// One scenario's lengths, arrival, prefix and dataset.

@@ -222,7 +222,12 @@ fn dist(path: &str, d: &RawDist, c: &mut Checker) -> LengthSpec {
 
 fn normal(path: &str, d: &RawDist, c: &mut Checker) -> LengthSpec {
     only(path, d, "normal", &["mean", "stddev"], c);
-    let mean = need(path, "mean", d.mean, "normal", c).unwrap_or(1.0);
+    let mut mean = need(path, "mean", d.mean, "normal", c).unwrap_or(1.0);
+    if !mean.is_finite() {
+        // NaN would sample every length as the minimum; an infinity, as the maximum.
+        c.error(format!("{path}.mean"), format!("must be a finite number, got {mean}"));
+        mean = 1.0;
+    }
     let stddev = need(path, "stddev", d.stddev, "normal", c).unwrap_or(0.0);
     if !(stddev >= 0.0 && stddev.is_finite()) {
         c.error(format!("{path}.stddev"), format!("must be a number >= 0, got {stddev}"));
@@ -255,7 +260,10 @@ fn lognormal(path: &str, d: &RawDist, c: &mut Checker) -> LengthSpec {
                 c.error(format!("{path}.mu"), "p90 and p99 go with median; with mu give sigma");
             }
             let sigma = need(path, "sigma", d.sigma, "lognormal", c).unwrap_or(1.0);
-            (mu, c.positive(&format!("{path}.sigma"), sigma))
+            if !mu.is_finite() {
+                c.error(format!("{path}.mu"), format!("must be a finite number, got {mu}"));
+            }
+            (if mu.is_finite() { mu } else { 0.0 }, c.positive(&format!("{path}.sigma"), sigma))
         }
     };
     LengthSpec::LogNormal { mu, sigma, min, max }

@@ -14,16 +14,22 @@ pub fn state_path(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
 
-/// Writes the detector's snapshot to `dir/detect-state.json` (creating `dir`): a temporary file
-/// in the same directory, flushed, then renamed over the old one, so a reader sees the old or
-/// the new file, never half of one.
+/// Writes the detector's snapshot to `dir/detect-state.json` (see `write`).
 pub fn save(dir: &Path, det: &Detector) -> std::io::Result<()> {
+    write(dir, &det.snapshot())
+}
+
+/// Writes a snapshot taken earlier (`Detector::snapshot`, under the detector's lock) to
+/// `dir/detect-state.json`, creating `dir`: a temporary file in the same directory, flushed,
+/// then renamed over the old one, so a reader sees the old or the new file, never half of one.
+/// It blocks on the disk: callers run it on a blocking thread, without the detector's lock.
+pub fn write(dir: &Path, snapshot: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&det.snapshot())?;
+        f.write_all(snapshot)?;
         f.sync_all()?;
         std::fs::rename(&tmp, state_path(dir))
     })();

@@ -393,8 +393,27 @@ fn finish(done: bool, protocol: &dyn Protocol, out: &Outcome) -> Result<(), Fail
         // e.g. a server that cut this stream to serve another: `[DONE]` with no finish reason.
         return Err(Failure::new(ErrorClass::Truncated, "end marker without a finish reason"));
     }
+    plausible_output_count(out)
+}
+
+/// A server's count of the tokens it generated (usage, or the API's own counter) that no
+/// server keeping to `max_tokens` could report: more than twice what was asked, plus
+/// `OUTPUT_COUNT_SLACK`. Trusted, it would make a TPOT of nanoseconds and count as goodput, so
+/// the probe fails as `parse`, as a server-reported duration out of range does. A count a little
+/// over `max_tokens` (reasoning or end tokens counted) stays, for the `max_tokens` check to judge.
+fn plausible_output_count(out: &Outcome) -> Result<(), Failure> {
+    let bound = 2 * u64::from(out.requested_output_tokens) + OUTPUT_COUNT_SLACK;
+    for (field, count) in [("usage.completion_tokens", out.usage), ("the API's output token counter", out.api_counter)] {
+        if let Some(n) = count.map(|u| u.completion_tokens).filter(|&n| n > bound) {
+            let detail = format!("{field} reports {n} generated tokens for max_tokens {} (at most {bound} is believed)", out.requested_output_tokens);
+            return Err(Failure::new(ErrorClass::Parse, detail));
+        }
+    }
     Ok(())
 }
+
+/// Tokens a server's output count may exceed twice `max_tokens` by before it is not believed.
+const OUTPUT_COUNT_SLACK: u64 = 16;
 
 /// Applies parsed frames to the outcome; returns whether the end marker was seen.
 fn apply_frames(frames: Vec<Vec<u8>>, at: Instant, reader: &mut StreamReader, protocol: &dyn Protocol, out: &mut Outcome) -> Result<bool, Failure> {

@@ -7,6 +7,7 @@
 use crate::util::clock::unix_now;
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Sink;
@@ -32,6 +33,10 @@ pub struct DetectSink {
     /// The running generation's engine readings: each probe carries the offered load at its
     /// send time into the detector.
     readings: Mutex<Arc<SnapshotCache>>,
+    /// The detector's count of probes beyond `max_keys` when last exported (it restarts with a
+    /// detector rebuilt for new settings), and whether that was warned about.
+    over_key_cap: AtomicU64,
+    warned_key_cap: AtomicBool,
 }
 
 impl DetectSink {
@@ -47,6 +52,8 @@ impl DetectSink {
             exported: Mutex::new(HashSet::new()),
             targets: Mutex::new(targets),
             readings: Mutex::new(Arc::default()),
+            over_key_cap: AtomicU64::new(0),
+            warned_key_cap: AtomicBool::new(false),
         };
         (sink, warning)
     }
@@ -63,6 +70,7 @@ impl DetectSink {
                 tracing::warn!("detector: baselines not carried over to the new settings: {e}");
             }
             *det = fresh;
+            self.over_key_cap.store(0, Ordering::Relaxed);
         }
         *self.state_dir.lock().unwrap_or_else(|e| e.into_inner()) = cfg.state_dir.clone();
     }
@@ -96,11 +104,12 @@ impl DetectSink {
 
     /// Ticks the detector, exports every row and logs state changes.
     pub fn publish(&self, now: f64) {
-        let (rows, events) = {
+        let (rows, events, over_key_cap, max_keys) = {
             let mut det = self.lock();
             det.tick(now);
-            (det.report(), det.drain_events())
+            (det.report(), det.drain_events(), det.ignored().over_key_cap, det.settings().max_keys)
         };
+        self.count_over_key_cap(over_key_cap, max_keys);
         let rows: Vec<SignalReport> = {
             let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
             rows.into_iter().filter(|r| targets.contains(&r.target)).collect()
@@ -134,13 +143,28 @@ impl DetectSink {
         *exported = now_exported;
     }
 
-    /// Writes the state file (atomically) when a state directory is configured.
+    /// Exports the probes dropped beyond `max_keys` since the last call (`total`: the detector's
+    /// own count), and warns once, the first time there are any.
+    fn count_over_key_cap(&self, total: u64, max_keys: usize) {
+        let before = self.over_key_cap.swap(total, Ordering::Relaxed);
+        self.families.over_key_cap.inc_by(total.saturating_sub(before));
+        if total > 0 && !self.warned_key_cap.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "detector: more target and scenario pairs than detect.max_keys ({max_keys}): the probes of the pairs beyond it are not watched \
+                 (llmprobe_detect_over_key_cap_total counts them)"
+            );
+        }
+    }
+
+    /// Writes the state file (atomically) when a state directory is configured. The snapshot is
+    /// taken under the detector's lock and written after it is released, so recording probes
+    /// never waits for the disk. It blocks on the disk: call it from a blocking thread.
     pub fn save(&self) {
         let dir = self.state_dir.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(dir) = dir {
-            if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| persist::save(&dir, &self.lock())) {
-                tracing::warn!(dir = %dir.display(), "detector state not saved: {e}");
-            }
+        let Some(dir) = dir else { return };
+        let snapshot = self.lock().snapshot();
+        if let Err(e) = persist::write(&dir, &snapshot) {
+            tracing::warn!(dir = %dir.display(), "detector state not saved: {e}");
         }
     }
 
@@ -368,6 +392,38 @@ mod tests {
         // No row, no numbers: never "detected".
         let text = event_text(&event(State::Regressed, Source::Release), None);
         assert!(!text.contains("regression detected"), "{text}");
+    }
+
+    #[test]
+    fn probes_beyond_max_keys_are_counted_and_the_saved_state_reads_back() {
+        let dir = std::env::temp_dir().join(format!("llmprobe-detect-sink-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let yaml = format!(
+            "targets:\n  - {{name: a, base_url: 'http://127.0.0.1:1', api: openai-chat}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n\
+             detect:\n  state_dir: {}\n  tuning: {{max_keys: 1}}\n",
+            dir.display()
+        );
+        let config = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
+        let metrics = crate::sink::prometheus::Metrics::new(&config);
+        let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
+        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), load: None };
+        let now = unix_now();
+        for (i, target) in ["a", "b", "b", "c"].iter().enumerate() {
+            sink.lock().observe(target, "s", obs, now + i as f64);
+        }
+        sink.publish(now + 5.0);
+        assert_eq!(metrics.detect.over_key_cap.get(), 3, "b twice and c: beyond the one key");
+        sink.publish(now + 6.0);
+        assert_eq!(metrics.detect.over_key_cap.get(), 3, "counted once");
+        sink.lock().observe("d", "s", obs, now + 7.0);
+        sink.publish(now + 8.0);
+        assert_eq!(metrics.detect.over_key_cap.get(), 4);
+
+        sink.save();
+        let mut restored = Detector::new(config.detect.tuning.clone());
+        assert_eq!(persist::load(&dir, &mut restored, now + 9.0, 3600.0), None, "the written state reads back");
+        assert_eq!(restored.keys(), 1);
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -252,3 +252,46 @@ async fn a_signal_wins_over_the_first_preparation() {
     assert!(stderr.contains("stopped before probing started"), "{stderr}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A reload from a long grace (60 s) to a short one (1 s) while the hung target's probes are in
+/// flight: the replaced generation waits out its own grace in the background, but SIGTERM ends
+/// everything within the running config's grace, so the process exits long before the old
+/// grace would have let it (the limit below is 20 s against its 60).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_after_a_reload_waits_only_the_running_configs_grace() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let hung = hung_server().await;
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("llmprobe-reload-grace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, log) = (dir.join("config.yaml"), dir.join("stderr.log"));
+    let with_grace =
+        |model: &str, grace: &str| config(port, mock, hung, model, "").replace(&format!("shutdown_grace: {GRACE_S}s"), &format!("shutdown_grace: {grace}"));
+    std::fs::write(&file, with_grace("first", "60s")).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["--log", "info", "probe", "--web.enable-lifecycle", "--config"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(port, "hung probes in flight", |t| metric(t, "llmprobe_in_flight_requests", &["target=\"hung\""]) >= 3.0).await;
+    std::fs::write(&file, with_grace("second", "1s")).unwrap();
+    let resp = reqwest::Client::new().post(format!("http://127.0.0.1:{port}/-/reload")).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+    let applied_by = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).unwrap().contains("config reloaded") {
+        assert!(Instant::now() < applied_by, "the reload was never applied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(20)).expect("exits within the running config's grace, not the replaced one's 60 s");
+    assert!(status.success(), "{status}");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(stderr.contains("previous config's probes finished"), "the replaced generation recorded its probes: {stderr}");
+    let last = accounting(&stderr, "stopped");
+    assert!(last.iter().all(|(scheduled, recorded)| scheduled == recorded), "{last:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

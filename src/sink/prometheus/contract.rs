@@ -106,6 +106,10 @@ pub const DETECT_RELEASE_PENDING: FamilySpec = FamilySpec {
     name: "llmprobe_detect_release_pending",
     help: "1 while a release marker's test has not looked yet (its grace period and the bins before the first look); 0 otherwise",
 };
+pub const DETECT_OVER_KEY_CAP_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_over_key_cap_total",
+    help: "Probes the detector did not watch: their target and scenario came after detect.max_keys others",
+};
 pub const RELEASE_INFO: FamilySpec =
     FamilySpec { name: "llmprobe_release_info", help: "The target's last release marker: version and where it came from (discovery, api)" };
 pub const RELEASE_TIMESTAMP_SECONDS: FamilySpec =
@@ -130,7 +134,7 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 49] = [
+pub const ALL_FAMILIES: [FamilySpec; 50] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -172,6 +176,7 @@ pub const ALL_FAMILIES: [FamilySpec; 49] = [
     DETECT_SAMPLES,
     DETECT_LOAD_SLOPE,
     DETECT_RELEASE_PENDING,
+    DETECT_OVER_KEY_CAP_TOTAL,
     RELEASE_INFO,
     RELEASE_TIMESTAMP_SECONDS,
     REPLICA_INFO,

@@ -1,13 +1,14 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE,
-    DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
+    DETECT_BAD_FRACTION_DELTA, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_OVER_KEY_CAP_TOTAL, DETECT_RELEASE_PENDING, DETECT_SAMPLES,
+    DETECT_STATE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
 use crate::config::Config;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -92,6 +93,8 @@ pub struct DetectFamilies {
     pub load_slope: Family<DetectSignalLabels, FloatGauge>,
     /// Per target: 1 while a release is being judged but the test has not looked yet.
     pub(super) release_pending: Family<TargetLabels, Gauge>,
+    /// Probes of keys beyond `detect.max_keys`, which the detector drops.
+    pub over_key_cap: Counter,
     pub(super) release_info: InfoFamily<ReleaseLabels>,
     pub(super) release_current: std::sync::Arc<Mutex<HashMap<String, ReleaseLabels>>>,
     pub(super) release_timestamp: Family<TargetLabels, FloatGauge>,
@@ -109,6 +112,7 @@ impl DetectFamilies {
             samples: Family::default(),
             load_slope: Family::default(),
             release_pending: Family::default(),
+            over_key_cap: Counter::default(),
             release_info: info_family(),
             release_current: Default::default(),
             release_timestamp: Family::default(),
@@ -124,6 +128,7 @@ impl DetectFamilies {
         register(r, DETECT_SAMPLES, self.samples.clone());
         register(r, DETECT_LOAD_SLOPE, self.load_slope.clone());
         register(r, DETECT_RELEASE_PENDING, self.release_pending.clone());
+        register(r, DETECT_OVER_KEY_CAP_TOTAL, self.over_key_cap.clone());
         register(r, RELEASE_INFO, self.release_info.clone());
         register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
     }
