@@ -35,7 +35,7 @@ impl Reading {
         "gpu.memory_used_bytes",
         "gpu.power_watts",
         "engine.offered_requests_per_second",
-        "engine.offered_prompt_tokens_per_second",
+        "engine.offered_input_tokens_per_second",
     ];
 
     fn fields(&self) -> [Option<f64>; 9] {
