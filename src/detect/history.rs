@@ -73,7 +73,7 @@ pub(super) fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
 }
 
 /// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
-/// of the `INCIDENT_REFERENCE` bins with probes before it is an incident (`HistBin::excluded`). Load
+/// of the unflagged bins among the `INCIDENT_REFERENCE` before it is an incident (`HistBin::excluded`). Load
 /// swings of a Gaussian kind pass it about once in 3 million bins; a 2x latency incident on a
 /// target whose bins vary by 0.1 in log latency is flagged.
 pub(super) const INCIDENT_SCALES: f64 = 5.0;
@@ -359,12 +359,17 @@ impl History {
         }
     }
 
-    /// Whether a new bin mean `x` of signal `k` is an incident: far from the median of the bins
-    /// just before it (incident bins included, so that after a lasting step the median moves to
-    /// it within half the reference), in robust standard deviations of those bins.
+    /// Whether a new bin mean `x` of signal `k` is an incident: far from the median of the
+    /// unflagged bins among the `INCIDENT_REFERENCE` bins before it, in their robust standard
+    /// deviations (so an incident's own bins never widen the yardstick that flags them). When
+    /// half of those bins are flagged already, the change has lasted: it is a step, not an
+    /// incident, and from then on the bins after it are the reference.
     pub(super) fn incident(&self, k: usize, x: f64) -> bool {
-        let mut recent: Vec<f64> =
-            self.bins.iter().rev().take(2 * INCIDENT_REFERENCE).filter(|b| b.n[k] > 0).take(INCIDENT_REFERENCE).map(|b| b.mean[k] as f64).collect();
+        let window: Vec<&HistBin> = self.bins.iter().rev().filter(|b| b.n[k] > 0).take(INCIDENT_REFERENCE).collect();
+        if 2 * window.iter().filter(|b| b.excluded[k]).count() >= INCIDENT_REFERENCE {
+            return false;
+        }
+        let mut recent: Vec<f64> = window.iter().filter(|b| !b.excluded[k]).map(|b| b.mean[k] as f64).collect();
         if recent.len() < INCIDENT_MIN_REFERENCE {
             return false;
         }
