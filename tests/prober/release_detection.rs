@@ -175,13 +175,11 @@ async fn the_marker_api_needs_its_token() {
     assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"v2.1\"", "source=\"api\""]), 1.0, "{text}");
     // A late marker with its own time: the release's time is the one given.
     let two_minutes_ago = llmprobe::util::rfc3339::format_unix(llmprobe::util::clock::unix_now() - 120.0, 0);
-    let out = tokio::process::Command::new(BIN)
-        .args(["release", "mark", "--url", &format!("http://{}", running.metrics_addr), "--target", "t", "--version", "v2.2", "--at", &two_minutes_ago])
-        .arg("--token-file")
-        .arg(&token_file)
-        .output()
-        .await
-        .unwrap();
+    let out = cli(
+        &["release", "mark", "--url", &format!("http://{}", running.metrics_addr), "--target", "t", "--version", "v2.2", "--at", &two_minutes_ago],
+        &token_file,
+    )
+    .await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = scrape(running.metrics_addr).await;
     let at = llmprobe::util::rfc3339::parse_unix(&two_minutes_ago).unwrap();
@@ -193,13 +191,7 @@ async fn the_marker_api_needs_its_token() {
     assert_eq!(list["releases"].as_array().unwrap().last().unwrap()["at"].as_f64(), Some(at), "{list}");
     assert_eq!(client.get(&url).bearer_auth("wrong").send().await.unwrap().status(), 401);
     // A malformed --at fails before anything is sent.
-    let out = tokio::process::Command::new(BIN)
-        .args(["release", "mark", "--url", "http://127.0.0.1:9", "--target", "t", "--version", "v3", "--at", "noon"])
-        .arg("--token-file")
-        .arg(&token_file)
-        .output()
-        .await
-        .unwrap();
+    let out = cli(&["release", "mark", "--url", "http://127.0.0.1:9", "--target", "t", "--version", "v3", "--at", "noon"], &token_file).await;
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("RFC 3339"));
     assert!(!text.contains(TOKEN));
     // A wrong token through the CLI fails with a clear message and no token in it.
@@ -307,15 +299,18 @@ async fn the_engine_readings_reach_the_detector() {
     assert_eq!(slope(&other), 0.0, "no readings, no slope:\n{other}");
 }
 
+/// Runs the binary with `args` and `--token-file FILE`.
+async fn cli(args: &[&str], token_file: &std::path::Path) -> std::process::Output {
+    tokio::process::Command::new(BIN).args(args).arg("--token-file").arg(token_file).output().await.unwrap()
+}
+
 /// Runs `llmprobe release wait` against a prober; returns its exit code and what it printed.
 async fn release_wait(addr: SocketAddr, token_file: &std::path::Path, version: &str) -> (i32, String) {
-    let out = tokio::process::Command::new(BIN)
-        .args(["release", "wait", "--url", &format!("http://{addr}"), "--target", "t", "--version", version, "--interval", "500ms", "--timeout", "90s"])
-        .arg("--token-file")
-        .arg(token_file)
-        .output()
-        .await
-        .unwrap();
+    let out = cli(
+        &["release", "wait", "--url", &format!("http://{addr}"), "--target", "t", "--version", version, "--interval", "500ms", "--timeout", "90s"],
+        token_file,
+    )
+    .await;
     (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
