@@ -257,8 +257,10 @@ def main():
     attack("gzip-bomb-general", bomb(True))
     attack("gzip-bomb-lean", bomb(False))
 
-    def engine_page(name):
-        (sport, srv), size = metrics_page_server()
+    def scrape_page(*series):
+        """A prober reloaded to scrape a hostile engine page: (base, peak, page size, source_up
+        lines, the prober's log)."""
+        (sport, srv), size = metrics_page_server(*series)
         port = free_port()
         p, _ = start(base_config(port, mock))
         base = p.rss()
@@ -267,7 +269,12 @@ def main():
         peak = p.peak()
         m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         up = [l for l in m.splitlines() if l.startswith("llmprobe_source_up")]
+        logged = p.logged()
         p.stop(); srv.shutdown()
+        return base, peak, size, up, logged
+
+    def engine_page(name):
+        base, peak, size, up, _ = scrape_page()
         row(name, base, peak, f"page {size / 1e6:.1f} MB; {' '.join(up) or 'no source_up'}")
 
     attack("engine-page-1M", engine_page)
@@ -331,17 +338,8 @@ def main():
     attack("reload-max-to-1", max_to_one)
 
     def engine_page_400k(name):
-        (sport, srv), size = metrics_page_server(400_000)
-        port = free_port()
-        p, _ = start(base_config(port, mock))
-        base = p.rss()
-        p.reload(base_config(port, mock, extra=f"sources:\n  - {{kind: engine, engine: vllm, url: 'http://127.0.0.1:{sport}/metrics', interval: 2s, timeout: 2s}}\n"))
-        time.sleep(a.hold)
-        peak = p.peak()
-        m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        up = [l for l in m.splitlines() if l.startswith("llmprobe_source_up")]
-        refused = "more than 50000 series" in p.logged()
-        p.stop(); srv.shutdown()
+        base, peak, size, up, logged = scrape_page(400_000)
+        refused = "more than 50000 series" in logged
         ok = peak <= base + 16
         rows.append((name, base, peak, "", ok))
         print(f"{name:<20}{base:>10.1f}{peak:>10.1f}{peak - base:>+10.1f}  {'pass' if ok else 'FAIL'}  bound +16 MiB; page {size / 1e6:.1f} MB; "
