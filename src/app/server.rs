@@ -370,16 +370,10 @@ const MAX_RELEASE_BODY: usize = 4096;
 /// a byte of its body read (nor gets a `100 Continue`); the body is read only up to
 /// `MAX_RELEASE_BODY`, within the request deadline.
 async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
-    use crate::app::release::Refused;
     let Some(releases) = &state.releases else {
         return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
     };
     let auth = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let refused = |why: Refused| match why {
-        Refused::Disabled => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
-        Refused::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
-        Refused::Bad(why) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
-    };
     if let Err(why) = releases.authorize(auth) {
         return refused(why);
     }
@@ -401,17 +395,23 @@ async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body
 /// The last release markers of every configured target (at most `MARKERS_KEPT` each), behind
 /// the marker API's token.
 async fn get_releases(State(state): State<ServerState>, headers: HeaderMap) -> Response {
-    use crate::app::release::Refused;
     let Some(releases) = &state.releases else {
         return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
     };
-    match releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
-        Ok(()) => {
-            let body = serde_json::json!({ "releases": releases.markers() });
-            (StatusCode::OK, [(CONTENT_TYPE, "application/json")], body.to_string()).into_response()
-        }
-        Err(Refused::Disabled) => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
-        Err(Refused::Unauthorized | Refused::Bad(_)) => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
+    if let Err(why) = releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+        return refused(why);
+    }
+    let body = serde_json::json!({ "releases": releases.markers() });
+    (StatusCode::OK, [(CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// The answer to a refused release or verdict request.
+fn refused(why: crate::app::release::Refused) -> Response {
+    use crate::app::release::Refused;
+    match why {
+        Refused::Disabled => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
+        Refused::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
+        Refused::Bad(why) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
     }
 }
 
@@ -429,16 +429,13 @@ async fn get_verdict(
     headers: HeaderMap,
     query: Result<axum::extract::Query<VerdictQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    use crate::app::release::Refused;
     use crate::detect::verdict::{NoVerdict, verdict};
     let text = |code: StatusCode, why: String| (code, format!("{why}\n")).into_response();
     let (Some(releases), Some(detect)) = (&state.releases, &state.detect) else {
         return text(StatusCode::NOT_FOUND, "release verdicts are not enabled (detect.enabled)".into());
     };
-    match releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
-        Ok(()) => {}
-        Err(Refused::Disabled) => return text(StatusCode::NOT_FOUND, "release verdicts are not enabled: set detect.release_token_file".into()),
-        Err(Refused::Unauthorized | Refused::Bad(_)) => return text(StatusCode::UNAUTHORIZED, "missing or wrong bearer token".into()),
+    if let Err(why) = releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+        return refused(why);
     }
     let Ok(axum::extract::Query(q)) = query else {
         return text(StatusCode::BAD_REQUEST, "expected ?target=NAME[&version=V]".into());

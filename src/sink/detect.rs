@@ -313,8 +313,7 @@ impl Sink for DetectSink {
     }
 
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
-        let readings = self.readings.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let load = readings.at(&outcome.target, outcome.timeline.sent).and_then(|j| j.reading.offered_load());
+        let load = self.readings.lock().unwrap_or_else(|e| e.into_inner()).at(&outcome.target, outcome.timeline.sent).and_then(|j| j.reading.offered_load());
         let obs = Observation { load, ..observation(outcome, sample) };
         self.lock().observe(&outcome.target, &outcome.scenario, obs, unix_now());
     }
