@@ -204,6 +204,13 @@ pub(super) struct LatencyKey {
     pub(super) post: LatencyPost,
 }
 
+impl LatencyKey {
+    /// Stored value `i` (log seconds), adjusted for its load reading.
+    fn value(&self, i: usize, adjust: Option<Adjust>) -> f64 {
+        adjusted(self.values[i] as f64, self.loads.get(i).copied().unwrap_or(f32::NAN), adjust)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct GoodputKey {
     pub(super) bins: VecDeque<GoodBin>,
@@ -481,13 +488,11 @@ impl Detector {
         if !chained {
             t.frozen_at = Some(at);
             // The load adjustment: the slope from the history's increments, compared at the
-            // baseline hour's mean reading.
-            let base_bins = bin_index(at - s.latency_baseline_s, s.bin_s)..bin_index(at, s.bin_s);
-            let (xs, xn) = base_bins.filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
-            // Taken only where it narrows the test: the variance of the baseline against the
-            // first ten minutes after the grace window, adjusted against raw, both from the
-            // history before the marker.
+            // baseline hour's mean reading; taken only where it narrows the test (the variance of
+            // the baseline against the first ten minutes after the grace window, adjusted against
+            // raw, both from the history before the marker).
             let (b0, b1) = (bin_index(at - s.latency_baseline_s, s.bin_s), bin_index(at, s.bin_s));
+            let (xs, xn) = (b0..b1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
             let p0 = b1 + (s.release_grace_s / s.bin_s).ceil() as i64;
             t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
             t.adjust = std::array::from_fn(|k| {
@@ -509,10 +514,7 @@ impl Detector {
                 for (k, lk) in sc.latency.iter_mut().enumerate() {
                     let from = at - s.latency_baseline_s;
                     let a = t.adjust[k];
-                    let vals: Vec<f32> = (0..lk.times.len())
-                        .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
-                        .map(|i| adjusted(lk.values[i] as f64, lk.loads.get(i).copied().unwrap_or(f32::NAN), a) as f32)
-                        .collect();
+                    let vals: Vec<f32> = (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| lk.value(i, a) as f32).collect();
                     lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
                 }
                 let hist = &t.hist;
@@ -530,7 +532,7 @@ impl Detector {
                 let mut post = LatencyPost::default();
                 if let Some(f) = &lk.frozen {
                     for i in (0..lk.times.len()).filter(|&i| lk.times[i] >= post_from) {
-                        let y = adjusted(lk.values[i] as f64, lk.loads.get(i).copied().unwrap_or(f32::NAN), t.adjust[k]);
+                        let y = lk.value(i, t.adjust[k]);
                         post.add(f, y);
                         post.recent.push_back((lk.times[i], y as f32));
                     }
