@@ -81,6 +81,17 @@ power "one scenario of 3 x1.4, no daily cycle" 15 --regression 1.4 --regression-
 power "bimodal, miss mode x1.5" 60 --regression 1.5 --cache-hit-share 0.7 --miss-factor 3 --regression-target miss
 power "slowest 3% x3, median unchanged" 60 --regression 3 --regression-target slowest --slowest-share 0.03
 power "goodput 99.5% -> 97%" 15,60 --regression 1 --good-before 0.995 --good-after 0.97
+# What operations do every day: a morning traffic ramp around the release (x1.5 over 2 hours),
+# a cold prefix cache after the rollout's restarts (hit share recovering over 10-20 minutes),
+# with and without the engine's readings; a slow creep (a leak) that only the continuous test
+# can see.
+null "(k) release during a ramp x1.5 over 2 h" --ramp-factor 1.5 --ramp-min 120
+null "(k) the same, offered-load reading R² 0.95" --ramp-factor 1.5 --ramp-min 120 --reading-r2 0.95
+null "(l) cold cache after each release, no reading" --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20
+null "(l) cold cache after each release, hit-rate reading" --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20 --cache-reading
+power "TTFT x1.25 during a ramp x1.5 over 2 h" 15,60 --regression 1.25 --ramp-factor 1.5 --ramp-min 120
+power "TTFT x1.25, cold cache, hit-rate reading" 15,60 --regression 1.25 --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20 --cache-reading
+power "creep x1.1 an hour, no marker" 180,360 --regression 1 --creep-per-h 1.1 --no-marker --horizon-min 360
 
 python3 - "$rows" <<'EOF'
 import json, sys
@@ -95,7 +106,7 @@ for line in open(sys.argv[1]):
         t = fa["total"]
         alarms = "%.3f (<= %.3f) [release %d, continuous %d]" % (
             t["per_30_days"], t["upper95_per_30_days"], fa["release"]["count"], fa["continuous"]["count"])
-        if fa["rollout"]:
+        if fa["rollout"] or r["params"]["cold_cache"] or r["params"]["ramp"]:
             power = "release alarm in %d of %d releases" % (fa["windows_alarmed"], fa["days"])
         if r["params"]["second_marker_s"] is not None:
             power = "alarms cleared by a marker: %d" % r["cleared_by_marker"]

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::config::DetectSettings;
-use crate::detect::sim::{self, Load, LoadReading, PlanParams, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
+use crate::detect::sim::{self, ColdCache, Load, LoadReading, PlanParams, Ramp, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
 
 #[derive(Debug, Subcommand)]
 pub enum DetectCommand {
@@ -92,6 +92,24 @@ pub struct SimulateArgs {
     /// A second marker of the same version this many seconds after the release [default: none].
     #[arg(long)]
     pub second_marker_s: Option<f64>,
+    /// A traffic ramp with each release inside it: latency rises by this factor over
+    /// `--ramp-min` minutes, then holds (an offered-load reading rises with it) [default: none].
+    #[arg(long)]
+    pub ramp_factor: Option<f64>,
+    /// Latency creeping by this factor an hour from the release on (a leak; with
+    /// `--regression 1 --no-marker` only the continuous test can see it) [default: 1].
+    #[arg(long)]
+    pub creep_per_h: Option<f64>,
+    /// The ramp's duration (minutes) [default: 120].
+    #[arg(long)]
+    pub ramp_min: Option<f64>,
+    /// A cold prefix cache after each release: the hit share (`--cache-hit-share`) falls to 0
+    /// and recovers linearly over a time drawn from MIN..MAX minutes, e.g. `10..20`.
+    #[arg(long, value_name = "MIN..MAX")]
+    pub cold_cache_min: Option<String>,
+    /// Join the engine's prefix-cache hit rate to each probe.
+    #[arg(long)]
+    pub cache_reading: bool,
     /// Only the first N scenarios regress (latency and goodput) [default: all].
     #[arg(long)]
     pub regression_scenarios: Option<usize>,
@@ -325,6 +343,10 @@ pub fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) ->
     p.marker_delay_s = a.marker_delay_s.unwrap_or(0.0);
     p.reading = a.reading_r2.map(|r2| LoadReading { r2, mediator: a.reading_mediator.unwrap_or(0.0) });
     p.second_marker_s = a.second_marker_s;
+    p.ramp = a.ramp_factor.map(|factor| Ramp { factor, duration_s: a.ramp_min.unwrap_or(120.0) * 60.0 });
+    p.cache_reading = a.cache_reading;
+    p.creep_per_h = a.creep_per_h.unwrap_or(1.0);
+    p.cold_cache = a.cold_cache_min.as_deref().and_then(minutes_range).map(|(lo, hi)| ColdCache { min_s: lo * 60.0, max_s: hi * 60.0 });
     p.regression_scenarios = a.regression_scenarios;
     p.good_before = pick(a.good_before, d.goodput, p.good_before);
     p.good_after = a.good_after.unwrap_or(p.good_before);
@@ -376,6 +398,13 @@ pub fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) ->
     Ok(p)
 }
 
+/// `MIN..MAX` minutes, 0 < MIN <= MAX < a day.
+fn minutes_range(text: &str) -> Option<(f64, f64)> {
+    let (x, y) = text.split_once("..")?;
+    let (lo, hi) = (x.trim().parse::<f64>().ok()?, y.trim().parse::<f64>().ok()?);
+    (lo.is_finite() && lo > 0.0 && lo <= hi && hi < 1440.0).then_some((lo, hi))
+}
+
 /// Every bad value, each named by its flag (and day-file key).
 fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     let mut errors: Vec<String> = Vec::new();
@@ -418,6 +447,11 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(p.reading.is_none_or(|r| (0.0..=1.0).contains(&r.mediator)), "--reading-mediator must be in [0, 1]");
     need(a.reading_mediator.is_none() || a.reading_r2.is_some(), "--reading-mediator needs --reading-r2");
     need(p.second_marker_s.is_none_or(nonneg), "--second-marker-s must be >= 0");
+    need(p.ramp.is_none_or(|r| pos(r.factor) && pos(r.duration_s) && r.duration_s < 86_400.0), "--ramp-factor must be positive and --ramp-min positive, under a day");
+    need(a.ramp_min.is_none() || a.ramp_factor.is_some(), "--ramp-min needs --ramp-factor");
+    need(pos(p.creep_per_h) && p.creep_per_h < 100.0, "--creep-per-h must be a positive factor below 100");
+    need(a.cold_cache_min.is_none() || p.cold_cache.is_some(), "--cold-cache-min must be MIN..MAX minutes, 0 < MIN <= MAX < 1440");
+    need(p.cold_cache.is_none() || p.cache_hit_share > 0.0, "--cold-cache-min needs --cache-hit-share (a cache to go cold)");
     need(nonneg(p.burst_s), "--burst-s (burst.s) must be >= 0");
     need(share(p.burst_error_share), "--burst-error-share (burst.error_share) must be a share in [0, 1]");
     need(p.outage_s.max(p.burst_s) < 86_400.0, "--outage-s and --burst-s must be shorter than a day");

@@ -131,6 +131,11 @@ pub struct DetectSettings {
     /// `at` is taken as this long ago (and never before the window it opens would have closed:
     /// at most `armed_window_s`).
     pub marker_max_delay_s: f64,
+    /// A cold prefix cache after a rollout's restarts: while the engine's prefix-cache hit rate
+    /// reading is below the baseline hour's, latency probes after the grace window are held out
+    /// of the release tests as warm-up, for at most this long after the grace window (seconds;
+    /// 0: never). A cache that stays cold past it is tested (and named in the alarm).
+    pub cache_warmup_max_s: f64,
     /// The recovery test's "still regressed" alternative for goodput (rise of the bad fraction,
     /// absolute: 0.01 = one point) after a release alarm.
     pub goodput_min_effect: f64,
@@ -187,6 +192,7 @@ impl Default for DetectSettings {
             exceedance_quantile: 0.9,
             tail_quantile: 0.99,
             marker_max_delay_s: 1800.0,
+            cache_warmup_max_s: 1800.0,
             goodput_min_effect: 0.01,
             clip_sigmas: 3.0,
             attribution_alpha: 0.05,
@@ -244,6 +250,9 @@ impl DetectSettings {
         positive("continuous_look_s", self.continuous_look_s);
         if !(self.marker_max_delay_s.is_finite() && self.marker_max_delay_s >= 0.0) {
             errors.push(format!("marker_max_delay_s: must be a number >= 0, got {}", self.marker_max_delay_s));
+        }
+        if !(self.cache_warmup_max_s.is_finite() && self.cache_warmup_max_s >= 0.0) {
+            errors.push(format!("cache_warmup_max_s: must be a number >= 0, got {}", self.cache_warmup_max_s));
         }
         if self.tail_quantile <= self.exceedance_quantile {
             errors.push(format!("tail_quantile: must be above exceedance_quantile ({}), got {}", self.exceedance_quantile, self.tail_quantile));

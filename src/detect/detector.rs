@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::baseline::{Ewma, GoodBin, GoodFrozen, LatencyFrozen, LatencyPost, Part};
-use super::history::{Adjust, Dependence, HistBin, History, MIN_VARIANCE_CUT, OpenBin, adjusted, bin_index, contrast_var};
+use super::history::{Adjust, Dependence, HistBin, History, MIN_VARIANCE_CUT, OpenBin, Trend, adjusted, bin_index, contrast_var};
 use super::math::{Z95, binomial_sf, normal_quantile, normal_sf, proportion_delta, quantile_se};
 use crate::config::DetectSettings;
 
@@ -26,6 +26,10 @@ pub struct Observation {
     /// a rate; `None`: no fresh reading). The tests adjust latency for it (docs/detection.md,
     /// "Load-aware tests").
     pub load: Option<f64>,
+    /// The engine's prefix-cache hit rate (0–1) when the probe was sent (`None`: no fresh
+    /// reading). After a release, a rate below the baseline hour's marks a cold cache
+    /// (docs/detection.md, "Cold caches after a rollout").
+    pub cache_hit: Option<f64>,
 }
 
 /// What is tested.
@@ -149,6 +153,67 @@ pub struct SignalReport {
     /// (the one frozen at the marker while its window is open, else the history's current one);
     /// 0 without a usable reading, and for goodput.
     pub load_slope: f64,
+    /// The cache warm-up of the open (or last) release window: latency probes held out of the
+    /// release tests because the engine's prefix-cache hit rate was below the baseline's.
+    pub warmup: Option<CacheWarmup>,
+    /// Latency rows of a release window: the local trend taken out of its comparison (a ramp
+    /// before the marker), as a latency factor per hour; `None` when there was no clear one.
+    pub trend_per_hour: Option<f64>,
+}
+
+/// A release's prefix-cache warm-up as the detector saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CacheWarmup {
+    /// The baseline hour's mean hit rate, and how far below it a reading counts as cold.
+    pub hit_rate_before: f64,
+    pub margin: f64,
+    /// The mean hit rate of the probes since the grace window (`None`: no reading yet).
+    pub hit_rate_after: Option<f64>,
+    /// Probes held out as warm-up so far.
+    pub held_probes: u64,
+    /// The cache is still cold: the last probe with a reading was held (or would have been, had
+    /// the hold not ended).
+    pub cold: bool,
+}
+
+impl CacheWarmup {
+    /// The mean hit rate since the grace window is below the baseline's by more than the margin:
+    /// a slowdown found now may be the cold cache (or a cache the release broke).
+    pub fn explains_slowdown(&self) -> bool {
+        self.hit_rate_after.is_some_and(|h| h < self.hit_rate_before - self.margin)
+    }
+}
+
+/// The baseline hour's prefix-cache hit rate, frozen at a marker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct CacheRef {
+    pub(super) mean: f64,
+    pub(super) margin: f64,
+}
+
+impl CacheRef {
+    /// Bins of the baseline with a hit-rate reading it needs.
+    const MIN_BINS: usize = 10;
+    /// The smallest drop of the hit rate that counts as cold, whatever the baseline's spread.
+    const MIN_MARGIN: f64 = 0.05;
+
+    /// From the bins' mean readings (probe-weighted mean; margin 3 standard deviations of the
+    /// bin means, at least `MIN_MARGIN`).
+    pub(super) fn from_bins<'a>(bins: impl Iterator<Item = &'a HistBin>) -> Option<CacheRef> {
+        let v: Vec<(f64, f64)> = bins.filter(|b| b.h_n > 0 && b.h.is_finite()).map(|b| (b.h as f64, b.h_n as f64)).collect();
+        if v.len() < Self::MIN_BINS {
+            return None;
+        }
+        let w: f64 = v.iter().map(|x| x.1).sum();
+        let mean = v.iter().map(|x| x.0 * x.1).sum::<f64>() / w;
+        let m = v.iter().map(|x| x.0).sum::<f64>() / v.len() as f64;
+        let sd = (v.iter().map(|x| (x.0 - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
+        Some(CacheRef { mean, margin: (3.0 * sd).max(Self::MIN_MARGIN) })
+    }
+
+    pub(super) fn cold(&self, hit: Option<f64>) -> bool {
+        hit.is_some_and(|h| h < self.mean - self.margin)
+    }
 }
 
 /// A state change, for logs and alerts.
@@ -278,6 +343,18 @@ pub(super) struct TargetState {
     pub(super) adjust: [Option<Adjust>; 3],
     /// Design effect of the test that raised each signal's alarm (for the recovery tests).
     pub(super) alarm_deff: [f64; 4],
+    /// Per latency signal, the local trend before the marker where it was clear (a ramp), frozen
+    /// at the marker: the window's values are compared with it taken out.
+    pub(super) trend: [Option<Trend>; 3],
+    /// The baseline's prefix-cache hit rate frozen at the marker (`None`: no reading).
+    pub(super) cache_ref: Option<CacheRef>,
+    /// The open window's warm-up: probes held, the first post-grace probe that was not held
+    /// (the tests' window starts there), the hit-rate readings since the grace window (sum,
+    /// count), and whether the last reading was cold.
+    pub(super) warm_held: u64,
+    pub(super) post_first: Option<f64>,
+    pub(super) post_hit: (f64, u64),
+    pub(super) cold_now: bool,
     pub(super) hist: History,
 }
 
@@ -425,6 +502,12 @@ impl Detector {
             dependence_raw: [None, None, None],
             adjust: [None; 3],
             alarm_deff: [1.0; 4],
+            trend: [None, None, None],
+            cache_ref: None,
+            warm_held: 0,
+            post_first: None,
+            post_hit: (0.0, 0),
+            cold_now: false,
             hist: History::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
         }
     }
@@ -474,6 +557,10 @@ impl Detector {
         t.armed_until = Some(at + s.armed_window_s);
         t.looked = false;
         t.detectable = [None; 4];
+        t.warm_held = 0;
+        t.post_first = None;
+        t.post_hit = (0.0, 0);
+        t.cold_now = false;
         let keep = |r: &mut Row| {
             if !regressed(r) {
                 *r = Row::default();
@@ -502,6 +589,8 @@ impl Detector {
                 let narrower = contrast_var(&adj.gamma, (b0, b1), (p0, p0 + 10)) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, (b0, b1), (p0, p0 + 10));
                 (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
             });
+            t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)));
+            t.trend = std::array::from_fn(|k| t.hist.trend(k, b1, t.adjust[k], s.bin_s));
             t.dependence = std::array::from_fn(|k| match t.adjust[k] {
                 Some(a) => t.hist.dependence(k, Some(a.slope)),
                 None => t.dependence_raw[k].clone(),
@@ -513,8 +602,9 @@ impl Detector {
             for sc in &mut t.scenarios {
                 for (k, lk) in sc.latency.iter_mut().enumerate() {
                     let from = at - s.latency_baseline_s;
-                    let a = t.adjust[k];
-                    let vals: Vec<f32> = (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| lk.value(i, a) as f32).collect();
+                    let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
+                    let vals: Vec<f32> =
+                        (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32).collect();
                     lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
                 }
                 let hist = &t.hist;
@@ -524,15 +614,36 @@ impl Detector {
                 g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
             }
         }
-        // The new version's probes so far (a late marker): into its window as if on time.
+        // The new version's probes so far (a late marker): into its window as if on time. A
+        // probe's cache reading is its bin's mean here (the values keep no reading of their own).
         let post_from = at + s.release_grace_s;
+        let (hist, cache_ref) = (&t.hist, t.cache_ref);
+        let bin_s = s.bin_s;
+        let cold_at = |time: f64| {
+            time < post_from + s.cache_warmup_max_s
+                && cache_ref.is_some_and(|c| c.cold(hist.get(bin_index(time, bin_s)).filter(|b| b.h_n > 0).map(|b| b.h as f64)))
+        };
+        for (b, h) in (bin_index(post_from, bin_s)..hist.end()).filter_map(|b| hist.get(b).map(|h| (b, h))) {
+            if h.h_n > 0 && (b as f64 + 1.0) * bin_s > post_from {
+                t.post_hit.0 += h.h as f64 * h.h_n as f64;
+                t.post_hit.1 += h.h_n as u64;
+            }
+        }
         for sc in &mut t.scenarios {
             sc.rows.iter_mut().for_each(keep);
             for (k, lk) in sc.latency.iter_mut().enumerate() {
                 let mut post = LatencyPost::default();
                 if let Some(f) = &lk.frozen {
                     for i in (0..lk.times.len()).filter(|&i| lk.times[i] >= post_from) {
-                        let y = lk.value(i, t.adjust[k]);
+                        let time = lk.times[i];
+                        if cold_at(time) {
+                            if k == 0 {
+                                t.warm_held += 1;
+                            }
+                            continue;
+                        }
+                        t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
+                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref());
                         post.add(f, y);
                         post.recent.push_back((lk.times[i], y as f32));
                     }
@@ -643,10 +754,30 @@ impl Detector {
         let post_from = t.marker.map(|m| m + s.release_grace_s);
         let adjust = t.adjust;
         let load = obs.load.filter(|x| x.is_finite());
+        let hit = obs.cache_hit.filter(|h| h.is_finite());
+        // A cold prefix cache after the release: the probe is warm-up, held out of the tests.
+        let mut warming = false;
+        if let Some(p0) = post_from.filter(|p0| now >= *p0 && t.armed_until.is_some()) {
+            if let Some(h) = hit {
+                t.post_hit.0 += h;
+                t.post_hit.1 += 1;
+                t.cold_now = t.cache_ref.is_some_and(|c| c.cold(Some(h)));
+            }
+            warming = now < p0 + s.cache_warmup_max_s && t.cache_ref.is_some_and(|c| c.cold(hit));
+            if warming {
+                t.warm_held += 1;
+            } else if t.post_first.is_none() {
+                t.post_first = Some(now);
+            }
+        }
         let open = &mut t.hist.open.get_or_insert((bin, OpenBin::default())).1;
         if let Some(x) = load {
             open.x_n += 1;
             open.x_sum += x;
+        }
+        if let Some(h) = hit {
+            open.h_n += 1;
+            open.h_sum += h;
         }
         let load = load.map_or(f32::NAN, |x| x as f32);
         let sc = &mut t.scenarios[si];
@@ -681,7 +812,10 @@ impl Detector {
                 lk.values.pop_front();
                 lk.loads.pop_front();
             }
-            let y = adjusted(y, load, adjust[k]);
+            if warming {
+                continue;
+            }
+            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref());
             if let (Some(f), Some(p0)) = (&lk.frozen, post_from)
                 && now >= p0
                 && t.armed_until.is_some()
@@ -750,7 +884,12 @@ impl Detector {
         let mut detectable = None;
         let s = &self.settings;
         let alpha = self.alpha(signal);
-        let post_start = marker + s.release_grace_s;
+        // Latency probes held as cache warm-up do not count: the window starts after them.
+        let post_start = match self.targets[ti].post_first {
+            Some(first) if signal != Signal::Goodput => (marker + s.release_grace_s).max(first),
+            _ => marker + s.release_grace_s,
+        };
+        let post = if signal == Signal::Goodput { post } else { (post.0.max(self.bin_of(post_start)).min(post.1 - 1), post.1) };
         let mid = (post_start + end) / 2.0;
         let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
         let looks = looks_within(window_bins) as f64;
@@ -798,7 +937,10 @@ impl Detector {
             let tol = s.latency_tolerance.ln();
             let frozen_at = t.frozen_at.unwrap_or(marker);
             let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
-            let deff = t.dependence[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
+            let deff = t.dependence[k].as_ref().map_or(1.0, |d| match &t.trend[k] {
+                Some(tr) => d.design_effect_detrended(base, post, tr, s.bin_s),
+                None => d.design_effect(base, post),
+            });
             let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
@@ -1221,8 +1363,21 @@ impl Detector {
                     (None, _) => t.hist.vario[k].load_slope().unwrap_or(0.0),
                 }
             },
+            trend_per_hour: if signal == Signal::Goodput { None } else { t.trend[k].as_ref().filter(|_| t.marker.is_some()).map(|tr| (tr.slope * 3600.0).exp()) },
+            warmup: t.cache_ref.filter(|_| t.marker.is_some()).map(|c| CacheWarmup {
+                hit_rate_before: c.mean,
+                margin: c.margin,
+                hit_rate_after: (t.post_hit.1 > 0).then(|| t.post_hit.0 / t.post_hit.1 as f64),
+                held_probes: t.warm_held,
+                cold: t.cold_now,
+            }),
         }
     }
+}
+
+/// A log latency with the release window's frozen trend taken out (unchanged without one).
+fn detrended(y: f64, time: f64, trend: Option<&Trend>) -> f64 {
+    trend.map_or(y, |tr| tr.detrend(y, time))
 }
 
 /// Whether the bad share of `bins` is below `limit` with confidence given by `z` (normal
@@ -1267,7 +1422,7 @@ mod tests {
     }
 
     fn probe(rng: &mut SmallRng, factor: f64) -> Observation {
-        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), load: None }
+        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None }
     }
 
     /// Feeds `n` probes one second apart from `t0`, round robin over the scenarios.
@@ -1406,7 +1561,7 @@ mod tests {
         let bimodal = |r: &mut SmallRng, miss_factor: f64| {
             let miss = r.random_bool(0.3);
             let median = if miss { 0.3 * miss_factor } else { 0.1 };
-            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None }
+            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None }
         };
         let mut rng = SmallRng::seed_from_u64(21);
         let mut d = Detector::new(quiet());
@@ -1414,6 +1569,60 @@ mod tests {
         d.mark_release("t", "v2", t, t);
         feed(&mut d, &mut rng, t, 1800, |r, _, _| bimodal(r, 1.5));
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some_and(|at| at <= 1800.0));
+    }
+
+    /// 70% prefix-cache hits at 100 ms, misses at 3x, with the engine's hit-rate reading.
+    fn cached(r: &mut SmallRng, hit_share: f64, factor: f64) -> Observation {
+        let miss = !r.random_bool(hit_share.clamp(0.0, 1.0));
+        let median = if miss { 0.3 } else { 0.1 };
+        Observation { ttft: Some(lognormal(r, median, 0.3) * factor), cache_hit: Some(hit_share), good: Some(true), ..Observation::default() }
+    }
+
+    #[test]
+    fn a_cold_cache_after_the_rollout_is_warm_up_and_a_cache_that_stays_cold_is_named() {
+        // Restarts empty the cache: the hit share recovers from 0 to 0.7 over 15 minutes.
+        let mut rng = SmallRng::seed_from_u64(31);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| cached(r, 0.7, 1.0));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3600, |r, _, now| cached(r, 0.7 * ((now - t) / 900.0).min(1.0), 1.0));
+        assert_eq!(first_alarm(&mut d, Signal::Ttft, t), None, "a warming cache is no regression");
+        let w = pooled(&d, Signal::Ttft).warmup.expect("the hit rate was read");
+        assert!((w.hit_rate_before - 0.7).abs() < 0.01 && w.held_probes > 300, "{w:?}");
+        // Without the reading the same warm-up alarms: the hold is what keeps it quiet.
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| Observation { cache_hit: None, ..cached(r, 0.7, 1.0) });
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3600, |r, _, now| Observation { cache_hit: None, ..cached(r, 0.7 * ((now - t) / 900.0).min(1.0), 1.0) });
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some());
+        // A release that turns the cache off: held for `cache_warmup_max_s`, then tested, and
+        // the row says the hit rate fell.
+        let mut d = Detector::new(DetectSettings { cache_warmup_max_s: 600.0, ..quiet() });
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| cached(r, 0.7, 1.0));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3000, |r, _, _| cached(r, 0.0, 1.0));
+        let at = first_alarm(&mut d, Signal::Ttft, t).expect("a cache that stays cold is a regression");
+        assert!(at > 300.0 + 600.0, "not before the warm-up allowance: {at}");
+        assert!(pooled(&d, Signal::Ttft).warmup.is_some_and(|w| w.explains_slowdown() && w.cold));
+    }
+
+    #[test]
+    fn a_ramp_before_the_marker_is_taken_out_and_a_regression_on_it_still_found() {
+        // Latency rises 1.4x an hour (a morning ramp) from two hours before the marker on.
+        let ramp = |now: f64| (1.4f64.ln() * (now - 7200.0).max(0.0) / 3600.0).exp();
+        let run = |factor: f64, seed: u64| {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 14_400, |r, _, now| probe(r, ramp(now)));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 1800, |r, _, now| probe(r, ramp(now) * factor));
+            let trend = pooled(&d, Signal::Ttft).trend_per_hour;
+            (first_alarm(&mut d, Signal::Ttft, t), trend)
+        };
+        let (alarm, trend) = run(1.0, 41);
+        assert_eq!(alarm, None, "the ramp alone is no regression");
+        assert!(trend.is_some_and(|f| (f - 1.4).abs() < 0.15), "{trend:?}");
+        assert!(run(1.5, 42).0.is_some(), "a 1.5x release during the ramp is still found");
     }
 
     fn ttft_alarm(events: &[Event]) -> bool {
@@ -1494,7 +1703,7 @@ mod tests {
         let tailed = |r: &mut SmallRng, slower: bool| {
             let z: f64 = StandardNormal.sample(r);
             let f = if slower && z > normal_quantile(0.95) { 3.0 } else { 1.0 };
-            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None }
+            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None }
         };
         let mut rng = SmallRng::seed_from_u64(34);
         let mut d = Detector::new(quiet());
@@ -1563,7 +1772,7 @@ mod tests {
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
         d.mark_release("t", "v2", t, t);
-        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, load: None };
+        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, load: None, cache_hit: None };
         for i in 0..500 {
             d.observe("t", SC[i % 3], huge, t + i as f64);
         }
@@ -1720,7 +1929,7 @@ mod tests {
         }
         // Times and values no clock or server should send.
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
-            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), load: None }, now);
+            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), load: None, cache_hit: None }, now);
             d.observe("t", "a", probe(&mut rng, 1.0), now);
             d.mark_release("t", "v2", now, now);
             d.tick(now);

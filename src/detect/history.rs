@@ -30,6 +30,11 @@ pub(super) struct HistBin {
     pub(super) x_n: u32,
     #[serde(default)]
     pub(super) x: f32,
+    /// Probes with a prefix-cache hit-rate reading and the mean of their readings.
+    #[serde(default)]
+    pub(super) h_n: u32,
+    #[serde(default)]
+    pub(super) h: f32,
 }
 
 impl HistBin {
@@ -90,12 +95,15 @@ pub(super) struct OpenBin {
     pub(super) bad: u32,
     pub(super) x_n: u32,
     pub(super) x_sum: f64,
+    pub(super) h_n: u32,
+    pub(super) h_sum: f64,
 }
 
 impl OpenBin {
     pub(super) fn close(&self) -> HistBin {
         let x = if self.x_n > 0 { (self.x_sum / self.x_n as f64) as f32 } else { 0.0 };
-        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, x_n: self.x_n, x, ..HistBin::empty() };
+        let h = if self.h_n > 0 { (self.h_sum / self.h_n as f64) as f32 } else { 0.0 };
+        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, x_n: self.x_n, x, h_n: self.h_n, h, ..HistBin::empty() };
         for k in 0..3 {
             let n = self.n[k] as f64;
             if n >= 1.0 {
@@ -260,6 +268,103 @@ pub(super) fn contrast_var(gamma: &[f64], (a0, a1): (i64, i64), (b0, b1): (i64, 
     (2.0 * cross / (na * nb) - 2.0 * within(a1 - a0) / (na * na) - 2.0 * within(b1 - b0) / (nb * nb)).max(0.0)
 }
 
+/// Var(Σ wᵢxᵢ) = −Σᵢ≠ⱼ wᵢwⱼ γ(|i−j|) for weights on bins (summing to zero), the general form of
+/// `contrast_var`. Weights on one bin index are merged first. O(n²) in the bins weighted.
+pub(super) fn weights_var(gamma: &[f64], w: &[(i64, f64)]) -> f64 {
+    let mut merged: Vec<(i64, f64)> = w.to_vec();
+    merged.sort_by_key(|x| x.0);
+    merged.dedup_by(|b, a| {
+        let same = a.0 == b.0;
+        if same {
+            a.1 += b.1;
+        }
+        same
+    });
+    let g = |k: i64| gamma[(k as usize).min(gamma.len() - 1)];
+    let mut v = 0.0;
+    for (i, a) in merged.iter().enumerate() {
+        for b in &merged[i + 1..] {
+            v -= 2.0 * a.1 * b.1 * g(b.0 - a.0);
+        }
+    }
+    v.max(0.0)
+}
+
+/// γ(0..=k_max) of a short series with gaps (½ mean squared difference at each lag, fitted
+/// non-decreasing, lags with fewer than `MIN_PAIRS` pairs take the nearest estimated one).
+fn residual_variogram(x: &[Option<f64>], k_max: usize) -> Option<Vec<f64>> {
+    let (mut lags, mut raw, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 1..=k_max.min(x.len().saturating_sub(1)) {
+        let (mut sum, mut n) = (0.0, 0.0);
+        for i in 0..x.len() - k {
+            if let (Some(a), Some(b)) = (x[i], x[i + k]) {
+                sum += (b - a) * (b - a);
+                n += 1.0;
+            }
+        }
+        if n >= MIN_PAIRS {
+            lags.push(k);
+            raw.push(sum / (2.0 * n));
+            w.push(n);
+        }
+    }
+    if lags.is_empty() {
+        return None;
+    }
+    let fit = isotonic_increasing(&raw, &w);
+    let mut out = vec![0.0; k_max + 1];
+    let mut j = 0;
+    for (k, o) in out.iter_mut().enumerate().skip(1) {
+        while j + 1 < lags.len() && lags[j + 1] <= k {
+            j += 1;
+        }
+        *o = fit[j];
+    }
+    Some(out)
+}
+
+/// Bins before a marker a local trend is fitted on (two hours at 1-minute bins).
+pub(super) const TREND_BINS: i64 = 120;
+/// A trend is taken when its slope is this many standard errors from zero (the dependence in the
+/// standard error): a clear ramp, not the wander of load swings.
+pub(super) const TREND_GATE_Z: f64 = 2.0;
+/// The trend is carried forward at most this far past the marker (s): a ramp ends; carried
+/// further it would hide a regression that comes later in the window.
+pub(super) const TREND_HORIZON_S: f64 = 1800.0;
+
+/// A local linear trend of a signal's bin means before a marker (a morning traffic ramp, the
+/// steep part of the daily cycle), frozen at the marker: values are compared after taking out
+/// `slope` × (time − `at`), carried at most `TREND_HORIZON_S` past it. `weights`: the slope
+/// estimator's weight per bin, for the exact variance of a contrast that subtracts it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Trend {
+    /// Per second of log latency.
+    pub(super) slope: f64,
+    pub(super) at: f64,
+    pub(super) weights: Vec<(i64, f64)>,
+    /// The variogram of the window's residuals about the line (lags beyond it: its last value):
+    /// the dependence of what is left once the trend is out.
+    pub(super) gamma: Vec<f64>,
+}
+
+impl Trend {
+    /// Log latency `y` at `time` with the trend taken out (relative to the marker).
+    pub(super) fn detrend(&self, y: f64, time: f64) -> f64 {
+        y - self.slope * (time - self.at).min(TREND_HORIZON_S)
+    }
+
+    /// The trend's shift (in bins of the slope's unit) between two blocks: the mean of the post
+    /// block's (clamped) offsets from the marker minus the base block's.
+    pub(super) fn shift_bins(&self, base: (i64, i64), post: (i64, i64), at_bin: f64, bin_s: f64) -> f64 {
+        let h = TREND_HORIZON_S / bin_s;
+        let mean = |(a, b): (i64, i64), clamp: bool| {
+            let n = (b - a).max(1) as f64;
+            (a..b).map(|i| if clamp { (i as f64 + 0.5 - at_bin).min(h) } else { i as f64 + 0.5 - at_bin }).sum::<f64>() / n
+        };
+        mean(post, true) - mean(base, false)
+    }
+}
+
 /// The dependence of one signal's bin means: variogram and probe noise of a bin mean.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Dependence {
@@ -274,6 +379,18 @@ impl Dependence {
     pub(super) fn design_effect(&self, a: (i64, i64), b: (i64, i64)) -> f64 {
         let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
         (contrast_var(&self.gamma, a, b) / iid).max(1.0)
+    }
+
+    /// The same for the contrast that also takes out a frozen trend (its slope estimated from
+    /// the bins before the marker, so its error adds to the contrast's), under the dependence
+    /// left once the trend is out (the trend window's residual variogram: the history's counts
+    /// the trend itself as variance).
+    pub(super) fn design_effect_detrended(&self, a: (i64, i64), b: (i64, i64), trend: &Trend, bin_s: f64) -> f64 {
+        let (na, nb) = ((a.1 - a.0).max(1) as f64, (b.1 - b.0).max(1) as f64);
+        let shift = trend.shift_bins(a, b, trend.at / bin_s, bin_s);
+        let mut w: Vec<(i64, f64)> = (a.0..a.1).map(|i| (i, -1.0 / na)).chain((b.0..b.1).map(|i| (i, 1.0 / nb))).collect();
+        w.extend(trend.weights.iter().map(|(i, c)| (*i, -shift * c)));
+        (weights_var(&trend.gamma, &w) / (self.nugget * (1.0 / na + 1.0 / nb))).max(1.0)
     }
 }
 
@@ -379,6 +496,41 @@ impl History {
         dev.sort_by(|a, b| a.total_cmp(b));
         let scale = (1.4826 * dev[dev.len() / 2]).max(1e-3);
         (x - median).abs() > INCIDENT_SCALES * scale
+    }
+
+    /// The local trend of signal `k` over the `TREND_BINS` before bin `to` (bin means adjusted
+    /// for the load reading with `adjust`; incident bins left out), when its slope is at least
+    /// `TREND_GATE_Z` standard errors from zero. Needs half the bins.
+    pub(super) fn trend(&self, k: usize, to: i64, adjust: Option<Adjust>, bin_s: f64) -> Option<Trend> {
+        let pts: Vec<(i64, f64)> = (to - TREND_BINS..to)
+            .filter_map(|i| {
+                let b = self.get(i).filter(|b| b.usable(k))?;
+                let x = if b.x_n > 0 { b.x } else { f32::NAN };
+                Some((i, adjusted(b.mean[k] as f64, x, adjust)))
+            })
+            .collect();
+        if (pts.len() as i64) < TREND_BINS / 2 {
+            return None;
+        }
+        let n = pts.len() as f64;
+        let t_mean = pts.iter().map(|p| p.0 as f64).sum::<f64>() / n;
+        let sxx: f64 = pts.iter().map(|p| (p.0 as f64 - t_mean).powi(2)).sum();
+        let weights: Vec<(i64, f64)> = pts.iter().map(|p| (p.0, (p.0 as f64 - t_mean) / sxx)).collect();
+        let slope: f64 = weights.iter().zip(&pts).map(|(w, p)| w.1 * p.1).sum();
+        // The slope's standard error from the variogram of the residuals about the fitted line in
+        // this window: the history's variogram counts a trend as variance (a line adds ½b²k² at
+        // lag k), so against it no trend could ever stand out.
+        let y_mean = pts.iter().map(|p| p.1).sum::<f64>() / n;
+        let resid: Vec<Option<f64>> = {
+            let mut r = vec![None; TREND_BINS as usize];
+            for p in &pts {
+                r[(p.0 - (to - TREND_BINS)) as usize] = Some(p.1 - y_mean - slope * (p.0 as f64 - t_mean));
+            }
+            r
+        };
+        let gamma = residual_variogram(&resid, (TREND_BINS / 2) as usize)?;
+        let se = weights_var(&gamma, &weights).sqrt();
+        (slope.is_finite() && se > 0.0 && slope.abs() >= TREND_GATE_Z * se).then(|| Trend { slope: slope / bin_s, at: to as f64 * bin_s, weights, gamma })
     }
 
     /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with

@@ -135,6 +135,22 @@ impl Default for Rollout {
     }
 }
 
+/// A traffic ramp (the morning's): latency × `factor` over `duration_s`, geometric, then held;
+/// each trial's release falls inside it. The offered-load reading (when simulated) rises with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ramp {
+    pub factor: f64,
+    pub duration_s: f64,
+}
+
+/// A cold prefix cache after each release's restarts: the hit share falls to 0 at the release and
+/// recovers linearly to `cache_hit_share` over a time drawn from [min_s, max_s].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ColdCache {
+    pub min_s: f64,
+    pub max_s: f64,
+}
+
 /// The engine's load reading the prober joins to each probe.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoadReading {
@@ -193,6 +209,13 @@ pub struct PlanParams {
     pub marker_delay_s: f64,
     /// A second marker of the same version this long after the release (`None`: one marker).
     pub second_marker_s: Option<f64>,
+    pub ramp: Option<Ramp>,
+    /// A creep (a leak): in detection trials latency × this factor per hour from the release on
+    /// (1: none), on top of `regression`.
+    pub creep_per_h: f64,
+    pub cold_cache: Option<ColdCache>,
+    /// Join the engine's prefix-cache hit rate (the current hit share, ±0.02) to each probe.
+    pub cache_reading: bool,
     /// Detection trials.
     pub trials: usize,
     /// Null trials (simulated days).
@@ -248,6 +271,10 @@ impl PlanParams {
             slowest_share: 0.03,
             marker_delay_s: 0.0,
             second_marker_s: None,
+            ramp: None,
+            creep_per_h: 1.0,
+            cold_cache: None,
+            cache_reading: false,
             trials: 1000,
             days: 1000,
             seed: 1,
@@ -349,6 +376,10 @@ struct Conditions {
     incidents: Vec<(f64, f64)>,
     /// Rollout warm-up: (latency factor, slow until, errors until).
     rollout: Option<(f64, f64, f64)>,
+    /// The traffic ramp's [start, end).
+    ramp: Option<(f64, f64)>,
+    /// The cold cache's [release, warm again).
+    cold: Option<(f64, f64)>,
 }
 
 impl Conditions {
@@ -390,7 +421,12 @@ impl Conditions {
             let slow = if r.duration_max_s > r.duration_min_s { rng.random_range(r.duration_min_s..r.duration_max_s) } else { r.duration_min_s };
             (factor, release + slow, release + r.error_s)
         });
-        Conditions { release, regress, outages, bursts, incidents, rollout }
+        let ramp = p.ramp.map(|r| {
+            let start = release - rng.random_range(0.0..r.duration_s.max(1.0));
+            (start, start + r.duration_s)
+        });
+        let cold = p.cold_cache.map(|c| (release, release + if c.max_s > c.min_s { rng.random_range(c.min_s..c.max_s) } else { c.min_s }));
+        Conditions { release, regress, outages, bursts, incidents, rollout, ramp, cold }
     }
 }
 
@@ -476,7 +512,25 @@ impl<'a> Gen<'a> {
     /// A probe with the engine's load reading at its send time.
     fn probe(&mut self, scenario: usize, record: Option<ReplayProbe>) -> Observation {
         let obs = self.probe_latency(scenario, record);
-        Observation { load: self.reading(), ..obs }
+        let cache_hit = if self.p.cache_reading { Some((self.hit_share() + 0.02 * self.normal()).clamp(0.0, 1.0)) } else { None };
+        Observation { load: self.reading(), cache_hit, ..obs }
+    }
+
+    /// ln of the traffic ramp's latency factor now.
+    fn ramp_ln(&self) -> f64 {
+        match (self.p.ramp, self.cond.ramp) {
+            (Some(r), Some((a, b))) => r.factor.ln() * ((self.t.clamp(a, b) - a) / (b - a).max(1e-9)),
+            _ => 0.0,
+        }
+    }
+
+    /// The prefix cache's hit share now (recovering after a release's restarts).
+    fn hit_share(&self) -> f64 {
+        let h = self.p.cache_hit_share;
+        match self.cond.cold {
+            Some((a, b)) if self.t >= a && self.t < b => h * (self.t - a) / (b - a).max(1e-9),
+            _ => h,
+        }
     }
 
     /// The engine's load reading: the load offset (and the daily cycle, which is traffic too)
@@ -491,7 +545,7 @@ impl<'a> Gen<'a> {
         let noise = (spread * (1.0 / r.r2.max(1e-6) - 1.0)).max(0.0).sqrt() * self.reading_err;
         let after = self.cond.regress && t >= self.cond.release;
         let carried = if after { r.mediator * p.regression.ln() } else { 0.0 };
-        Some(self.load + drift.ln() + carried + noise)
+        Some(self.load + drift.ln() + self.ramp_ln() + carried + noise)
     }
 
     fn probe_latency(&mut self, scenario: usize, record: Option<ReplayProbe>) -> Observation {
@@ -515,7 +569,8 @@ impl<'a> Gen<'a> {
         };
         let warm = rollout.filter(|r| t < r.1).map_or(1.0, |r| r.0);
         let incident = if within(&c.incidents, t) { p.incident_factor } else { 1.0 };
-        let common = drift * tail * warm * incident;
+        let creep = if c.regress && t >= c.release { (p.creep_per_h.ln() * (t - c.release) / 3600.0).exp() } else { 1.0 };
+        let common = drift * tail * warm * incident * creep * self.ramp_ln().exp();
         let (ttft_f, tpot_f) = (common * self.load.exp(), common * (p.load.tpot_share * self.load).exp());
         let (bad_before, bad_after) = (1.0 - p.good_before, 1.0 - p.good_after);
         if let Some(r) = record {
@@ -526,13 +581,14 @@ impl<'a> Gen<'a> {
             let ttft = r.ttft.map(|v| v * ttft_f * if after { p.regression } else { 1.0 });
             // The part of e2e after the first token moves with TPOT.
             let e2e = r.e2e.map(|v| ttft.unwrap_or(0.0) + (v - r.ttft.unwrap_or(0.0)).max(0.0) * tpot_f);
-            return Observation { ttft, tpot: r.tpot.map(|v| v * tpot_f), e2e, good: Some(good), load: None };
+            return Observation { ttft, tpot: r.tpot.map(|v| v * tpot_f), e2e, good: Some(good), ..Observation::default() };
         }
         let bad = if after { bad_after } else { bad_before };
         if self.rng.random_bool(bad.clamp(0.0, 1.0)) {
             return Observation { good: Some(false), ..Observation::default() };
         }
-        let miss = p.cache_hit_share > 0.0 && !self.rng.random_bool(p.cache_hit_share.min(1.0));
+        let share = self.hit_share();
+        let miss = p.cache_hit_share > 0.0 && !self.rng.random_bool(share.clamp(0.0, 1.0));
         let mode = if miss { p.miss_factor } else { 1.0 };
         let hit = match p.regression_target {
             RegressionTarget::All => true,
@@ -545,7 +601,7 @@ impl<'a> Gen<'a> {
         let reg = if after && slowest { p.regression } else { reg };
         let ttft = p.ttft_median_s * mode * (p.ttft_sigma * draw).exp() * ttft_f * reg;
         let tpot = p.tpot_median_s * (p.tpot_sigma * self.normal()).exp() * tpot_f;
-        Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true), load: None }
+        Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true), ..Observation::default() }
     }
 }
 
@@ -816,6 +872,18 @@ fn conditions(p: &PlanParams) -> Vec<String> {
     if let Some(s2) = p.second_marker_s {
         c.push(format!("a second marker of the same version {s2:.0} s after the release"));
     }
+    if p.creep_per_h != 1.0 {
+        c.push(format!("latency creeping x{} an hour from the release on", p.creep_per_h));
+    }
+    if let Some(r) = p.ramp {
+        c.push(format!("a traffic ramp: latency x{} over {:.0} min, the release inside it", r.factor, r.duration_s / 60.0));
+    }
+    if let Some(c0) = p.cold_cache {
+        c.push(format!("a cold prefix cache after each release: hit share 0 recovering to {:.0}% over {:.0}..{:.0} min", p.cache_hit_share * 100.0, c0.min_s / 60.0, c0.max_s / 60.0));
+    }
+    if p.cache_reading {
+        c.push("the engine's prefix-cache hit rate joined to each probe".to_owned());
+    }
     if p.burst_s > 0.0 && p.burst_error_share > 0.0 {
         c.push(format!("one {:.0} s error burst a day ({:.0}% fail)", p.burst_s, p.burst_error_share * 100.0));
     }
@@ -903,7 +971,7 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
             p.warmup_s / 3600.0,
             if p.marker { "" } else { ", no marker: continuous detector only" }
         );
-        for m in [5.0, 15.0, 60.0] {
+        for m in [5.0, 15.0, 60.0, 180.0, 360.0] {
             if m * 60.0 <= p.horizon_s + 1e-9 {
                 let (a, c) = (r.detected_within_by(m * 60.0, Some(Source::Release)), r.detected_within_by(m * 60.0, Some(Source::Continuous)));
                 let _ = writeln!(o, "  detected within {m:>2} min   {:.3}  (release-armed {a:.3}, continuous {c:.3})", r.detected_within(m * 60.0));
@@ -945,7 +1013,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
     use serde_json::{Value, json};
     let within = |source: Option<Source>| {
         let mut m = serde_json::Map::new();
-        for minutes in [5, 15, 60] {
+        for minutes in [5, 15, 60, 180, 360] {
             if minutes as f64 * 60.0 <= p.horizon_s + 1e-9 {
                 m.insert(minutes.to_string(), json!(r.detected_within_by(minutes as f64 * 60.0, source)));
             }
@@ -979,6 +1047,10 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "marker_delay_s": p.marker_delay_s,
             "reading": p.reading.map(|r| json!({"r2": r.r2, "mediator": r.mediator})),
             "second_marker_s": p.second_marker_s,
+            "creep_per_h": p.creep_per_h,
+            "ramp": p.ramp.map(|r| json!({"factor": r.factor, "duration_min": r.duration_s / 60.0})),
+            "cold_cache": p.cold_cache.map(|c| json!({"min_min": c.min_s / 60.0, "max_min": c.max_s / 60.0})),
+            "cache_reading": p.cache_reading,
             "regression_scenarios": p.regression_scenarios,
             "good_before": p.good_before,
             "good_after": p.good_after,

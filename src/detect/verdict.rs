@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::detector::{Estimate, Signal, SignalReport, Source, State};
+use super::detector::{CacheWarmup, Estimate, Signal, SignalReport, Source, State};
 use crate::config::DetectSettings;
 
 /// The verdict of a target's last release.
@@ -20,6 +20,10 @@ pub struct Verdict {
     /// What `passed` needs the window to have been able to find (with 80% power).
     pub required: Required,
     pub signals: Vec<SignalVerdict>,
+    /// The prefix cache's warm-up after the release, where the engine reports its hit rate:
+    /// latency probes held out while it was colder than before (docs/detection.md, "Cold caches
+    /// after a rollout"). `null` without a hit-rate reading in the baseline.
+    pub cache_warmup: Option<CacheWarmup>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -75,6 +79,8 @@ pub struct SignalVerdict {
     pub detectable: Option<f64>,
     /// `detectable` is at most the required effect.
     pub rules_out_required: bool,
+    /// Latency: the trend before the release taken out of the comparison (factor per hour).
+    pub trend_per_hour: Option<f64>,
 }
 
 /// Why there is no verdict.
@@ -118,6 +124,7 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
                 threshold: r.threshold,
                 detectable: r.detectable.filter(|d| d.is_finite()),
                 rules_out_required: r.detectable.is_some_and(|d| d <= needed),
+                trend_per_hour: r.trend_per_hour,
             }
         })
         .collect();
@@ -144,6 +151,7 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
         state,
         required,
         signals,
+        cache_warmup: pooled.iter().find(|r| r.signal != Signal::Goodput).and_then(|r| r.warmup),
     })
 }
 
@@ -175,6 +183,8 @@ mod tests {
             continuous_evidence: 0.0,
             continuous_threshold: 0.0,
             load_slope: 0.0,
+            warmup: None,
+            trend_per_hour: None,
         }
     }
 

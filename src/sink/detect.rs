@@ -267,7 +267,15 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
             } else {
                 format!("marked regressed by {test}, {marker}; its evidence is now {} against the threshold {} it passed", num(evidence, 1), num(threshold, 1))
             };
-            format!("{head}; {}; {} probes since the marker", effect_text(r), r.samples)
+            let cache = match r.warmup.filter(|w| w.explains_slowdown() && r.signal != Signal::Goodput) {
+                Some(w) => format!(
+                    "; the engine's prefix-cache hit rate is {:.2} since the release against {:.2} before: a cache still cold after the warm-up allowance, or one the release broke",
+                    w.hit_rate_after.unwrap_or(0.0),
+                    w.hit_rate_before
+                ),
+                None => String::new(),
+            };
+            format!("{head}; {}; {} probes since the marker{cache}", effect_text(r), r.samples)
         }
         (State::Regressed, Source::Continuous) => {
             let (evidence, threshold) = (r.continuous_evidence, r.continuous_threshold);
@@ -299,7 +307,7 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
             tpot: s.tpot.map(|d| d.as_secs_f64()),
             e2e: Some(s.e2e.as_secs_f64()),
             good: Some(s.goodput),
-            load: None,
+            ..Observation::default()
         },
         _ => Observation { good: Some(false), ..Observation::default() },
     }
@@ -313,8 +321,11 @@ impl Sink for DetectSink {
     }
 
     fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
-        let load = self.readings.lock().unwrap_or_else(|e| e.into_inner()).at(&outcome.target, outcome.timeline.sent).and_then(|j| j.reading.offered_load());
-        let obs = Observation { load, ..observation(outcome, sample) };
+        let (load, cache_hit) = match self.readings.lock().unwrap_or_else(|e| e.into_inner()).at(&outcome.target, outcome.timeline.sent) {
+            Some(j) => (j.reading.offered_load(), j.reading.prefix_cache_hit_rate.filter(|h| (0.0..=1.0).contains(h))),
+            None => (None, None),
+        };
+        let obs = Observation { load, cache_hit, ..observation(outcome, sample) };
         self.lock().observe(&outcome.target, &outcome.scenario, obs, unix_now());
     }
 }
@@ -338,6 +349,8 @@ mod tests {
             changed_s: Some(1_767_225_912.0),
             samples: 118,
             load_slope: 0.0,
+            warmup: None,
+            trend_per_hour: None,
             baseline_samples: 400,
             median_ratio: Some(Estimate { value: 1.31, low: 1.18, high: 1.45 }),
             p95_ratio: Some(Estimate { value: 1.52, low: 1.3, high: 1.8 }),
@@ -405,7 +418,7 @@ mod tests {
         let config = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
         let metrics = crate::sink::prometheus::Metrics::new(&config);
         let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
-        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), load: None };
+        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), load: None, cache_hit: None };
         let now = unix_now();
         for (i, target) in ["a", "b", "b", "c"].iter().enumerate() {
             sink.lock().observe(target, "s", obs, now + i as f64);
