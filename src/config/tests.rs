@@ -303,6 +303,9 @@ fn detect_section_absent_empty_and_full() {
     assert!(!c.detect.enabled);
     assert_eq!(c.detect.release_token_file.as_deref(), Some(std::path::Path::new("/run/token")));
     assert_eq!(c.detect.release_read_token_file.as_deref(), Some(std::path::Path::new("/run/read-token")));
+    assert_eq!(c.detect.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/llmprobe")));
+    assert_eq!(c.detect.tuning.armed_alpha, 0.01);
+    assert_eq!(c.detect.tuning.armed_window_s, defaults.armed_window_s, "fields not given keep their defaults");
     // A read-only token file alone is allowed (verdicts without markers by API); empty or the
     // marker token's own file is not, named with its line.
     let c = parse(&format!("{base}detect: {{release_read_token_file: /run/read-token}}\n"), "t.yaml").unwrap();
@@ -311,9 +314,6 @@ fn detect_section_absent_empty_and_full() {
     assert!(empty.contains("detect.release_read_token_file: must not be empty (t.yaml:4)"), "{empty}");
     let same = parse(&format!("{base}detect:\n  release_token_file: /run/t\n  release_read_token_file: /run/t\n"), "t.yaml").unwrap_err().to_string();
     assert!(same.contains("detect.release_read_token_file: must not be the file of detect.release_token_file") && same.contains("t.yaml:5"), "{same}");
-    assert_eq!(c.detect.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/llmprobe")));
-    assert_eq!(c.detect.tuning.armed_alpha, 0.01);
-    assert_eq!(c.detect.tuning.armed_window_s, defaults.armed_window_s, "fields not given keep their defaults");
     let bad = parse(&format!("{base}detect: {{tuning: {{armed_alpha: 2}}, state_dir: \"\"}}\n"), "t.yaml").unwrap_err().to_string();
     assert!(bad.contains("detect.tuning.armed_alpha") && bad.contains("detect.state_dir"), "{bad}");
     let typo = parse(&format!("{base}detect: {{tunning: {{}}}}\n"), "t.yaml").unwrap_err().to_string();
