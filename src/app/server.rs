@@ -412,7 +412,9 @@ fn refused(why: crate::app::release::Refused) -> Response {
     match why {
         Refused::Disabled(why) => (StatusCode::NOT_FOUND, format!("{why}\n")).into_response(),
         Refused::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
-        Refused::Forbidden => (StatusCode::FORBIDDEN, "the read-only token cannot post release markers: use the marker token (detect.release_token_file)\n").into_response(),
+        Refused::Forbidden => {
+            (StatusCode::FORBIDDEN, "the read-only token cannot post release markers: use the marker token (detect.release_token_file)\n").into_response()
+        }
         Refused::Bad(why) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
     }
 }

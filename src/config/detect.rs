@@ -97,14 +97,7 @@ pub(super) fn detect(raw: &RawDetect, c: &mut Checker) -> Detect {
     if release_token_file.is_some() && release_read_token_file == release_token_file {
         c.error("detect.release_read_token_file", "must not be the file of detect.release_token_file: the read-only token must differ from the marker token");
     }
-    Detect {
-        enabled: raw.enabled,
-        state_dir,
-        state_max_age,
-        release_token_file,
-        release_read_token_file,
-        tuning: raw.tuning.clone(),
-    }
+    Detect { enabled: raw.enabled, state_dir, state_max_age, release_token_file, release_read_token_file, tuning: raw.tuning.clone() }
 }
 
 /// Detector settings. `Default` is the documented default set; a config section deserializes onto
