@@ -451,6 +451,86 @@ check_two_releases() {
 }
 run "two releases: each records and pages only for its own namespace (promtool, rules rendered per release)" check_two_releases
 
+# Progressive delivery: the Argo Rollouts AnalysisTemplates and the Flagger MetricTemplate are off by
+# default; rendered (ci/ deployment values), they and the Rollout and Canary examples in
+# docs/operations.md are valid against the upstream CRDs' openAPIV3Schema (tests/fixtures/crds/,
+# unknown fields refused); the release API's token Secrets are mounted and named in the config; a
+# read-only token is required, and sidecar mode needs the prober's URL. The conditions themselves
+# are evaluated against a running prober by the Rust test rollouts_analysis.
+CRDS=(tests/fixtures/crds/*.yaml)
+check_rollouts() {
+  local rc=0 out
+  python3 scripts/check-crds.py --self-test || rc=1
+  grep -qE '^kind: (AnalysisTemplate|MetricTemplate)$' "$WORK/deploy-default.yaml" && { echo "defaults render a rollout template"; rc=1; }
+  python3 scripts/check-crds.py --crds "${CRDS[@]}" --manifests "$WORK/deploy.yaml" --require AnalysisTemplate MetricTemplate || rc=1
+  python3 scripts/check-crds.py --crds "${CRDS[@]}" --manifests docs/operations.md --require Rollout Canary || rc=1
+  python3 - "$WORK/deploy.yaml" <<'PY' || rc=1
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+problems = []
+cfg = yaml.safe_load([d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})][0]["data"]["config.yaml"])
+want = {"release_token_file": "/var/run/secrets/llmprobe-release/marker/token", "release_read_token_file": "/var/run/secrets/llmprobe-release/read/token"}
+for field, path in want.items():
+    if cfg.get("detect", {}).get(field) != path:
+        problems.append(f"config.detect.{field} is {cfg.get('detect', {}).get(field)!r}, want {path}")
+pod = [d for d in docs if d["kind"] == "Deployment"][0]["spec"]["template"]["spec"]
+secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+for secret, path in (("llmprobe-release-token", "/var/run/secrets/llmprobe-release/marker"), ("llmprobe-read-token", "/var/run/secrets/llmprobe-release/read")):
+    if secret not in secrets or path not in mounts:
+        problems.append(f"Secret {secret} not mounted at {path}")
+templates = {d["metadata"]["name"]: d for d in docs if d["kind"] == "AnalysisTemplate"}
+verdict = templates.get("llmprobe-verdict")
+if not verdict:
+    problems.append(f"no AnalysisTemplate llmprobe-verdict: {sorted(templates)}")
+else:
+    m = verdict["spec"]["metrics"][0]
+    web = m["provider"]["web"]
+    if web["url"] != "http://llmprobe.llm.svc:9464/api/v1/verdict?target={{args.target}}&version={{args.version}}":
+        problems.append(f"verdict URL {web['url']}")
+    if web.get("jsonPath") != "{$.state}" or web["headers"] != [{"key": "Authorization", "value": "Bearer {{args.llmprobe-read-token}}"}]:
+        problems.append(f"verdict jsonPath/headers {web.get('jsonPath')} {web['headers']}")
+    token = [a for a in verdict["spec"]["args"] if a["name"] == "llmprobe-read-token"]
+    if not token or token[0]["valueFrom"]["secretKeyRef"] != {"name": "llmprobe-read-token", "key": "token"}:
+        problems.append(f"the read-only token arg is not the read token Secret: {token}")
+    if m["inconclusiveLimit"] != m["count"] or m["consecutiveSuccessLimit"] != 1:
+        problems.append("grace/watching must never reach inconclusiveLimit before count, and passed must end the analysis")
+mark = templates.get("llmprobe-release-mark")
+if not mark or [a for a in mark["spec"]["args"] if a["name"] == "llmprobe-marker-token"][0]["valueFrom"]["secretKeyRef"]["name"] != "llmprobe-release-token":
+    problems.append("the release-mark AnalysisTemplate does not post with the marker token")
+print(f"{len(templates)} AnalysisTemplates, config and mounts checked")
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
+PY
+  # the MetricTemplate's query is PromQL once Flagger has put in its variable
+  python3 - "$WORK/deploy.yaml" "$WORK/flagger-query.yml" <<'PY' || rc=1
+import sys, yaml
+mt = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "MetricTemplate"][0]
+query = mt["spec"]["query"].replace("{{ variables.target }}", "vllm")
+assert "{{" not in query, query
+yaml.safe_dump({"groups": [{"name": "flagger", "rules": [{"record": "flagger_query", "expr": query}]}]}, open(sys.argv[2], "w"))
+PY
+  promtool check rules "$WORK/flagger-query.yml" || rc=1
+  if out=$(helm template llmprobe "$CHART" --set rollouts.argo.enabled=true 2>&1); then
+    echo "rollouts.argo without a read-only token rendered"; rc=1
+  else
+    grep -qF "needs the read-only token" <<<"$out" || { echo "$out"; rc=1; }
+  fi
+  if out=$(helm template llmprobe "$CHART" --set mode=sidecar --set rollouts.argo.enabled=true --set releaseApi.readToken.existingSecret=t 2>&1); then
+    echo "rollouts.argo in sidecar mode without rollouts.argo.url rendered"; rc=1
+  else
+    grep -qF "set rollouts.argo.url in sidecar mode" <<<"$out" || { echo "$out"; rc=1; }
+  fi
+  if out=$(helm template llmprobe "$CHART" --set releaseApi.readToken.existingSecret=t --set config.detect.release_read_token_file=/x 2>&1); then
+    echo "a read token set twice (releaseApi and config.detect) rendered"; rc=1
+  else
+    grep -qF "config.detect.release_read_token_file is set by releaseApi" <<<"$out" || { echo "$out"; rc=1; }
+  fi
+  return $rc
+}
+run "rollouts: Argo AnalysisTemplates, Flagger MetricTemplate and the docs' Rollout/Canary valid against the upstream CRDs; token Secrets mounted" check_rollouts
+
 # Each file in BAD_VALUES breaks one value and names, in a `# expect:` line, the schema error it must
 # cause. Both `helm lint --strict` and `helm template` must fail, and with that error, not another one.
 BAD_VALUES=tests/fixtures/ops/helm-bad-values

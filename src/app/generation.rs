@@ -89,7 +89,7 @@ pub(super) fn launch(
     shutdown: CancellationToken,
     mut resume: Positions,
 ) -> anyhow::Result<Generation> {
-    let Prepared { targets, otlp, otlp_metrics, release_token } = prepared;
+    let Prepared { targets, otlp, otlp_metrics, release_tokens } = prepared;
     let in_flight = targets.iter().map(|t| (t.name.to_string(), t.in_flight.clone())).collect();
     let metrics = station.metrics.clone();
     let health = station.health.clone();
@@ -120,7 +120,7 @@ pub(super) fn launch(
     // The release markers send their events to it, so they are not in it themselves (no cycle
     // of owners); they get the probes on the recorder's list, where behaviour changes
     // (`checks.fingerprint`) become release markers.
-    station.releases.set_generation(Sinks::new(sinks.clone()), names, release_token, config.detect.state_dir.clone());
+    station.releases.set_generation(Sinks::new(sinks.clone()), names, release_tokens, config.detect.state_dir.clone());
     sinks.push(station.releases.clone());
     let sinks = Sinks::new(sinks);
     let (recorder, recorder_task) = recorder::spawn(sinks.clone(), config.slo_table(), Some(health.clone()));

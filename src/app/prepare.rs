@@ -19,8 +19,8 @@ pub(super) struct Prepared {
     pub(super) targets: Vec<Arc<TargetRuntime>>,
     pub(super) otlp: Option<(Arc<OtlpSink>, f64)>,
     pub(super) otlp_metrics: Option<Arc<OtlpMetricsSink>>,
-    /// The bearer token of `POST /api/v1/releases` (`detect.release_token_file`).
-    pub(super) release_token: Option<crate::client::secret::Secret>,
+    /// The release API's bearer tokens (`detect.release_token_file`, `detect.release_read_token_file`).
+    pub(super) release_tokens: crate::app::release::ApiTokens,
 }
 
 pub(super) async fn prepare(config: &Config) -> anyhow::Result<Prepared> {
@@ -34,7 +34,7 @@ pub(super) async fn prepare_after(config: &Config, in_flight: &HashMap<String, A
     // Key and header files are read here, on a blocking thread: a file that blocks (a named pipe,
     // a hung network mount) must not hold a runtime thread, nor a signal that cancels a reload.
     let (cfg, counters) = (config.clone(), in_flight.clone());
-    let (targets, release_token) = tokio::task::spawn_blocking(move || read_secrets(&cfg, &counters)).await.context("reading key files")??;
+    let (targets, release_tokens) = tokio::task::spawn_blocking(move || read_secrets(&cfg, &counters)).await.context("reading key files")??;
     let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
         None => None,
         Some(settings) => {
@@ -62,12 +62,12 @@ pub(super) async fn prepare_after(config: &Config, in_flight: &HashMap<String, A
             Some(Arc::new(sink))
         }
     };
-    Ok(Prepared { targets, otlp, otlp_metrics, release_token })
+    Ok(Prepared { targets, otlp, otlp_metrics, release_tokens })
 }
 
-type Secrets = (Vec<Arc<TargetRuntime>>, Option<crate::client::secret::Secret>);
+type Secrets = (Vec<Arc<TargetRuntime>>, crate::app::release::ApiTokens);
 
-/// The targets' runtimes (their key and header files read) and the release token.
+/// The targets' runtimes (their key and header files read) and the release API's tokens.
 fn read_secrets(config: &Config, in_flight: &HashMap<String, Arc<AtomicUsize>>) -> anyhow::Result<Secrets> {
     let targets = config
         .targets
@@ -80,9 +80,20 @@ fn read_secrets(config: &Config, in_flight: &HashMap<String, Arc<AtomicUsize>>) 
             Ok(Arc::new(runtime))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let release_token = match &config.detect.release_token_file {
-        Some(file) => Some(crate::client::secret::resolve(&crate::config::SecretRef::File(file.clone())).context("detect.release_token_file")?),
-        None => None,
+    let token = |file: &Option<std::path::PathBuf>, field: &'static str| match file {
+        Some(file) => crate::client::secret::resolve(&crate::config::SecretRef::File(file.clone())).map(Some).context(field),
+        None => Ok(None),
     };
-    Ok((targets, release_token))
+    let tokens = crate::app::release::ApiTokens {
+        marker: token(&config.detect.release_token_file, "detect.release_token_file")?,
+        read: token(&config.detect.release_read_token_file, "detect.release_read_token_file")?,
+    };
+    // Two files with one token would make the read-only token a marker token.
+    if let (Some(marker), Some(read)) = (&tokens.marker, &tokens.read) {
+        anyhow::ensure!(
+            marker != read,
+            "detect.release_read_token_file: holds the same token as detect.release_token_file; the read-only token must differ from the marker token"
+        );
+    }
+    Ok((targets, tokens))
 }

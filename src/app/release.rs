@@ -64,16 +64,28 @@ pub const BEHAVIOUR_MARKER_GAP: f64 = 300.0;
 struct MarkerSettings {
     sinks: Sinks,
     targets: Vec<String>,
-    token: Option<Secret>,
+    tokens: ApiTokens,
     state_dir: Option<PathBuf>,
 }
 
-/// Why a marker request was refused.
+/// The bearer tokens of the release API.
+#[derive(Debug, Default, Clone)]
+pub struct ApiTokens {
+    /// `detect.release_token_file`: posts markers and reads.
+    pub marker: Option<Secret>,
+    /// `detect.release_read_token_file`: reads only (`GET /api/v1/verdict`, `GET /api/v1/releases`).
+    pub read: Option<Secret>,
+}
+
+/// Why a release API request was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// No `detect.release_token_file`: the endpoint is off.
-    Disabled,
+    /// No token configured for this endpoint: it is off. The text names the setting that turns it on.
+    Disabled(&'static str),
+    /// A missing or wrong token.
     Unauthorized,
+    /// The read-only token on an endpoint that changes something.
+    Forbidden,
     Bad(String),
 }
 
@@ -111,8 +123,8 @@ impl Releases {
     }
 
     /// The running config generation's parts.
-    pub fn set_generation(&self, sinks: Sinks, targets: Vec<String>, token: Option<Secret>, state_dir: Option<PathBuf>) {
-        *self.lock_generation() = MarkerSettings { sinks, targets, token, state_dir };
+    pub fn set_generation(&self, sinks: Sinks, targets: Vec<String>, tokens: ApiTokens, state_dir: Option<PathBuf>) {
+        *self.lock_generation() = MarkerSettings { sinks, targets, tokens, state_dir };
     }
 
     /// A discovery of `target`: a release when its model or engine version differs from the
@@ -158,18 +170,37 @@ impl Releases {
         self.apply(target, &format!("fingerprint {after}"), "behaviour", at, ["", before], ["", after]);
     }
 
-    /// Checks a request's `Authorization` header value against the token: from the request head
-    /// alone, so the server reads no body of a client without it.
-    pub fn authorize(&self, authorization: Option<&str>) -> Result<(), Refused> {
+    /// Checks a request's `Authorization` header value for posting a marker: the marker token
+    /// only (the read-only token is `Forbidden`). From the request head alone, so the server
+    /// reads no body of a client without it.
+    pub fn authorize_mark(&self, authorization: Option<&str>) -> Result<(), Refused> {
         let g = self.lock_generation();
-        let Some(token) = &g.token else { return Err(Refused::Disabled) };
-        let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
-        if constant_time_eq(given.as_bytes(), token.expose().as_bytes()) { Ok(()) } else { Err(Refused::Unauthorized) }
+        if g.tokens.marker.is_none() {
+            return Err(Refused::Disabled("release markers are not enabled: set detect.release_token_file"));
+        }
+        match presented(&g.tokens, authorization) {
+            Presented::Marker => Ok(()),
+            Presented::Read => Err(Refused::Forbidden),
+            Presented::Other => Err(Refused::Unauthorized),
+        }
+    }
+
+    /// Checks a request's `Authorization` header value for reading verdicts and markers: the
+    /// marker token or the read-only token.
+    pub fn authorize_read(&self, authorization: Option<&str>) -> Result<(), Refused> {
+        let g = self.lock_generation();
+        if g.tokens.marker.is_none() && g.tokens.read.is_none() {
+            return Err(Refused::Disabled("the release API is not enabled: set detect.release_token_file or detect.release_read_token_file"));
+        }
+        match presented(&g.tokens, authorization) {
+            Presented::Marker | Presented::Read => Ok(()),
+            Presented::Other => Err(Refused::Unauthorized),
+        }
     }
 
     /// A marker from the API. `authorization` is the request's header value.
     pub fn mark_from_api(&self, authorization: Option<&str>, body: &[u8]) -> Result<(), Refused> {
-        self.authorize(authorization)?;
+        self.authorize_mark(authorization)?;
         let targets = self.lock_generation().targets.clone();
         let req: MarkRequest =
             serde_json::from_slice(body).map_err(|e| Refused::Bad(format!("expected {{\"target\", \"version\", \"note\"?, \"at\"?}}: {e}")))?;
@@ -242,6 +273,28 @@ impl crate::sink::Sink for Releases {
     }
 }
 
+/// Which token a request presents. Both are compared, whatever the first gives, each without an
+/// early exit, so the time taken does not tell which one (nearly) matched.
+fn presented(tokens: &ApiTokens, authorization: Option<&str>) -> Presented {
+    let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+    let matches = |t: &Option<Secret>| t.as_ref().is_some_and(|t| constant_time_eq(given.as_bytes(), t.expose().as_bytes()));
+    let (marker, read) = (matches(&tokens.marker), matches(&tokens.read));
+    if marker {
+        Presented::Marker
+    } else if read {
+        Presented::Read
+    } else {
+        Presented::Other
+    }
+}
+
+/// The token a request carries.
+enum Presented {
+    Marker,
+    Read,
+    Other,
+}
+
 /// Compares without an early exit on the first differing byte (the token is a secret).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -250,6 +303,42 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Releases with these tokens, each read from a file as the prober reads it.
+    fn with_tokens(marker: Option<&str>, read: Option<&str>) -> Releases {
+        let dir = std::env::temp_dir().join(format!("llmprobe-release-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = |t: Option<&str>| {
+            t.map(|t| {
+                let file = dir.join(t);
+                std::fs::write(&file, format!("{t}\n")).unwrap();
+                crate::client::secret::resolve(&crate::config::SecretRef::File(file)).unwrap()
+            })
+        };
+        let tokens = ApiTokens { marker: secret(marker), read: secret(read) };
+        let releases = Releases::new(None);
+        releases.set_generation(Sinks::default(), vec!["t".into()], tokens, None);
+        releases
+    }
+
+    #[test]
+    fn the_read_token_reads_and_cannot_mark() {
+        let both = with_tokens(Some("marker-secret"), Some("read-secret"));
+        assert_eq!(both.authorize_mark(Some("Bearer marker-secret")), Ok(()));
+        assert_eq!(both.authorize_mark(Some("Bearer read-secret")), Err(Refused::Forbidden));
+        assert_eq!(both.authorize_mark(Some("Bearer wrong")), Err(Refused::Unauthorized));
+        assert_eq!(both.authorize_mark(None), Err(Refused::Unauthorized));
+        assert_eq!(both.authorize_read(Some("Bearer marker-secret")), Ok(()));
+        assert_eq!(both.authorize_read(Some("Bearer read-secret")), Ok(()));
+        assert_eq!(both.authorize_read(Some("read-secret")), Err(Refused::Unauthorized), "only as a bearer token");
+        assert_eq!(both.mark_from_api(Some("Bearer read-secret"), br#"{"target":"t","version":"1"}"#), Err(Refused::Forbidden));
+        // Only a read token: reads work, markers are off.
+        let read_only = with_tokens(None, Some("read-secret"));
+        assert_eq!(read_only.authorize_read(Some("Bearer read-secret")), Ok(()));
+        assert!(matches!(read_only.authorize_mark(Some("Bearer read-secret")), Err(Refused::Disabled(_))));
+        let none = with_tokens(None, None);
+        assert!(matches!(none.authorize_read(Some("Bearer read-secret")), Err(Refused::Disabled(_))));
+    }
 
     #[test]
     fn token_comparison() {

@@ -3,7 +3,8 @@
 //! `/debug/probes` (recent probes), `/runbook` (the alert runbook, so an alert's `runbook_url`
 //! resolves without internet; `/runbook.md` its Markdown), `POST /-/reload` (re-read the config file, as SIGHUP does;
 //! only with `--web.enable-lifecycle`, like Prometheus), `POST /api/v1/releases` (a release
-//! marker, with the bearer token of `detect.release_token_file`).
+//! marker, with the bearer token of `detect.release_token_file`), `GET /api/v1/releases` and
+//! `GET /api/v1/verdict` (with that token or the read-only one of `detect.release_read_token_file`).
 //!
 //! The accept loop is our own so that no client, slow or hostile, can keep a scraper out:
 //! - every phase of a connection has a deadline ([`Limits`]): the request head (from its first
@@ -374,7 +375,7 @@ async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body
         return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
     };
     let auth = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-    if let Err(why) = releases.authorize(auth) {
+    if let Err(why) = releases.authorize_mark(auth) {
         return refused(why);
     }
     let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, format!("release marker body over {MAX_RELEASE_BODY} bytes\n")).into_response();
@@ -393,12 +394,12 @@ async fn post_release(State(state): State<ServerState>, headers: HeaderMap, body
 }
 
 /// The last release markers of every configured target (at most `MARKERS_KEPT` each), behind
-/// the marker API's token.
+/// the marker token or the read-only token.
 async fn get_releases(State(state): State<ServerState>, headers: HeaderMap) -> Response {
     let Some(releases) = &state.releases else {
         return (StatusCode::NOT_FOUND, "release markers are not enabled\n").into_response();
     };
-    if let Err(why) = releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+    if let Err(why) = releases.authorize_read(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
         return refused(why);
     }
     let body = serde_json::json!({ "releases": releases.markers() });
@@ -409,8 +410,11 @@ async fn get_releases(State(state): State<ServerState>, headers: HeaderMap) -> R
 fn refused(why: crate::app::release::Refused) -> Response {
     use crate::app::release::Refused;
     match why {
-        Refused::Disabled => (StatusCode::NOT_FOUND, "release markers are not enabled: set detect.release_token_file\n").into_response(),
+        Refused::Disabled(why) => (StatusCode::NOT_FOUND, format!("{why}\n")).into_response(),
         Refused::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response(),
+        Refused::Forbidden => {
+            (StatusCode::FORBIDDEN, "the read-only token cannot post release markers: use the marker token (detect.release_token_file)\n").into_response()
+        }
         Refused::Bad(why) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
     }
 }
@@ -423,7 +427,7 @@ struct VerdictQuery {
 }
 
 /// The verdict of a target's last release (docs/detection.md, "Release verdicts"), behind the
-/// marker API's bearer token. One release per target is held: the answer is bounded.
+/// marker token or the read-only token. One release per target is held: the answer is bounded.
 async fn get_verdict(
     State(state): State<ServerState>,
     headers: HeaderMap,
@@ -434,7 +438,7 @@ async fn get_verdict(
     let (Some(releases), Some(detect)) = (&state.releases, &state.detect) else {
         return text(StatusCode::NOT_FOUND, "release verdicts are not enabled (detect.enabled)".into());
     };
-    if let Err(why) = releases.authorize(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+    if let Err(why) = releases.authorize_read(headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
         return refused(why);
     }
     let Ok(axum::extract::Query(q)) = query else {

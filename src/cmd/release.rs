@@ -33,7 +33,8 @@ pub struct ReleaseWaitArgs {
     /// How often to ask.
     #[arg(long, default_value = "10s", value_parser = crate::config::parse_duration)]
     pub interval: std::time::Duration,
-    /// File holding the bearer token (the prober's detect.release_token_file).
+    /// File holding the bearer token: the prober's detect.release_read_token_file (read only)
+    /// or detect.release_token_file.
     #[arg(long, env = "LLMPROBE_RELEASE_TOKEN_FILE")]
     pub token_file: PathBuf,
 }

@@ -12,7 +12,7 @@ use super::duration::RawDuration;
 
 /// The section as written. Absent, empty (`detect:`) and `{}` all mean the defaults below.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with enabled, state_dir, state_max_age, release_token_file, tuning")]
+#[serde(deny_unknown_fields, expecting = "a mapping with enabled, state_dir, state_max_age, release_token_file, release_read_token_file, tuning")]
 pub struct RawDetect {
     /// Run the detector. Default true.
     #[serde(default = "default_true")]
@@ -23,8 +23,13 @@ pub struct RawDetect {
     /// A state file older than this is ignored (with a warning). Default `6h`.
     #[serde(default = "default_state_max_age")]
     pub state_max_age: RawDuration,
-    /// File holding the bearer token for `POST /api/v1/releases`; the endpoint is off without it.
+    /// File holding the bearer token for `POST /api/v1/releases` (release markers); it also reads
+    /// `GET /api/v1/verdict` and `GET /api/v1/releases`. The marker endpoint is off without it.
     pub release_token_file: Option<String>,
+    /// File holding a read-only bearer token: `GET /api/v1/verdict` and `GET /api/v1/releases`
+    /// accept it, `POST /api/v1/releases` refuses it (403). For pipelines and rollout controllers
+    /// that judge a release but must not mark one. Must differ from `release_token_file`.
+    pub release_read_token_file: Option<String>,
     /// The detector's statistical settings (docs/detection.md).
     #[serde(default)]
     pub tuning: DetectSettings,
@@ -32,7 +37,14 @@ pub struct RawDetect {
 
 impl Default for RawDetect {
     fn default() -> Self {
-        RawDetect { enabled: true, state_dir: None, state_max_age: default_state_max_age(), release_token_file: None, tuning: DetectSettings::default() }
+        RawDetect {
+            enabled: true,
+            state_dir: None,
+            state_max_age: default_state_max_age(),
+            release_token_file: None,
+            release_read_token_file: None,
+            tuning: DetectSettings::default(),
+        }
     }
 }
 
@@ -51,6 +63,7 @@ pub struct Detect {
     pub state_dir: Option<PathBuf>,
     pub state_max_age: Duration,
     pub release_token_file: Option<PathBuf>,
+    pub release_read_token_file: Option<PathBuf>,
     pub tuning: DetectSettings,
 }
 
@@ -76,13 +89,15 @@ pub(super) fn detect(raw: &RawDetect, c: &mut Checker) -> Detect {
         }
         other => other.map(PathBuf::from),
     };
-    Detect {
-        enabled: raw.enabled,
-        state_dir: path("state_dir", &raw.state_dir, c),
-        state_max_age: c.positive_duration("detect.state_max_age", &raw.state_max_age),
-        release_token_file: path("release_token_file", &raw.release_token_file, c),
-        tuning: raw.tuning.clone(),
+    let state_dir = path("state_dir", &raw.state_dir, c);
+    let state_max_age = c.positive_duration("detect.state_max_age", &raw.state_max_age);
+    let release_token_file = path("release_token_file", &raw.release_token_file, c);
+    let release_read_token_file = path("release_read_token_file", &raw.release_read_token_file, c);
+    // One file for both would make the read-only token a marker token.
+    if release_token_file.is_some() && release_read_token_file == release_token_file {
+        c.error("detect.release_read_token_file", "must not be the file of detect.release_token_file: the read-only token must differ from the marker token");
     }
+    Detect { enabled: raw.enabled, state_dir, state_max_age, release_token_file, release_read_token_file, tuning: raw.tuning.clone() }
 }
 
 /// Detector settings. `Default` is the documented default set; a config section deserializes onto

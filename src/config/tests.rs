@@ -295,14 +295,25 @@ fn detect_section_absent_empty_and_full() {
         assert_eq!(c.detect.tuning, defaults, "{section:?}: the documented defaults");
         assert_eq!(c.detect.state_dir, None);
         assert_eq!(c.detect.state_max_age, std::time::Duration::from_secs(6 * 3600));
+        assert_eq!((c.detect.release_token_file.as_deref(), c.detect.release_read_token_file.as_deref()), (None, None), "the release API is off");
     }
-    let full =
-        "detect:\n  enabled: false\n  state_dir: /var/lib/llmprobe\n  state_max_age: 1h\n  release_token_file: /run/token\n  tuning: {armed_alpha: 0.01}\n";
+    let full = "detect:\n  enabled: false\n  state_dir: /var/lib/llmprobe\n  state_max_age: 1h\n  release_token_file: /run/token\n  \
+                release_read_token_file: /run/read-token\n  tuning: {armed_alpha: 0.01}\n";
     let c = parse(&format!("{base}{full}"), "t.yaml").unwrap();
     assert!(!c.detect.enabled);
+    assert_eq!(c.detect.release_token_file.as_deref(), Some(std::path::Path::new("/run/token")));
+    assert_eq!(c.detect.release_read_token_file.as_deref(), Some(std::path::Path::new("/run/read-token")));
     assert_eq!(c.detect.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/llmprobe")));
     assert_eq!(c.detect.tuning.armed_alpha, 0.01);
     assert_eq!(c.detect.tuning.armed_window_s, defaults.armed_window_s, "fields not given keep their defaults");
+    // A read-only token file alone is allowed (verdicts without markers by API); empty or the
+    // marker token's own file is not, named with its line.
+    let c = parse(&format!("{base}detect: {{release_read_token_file: /run/read-token}}\n"), "t.yaml").unwrap();
+    assert_eq!((c.detect.release_token_file, c.detect.release_read_token_file.as_deref()), (None, Some(std::path::Path::new("/run/read-token"))));
+    let empty = parse(&format!("{base}detect:\n  release_read_token_file: \"\"\n"), "t.yaml").unwrap_err().to_string();
+    assert!(empty.contains("detect.release_read_token_file: must not be empty (t.yaml:4)"), "{empty}");
+    let same = parse(&format!("{base}detect:\n  release_token_file: /run/t\n  release_read_token_file: /run/t\n"), "t.yaml").unwrap_err().to_string();
+    assert!(same.contains("detect.release_read_token_file: must not be the file of detect.release_token_file") && same.contains("t.yaml:5"), "{same}");
     let bad = parse(&format!("{base}detect: {{tuning: {{armed_alpha: 2}}, state_dir: \"\"}}\n"), "t.yaml").unwrap_err().to_string();
     assert!(bad.contains("detect.tuning.armed_alpha") && bad.contains("detect.state_dir"), "{bad}");
     let typo = parse(&format!("{base}detect: {{tunning: {{}}}}\n"), "t.yaml").unwrap_err().to_string();

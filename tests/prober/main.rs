@@ -30,6 +30,7 @@ mod release_detection;
 mod reload;
 mod reload_by_target;
 mod replicas_discovery;
+mod rollouts_analysis;
 mod server_http;
 mod server_limits;
 mod slo_overrides;

@@ -16,7 +16,9 @@ use llmprobe::mock::MockOptions;
 use tokio_util::sync::CancellationToken;
 
 const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
-const TOKEN: &str = "release-token-do-not-print";
+pub(crate) const TOKEN: &str = "release-token-do-not-print";
+/// The read-only token of the tests that have one.
+pub(crate) const READ_TOKEN: &str = "read-token-do-not-print";
 
 /// A prober config with detector settings scaled for a test: one-second bins (so a minute of
 /// baseline is 60 bins), a one-minute baseline, 30 baseline probes, a 2 s grace window, the
@@ -26,7 +28,7 @@ const TOKEN: &str = "release-token-do-not-print";
 /// run on real timers beside other tests, and a busy machine moves a few seconds of its latency
 /// by tens of percent. These tests check the path from marker to alert series; the detector's
 /// error rates are measured by `scripts/detect-plan.sh`.
-fn yaml(mock: SocketAddr, token_file: Option<&std::path::Path>) -> String {
+pub(crate) fn yaml(mock: SocketAddr, token_file: Option<&std::path::Path>) -> String {
     let token = token_file.map(|p| format!("  release_token_file: {}\n", p.display())).unwrap_or_default();
     format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 40, seed: 5, discovery_interval: 500ms, shutdown_grace: 2s}}\n\
@@ -52,7 +54,7 @@ fn state_series(text: &str, signal: &str) -> Vec<String> {
     text.lines().filter(|l| l.starts_with(&prefix)).map(|l| l[prefix.len()..].to_owned()).collect()
 }
 
-async fn control(mock: SocketAddr, body: &str) {
+pub(crate) async fn control(mock: SocketAddr, body: &str) {
     let resp = reqwest::Client::new().post(format!("http://{mock}/mock/control")).body(body.to_owned()).send().await.unwrap();
     assert_eq!(resp.status(), 200);
 }
@@ -364,5 +366,91 @@ async fn release_verdicts_for_pipelines() {
     shutdown.cancel();
     a.wait().await.unwrap();
     b.wait().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The read-only token (`detect.release_read_token_file`) reads verdicts and markers and is
+/// refused for posting one (403), by the API and through `llmprobe release mark`; a prober
+/// whose two token files hold one token does not start. Neither token appears in the prober's
+/// debug log, in an answer or in the CLI's errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_only_token_reads_and_cannot_mark() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let dir = std::env::temp_dir().join(format!("llmprobe-read-token-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (marker_file, read_file, log) = (dir.join("marker"), dir.join("read"), dir.join("stderr.log"));
+    std::fs::write(&marker_file, format!("{TOKEN}\n")).unwrap();
+    std::fs::write(&read_file, format!("{READ_TOKEN}\n")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.join("config.yaml");
+    let text = yaml(mock, Some(&marker_file))
+        .replace("listen: 127.0.0.1:0", &format!("listen: 127.0.0.1:{port}"))
+        .replace("detect:\n", &format!("detect:\n  release_read_token_file: {}\n", read_file.display()));
+    std::fs::write(&config, &text).unwrap();
+    let mut child = std::process::Command::new(BIN)
+        .args(["--log", "debug", "probe", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get(format!("{base}/readyz")).send().await.map(|r| r.status()).ok() != Some(reqwest::StatusCode::OK) {
+        assert!(Instant::now() < deadline, "prober not ready:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let get = |path: &str, token: &str| client.get(format!("{base}{path}")).bearer_auth(token).send();
+    let post = |token: &str| client.post(format!("{base}/api/v1/releases")).bearer_auth(token).body(r#"{"target":"t","version":"v1"}"#).send();
+    let mut answers = String::new();
+    // Reads: the read-only token is accepted (404: no release yet, not 401).
+    let r = get("/api/v1/verdict?target=t", READ_TOKEN).await.unwrap();
+    assert_eq!(r.status(), 404);
+    answers += &r.text().await.unwrap();
+    assert_eq!(get("/api/v1/releases", READ_TOKEN).await.unwrap().status(), 200);
+    // Markers: the read-only token is forbidden, a wrong one unauthorized, the marker token marks.
+    let r = post(READ_TOKEN).await.unwrap();
+    assert_eq!(r.status(), 403);
+    let forbidden = r.text().await.unwrap();
+    assert!(forbidden.contains("read-only token"), "{forbidden}");
+    answers += &forbidden;
+    let r = post("wrong").await.unwrap();
+    assert_eq!(r.status(), 401);
+    answers += &r.text().await.unwrap();
+    assert_eq!(post(TOKEN).await.unwrap().status(), 202);
+    // Both tokens read the verdict and the markers of that release.
+    for token in [READ_TOKEN, TOKEN] {
+        let r = get("/api/v1/verdict?target=t&version=v1", token).await.unwrap();
+        assert_eq!(r.status(), 200);
+        let body = r.text().await.unwrap();
+        assert!(body.contains("\"version\":\"v1\""), "{body}");
+        answers += &body;
+        let list = get("/api/v1/releases", token).await.unwrap().text().await.unwrap();
+        assert!(list.contains("\"version\":\"v1\""), "{list}");
+        answers += &list;
+    }
+    assert_eq!(get("/api/v1/verdict?target=t", "wrong").await.unwrap().status(), 401);
+    // The CLI with the read-only token: the marker is refused, with the reason and no token.
+    let out = cli(&["release", "mark", "--url", &base, "--target", "t", "--version", "v2"], &read_file).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success() && stderr.contains("403") && stderr.contains("read-only token"), "{stderr}");
+    let metrics = scrape(format!("127.0.0.1:{port}").parse().unwrap()).await;
+    assert!(!metrics.contains("version=\"v2\""), "no marker from the read-only token:\n{metrics}");
+    std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(child.wait().unwrap().success());
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("marker posted"), "the log is the prober's debug log:\n{logged}");
+
+    // One token in both files: the prober refuses to start, naming the setting, not the token.
+    std::fs::write(&read_file, TOKEN).unwrap();
+    let refused = std::process::Command::new(BIN).args(["probe", "--config"]).arg(&config).output().unwrap();
+    let refusal = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success() && refusal.contains("detect.release_read_token_file: holds the same token"), "{refusal}");
+
+    for (what, text) in [("the prober's log", &logged), ("the answers", &answers), ("the metrics", &metrics), ("the CLI", &stderr), ("the refusal", &refusal)] {
+        assert!(!text.contains(TOKEN) && !text.contains(READ_TOKEN), "a token in {what}:\n{text}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

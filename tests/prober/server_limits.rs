@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use llmprobe::app::release::Releases;
+use llmprobe::app::release::{ApiTokens, Releases};
 use llmprobe::app::server::{Limits, ServerState, serve_with};
 use llmprobe::config::SecretRef;
 use llmprobe::sink::{History, Metrics};
@@ -36,7 +36,7 @@ async fn start(limits: Limits, releases: bool) -> (SocketAddr, CancellationToken
         std::fs::write(&file, TOKEN).unwrap();
         let secret = llmprobe::client::secret::resolve(&SecretRef::File(file)).unwrap();
         let r = Arc::new(Releases::new(None));
-        r.set_generation(llmprobe::sink::Sinks::new(vec![metrics.clone()]), vec!["t".into()], Some(secret), None);
+        r.set_generation(llmprobe::sink::Sinks::new(vec![metrics.clone()]), vec!["t".into()], ApiTokens { marker: Some(secret), read: None }, None);
         r
     });
     let state = ServerState { metrics, history: Arc::new(History::default()), health, reload: None, lifecycle: false, releases, detect: None };

@@ -114,7 +114,23 @@ true
 {{- end -}}
 {{- $_ := set $cfg "targets" $targets -}}
 {{- end -}}
+{{- /* the release API's tokens, from their Secrets' mounted files */ -}}
+{{- range $field, $t := dict "release_token_file" $v.releaseApi.markerToken "release_read_token_file" $v.releaseApi.readToken -}}
+{{- if $t.existingSecret -}}
+{{- $detect := $cfg.detect | default dict -}}
+{{- if hasKey $detect $field -}}
+{{- fail (printf "config.detect.%s is set by releaseApi: remove it from config.detect" $field) -}}
+{{- end -}}
+{{- $_ := set $detect $field (printf "%s/%s/%s" (trimSuffix "/" $v.releaseApi.mountPath) (include "llmprobe.releaseTokenDir" $field) $t.key) -}}
+{{- $_ := set $cfg "detect" $detect -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* The directory under releaseApi.mountPath of a release API token, by its config field. */}}
+{{- define "llmprobe.releaseTokenDir" -}}
+{{- if eq . "release_token_file" }}marker{{ else }}read{{ end -}}
 {{- end -}}
 
 {{/*
@@ -198,6 +214,16 @@ Deployment and by sidecar users. */}}
       mountPath: {{ $v.apiKey.mountPath }}
       readOnly: true
     {{- end }}
+    {{- if $v.releaseApi.markerToken.existingSecret }}
+    - name: llmprobe-release-marker-token
+      mountPath: {{ printf "%s/marker" (trimSuffix "/" $v.releaseApi.mountPath) }}
+      readOnly: true
+    {{- end }}
+    {{- if $v.releaseApi.readToken.existingSecret }}
+    - name: llmprobe-release-read-token
+      mountPath: {{ printf "%s/read" (trimSuffix "/" $v.releaseApi.mountPath) }}
+      readOnly: true
+    {{- end }}
     {{- range $v.extraSecretMounts }}
     - name: {{ .name }}
       mountPath: {{ .mountPath }}
@@ -254,6 +280,22 @@ Deployment and by sidecar users. */}}
       - key: {{ $v.apiKey.key }}
         path: {{ $v.apiKey.key }}
 {{- end }}
+{{- with $v.releaseApi.markerToken }}{{ if .existingSecret }}
+- name: llmprobe-release-marker-token
+  secret:
+    secretName: {{ .existingSecret }}
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}{{ end }}
+{{- with $v.releaseApi.readToken }}{{ if .existingSecret }}
+- name: llmprobe-release-read-token
+  secret:
+    secretName: {{ .existingSecret }}
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}{{ end }}
 {{- range $v.extraSecretMounts }}
 - name: {{ .name }}
   secret:
