@@ -11,7 +11,10 @@
 # (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
 # 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day; with the
 # marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
-# x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97%.
+# x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97%, one scenario of 10 x1.5 under shared
+# load. Operations: a release inside a morning ramp (x1.5 over 2 h; also with an offered-load
+# reading), a cold prefix cache after each release (with and without the engine's hit rate),
+# TTFT x1.25 in both, and a creep of x1.1 an hour without a marker.
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
 # LLMPROBE_BIN: a release binary to use (else one is built). Extra arguments go to every run.
 set -euo pipefail
@@ -24,7 +27,7 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 common=(--seed 1 --json)
 # 0.5 probes/s over 3 scenarios unless the row names its own rate.
-shape() { case " $* " in *" --rate "*) ;; *) echo "--rate 0.5 --scenarios 3" ;; esac; }
+shape() { case " $* " in *" --rate "*|*" --scenarios "*) ;; *) echo "--rate 0.5 --scenarios 3" ;; esac; }
 rows="$out/rows.tsv"
 n=0
 
@@ -78,6 +81,7 @@ power "TTFT x1.25, marker 20 min late" 15,60 --regression 1.25 --marker-delay-s 
 power "TTFT x1.25, second marker at 12 min" 15,60 --regression 1.25 --second-marker-s 720
 power "one scenario of 3 x1.4" 15 --regression 1.4 --regression-scenarios 1
 power "one scenario of 3 x1.4, no daily cycle" 15 --regression 1.4 --regression-scenarios 1 --drift 0
+power "one scenario of 10 x1.5, load sd 0.1" 60 --regression 1.5 --regression-scenarios 1 --scenarios 10 --load-sd 0.1 --load-tau-min 5
 power "bimodal, miss mode x1.5" 60 --regression 1.5 --cache-hit-share 0.7 --miss-factor 3 --regression-target miss
 power "slowest 3% x3, median unchanged" 60 --regression 3 --regression-target slowest --slowest-share 0.03
 power "goodput 99.5% -> 97%" 15,60 --regression 1 --good-before 0.995 --good-after 0.97

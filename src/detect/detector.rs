@@ -937,10 +937,7 @@ impl Detector {
             let tol = s.latency_tolerance.ln();
             let frozen_at = t.frozen_at.unwrap_or(marker);
             let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
-            let deff = t.dependence[k].as_ref().map_or(1.0, |d| match &t.trend[k] {
-                Some(tr) => d.design_effect_detrended(base, post, tr, s.bin_s),
-                None => d.design_effect(base, post),
-            });
+            let (deff, shared) = t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s));
             let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
@@ -954,8 +951,11 @@ impl Detector {
             }
             let kk = parts.len().max(1) as f64;
             // For a weighted set of scenarios, per statistic (mean, exceedance): z of "no slower
-            // than the baseline", and whether the estimate reaches the tolerance.
-            let z = |sel: &[(f64, Part, &LatencyFrozen)]| -> Option<[(f64, bool); 2]> {
+            // than the baseline", and whether the estimate reaches the tolerance. The pooled
+            // set's probe variance is scaled by the design effect; one scenario's gets the shared
+            // load's variance added (its own probe noise is larger than the pooled set's, so the
+            // pooled ratio would overstate its dependence many times).
+            let z = |sel: &[(f64, Part, &LatencyFrozen)], own: bool| -> Option<[(f64, bool); 2]> {
                 let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
                 if total <= 0.0 {
                     return None;
@@ -973,7 +973,10 @@ impl Detector {
                     ve += w * w * f.above * (1.0 - f.above) * (1.0 / p.n + 1.0 / f.m as f64);
                     tol_e += w * f.above_tolerance;
                 }
-                Some([(d / (v * deff).sqrt(), d >= tol), (de / (ve.max(1e-12) * deff).sqrt(), de >= tol_e)])
+                // The exceedance share keeps the design effect either way (conservative: its load
+                // part has no simple form in share units).
+                let (v, ve) = if own { (v + shared, ve * deff) } else { (v * deff, ve * deff) };
+                Some([(d / v.sqrt(), d >= tol), (de / ve.max(1e-12).sqrt(), de >= tol_e)])
             };
             // The tail test on the scenarios together: probes above each scenario's own high
             // quantile, after against before. The counts are small (1% of an hour's baseline), so
@@ -996,10 +999,10 @@ impl Detector {
                 Some((p, k2 / n - k1 / m >= tol_e / n))
             };
             // The post-grace probes of the window and of each half: all, early, late.
-            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64| -> Option<[Verdict; 2]> {
+            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64, own: bool| -> Option<[Verdict; 2]> {
                 let pick = |j: usize| sel.iter().map(|(w, p, f)| (*w * p[j].n / p[0].n.max(1.0), p[j], *f)).collect::<Vec<_>>();
-                let all = z(&pick(0))?;
-                let halves = [z(&pick(1)), z(&pick(2))];
+                let all = z(&pick(0), own)?;
+                let halves = [z(&pick(1), own), z(&pick(2), own)];
                 let confirmed = |j: usize| halves.iter().all(|h| h.is_some_and(|h| normal_sf(h[j].0) <= s.confirm_alpha && h[j].1));
                 let make = |j: usize| {
                     let (zz, large) = all[j];
@@ -1019,7 +1022,7 @@ impl Detector {
                 detectable = Some((z * (var * deff).sqrt()).exp());
             }
             // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
-            if let Some(v) = verdicts(&all, 0.2) {
+            if let Some(v) = verdicts(&all, 0.2, false) {
                 pooled.extend(v);
             }
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
@@ -1028,7 +1031,7 @@ impl Detector {
                 pooled.push(Verdict { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
             }
             for (i, p, f) in &parts {
-                scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk);
+                scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk, true);
             }
             self.targets[ti].alarm_deff[k] = deff_raw;
         }

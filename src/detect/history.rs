@@ -328,9 +328,11 @@ pub(super) const TREND_BINS: i64 = 120;
 /// A trend is taken when its slope is this many standard errors from zero (the dependence in the
 /// standard error): a clear ramp, not the wander of load swings.
 pub(super) const TREND_GATE_Z: f64 = 2.0;
-/// The trend is carried forward at most this far past the marker (s): a ramp ends; carried
-/// further it would hide a regression that comes later in the window.
-pub(super) const TREND_HORIZON_S: f64 = 1800.0;
+/// The trend is carried forward at most this far past the marker (s): the hour of a release
+/// window. A ramp that ends sooner is over-corrected (the test loses power, it does not alarm);
+/// carried for only half the window, a ramp still rising in the second half alarmed in 42% of
+/// releases inside a x1.5 two-hour ramp in the planner.
+pub(super) const TREND_HORIZON_S: f64 = 3600.0;
 
 /// A local linear trend of a signal's bin means before a marker (a morning traffic ramp, the
 /// steep part of the daily cycle), frozen at the marker: values are compared after taking out
@@ -377,20 +379,32 @@ impl Dependence {
     /// difference of their means under this dependence, over what independent probes would give
     /// (at least 1).
     pub(super) fn design_effect(&self, a: (i64, i64), b: (i64, i64)) -> f64 {
-        let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
-        (contrast_var(&self.gamma, a, b) / iid).max(1.0)
+        self.contrast(a, b, None, 1.0).0
     }
 
-    /// The same for the contrast that also takes out a frozen trend (its slope estimated from
+    /// A before/after contrast of blocks `a` and `b` (taking out `trend` when given): its design
+    /// effect, and the variance it has beyond probe noise — the shared load's part, which every
+    /// scenario of the target feels alike (a scenario's own test adds it to its own probe
+    /// variance instead of scaling by the pooled design effect: its probe noise is larger).
+    pub(super) fn contrast(&self, a: (i64, i64), b: (i64, i64), trend: Option<&Trend>, bin_s: f64) -> (f64, f64) {
+        let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
+        let var = match trend {
+            Some(tr) => self.detrended_var(a, b, tr, bin_s),
+            None => contrast_var(&self.gamma, a, b),
+        };
+        ((var / iid).max(1.0), (var - iid).max(0.0))
+    }
+
+    /// The variance of the contrast that also takes out a frozen trend (its slope estimated from
     /// the bins before the marker, so its error adds to the contrast's), under the dependence
     /// left once the trend is out (the trend window's residual variogram: the history's counts
     /// the trend itself as variance).
-    pub(super) fn design_effect_detrended(&self, a: (i64, i64), b: (i64, i64), trend: &Trend, bin_s: f64) -> f64 {
+    fn detrended_var(&self, a: (i64, i64), b: (i64, i64), trend: &Trend, bin_s: f64) -> f64 {
         let (na, nb) = ((a.1 - a.0).max(1) as f64, (b.1 - b.0).max(1) as f64);
         let shift = trend.shift_bins(a, b, trend.at / bin_s, bin_s);
         let mut w: Vec<(i64, f64)> = (a.0..a.1).map(|i| (i, -1.0 / na)).chain((b.0..b.1).map(|i| (i, 1.0 / nb))).collect();
         w.extend(trend.weights.iter().map(|(i, c)| (*i, -shift * c)));
-        (weights_var(&trend.gamma, &w) / (self.nugget * (1.0 / na + 1.0 / nb))).max(1.0)
+        weights_var(&trend.gamma, &w)
     }
 }
 
