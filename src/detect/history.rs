@@ -325,8 +325,11 @@ fn residual_variogram(x: &[Option<f64>], k_max: usize) -> Option<Vec<f64>> {
 
 /// Bins before a marker a local trend is fitted on (two hours at 1-minute bins).
 pub(super) const TREND_BINS: i64 = 120;
-/// A trend is taken when its slope is this many standard errors from zero (the dependence in the
-/// standard error): a clear ramp, not the wander of load swings.
+/// A trend is taken when its slope is this many standard errors above zero (the dependence in the
+/// standard error): a clear rise, not the wander of load swings. Only a rise: taking one out can
+/// only lower a post-release excess, so it never raises an alarm; a falling slope carried forward
+/// would, when load that fell swings back (in the planner under load sd 0.1 with a 15-minute time
+/// constant, taking both directions doubled the release windows' false alarms).
 pub(super) const TREND_GATE_Z: f64 = 2.0;
 /// The trend is carried forward at most this far past the marker (s): the hour of a release
 /// window. A ramp that ends sooner is over-corrected (the test loses power, it does not alarm);
@@ -512,9 +515,9 @@ impl History {
         (x - median).abs() > INCIDENT_SCALES * scale
     }
 
-    /// The local trend of signal `k` over the `TREND_BINS` before bin `to` (bin means adjusted
-    /// for the load reading with `adjust`; incident bins left out), when its slope is at least
-    /// `TREND_GATE_Z` standard errors from zero. Needs half the bins.
+    /// The local rising trend of signal `k` over the `TREND_BINS` before bin `to` (bin means
+    /// adjusted for the load reading with `adjust`; incident bins left out), when its slope is at
+    /// least `TREND_GATE_Z` standard errors above zero. Needs half the bins.
     pub(super) fn trend(&self, k: usize, to: i64, adjust: Option<Adjust>, bin_s: f64) -> Option<Trend> {
         let pts: Vec<(i64, f64)> = (to - TREND_BINS..to)
             .filter_map(|i| {
@@ -544,7 +547,7 @@ impl History {
         };
         let gamma = residual_variogram(&resid, (TREND_BINS / 2) as usize)?;
         let se = weights_var(&gamma, &weights).sqrt();
-        (slope.is_finite() && se > 0.0 && slope.abs() >= TREND_GATE_Z * se).then(|| Trend { slope: slope / bin_s, at: to as f64 * bin_s, weights, gamma })
+        (slope.is_finite() && se > 0.0 && slope >= TREND_GATE_Z * se).then(|| Trend { slope: slope / bin_s, at: to as f64 * bin_s, weights, gamma })
     }
 
     /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
