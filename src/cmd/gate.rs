@@ -185,6 +185,9 @@ fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -
     Plan { config, bench, config_file: file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) }
 }
 
+/// How a figure is printed.
+type Shown = fn(f64) -> String;
+
 /// The side-by-side table.
 pub fn table(r: &GateReport) -> String {
     let s = &r.settings;
@@ -205,7 +208,7 @@ pub fn table(r: &GateReport) -> String {
     );
     let _ = writeln!(out, "{:<12} {:>10} {:>10} {:>9} {:>20}  verdict", "signal", "baseline", "candidate", "ratio", "interval");
     for x in &r.signals {
-        let (name, value, change): (&str, fn(f64) -> String, fn(f64) -> String) = match x.signal {
+        let (name, value, change): (&str, Shown, Shown) = match x.signal {
             Signal::Ttft => ("ttft_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
             Signal::Tpot => ("tpot_ms", |v| format!("{v:.2}"), |v| format!("{v:.3}x")),
             Signal::E2e => ("e2e_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
