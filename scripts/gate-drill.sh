@@ -37,7 +37,7 @@ pids+=($!)
 python3 scripts/wait-ports.py 18320 18321
 
 cat >"$work/gate.yaml" <<YAML
-probe: {rate: 8, max_in_flight: 256}
+probe: {rate: 8, max_in_flight: 512}
 targets:
   - name: mock
     base_url: http://$base

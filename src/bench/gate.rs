@@ -171,7 +171,7 @@ pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> 
     }
     let (baseline, candidate) = split(&sink.take());
     match decided_at {
-        Some(_) => looks.close("not decided when the verdict was: the run stopped"),
+        Some(_) => looks.close("not decided yet when the verdict was and the run stopped"),
         None => {
             looks.look(&baseline, &candidate, true);
             eprintln!("{}", progress_line(&looks, begin.elapsed().as_secs_f64()));

@@ -320,8 +320,9 @@ fn binary(r: &mut SignalResult, flags: &[(f64, bool, bool)], s: &GateSettings, a
     };
     // Goodput is shown as candidate − baseline good fraction: the bad rise with its sign turned.
     let sign = if goodput { -1.0 } else { 1.0 };
-    r.estimate = Some(sign * iv.mean);
-    r.interval = Some(if goodput { (-iv.high, -iv.low) } else { (iv.low, iv.high) });
+    // `+ 0.0` turns a negated zero into zero (no "-0.0" in the table).
+    r.estimate = Some(sign * iv.mean + 0.0);
+    r.interval = Some(if goodput { (-iv.high + 0.0, -iv.low + 0.0) } else { (iv.low, iv.high) });
     let exact_high = proportion_upper(worse, n as u64, alpha);
     if p <= alpha && iv.low > 0.0 {
         r.decision = Decision::Regressed;
