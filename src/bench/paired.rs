@@ -4,7 +4,8 @@
 //!
 //! - TTFT, TPOT, E2E: the log ratio candidate/baseline of each pair where both answered;
 //! - goodput: baseline good − candidate good (each 0 or 1), over every pair;
-//! - checks: candidate failed − baseline failed, over the pairs where both answered.
+//! - checks: candidate failed − baseline failed, over the pairs of scenarios with `checks:`
+//!   where both answered.
 //!
 //! Pairs close in time are not independent (a busy spell hits several), so the interval is a
 //! t-interval over the means of time blocks (`block_s`), not over pairs. Every difference is
@@ -41,14 +42,15 @@ pub struct GateSettings {
     pub latency_tolerance: f64,
     /// Goodput drop (and check-failure rise), absolute, a pass must rule out.
     pub goodput_effect: f64,
-    /// Whether any scenario runs behaviour checks (else the checks signal is not judged).
-    pub checks: bool,
+    /// The scenarios that run behaviour checks: the checks signal is judged on their pairs
+    /// (not at all when there are none).
+    pub checked_scenarios: Vec<String>,
 }
 
 impl GateSettings {
     /// The signals this gate judges.
     pub fn signals(&self) -> Vec<Signal> {
-        Signal::ALL.into_iter().filter(|s| *s != Signal::Checks || self.checks).collect()
+        Signal::ALL.into_iter().filter(|s| *s != Signal::Checks || !self.checked_scenarios.is_empty()).collect()
     }
 
     /// One-sided level of each test at each look.
@@ -278,7 +280,7 @@ fn judge_signal(signal: Signal, pairs: &[Pair], s: &GateSettings) -> SignalResul
             } else {
                 pairs
                     .iter()
-                    .filter(|p| checked(p.baseline) && checked(p.candidate))
+                    .filter(|p| s.checked_scenarios.contains(&p.baseline.scenario) && checked(p.baseline) && checked(p.candidate))
                     .map(|p| (p.at_s, !p.baseline.checks_failed.is_empty(), !p.candidate.checks_failed.is_empty()))
                     .collect()
             };
@@ -444,7 +446,16 @@ mod tests {
     use rand::{RngExt, SeedableRng};
 
     fn settings() -> GateSettings {
-        GateSettings { alpha: 0.05, looks: 1, block_s: 5.0, min_blocks: 4, latency_effect: 1.25, latency_tolerance: 1.05, goodput_effect: 0.02, checks: true }
+        GateSettings {
+            alpha: 0.05,
+            looks: 1,
+            block_s: 5.0,
+            min_blocks: 4,
+            latency_effect: 1.25,
+            latency_tolerance: 1.05,
+            goodput_effect: 0.02,
+            checked_scenarios: vec!["s".into()],
+        }
     }
 
     fn record(seq: u64, at: f64, ttft: Option<f64>, good: bool, failed: bool) -> Record {
@@ -507,7 +518,10 @@ mod tests {
         // 200 runs of equal sides at alpha 0.05: a handful of false alarms at most.
         let s = settings();
         let false_alarms = (0..200)
-            .filter(|seed| Verdict::of(&judge(&pairs(&sides(100 + seed, 200, 1.0, 0.0).0, &sides(100 + seed, 200, 1.0, 0.0).1), &s)) == Verdict::Regressed)
+            .filter(|seed| {
+                let (b, c) = sides(100 + seed, 200, 1.0, 0.0);
+                Verdict::of(&judge(&pairs(&b, &c), &s)) == Verdict::Regressed
+            })
             .count();
         assert!(false_alarms <= 10, "{false_alarms} of 200");
     }

@@ -127,7 +127,7 @@ fn prepare(args: &GateArgs) -> Result<(Plan, GateOptions), String> {
         latency_effect: args.latency_effect.unwrap_or(tuning.verdict_latency_effect),
         latency_tolerance: args.latency_tolerance.unwrap_or(tuning.latency_tolerance),
         goodput_effect: args.goodput_effect.unwrap_or(tuning.verdict_goodput_effect),
-        checks: config.scenarios.iter().any(|s| s.checks.is_some()),
+        checked_scenarios: config.scenarios.iter().filter(|s| s.checks.is_some()).map(|s| s.name.clone()).collect(),
     };
     settings.validate()?;
     let rate = args.rate.unwrap_or_else(|| config.scenarios.iter().map(|s| s.rate).sum());
