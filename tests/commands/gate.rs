@@ -134,6 +134,16 @@ async fn equal_deployments_pass() {
     };
     let (b, c) = (seqs(read("baseline")), seqs(read("candidate")));
     assert!(b.len() > 200 && b == c, "{} vs {} requests", b.len(), c.len());
+    // Neither side is always first: the side sent first alternates from pair to pair.
+    let sent = |text: String| {
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|r| (r["seq"].as_u64().unwrap(), r["sent_s"].as_f64().unwrap()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (bs, cs) = (sent(read("baseline")), sent(read("candidate")));
+    let baseline_first = bs.iter().filter(|(seq, t)| **t < cs[*seq]).count() as f64 / bs.len() as f64;
+    assert!((0.3..=0.7).contains(&baseline_first), "baseline sent first in {:.0}% of pairs", baseline_first * 100.0);
     cleanup(&dir);
 }
 
