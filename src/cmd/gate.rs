@@ -188,7 +188,8 @@ fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -
 /// How a figure is printed.
 type Shown = fn(f64) -> String;
 
-/// The side-by-side table.
+/// The side-by-side table; a signal decided at an earlier look shows the pairs and figures it
+/// was decided on.
 pub fn table(r: &GateReport) -> String {
     let s = &r.settings;
     let mut out = format!(
@@ -206,7 +207,7 @@ pub fn table(r: &GateReport) -> String {
         s.latency_effect,
         s.goodput_effect * 100.0,
     );
-    let _ = writeln!(out, "{:<12} {:>10} {:>10} {:>9} {:>20}  verdict", "signal", "baseline", "candidate", "ratio", "interval");
+    let _ = writeln!(out, "{:<12} {:>6} {:>10} {:>10} {:>9} {:>20}  verdict", "signal", "pairs", "baseline", "candidate", "ratio", "interval");
     for x in &r.signals {
         let (name, value, change): (&str, Shown, Shown) = match x.signal {
             Signal::Ttft => ("ttft_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
@@ -221,8 +222,9 @@ pub fn table(r: &GateReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<12} {:>10} {:>10} {:>9} {:>20}  {}: {}",
+            "{:<12} {:>6} {:>10} {:>10} {:>9} {:>20}  {}: {}",
             name,
+            x.pairs,
             x.baseline.map_or("-".into(), value),
             x.candidate.map_or("-".into(), value),
             x.estimate.map_or("-".into(), change),
