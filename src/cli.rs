@@ -1,5 +1,5 @@
 //! Command line: the commands and their one-line help; each command's flags live with it in
-//! `cmd/` (`probe`, `workload`, `demo`, `bench` with `report`/`merge`/`compare`/`capacity`,
+//! `cmd/` (`probe`, `workload`, `demo`, `bench` with `report`/`merge`/`compare`/`capacity`, `gate`,
 //! `detect`, `release`), the mock's in `mock`.
 
 use std::path::PathBuf;
@@ -54,6 +54,9 @@ pub enum Command {
     Merge(crate::cmd::bench::ReportArgs),
     /// Release gate: compare two results; exit 1 if goodput, throughput or latency regressed.
     Compare(crate::cmd::bench::CompareArgs),
+    /// Two deployments side by side: the same workload to a baseline and a candidate, judged pair
+    /// by pair; exit 0 passed, 1 regressed, 3 inconclusive.
+    Gate(crate::cmd::gate::GateArgs),
     /// Capacity planner: memory- and compute-bound concurrency, demand vs supply, cost per 1M good tokens.
     Capacity(crate::cmd::bench::CapacityArgs),
     /// Release regression detection: `simulate` sizes the probe rate (detection power, false alarms).

@@ -45,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Bench(args) => cmd::bench::bench(args).await,
             Command::Report(args) | Command::Merge(args) => cmd::bench::report(args),
             Command::Compare(args) => cmd::bench::compare(args),
+            Command::Gate(args) => cmd::gate::gate(args).await,
             Command::Capacity(args) => cmd::bench::capacity(args),
             Command::Detect(cmd) => cmd::detect::run(cmd),
             Command::Release(cmd::release::ReleaseCommand::Mark(args)) => cmd::release::mark(&args).await.map(|()| ExitCode::SUCCESS),

@@ -5,6 +5,9 @@
 //! sweeps, any arrival process), the recorder and `measure`; each warm-up or repeat collects its
 //! records through a `sink::Collect`.
 //!
+//! `gate` (with `paired`) probes two deployments side by side with the same workload and judges
+//! the candidate against the baseline pair by pair.
+//!
 //! A result directory holds `manifest.json`, `records.jsonl`, `summary.json`, optional side
 //! samples (`process.jsonl`), and `report.md` / `report.html`.
 
@@ -12,10 +15,12 @@ pub mod capacity;
 pub mod compare;
 pub mod engine;
 pub mod figure;
+pub mod gate;
 mod json;
 pub mod knee;
 pub mod manifest;
 pub mod matrix;
+pub mod paired;
 mod plan;
 pub mod progress;
 pub mod records;

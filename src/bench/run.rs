@@ -277,7 +277,7 @@ fn pacing_of(b: &Bench, configured: f64, sh: Option<shard::Shard>, mix: &mut Mix
 }
 
 /// A fresh directory, or an existing one without results in it: evidence is never overwritten.
-fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+pub(super) fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for f in [records::RECORDS_FILE, summary::SUMMARY_FILE, manifest::MANIFEST_FILE] {
         anyhow::ensure!(!dir.join(f).exists(), "{} already holds results ({f}); choose a new --output directory", dir.display());
@@ -290,7 +290,7 @@ fn slo_manifest(slo: &crate::config::Slo) -> SloManifest {
     SloManifest { ttft_ms: ms(slo.ttft), tpot_ms: ms(slo.tpot), e2e_ms: ms(slo.e2e), objective: slo.objective }
 }
 
-fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
+pub(super) fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
     let b = &plan.bench;
     let target_slo = plan.config.slo.overridden(&t.slo);
     Manifest {
@@ -344,7 +344,7 @@ fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch)
 
 /// Fills model/engine/version from `/v1/models` and `/version`; a failure is noted, not fatal
 /// (the requests themselves will show what is wrong).
-async fn discover(target: &TargetRuntime, into: &mut TargetManifest) {
+pub(super) async fn discover(target: &TargetRuntime, into: &mut TargetManifest) {
     match target.discover().await {
         Ok(d) => {
             into.model = Some(d.model);

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod config;
 pub mod demo;
 pub mod detect;
+pub mod gate;
 pub mod probe;
 pub mod release;
 pub mod workload;

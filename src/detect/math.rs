@@ -200,6 +200,61 @@ pub fn binomial_sf(k: f64, n: f64, p: f64) -> f64 {
     incomplete_beta(p, k, n - k + 1.0)
 }
 
+/// P(T > t) for Student's t with `df` degrees of freedom (df > 0), from the incomplete beta.
+pub fn student_t_sf(t: f64, df: f64) -> f64 {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return f64::NAN;
+    }
+    let tail = 0.5 * incomplete_beta(df / (df + t * t), 0.5 * df, 0.5);
+    if t >= 0.0 { tail } else { 1.0 - tail }
+}
+
+/// The t with P(T > t) = `p` for Student's t with `df` degrees of freedom (`p` in (0, 0.5]), by
+/// bisection on `student_t_sf`: the one-sided critical value of a t-interval.
+pub fn student_t_upper(p: f64, df: f64) -> f64 {
+    if !(p > 0.0 && df > 0.0) {
+        return f64::INFINITY;
+    }
+    if p >= 0.5 {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    while student_t_sf(hi, df) > p {
+        hi *= 2.0;
+        if hi > 1e12 {
+            return f64::INFINITY;
+        }
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if student_t_sf(mid, df) > p {
+            lo = mid
+        } else {
+            hi = mid
+        }
+        if hi - lo <= 1e-10 * hi {
+            break;
+        }
+    }
+    hi
+}
+
+/// Exact (Clopper–Pearson) one-sided upper bound of a proportion seen `k` times in `n`: the p
+/// with P(X ≤ k) = `alpha` for X ~ Binomial(n, p); 1 when n = 0.
+pub fn proportion_upper(k: u64, n: u64, alpha: f64) -> f64 {
+    if n == 0 || k >= n {
+        return 1.0;
+    }
+    // P(X ≤ k) = 1 − P(X ≥ k + 1) falls as p grows: bisect for the p where it is alpha.
+    let at_most_k = |p: f64| 1.0 - binomial_sf(k as f64 + 1.0, n as f64, p);
+    let (mut lo, mut hi) = (k as f64 / n as f64, 1.0_f64);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if at_most_k(mid) > alpha { lo = mid } else { hi = mid }
+    }
+    hi
+}
+
 /// Weighted least-squares non-decreasing fit of `y` (pool-adjacent-violators).
 pub fn isotonic_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
     // Blocks of (mean, weight, length).
@@ -271,6 +326,30 @@ mod tests {
         assert_eq!(fit, vec![1.0, 2.5, 2.5, 4.0]);
         let fit = isotonic_increasing(&[5.0, 1.0], &[1.0, 3.0]);
         assert_eq!(fit, vec![2.0, 2.0]);
+    }
+
+    #[test]
+    fn student_t_matches_tables() {
+        // Two-sided 95% critical values: df 1 -> 12.706, df 4 -> 2.776, df 30 -> 2.042.
+        for (df, want) in [(1.0, 12.706_2), (4.0, 2.776_4), (30.0, 2.042_3)] {
+            let t = student_t_upper(0.025, df);
+            assert!((t - want).abs() < 1e-3, "df {df}: {t}");
+            assert!((student_t_sf(t, df) - 0.025).abs() < 1e-9);
+        }
+        // One-sided 0.1% at df 9: 4.297; large df approaches the normal (3.090).
+        assert!((student_t_upper(0.001, 9.0) - 4.296_8).abs() < 1e-3);
+        assert!((student_t_upper(0.001, 1e6) - 3.090_2).abs() < 1e-3);
+        assert!((student_t_sf(-1.0, 5.0) - (1.0 - student_t_sf(1.0, 5.0))).abs() < 1e-12);
+    }
+
+    #[test]
+    fn exact_proportion_bound_matches_known_values() {
+        // 0 of n: 1 - alpha^(1/n) (the "rule of three" at alpha 0.05 for large n).
+        let b = proportion_upper(0, 100, 0.05);
+        assert!((b - (1.0 - 0.05f64.powf(0.01))).abs() < 1e-9, "{b}");
+        // 5 of 50, one-sided 97.5%: 0.2181 (two-sided 95% Clopper–Pearson upper).
+        assert!((proportion_upper(5, 50, 0.025) - 0.218_1).abs() < 1e-3);
+        assert_eq!(proportion_upper(3, 0, 0.05), 1.0);
     }
 
     #[test]

@@ -219,15 +219,16 @@ pub fn start_resuming(
 /// Runs `streams` to `rule` with a recorder of its own handing every outcome to `sinks`, and
 /// returns once every request has been recorded (the finite drivers: bench, `--once`, accuracy).
 pub async fn drive(streams: Vec<Stream>, rule: StopRule, sinks: Vec<Arc<dyn Sink>>, slo: SloTable) -> anyhow::Result<StoppedBy> {
+    drive_until(streams, rule, sinks, slo, CancellationToken::new()).await
+}
+
+/// As `drive`, and the caller may end the run early by cancelling `stop`: no new request is
+/// due after it, running ones finish and are recorded (`gate --until-verdict`). An early stop
+/// reads as `StoppedBy::Duration`.
+pub async fn drive_until(streams: Vec<Stream>, rule: StopRule, sinks: Vec<Arc<dyn Sink>>, slo: SloTable, stop: CancellationToken) -> anyhow::Result<StoppedBy> {
     let (recorder, recorded) = recorder::spawn_unlogged(sinks, slo);
-    let ctx = RunContext {
-        recorder,
-        stop: CancellationToken::new(),
-        abort: CancellationToken::new(),
-        tracker: TaskTracker::new(),
-        on_in_flight: Arc::new(|_: &str, _| {}),
-        trace_ratio: None,
-    };
+    let ctx =
+        RunContext { recorder, stop, abort: CancellationToken::new(), tracker: TaskTracker::new(), on_in_flight: Arc::new(|_: &str, _| {}), trace_ratio: None };
     let timer = rule.timeout.map(|t| {
         let (stop, abort) = (ctx.stop.clone(), ctx.abort.clone());
         tokio::spawn(async move {

@@ -38,19 +38,30 @@ impl Endpoints {
         Endpoints { base, rate, probed: RwLock::new(Vec::new()), next: AtomicUsize::new(0) }
     }
 
+    /// Fixed endpoints that every probe goes to at the same moment, in turn first (`gate`: the
+    /// baseline and the candidate deployment); `base` names the target.
+    pub fn side_by_side(base: Arc<TargetRuntime>, sides: Vec<Arc<TargetRuntime>>) -> Self {
+        Endpoints { base, rate: ReplicaRate::PerReplica, probed: RwLock::new(sides), next: AtomicUsize::new(0) }
+    }
+
     pub fn base(&self) -> &Arc<TargetRuntime> {
         &self.base
     }
 
     /// The endpoints of the next probe: one replica in turn (`split`), every replica
-    /// (`per_replica`), or `base_url` while no replica is known.
+    /// (`per_replica`, starting from the next one in turn: probes due at the same moment are
+    /// sent in this order, so no replica is always first), or `base_url` while no replica is
+    /// known.
     pub fn pick(&self) -> Vec<Arc<TargetRuntime>> {
         let probed = self.probed.read().unwrap_or_else(|e| e.into_inner());
         if probed.is_empty() {
             return vec![self.base.clone()];
         }
         match self.rate {
-            ReplicaRate::PerReplica => probed.clone(),
+            ReplicaRate::PerReplica => {
+                let first = self.next.fetch_add(1, Ordering::Relaxed) % probed.len();
+                probed[first..].iter().chain(&probed[..first]).cloned().collect()
+            }
             ReplicaRate::Split => vec![probed[self.next.fetch_add(1, Ordering::Relaxed) % probed.len()].clone()],
         }
     }
@@ -177,6 +188,25 @@ mod tests {
 
     fn replicas(n: usize) -> Vec<Replica> {
         (0..n).map(|i| Replica { id: format!("r{i:02}"), addr: ([127, 0, 0, 1], 8000 + i as u16).into(), node: None, zone: None, version: None }).collect()
+    }
+
+    #[test]
+    fn per_replica_probes_take_turns_at_going_first() {
+        let no_files = crate::config::Resolvers { dataset: |_, _, _, _| Err("no datasets here".into()), mock_profiles: Vec::new };
+        let cfg = crate::config::parse(
+            "targets:\n  - {name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}\nscenarios:\n  - {name: s, input_tokens: 8, output_tokens: 4}\n",
+            "t.yaml",
+            no_files,
+        )
+        .unwrap();
+        let side = |id: &str| {
+            let mut rt = TargetRuntime::new(cfg.targets[0].clone()).unwrap();
+            rt.replica = Some(id.into());
+            Arc::new(rt)
+        };
+        let e = Endpoints::side_by_side(side("base"), vec![side("a"), side("b")]);
+        let order = |e: &Endpoints| e.pick().iter().map(|t| t.replica.as_deref().unwrap_or("").to_owned()).collect::<Vec<_>>().join(",");
+        assert_eq!([order(&e), order(&e), order(&e)], ["a,b", "b,a", "a,b"]);
     }
 
     #[test]

@@ -19,6 +19,11 @@ impl<T: Send> Collect<T> {
         Collect { keep: Box::new(keep), items: Mutex::new(Vec::new()) }
     }
 
+    /// Reads everything kept so far, leaving it in the sink (a look while the run goes on).
+    pub fn peek<R>(&self, read: impl FnOnce(&[T]) -> R) -> R {
+        read(&self.items.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Everything kept so far, leaving the sink empty.
     pub fn take(&self) -> Vec<T> {
         std::mem::take(&mut *self.items.lock().unwrap_or_else(|e| e.into_inner()))

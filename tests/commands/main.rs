@@ -14,6 +14,7 @@ mod config_errors;
 mod config_examples;
 mod detect_cli;
 mod detect_persist;
+mod gate;
 mod workload_dataset;
 mod workload_lengths;
 mod workload_mock;
