@@ -31,13 +31,32 @@ scripts/check-ops.sh
 echo "== dashboards and alerts read only exported metric names (scraping the running demo)"
 scripts/check-demo-metrics.sh target/debug/llmprobe
 
-echo "== a real Prometheus evaluates the recording rules against two live probers (about 90 s)"
-scripts/prometheus-demo.sh --bin target/debug/llmprobe
-
-echo "== every dashboard query against two namespaces with a target named vllm, one failing (about 45 s)"
-scripts/dashboards-two-namespaces.sh --bin target/debug/llmprobe
-
-echo "== a real Alertmanager (kps default route, the chart's inhibit rules) counts the notifications of a total then partial outage, a partial outage, a release, a dead prober and a quiet namespace, time 20x faster (about 110 s)"
-scripts/alertmanager-demo.sh --bin target/debug/llmprobe
+# The three live demos wait on scrapes and evaluations, not on the CPU, and each binds only
+# ports it picks free (the embedded mock's 18000 only by the first): they run side by side, each
+# into its own log, printed in order.
+demos=(
+  "a real Prometheus evaluates the recording rules against two live probers (about 90 s)|scripts/prometheus-demo.sh --bin target/debug/llmprobe"
+  "every dashboard query against two namespaces with a target named vllm, one failing (about 45 s)|scripts/dashboards-two-namespaces.sh --bin target/debug/llmprobe"
+  "a real Alertmanager (kps default route, the chart's inhibit rules) counts the notifications of a total then partial outage, a partial outage, a release, a dead prober and a quiet namespace, time 20x faster (about 110 s)|scripts/alertmanager-demo.sh --bin target/debug/llmprobe"
+)
+logs="$(mktemp -d)"
+pids=()
+for i in "${!demos[@]}"; do
+  ${demos[$i]#*|} >"$logs/$i.log" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for i in "${!demos[@]}"; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  echo "== ${demos[$i]%%|*}"
+  cat "$logs/$i.log"
+  if [ "$rc" -ne 0 ]; then
+    echo "FAILED (exit $rc): ${demos[$i]#*|}" >&2
+    failed=1
+  fi
+done
+rm -rf "$logs"
+[ "$failed" -eq 0 ] || exit 1
 
 echo "all checks passed"

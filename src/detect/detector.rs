@@ -30,6 +30,9 @@ pub struct Observation {
     /// reading). After a release, a rate below the baseline hour's marks a cold cache
     /// (docs/detection.md, "Cold caches after a rollout").
     pub cache_hit: Option<f64>,
+    /// The answer failed a behaviour check (`invalid_output`, `wrong_answer`): counted apart
+    /// from other failures so a release that breaks answers is named as such.
+    pub check_failed: bool,
 }
 
 /// What is tested.
@@ -159,6 +162,26 @@ pub struct SignalReport {
     /// Latency rows of a release window: the local trend taken out of its comparison (a ramp
     /// before the marker), as a latency factor per hour; `None` when there was no clear one.
     pub trend_per_hour: Option<f64>,
+    /// The pooled goodput row of a release window: behaviour-check failures since the grace
+    /// window against the goodput baseline's.
+    pub checks: Option<ChecksReport>,
+}
+
+/// Behaviour-check failures after a release against before it (`Detector::report`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ChecksReport {
+    pub baseline_probes: u64,
+    pub baseline_failed: u64,
+    pub probes: u64,
+    pub failed: u64,
+    /// One-sided exact p of "no more failures than before" (the conditional test of two Poisson
+    /// rates), times the looks of the window (Bonferroni).
+    pub p_value: f64,
+    /// ln(1/α) of the checks' share of `armed_alpha` (a sixth, like a latency signal).
+    pub threshold: f64,
+    /// The failed share rose by at least `goodput_min_effect` and `ln(1/p_value)` reached the
+    /// threshold, at or after the first look.
+    pub regressed: bool,
 }
 
 /// A release's prefix-cache warm-up as the detector saw it.
@@ -779,6 +802,7 @@ impl Detector {
             open.h_n += 1;
             open.h_sum += h;
         }
+        open.check_bad += u32::from(obs.check_failed && !good);
         let load = load.map_or(f32::NAN, |x| x as f32);
         let sc = &mut t.scenarios[si];
         for (k, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {
@@ -1273,6 +1297,29 @@ impl Detector {
         out
     }
 
+    /// Behaviour-check failures of the release window (from the grace window on) against the
+    /// goodput baseline's bins before the (first) marker of the chain; outage bins left out.
+    fn checks_report(&self, t: &TargetState) -> Option<ChecksReport> {
+        let s = &self.settings;
+        let (marker, frozen_at) = (t.marker?, t.frozen_at?);
+        let count = |(a, b): (i64, i64)| {
+            (a.max(t.hist.first)..b).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).fold((0u64, 0u64), |(n, f), h| (n + (h.good + h.bad) as u64, f + h.check_bad as u64))
+        };
+        let (baseline_probes, baseline_failed) = count((self.bin_of(frozen_at - s.goodput_baseline_s), self.bin_of(frozen_at)));
+        let post0 = self.bin_after(marker + s.release_grace_s);
+        let (probes, failed) = count((post0, t.hist.end()));
+        if baseline_probes < s.min_goodput_baseline as u64 || probes == 0 {
+            return None;
+        }
+        let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
+        let p = binomial_sf(failed as f64, (failed + baseline_failed) as f64, probes as f64 / (probes + baseline_probes) as f64);
+        let p_value = (p * looks_within(window_bins) as f64).min(1.0);
+        let threshold = (6.0 / s.armed_alpha).ln();
+        let rise = failed as f64 / probes as f64 - baseline_failed as f64 / baseline_probes as f64;
+        let regressed = t.looked && rise >= s.goodput_min_effect && -(p_value.max(1e-300)).ln() >= threshold;
+        Some(ChecksReport { baseline_probes, baseline_failed, probes, failed, p_value, threshold, regressed })
+    }
+
     fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &Row) -> SignalReport {
         let s = &self.settings;
         let scs: Vec<&ScenarioState> = match only {
@@ -1367,6 +1414,7 @@ impl Detector {
                 }
             },
             trend_per_hour: if signal == Signal::Goodput { None } else { t.trend[k].as_ref().filter(|_| t.marker.is_some()).map(|tr| (tr.slope * 3600.0).exp()) },
+            checks: if signal == Signal::Goodput && only.is_none() { self.checks_report(t) } else { None },
             warmup: t.cache_ref.filter(|_| t.marker.is_some()).map(|c| CacheWarmup {
                 hit_rate_before: c.mean,
                 margin: c.margin,
@@ -1425,7 +1473,7 @@ mod tests {
     }
 
     fn probe(rng: &mut SmallRng, factor: f64) -> Observation {
-        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None }
+        Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
     }
 
     /// Feeds `n` probes one second apart from `t0`, round robin over the scenarios.
@@ -1564,7 +1612,7 @@ mod tests {
         let bimodal = |r: &mut SmallRng, miss_factor: f64| {
             let miss = r.random_bool(0.3);
             let median = if miss { 0.3 * miss_factor } else { 0.1 };
-            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None }
+            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
         };
         let mut rng = SmallRng::seed_from_u64(21);
         let mut d = Detector::new(quiet());
@@ -1626,6 +1674,33 @@ mod tests {
         assert_eq!(alarm, None, "the ramp alone is no regression");
         assert!(trend.is_some_and(|f| (f - 1.4).abs() < 0.15), "{trend:?}");
         assert!(run(1.5, 42).0.is_some(), "a 1.5x release during the ramp is still found");
+    }
+
+    #[test]
+    fn a_release_that_breaks_answers_is_regressed_on_checks() {
+        let mut rng = SmallRng::seed_from_u64(51);
+        let mut d = Detector::new(quiet());
+        // 6 hours of baseline, 0.5% failures none of which a check failure.
+        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| if r.random_bool(0.005) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) });
+        d.mark_release("t", "v2", t, t);
+        let checks = |d: &Detector| pooled(d, Signal::Goodput).checks.expect("a goodput baseline");
+        // A version whose answers fail a check 10% of the time.
+        let end = feed(&mut d, &mut rng, t, 900, |r, _, _| {
+            if r.random_bool(0.1) { Observation { good: Some(false), check_failed: true, ..Observation::default() } } else { probe(r, 1.0) }
+        });
+        d.tick(end);
+        let c = checks(&d);
+        assert!(c.regressed && c.failed > 20 && c.baseline_failed == 0, "{c:?}");
+        let v = super::super::verdict::verdict(&d.report(), "t", Some("v2"), d.settings()).expect("a verdict");
+        assert_eq!(v.state, super::super::verdict::VerdictState::Regressed);
+        assert!(v.signals.iter().any(|s| s.signal == "checks" && s.state == "regressed"));
+        // The same window without check failures: not regressed on checks.
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        let end = feed(&mut d, &mut rng, t, 900, |r, _, _| probe(r, 1.0));
+        d.tick(end);
+        assert!(!checks(&d).regressed);
     }
 
     fn ttft_alarm(events: &[Event]) -> bool {
@@ -1706,7 +1781,7 @@ mod tests {
         let tailed = |r: &mut SmallRng, slower: bool| {
             let z: f64 = StandardNormal.sample(r);
             let f = if slower && z > normal_quantile(0.95) { 3.0 } else { 1.0 };
-            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None }
+            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
         };
         let mut rng = SmallRng::seed_from_u64(34);
         let mut d = Detector::new(quiet());
@@ -1775,7 +1850,7 @@ mod tests {
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
         d.mark_release("t", "v2", t, t);
-        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, load: None, cache_hit: None };
+        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, load: None, cache_hit: None, check_failed: false };
         for i in 0..500 {
             d.observe("t", SC[i % 3], huge, t + i as f64);
         }
@@ -1932,7 +2007,7 @@ mod tests {
         }
         // Times and values no clock or server should send.
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
-            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), load: None, cache_hit: None }, now);
+            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), load: None, cache_hit: None, check_failed: false }, now);
             d.observe("t", "a", probe(&mut rng, 1.0), now);
             d.mark_release("t", "v2", now, now);
             d.tick(now);

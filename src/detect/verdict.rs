@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::math::{Z95, proportion_delta};
 use super::detector::{CacheWarmup, Estimate, Signal, SignalReport, Source, State};
 use crate::config::DetectSettings;
 
@@ -106,7 +107,7 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
         return Err(NoVerdict::OtherVersion(first.version.clone().unwrap_or_default()));
     }
     let required = Required { latency_ratio: settings.verdict_latency_effect, goodput_delta: settings.verdict_goodput_effect };
-    let signals: Vec<SignalVerdict> = pooled
+    let mut signals: Vec<SignalVerdict> = pooled
         .iter()
         .map(|r| {
             let goodput = r.signal == Signal::Goodput;
@@ -128,11 +129,35 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
             }
         })
         .collect();
+    // Behaviour checks: their failures are goodput failures too, but a release that breaks
+    // answers is named as such (structured output, tool calls, known answers).
+    let checks = pooled.iter().find_map(|r| r.checks);
+    if let Some(c) = checks {
+        let delta = proportion_delta(c.baseline_failed, c.baseline_probes, c.failed, c.probes).map(|(point, centre, var)| {
+            let half = Z95 * var.sqrt();
+            Estimate { value: point, low: centre - half, high: centre + half }
+        });
+        signals.push(SignalVerdict {
+            signal: "checks",
+            state: if c.regressed { "regressed" } else { "watching" },
+            source: c.regressed.then_some("release"),
+            median_ratio: None,
+            p95_ratio: None,
+            bad_fraction_delta: delta,
+            probes: c.probes,
+            baseline_probes: c.baseline_probes,
+            evidence: -(c.p_value.max(1e-300)).ln(),
+            threshold: c.threshold,
+            detectable: None,
+            rules_out_required: !c.regressed && delta.is_some_and(|d| d.high < required.goodput_delta),
+            trend_per_hour: None,
+        });
+    }
     // Regressed by this release: set at or after its marker. A row regressed before it (the
     // continuous test) stays regressed (a marker never clears it) but is not this release's.
     let by_this = |r: &&&SignalReport| r.state == State::Regressed && r.changed_s.is_some_and(|c| c >= marker);
     let regressed_before = pooled.iter().any(|r| r.state == State::Regressed && !by_this(&r));
-    let state = if pooled.iter().any(|r| by_this(&r)) {
+    let state = if pooled.iter().any(|r| by_this(&r)) || checks.is_some_and(|c| c.regressed) {
         VerdictState::Regressed
     } else if first.pending {
         VerdictState::Grace
@@ -183,6 +208,7 @@ mod tests {
             continuous_evidence: 0.0,
             continuous_threshold: 0.0,
             load_slope: 0.0,
+            checks: None,
             warmup: None,
             trend_per_hour: None,
         }

@@ -29,7 +29,8 @@ impl App {
     pub fn fault(&self, h: &HeaderMap) -> Option<Fault> {
         let n = self.draws.fetch_add(1, Ordering::Relaxed);
         let draw = tokenizer::unit(self.opts.seed ^ n.wrapping_mul(0x9e37_79b9));
-        faults::choose(h, &self.opts.fault_rates, draw)
+        let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        faults::choose(h, control.fault_rates.as_deref().unwrap_or(&self.opts.fault_rates), draw)
     }
 
     pub fn params(&self, h: &HeaderMap) -> FaultParams {
@@ -55,6 +56,10 @@ pub struct Control {
     pub engine_version: Option<String>,
     /// Multiplies every step's duration from the next step on.
     pub slowdown: f64,
+    /// Fault rates a release brought (`KIND=RATE,...`), in place of the options' when set.
+    pub faults: Option<String>,
+    #[serde(skip)]
+    pub fault_rates: Option<Vec<(Fault, f64)>>,
 }
 
 impl App {

@@ -1,6 +1,8 @@
 //! `POST /mock/control`: a simulated release at run time. A JSON body
-//! `{"engine_version": "0.33.0", "slowdown": 1.3}` (either field optional) changes what
-//! `/version` and `/api/version` report and how slow every engine step is from the next step on;
+//! `{"engine_version": "0.33.0", "slowdown": 1.3, "faults": "invalid_json=0.3"}` (each field
+//! optional) changes what `/version` and `/api/version` report, how slow every engine step is
+//! from the next step on, and which faults are injected (`KIND=RATE,...` as `--fault`; `""`:
+//! none) in place of the command line's;
 //! the answer is the state now. `GET /mock/control` reads it. This is how tests and demos make
 //! a release happen, with or without a regression, while the prober watches.
 
@@ -21,6 +23,7 @@ use super::app::App;
 struct ControlRequest {
     engine_version: Option<String>,
     slowdown: Option<f64>,
+    faults: Option<String>,
 }
 
 pub(crate) fn routes(app: Arc<App>) -> Router {
@@ -44,8 +47,17 @@ async fn change(State(app): State<Arc<App>>, body: Bytes) -> Response {
         let profile = app.opts.profile.slowed(s);
         app.driver.with_engine_mut(|e| e.set_profile(profile));
     }
+    let rates = match req.faults.as_deref().map(|spec| spec.split(',').map(str::trim).filter(|x| !x.is_empty()).map(super::faults::parse_rate).collect::<Result<Vec<_>, _>>()) {
+        Some(Err(e)) => return (StatusCode::BAD_REQUEST, format!("bad faults: {e}\n")).into_response(),
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
     let state = {
         let mut c = app.control.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = rates {
+            c.faults = req.faults.as_deref().map(|s| s.chars().take(256).collect());
+            c.fault_rates = Some(r);
+        }
         if let Some(v) = req.engine_version {
             c.engine_version = Some(v.chars().take(64).collect());
         }

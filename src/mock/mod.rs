@@ -45,7 +45,7 @@ pub fn router(opts: MockOptions) -> Router {
 fn router_with_stop(opts: MockOptions, stop: CancellationToken) -> Router {
     let driver = Driver::new(Engine::new(opts.profile.slowed(opts.slowdown), opts.seed));
     tokio::spawn(driver.clone().run(stop.clone()));
-    let control = std::sync::Mutex::new(Control { engine_version: None, slowdown: opts.slowdown });
+    let control = std::sync::Mutex::new(Control { engine_version: None, slowdown: opts.slowdown, faults: None, fault_rates: None });
     let app = Arc::new(App { opts, driver, control, draws: AtomicU64::new(0), created_unix: unix_now() as u64, stop });
     openai::routes(app.clone()).merge(native::routes(app.clone())).merge(metrics::routes(app.clone())).merge(control::routes(app))
 }

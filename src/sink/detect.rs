@@ -309,6 +309,7 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
             good: Some(s.goodput),
             ..Observation::default()
         },
+        (Some(ErrorClass::InvalidOutput | ErrorClass::WrongAnswer), _) => Observation { good: Some(false), check_failed: true, ..Observation::default() },
         _ => Observation { good: Some(false), ..Observation::default() },
     }
 }
@@ -349,6 +350,7 @@ mod tests {
             changed_s: Some(1_767_225_912.0),
             samples: 118,
             load_slope: 0.0,
+            checks: None,
             warmup: None,
             trend_per_hour: None,
             baseline_samples: 400,
@@ -418,7 +420,7 @@ mod tests {
         let config = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
         let metrics = crate::sink::prometheus::Metrics::new(&config);
         let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
-        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), load: None, cache_hit: None };
+        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), load: None, cache_hit: None, check_failed: false };
         let now = unix_now();
         for (i, target) in ["a", "b", "b", "c"].iter().enumerate() {
             sink.lock().observe(target, "s", obs, now + i as f64);

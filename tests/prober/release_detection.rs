@@ -351,7 +351,8 @@ async fn release_verdicts_for_pipelines() {
     assert!(out_b.contains("inconclusive"), "{out_b}");
     let v: serde_json::Value = serde_json::from_str(&get(a.metrics_addr, "target=t&version=1.0.0", TOKEN).await.unwrap().text().await.unwrap()).unwrap();
     assert_eq!(v["state"], "passed", "{v}");
-    assert_eq!(v["signals"].as_array().unwrap().len(), 4, "{v}");
+    // TTFT, TPOT, E2E, goodput, and the behaviour checks' failures.
+    assert_eq!(v["signals"].as_array().unwrap().len(), 5, "{v}");
     assert!(v["signals"][0]["probes"].as_u64().unwrap() > 100, "{v}");
     // Bad input.
     assert_eq!(get(a.metrics_addr, "target=nope", TOKEN).await.unwrap().status(), 404);
@@ -366,6 +367,38 @@ async fn release_verdicts_for_pipelines() {
     shutdown.cancel();
     a.wait().await.unwrap();
     b.wait().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A release whose answers fail a behaviour check (the mock answers half the known-answer
+/// questions wrongly from the release on): `release wait` exits 1 and the verdict names
+/// the checks signal, with the failures counted before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_breaks_answers_is_regressed_on_checks() {
+    let (mock, _stop) = start_mock(MockOptions::default()).await;
+    let dir = std::env::temp_dir().join(format!("llmprobe-verdict-checks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let config = yaml(mock, Some(&token_file))
+        .replace("{name: s, input_tokens: 32, output_tokens: 8}", r#"{name: s, output_tokens: 16, checks: {known_answers: [{prompt: "What is the capital of France? Answer in one sentence.", expect: Paris}]}}"#)
+        .replace("armed_window_s: 120,", "armed_window_s: 20,");
+    let shutdown = CancellationToken::new();
+    let a = app::start(llmprobe::app::loader::parse(&config, "a.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
+    // The goodput baseline (200 probes at 40/s) before the release.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    control(mock, r#"{"engine_version":"3.0.0","faults":"wrong_answer=0.5"}"#).await;
+    let (code, out) = release_wait(a.metrics_addr, &token_file, "3.0.0").await;
+    assert_eq!(code, 1, "answers that fail their checks are a regression:\n{out}");
+    let v: serde_json::Value = serde_json::from_str(
+        &reqwest::Client::new().get(format!("http://{}/api/v1/verdict?target=t", a.metrics_addr)).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap(),
+    )
+    .unwrap();
+    let checks = v["signals"].as_array().unwrap().iter().find(|s| s["signal"] == "checks").cloned().unwrap_or_default();
+    assert_eq!(checks["state"], "regressed", "{v}");
+    assert!(checks["bad_fraction_delta"]["value"].as_f64().unwrap() > 0.2, "{v}");
+    shutdown.cancel();
+    a.wait().await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
 
