@@ -447,7 +447,10 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(p.reading.is_none_or(|r| (0.0..=1.0).contains(&r.mediator)), "--reading-mediator must be in [0, 1]");
     need(a.reading_mediator.is_none() || a.reading_r2.is_some(), "--reading-mediator needs --reading-r2");
     need(p.second_marker_s.is_none_or(nonneg), "--second-marker-s must be >= 0");
-    need(p.ramp.is_none_or(|r| pos(r.factor) && pos(r.duration_s) && r.duration_s < 86_400.0), "--ramp-factor must be positive and --ramp-min positive, under a day");
+    need(
+        p.ramp.is_none_or(|r| pos(r.factor) && pos(r.duration_s) && r.duration_s < 86_400.0),
+        "--ramp-factor must be positive and --ramp-min positive, under a day",
+    );
     need(a.ramp_min.is_none() || a.ramp_factor.is_some(), "--ramp-min needs --ramp-factor");
     need(pos(p.creep_per_h) && p.creep_per_h < 100.0, "--creep-per-h must be a positive factor below 100");
     need(a.cold_cache_min.is_none() || p.cold_cache.is_some(), "--cold-cache-min must be MIN..MAX minutes, 0 < MIN <= MAX < 1440");

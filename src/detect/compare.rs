@@ -225,7 +225,8 @@ mod tests {
         for i in 0..n {
             let ok = rng.random::<f64>() >= bad;
             let t = lognormal(rng, 0.2 * factor, sigma);
-            let obs = Observation { ttft: ok.then_some(t), tpot: None, e2e: ok.then_some(t * 2.0), good: Some(ok), load: None, cache_hit: None, check_failed: false };
+            let obs =
+                Observation { ttft: ok.then_some(t), tpot: None, e2e: ok.then_some(t * 2.0), good: Some(ok), load: None, cache_hit: None, check_failed: false };
             g.observe(&obs, i as f64);
         }
         g

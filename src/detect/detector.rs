@@ -626,8 +626,10 @@ impl Detector {
                 for (k, lk) in sc.latency.iter_mut().enumerate() {
                     let from = at - s.latency_baseline_s;
                     let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
-                    let vals: Vec<f32> =
-                        (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32).collect();
+                    let vals: Vec<f32> = (0..lk.times.len())
+                        .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
+                        .map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32)
+                        .collect();
                     lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
                 }
                 let hist = &t.hist;
@@ -1303,7 +1305,10 @@ impl Detector {
         let s = &self.settings;
         let (marker, frozen_at) = (t.marker?, t.frozen_at?);
         let count = |(a, b): (i64, i64)| {
-            (a.max(t.hist.first)..b).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).fold((0u64, 0u64), |(n, f), h| (n + (h.good + h.bad) as u64, f + h.check_bad as u64))
+            (a.max(t.hist.first)..b)
+                .filter_map(|x| t.hist.get(x))
+                .filter(|h| !h.outage())
+                .fold((0u64, 0u64), |(n, f), h| (n + (h.good + h.bad) as u64, f + h.check_bad as u64))
         };
         let (baseline_probes, baseline_failed) = count((self.bin_of(frozen_at - s.goodput_baseline_s), self.bin_of(frozen_at)));
         let post0 = self.bin_after(marker + s.release_grace_s);
@@ -1413,7 +1418,11 @@ impl Detector {
                     (None, _) => t.hist.vario[k].load_slope().unwrap_or(0.0),
                 }
             },
-            trend_per_hour: if signal == Signal::Goodput { None } else { t.trend[k].as_ref().filter(|_| t.marker.is_some()).map(|tr| (tr.slope * 3600.0).exp()) },
+            trend_per_hour: if signal == Signal::Goodput {
+                None
+            } else {
+                t.trend[k].as_ref().filter(|_| t.marker.is_some()).map(|tr| (tr.slope * 3600.0).exp())
+            },
             checks: if signal == Signal::Goodput && only.is_none() { self.checks_report(t) } else { None },
             warmup: t.cache_ref.filter(|_| t.marker.is_some()).map(|c| CacheWarmup {
                 hit_rate_before: c.mean,
@@ -1681,7 +1690,14 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(51);
         let mut d = Detector::new(quiet());
         // 6 hours of baseline, 0.5% failures none of which a check failure.
-        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| if r.random_bool(0.005) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) });
+        let t =
+            feed(
+                &mut d,
+                &mut rng,
+                0.0,
+                21_600,
+                |r, _, _| if r.random_bool(0.005) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) },
+            );
         d.mark_release("t", "v2", t, t);
         let checks = |d: &Detector| pooled(d, Signal::Goodput).checks.expect("a goodput baseline");
         // A version whose answers fail a check 10% of the time.
@@ -2007,7 +2023,20 @@ mod tests {
         }
         // Times and values no clock or server should send.
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
-            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), load: None, cache_hit: None, check_failed: false }, now);
+            d.observe(
+                "t",
+                "a",
+                Observation {
+                    ttft: Some(f64::NAN),
+                    tpot: Some(-1.0),
+                    e2e: Some(f64::INFINITY),
+                    good: Some(true),
+                    load: None,
+                    cache_hit: None,
+                    check_failed: false,
+                },
+                now,
+            );
             d.observe("t", "a", probe(&mut rng, 1.0), now);
             d.mark_release("t", "v2", now, now);
             d.tick(now);

@@ -879,7 +879,12 @@ fn conditions(p: &PlanParams) -> Vec<String> {
         c.push(format!("a traffic ramp: latency x{} over {:.0} min, the release inside it", r.factor, r.duration_s / 60.0));
     }
     if let Some(c0) = p.cold_cache {
-        c.push(format!("a cold prefix cache after each release: hit share 0 recovering to {:.0}% over {:.0}..{:.0} min", p.cache_hit_share * 100.0, c0.min_s / 60.0, c0.max_s / 60.0));
+        c.push(format!(
+            "a cold prefix cache after each release: hit share 0 recovering to {:.0}% over {:.0}..{:.0} min",
+            p.cache_hit_share * 100.0,
+            c0.min_s / 60.0,
+            c0.max_s / 60.0
+        ));
     }
     if p.cache_reading {
         c.push("the engine's prefix-cache hit rate joined to each probe".to_owned());

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use super::math::{Z95, proportion_delta};
 use super::detector::{CacheWarmup, Estimate, Signal, SignalReport, Source, State};
+use super::math::{Z95, proportion_delta};
 use crate::config::DetectSettings;
 
 /// The verdict of a target's last release.

@@ -47,7 +47,11 @@ async fn change(State(app): State<Arc<App>>, body: Bytes) -> Response {
         let profile = app.opts.profile.slowed(s);
         app.driver.with_engine_mut(|e| e.set_profile(profile));
     }
-    let rates = match req.faults.as_deref().map(|spec| spec.split(',').map(str::trim).filter(|x| !x.is_empty()).map(super::faults::parse_rate).collect::<Result<Vec<_>, _>>()) {
+    let rates = match req
+        .faults
+        .as_deref()
+        .map(|spec| spec.split(',').map(str::trim).filter(|x| !x.is_empty()).map(super::faults::parse_rate).collect::<Result<Vec<_>, _>>())
+    {
         Some(Err(e)) => return (StatusCode::BAD_REQUEST, format!("bad faults: {e}\n")).into_response(),
         Some(Ok(r)) => Some(r),
         None => None,

@@ -381,7 +381,10 @@ async fn a_release_that_breaks_answers_is_regressed_on_checks() {
     let token_file = dir.join("token");
     std::fs::write(&token_file, TOKEN).unwrap();
     let config = yaml(mock, Some(&token_file))
-        .replace("{name: s, input_tokens: 32, output_tokens: 8}", r#"{name: s, output_tokens: 16, checks: {known_answers: [{prompt: "What is the capital of France? Answer in one sentence.", expect: Paris}]}}"#)
+        .replace(
+            "{name: s, input_tokens: 32, output_tokens: 8}",
+            r#"{name: s, output_tokens: 16, checks: {known_answers: [{prompt: "What is the capital of France? Answer in one sentence.", expect: Paris}]}}"#,
+        )
         .replace("armed_window_s: 120,", "armed_window_s: 20,");
     let shutdown = CancellationToken::new();
     let a = app::start(llmprobe::app::loader::parse(&config, "a.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
@@ -391,7 +394,15 @@ async fn a_release_that_breaks_answers_is_regressed_on_checks() {
     let (code, out) = release_wait(a.metrics_addr, &token_file, "3.0.0").await;
     assert_eq!(code, 1, "answers that fail their checks are a regression:\n{out}");
     let v: serde_json::Value = serde_json::from_str(
-        &reqwest::Client::new().get(format!("http://{}/api/v1/verdict?target=t", a.metrics_addr)).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap(),
+        &reqwest::Client::new()
+            .get(format!("http://{}/api/v1/verdict?target=t", a.metrics_addr))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
     )
     .unwrap();
     let checks = v["signals"].as_array().unwrap().iter().find(|s| s["signal"] == "checks").cloned().unwrap_or_default();
