@@ -25,12 +25,16 @@ struct Chunk {
     model: Option<String>,
     tokens_predicted: Option<u64>,
     tokens_evaluated: Option<u64>,
+    /// Prompt tokens reused from the slot's cache (the final object).
+    tokens_cached: Option<u64>,
     timings: Option<Timings>,
     error: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 struct Timings {
+    /// Prompt tokens reused from the cache (not in `prompt_n`).
+    cache_n: Option<u64>,
     prompt_n: Option<u64>,
     prompt_ms: Option<f64>,
     predicted_n: Option<u64>,
@@ -96,7 +100,8 @@ fn read_chunk(frame: &[u8], state: Option<&mut StreamState>) -> Result<StreamEve
         let t = c.timings.as_ref();
         let completion = t.and_then(|t| t.predicted_n).or(c.tokens_predicted);
         let prompt = t.and_then(|t| t.prompt_n).or(c.tokens_evaluated);
-        ev.counter = completion.map(|n| Usage { prompt_tokens: prompt.unwrap_or(0), completion_tokens: n });
+        let cached = t.and_then(|t| t.cache_n).or(c.tokens_cached);
+        ev.counter = completion.map(|n| Usage { cached_tokens: cached, ..Usage::counts(prompt.unwrap_or(0), n) });
         if let Some(t) = t {
             let prefill = from_ms("timings.prompt_ms", t.prompt_ms)?;
             let decode = from_ms("timings.predicted_ms", t.predicted_ms)?;
@@ -131,7 +136,7 @@ mod tests {
         let ev = parse(last).unwrap();
         assert!(ev.done && !ev.has_text());
         assert_eq!(ev.finish_reason.as_deref(), Some("length"));
-        assert_eq!(ev.counter, Some(Usage { prompt_tokens: 6, completion_tokens: 16 }));
+        assert_eq!(ev.counter, Some(Usage::counts(6, 16)));
         assert_eq!(ev.server_timing.prefill, Some(Duration::from_micros(12_500)));
         assert_eq!(ev.server_timing.decode, Some(Duration::from_millis(250)));
     }

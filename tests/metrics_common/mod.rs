@@ -94,7 +94,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
 }
 
 pub fn with_usage(mut o: Outcome, prompt: u64, completion: u64) -> Outcome {
-    o.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: completion });
+    o.usage = Some(Usage::counts(prompt, completion));
     o
 }
 
@@ -123,7 +123,7 @@ pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
 
 /// An Ollama-style success: 8 tokens from the API's counter in 4 frames, server phase times.
 pub fn with_server_report(mut o: Outcome) -> Outcome {
-    o.api_counter = Some(Usage { prompt_tokens: 20, completion_tokens: 8 });
+    o.api_counter = Some(Usage::counts(20, 8));
     o.server_timing = llmprobe::protocol::ServerTiming { prefill: Some(ms(40)), decode: Some(ms(35)), total: Some(ms(80)), load: Some(ms(2)), queue: None };
     o
 }

@@ -496,7 +496,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
         }
         tl.text_frames_beyond_cap = rng.below(3) * 1000;
         tl.end = at + Duration::from_micros(rng.below(10_000));
-        let usage = |rng: &mut Rng| (rng.below(2) == 0).then(|| Usage { prompt_tokens: *rng.pick(&counts), completion_tokens: *rng.pick(&counts) });
+        let usage = |rng: &mut Rng| (rng.below(2) == 0).then(|| Usage::counts(*rng.pick(&counts), *rng.pick(&counts)));
         let outcome = Outcome {
             target: Arc::from("t"),
             scenario: Arc::from("s"),
