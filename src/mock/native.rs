@@ -167,7 +167,7 @@ async fn run(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: Bytes, 
     let prompt_tokens = p.prompt.len() as u32;
     let mut render = Native { family, model: app.opts.model.clone(), prompt_tokens, text: String::new(), seed: app.opts.seed };
     if !p.stream {
-        let end = collect(ticket.rx, seed, prompt_tokens, None).await;
+        let end = collect(ticket.rx, seed, prompt_tokens, None, 0).await;
         return finish_whole(render.whole(&end), fault, &app.params(&h)).await;
     }
     let setup = WireSetup {
@@ -316,7 +316,7 @@ impl Render for Native {
         (self.family == Family::Sglang).then(|| "data: [DONE]\n\n".to_owned())
     }
 
-    fn error(&self, msg: &str) -> String {
+    fn error(&mut self, msg: &str) -> String {
         match self.family {
             Family::Ollama { .. } => format!("{{\"error\":{}}}\n", js(msg)),
             Family::LlamaCpp => format!("error: {{\"code\":500,\"message\":{},\"type\":\"server_error\"}}\n\n", js(msg)),
