@@ -401,6 +401,19 @@ targets:
         assert_eq!(k.tool_call.as_ref().map(|t| t.choice), Some(super::ToolChoice::Required));
     }
 
+    /// What a family carries is data in its row: a check it cannot carry names the field.
+    #[test]
+    fn checks_a_family_cannot_carry_are_refused() {
+        let on = |api: &str, checks: &str| load(&scenario(checks).replace("api: openai-chat", &format!("api: {api}")));
+        let k = on("openai-responses", "    checks: {reasoning_exhausted: true, finish_reasons: [stop, length]}\n").unwrap();
+        assert!(k.scenarios[0].checks.as_deref().unwrap().reasoning_exhausted);
+        let e = on("openai-responses", "    checks: {stop: [\"###\"]}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].checks.stop: target a speaks openai-responses, which cannot carry this check"), "{e}");
+        let e = on("openai-completions", "    checks: {reasoning_exhausted: true}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].checks.reasoning_exhausted: target a speaks openai-completions"), "{e}");
+        assert!(on("openai-responses", "    checks: {tool_call: {name: f, parameters: {type: object}}}\n").is_ok());
+    }
+
     #[test]
     fn dataset_answers_need_every_entry_answered() {
         let dir = std::env::temp_dir().join(format!("llmprobe-checks-{}", std::process::id()));

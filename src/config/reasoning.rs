@@ -86,3 +86,49 @@ pub fn reasoning(path: &str, raw: Option<&RawReasoning>, c: &mut Checker) -> Opt
     };
     (effort.is_some() || budget_tokens > 0).then_some(Reasoning { effort, budget_tokens })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(api: &str, scenario: &str) -> Result<super::super::Config, String> {
+        let text = format!(
+            "targets:\n  - name: a\n    base_url: http://127.0.0.1:18000\n    api: {api}\nscenarios:\n  - name: s\n    input_tokens: 8\n    output_tokens: 8\n{scenario}"
+        );
+        crate::app::loader::parse(&text, "t.yaml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn absent_or_empty_sets_nothing() {
+        for section in ["", "    reasoning:\n", "    reasoning: {}\n"] {
+            let c = load("openai-chat", section).unwrap();
+            assert_eq!(c.scenarios[0].reasoning, None, "{section:?}");
+        }
+    }
+
+    #[test]
+    fn full_section_on_both_apis() {
+        for api in ["openai-chat", "openai-responses"] {
+            let c = load(api, "    reasoning: {effort: high, budget_tokens: 512}\n").unwrap();
+            assert_eq!(c.scenarios[0].reasoning, Some(Reasoning { effort: Some(ReasoningEffort::High), budget_tokens: 512 }), "{api}");
+        }
+        let c = load("openai-chat", "    reasoning: {budget_tokens: 64}\n").unwrap();
+        assert_eq!(c.scenarios[0].reasoning, Some(Reasoning { effort: None, budget_tokens: 64 }));
+        for e in ReasoningEffort::ALL {
+            assert_eq!(ReasoningEffort::parse(e.as_str()), Some(e));
+        }
+    }
+
+    #[test]
+    fn bad_values_and_apis_without_reasoning_name_the_field() {
+        let e = load("openai-chat", "    reasoning: {effort: extreme, budget_tokens: 0}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].reasoning.effort: unknown effort \"extreme\": expected one of none, minimal, low, medium, high, xhigh, max"), "{e}");
+        assert!(e.contains("scenarios[0].reasoning.budget_tokens: must be 1 to 1000000 tokens, got 0"), "{e}");
+        let e = load("openai-chat", "    reasoning: {effort: low, thinking: true}\n").unwrap_err();
+        assert!(e.contains("unknown field `thinking`"), "{e}");
+        for api in ["openai-completions", "tgi", "ollama-chat"] {
+            let e = load(api, "    reasoning: {effort: low}\n").unwrap_err();
+            assert!(e.contains(&format!("scenarios[0].reasoning: target a speaks {api}, which carries no reasoning settings")), "{e}");
+        }
+    }
+}
