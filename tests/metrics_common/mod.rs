@@ -111,10 +111,13 @@ pub fn dropped(t0: Instant, seq: u64) -> Outcome {
     o
 }
 
-/// The golden set: success with usage, success counted from frames, a TTFT timeout, a drop.
+/// The golden set: success with usage (cached prompt tokens and reasoning reported), success
+/// counted from frames, a TTFT timeout, a drop.
 pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
+    let mut reported = with_usage(outcome(t0, 0, 2000, &[100, 120, 150], 160), 128, 4);
+    reported.usage = reported.usage.map(|u| Usage { cached_tokens: Some(96), reasoning_tokens: Some(1), ..u });
     vec![
-        with_usage(outcome(t0, 0, 2000, &[100, 120, 150], 160), 128, 4),
+        reported,
         outcome(t0 + ms(500), 1, 500, &[700, 800], 850),
         failed(outcome(t0 + ms(1000), 2, 1000, &[], 5000), ErrorClass::TimeoutTtft, "no token within 5s"),
         dropped(t0 + ms(1500), 3),
