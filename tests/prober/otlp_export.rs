@@ -118,6 +118,10 @@ fn check_spans(received: &Received, metrics: &str) {
         assert_eq!(string(a, "llmprobe.checks.ran"), "finish_reason,output_cap");
         assert_eq!(string(a, "llmprobe.checks.failed"), "");
         assert!(int(a, "gen_ai.usage.input_tokens") > 0);
+        // The mock reports its prefix cache's share of the prompt (as vLLM with
+        // --enable-prompt-tokens-details); no reasoning was asked for, so none is reported.
+        assert!(int(a, "gen_ai.usage.cache_read.input_tokens") <= int(a, "gen_ai.usage.input_tokens"));
+        assert!(attr(a, "gen_ai.usage.reasoning.output_tokens").is_none());
         assert!(matches!(attr(a, "gen_ai.response.finish_reasons"), Some(any_value::Value::ArrayValue(_))));
         let ttft = double(a, "llmprobe.ttft_seconds");
         assert!((double(a, "gen_ai.response.time_to_first_chunk") - ttft).abs() < 1e-9);
