@@ -232,7 +232,14 @@ fn real_vllm_required_tool_calls_are_truncated_arguments() {
 fn reasoning_exhausted_only_without_an_answer() {
     let checks = Checks { reasoning_exhausted: true, ..Checks::default() };
     let empty = Collected::new();
-    let a = |answered, reasoned, finish| Answer { collected: Some(&empty), finish_reason: Some(finish), completion_tokens: Some(64), max_tokens: 64, answered, reasoned };
+    let a = |answered, reasoned, finish| Answer {
+        collected: Some(&empty),
+        finish_reason: Some(finish),
+        completion_tokens: Some(64),
+        max_tokens: 64,
+        answered,
+        reasoned,
+    };
     let r = evaluate(&checks, None, &a(false, true, "length"));
     assert_eq!(failed(&r), ["reasoning_exhausted"]);
     assert_eq!(r.failure().unwrap().class, ErrorClass::InvalidOutput);

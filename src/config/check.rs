@@ -133,7 +133,11 @@ impl Checker {
 
     /// For checks that name no dataset or mock profile (a section's documented defaults).
     pub fn detached() -> Self {
-        Checker::new(Resolvers { dataset: |path, _, _, _| Err(format!("dataset {} cannot be read here", path.display())), mock_profiles: Vec::new, carries: |_| super::kinds::Carries::default() })
+        Checker::new(Resolvers {
+            dataset: |path, _, _, _| Err(format!("dataset {} cannot be read here", path.display())),
+            mock_profiles: Vec::new,
+            carries: |_| super::kinds::Carries::default(),
+        })
     }
 
     pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {

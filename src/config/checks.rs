@@ -194,8 +194,10 @@ impl Checks {
     /// The checks (by field name) that an API family cannot carry, by what its row in the
     /// family table says it carries.
     pub fn unsupported(&self, carries: Carries) -> Vec<&'static str> {
+        // A stop sequence is sent, and checked in the answer's text.
+        let stop = carries.stop && carries.answer_text;
         [
-            ("stop", !self.stop.is_empty() && !(carries.stop && carries.answer_text)),
+            ("stop", !self.stop.is_empty() && !stop),
             ("structured_output", self.structured_output.is_some() && !carries.structured_output),
             ("tool_call", self.tool_call.is_some() && !carries.tool_call),
             ("known_answers", !self.known_answers.is_empty() && !carries.answer_text),

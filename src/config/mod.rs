@@ -48,9 +48,9 @@ pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDatase
 pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
 pub use kinds::{Carries, ContentCoding, EngineKind, ProtocolKind, SourceKind};
-pub use reasoning::{Reasoning, ReasoningEffort};
 pub use load::{load, parse};
 pub use model::{Config, MAX_SHARDS, ProbeSettings, Shard};
+pub use reasoning::{Reasoning, ReasoningEffort};
 pub use replicas::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, ReplicaRate, Replicas};
 pub use schema::{CHART_CONFIG_DEF, chart_values_schema, config_json_schema};
 pub use slo::{Slo, SloOverride, SloTable};

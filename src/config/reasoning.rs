@@ -36,8 +36,15 @@ pub enum ReasoningEffort {
 }
 
 impl ReasoningEffort {
-    pub const ALL: [ReasoningEffort; 7] =
-        [ReasoningEffort::None, ReasoningEffort::Minimal, ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High, ReasoningEffort::Xhigh, ReasoningEffort::Max];
+    pub const ALL: [ReasoningEffort; 7] = [
+        ReasoningEffort::None,
+        ReasoningEffort::Minimal,
+        ReasoningEffort::Low,
+        ReasoningEffort::Medium,
+        ReasoningEffort::High,
+        ReasoningEffort::Xhigh,
+        ReasoningEffort::Max,
+    ];
 
     /// The value on the wire and in config.
     pub fn as_str(self) -> &'static str {

@@ -76,7 +76,7 @@ fn status_error(status: u16) -> Response<Body> {
 }
 
 /// What the generation endpoints share once the body is read.
-pub(super) struct Gen {
+struct Gen {
     /// A chat template is applied (chat and Responses).
     chat: bool,
     prompt: Vec<u32>,
@@ -86,13 +86,6 @@ pub(super) struct Gen {
     stream: bool,
     include_usage: bool,
     continuous: bool,
-}
-
-impl Gen {
-    /// The length limit asked for.
-    pub(super) fn max_tokens(&self) -> u32 {
-        self.max_tokens
-    }
 }
 
 fn bad_request(msg: &str, param: &str) -> Response<Body> {
@@ -249,7 +242,7 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
     let eos_finish = plan.as_ref().and_then(|p| p.stops_by_eos(g.max_tokens).then_some(if p.tool.is_some() { "tool_calls" } else { "stop" }));
     let tool = plan.as_ref().and_then(|p| p.tool.clone());
     let render: Box<dyn Render> = if responses {
-        let mut r = super::responses::Responses::new(&app, ticket.id, &g, reasoning);
+        let mut r = super::responses::Responses::new(&app, ticket.id, g.max_tokens, reasoning);
         r.tool = tool;
         r.ends_by_eos = eos_finish.is_some();
         r.finish_error = fault == Some(Fault::FinishError);

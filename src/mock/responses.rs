@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use super::app::App;
 use super::engine::Finish;
-use super::openai::Gen;
 use super::wire::{End, Render, Tok, js};
 
 /// Which output item is open.
@@ -48,12 +47,12 @@ pub struct Responses {
 }
 
 impl Responses {
-    pub fn new(app: &App, id: u64, g: &Gen, reasoning_tokens: u32) -> Responses {
+    pub fn new(app: &App, id: u64, max_output_tokens: u32, reasoning_tokens: u32) -> Responses {
         Responses {
             id: format!("resp_{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0x5e5)),
             created: crate::util::clock::unix_now() as u64,
             model: js(&app.opts.model),
-            max_output_tokens: g.max_tokens(),
+            max_output_tokens,
             reasoning_tokens,
             tool: None,
             ends_by_eos: false,
@@ -95,7 +94,11 @@ impl Responses {
     }
 
     fn reasoning_item(&self, status: &str) -> String {
-        format!(r#"{{"id":"{}","summary":[],"type":"reasoning","content":[{{"text":{},"type":"reasoning_text"}}],"encrypted_content":null,"status":"{status}"}}"#, self.item_id(), js(&self.reasoning))
+        format!(
+            r#"{{"id":"{}","summary":[],"type":"reasoning","content":[{{"text":{},"type":"reasoning_text"}}],"encrypted_content":null,"status":"{status}"}}"#,
+            self.item_id(),
+            js(&self.reasoning)
+        )
     }
 
     fn message_item(&self, status: &str) -> String {
@@ -107,7 +110,13 @@ impl Responses {
     }
 
     fn call_item(&self, name: &str, arguments: &str, status: &str) -> String {
-        format!(r#"{{"arguments":{},"call_id":"call_{}","name":{},"type":"function_call","id":"{}","status":"{status}"}}"#, js(arguments), self.output_index, js(name), self.item_id())
+        format!(
+            r#"{{"arguments":{},"call_id":"call_{}","name":{},"type":"function_call","id":"{}","status":"{status}"}}"#,
+            js(arguments),
+            self.output_index,
+            js(name),
+            self.item_id()
+        )
     }
 
     /// Opens an output item (closing the open one).
@@ -121,15 +130,21 @@ impl Responses {
         let id = self.item_id();
         match item {
             Item::Reasoning => {
-                let added = format!(r#""item":{{"id":"{id}","summary":[],"type":"reasoning","content":null,"encrypted_content":null,"status":"in_progress"}},"output_index":{index}"#);
+                let added = format!(
+                    r#""item":{{"id":"{id}","summary":[],"type":"reasoning","content":null,"encrypted_content":null,"status":"in_progress"}},"output_index":{index}"#
+                );
                 self.event(out, "response.output_item.added", &added);
                 let part = format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"text":"","type":"reasoning_text"}}"#);
                 self.event(out, "response.content_part.added", &part);
             }
             Item::Message => {
-                let added = format!(r#""item":{{"id":"{id}","content":[],"role":"assistant","status":"in_progress","type":"message","phase":null}},"output_index":{index}"#);
+                let added = format!(
+                    r#""item":{{"id":"{id}","content":[],"role":"assistant","status":"in_progress","type":"message","phase":null}},"output_index":{index}"#
+                );
                 self.event(out, "response.output_item.added", &added);
-                let part = format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"annotations":[],"text":"","type":"output_text","logprobs":[]}}"#);
+                let part = format!(
+                    r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"annotations":[],"text":"","type":"output_text","logprobs":[]}}"#
+                );
                 self.event(out, "response.content_part.added", &part);
             }
             Item::Call => {
@@ -150,13 +165,23 @@ impl Responses {
             Item::Reasoning => {
                 let text = js(&self.reasoning);
                 self.event(out, "response.reasoning_text.done", &format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"text":{text}"#));
-                self.event(out, "response.content_part.done", &format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"text":{text},"type":"reasoning_text"}}"#));
+                self.event(
+                    out,
+                    "response.content_part.done",
+                    &format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"text":{text},"type":"reasoning_text"}}"#),
+                );
                 self.reasoning_item("completed")
             }
             Item::Message => {
                 let text = js(&self.answer);
-                self.event(out, "response.output_text.done", &format!(r#""content_index":0,"item_id":"{id}","logprobs":[],"output_index":{index},"text":{text}"#));
-                let part = format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"annotations":[],"text":{text},"type":"output_text","logprobs":null}}"#);
+                self.event(
+                    out,
+                    "response.output_text.done",
+                    &format!(r#""content_index":0,"item_id":"{id}","logprobs":[],"output_index":{index},"text":{text}"#),
+                );
+                let part = format!(
+                    r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"annotations":[],"text":{text},"type":"output_text","logprobs":null}}"#
+                );
                 self.event(out, "response.content_part.done", &part);
                 self.message_item("completed")
             }
@@ -265,7 +290,11 @@ impl Render for Responses {
 
     fn error(&mut self, msg: &str) -> String {
         let mut out = String::new();
-        let failed = self.response("failed", None, "", "null").replacen(r#""status":"failed""#, &format!(r#""status":"failed","error":{{"code":"server_error","message":{}}}"#, js(msg)), 1);
+        let failed = self.response("failed", None, "", "null").replacen(
+            r#""status":"failed""#,
+            &format!(r#""status":"failed","error":{{"code":"server_error","message":{}}}"#, js(msg)),
+            1,
+        );
         self.event(&mut out, "response.failed", &format!(r#""response":{failed}"#));
         out
     }

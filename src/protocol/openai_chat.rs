@@ -107,7 +107,10 @@ fn read_chunk(frame: &[u8], answer: Option<&mut Collected>) -> Result<(StreamEve
     }
 }
 
-fn read<'a, P: Piece + Deserialize<'a>>(frame: &'a [u8], mut answer: Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+fn read<'a, P: Piece + Deserialize<'a>>(
+    frame: &'a [u8],
+    mut answer: Option<&mut Collected>,
+) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
     let chunk: Chunk<P> = parse_json(frame)?;
     let mut ev = StreamEvent {
         model: chunk.model,
@@ -270,7 +273,8 @@ mod tests {
         let ev = parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":3}}}"#).unwrap();
         let u = ev.usage.unwrap();
         assert_eq!((u.reasoning_tokens, u.cached_tokens), (Some(3), Some(4)));
-        let ev = parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":null,"completion_tokens_details":null}}"#).unwrap();
+        let ev =
+            parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":null,"completion_tokens_details":null}}"#).unwrap();
         assert_eq!(ev.usage, Some(crate::protocol::Usage::counts(5, 7)));
     }
 }

@@ -77,7 +77,10 @@ fn read_chunk(frame: &[u8], answer: Option<&mut Collected>) -> Result<(StreamEve
     }
 }
 
-fn read<'a, P: Piece + Deserialize<'a>>(frame: &'a [u8], mut answer: Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+fn read<'a, P: Piece + Deserialize<'a>>(
+    frame: &'a [u8],
+    mut answer: Option<&mut Collected>,
+) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
     let chunk: Chunk<P> = parse_json(frame)?;
     let mut ev = StreamEvent {
         model: chunk.model,

@@ -375,7 +375,8 @@ mod tests {
 
     #[test]
     fn reasoning_tool_calls_and_usage_details() {
-        let r = parse(r#"{"type":"response.reasoning_text.delta","item_id":"r","output_index":0,"content_index":0,"delta":"hmm","sequence_number":4}"#).unwrap();
+        let r =
+            parse(r#"{"type":"response.reasoning_text.delta","item_id":"r","output_index":0,"content_index":0,"delta":"hmm","sequence_number":4}"#).unwrap();
         assert_eq!((r.content_bytes, r.reasoning_bytes), (0, 3));
         for old in ["response.reasoning_summary_text.delta", "response.reasoning.delta", "response.reasoning_summary.delta"] {
             assert_eq!(parse(&format!(r#"{{"type":"{old}","delta":"ab"}}"#)).unwrap().reasoning_bytes, 2, "{old}");
@@ -408,7 +409,8 @@ mod tests {
         assert_eq!((inc.done, inc.finish_reason.as_deref()), (true, Some("content_filter")));
         let inc = parse(r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#).unwrap();
         assert_eq!(inc.finish_reason.as_deref(), Some("length"));
-        let failed = parse(r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"engine died"}},"sequence_number":9}"#);
+        let failed =
+            parse(r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"engine died"}},"sequence_number":9}"#);
         assert_eq!(failed.unwrap_err(), ProtocolError::Stream("engine died".into()));
         assert!(matches!(parse(r#"{"type":"response.failed","response":{"status":"failed","error":null}}"#), Err(ProtocolError::Stream(_))));
         let error = parse(r#"{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null,"sequence_number":3}"#);
@@ -419,7 +421,12 @@ mod tests {
         assert!(matches!(parse(r#"{"type":"response.completed"}"#), Err(ProtocolError::Parse(_))));
         assert!(matches!(parse("{not json"), Err(ProtocolError::Parse(_))));
         // Events that carry nothing new, and event types not known yet, are skipped.
-        for f in [r#"{"type":"response.created","response":{"model":"m","status":"in_progress","output":[]}}"#, r#"{"type":"response.output_text.done","text":"abc"}"#, r#"{"type":"response.future_thing","delta":"x"}"#, "{}"] {
+        for f in [
+            r#"{"type":"response.created","response":{"model":"m","status":"in_progress","output":[]}}"#,
+            r#"{"type":"response.output_text.done","text":"abc"}"#,
+            r#"{"type":"response.future_thing","delta":"x"}"#,
+            "{}",
+        ] {
             let ev = parse(f).unwrap();
             assert!(!ev.has_text() && !ev.done && ev.finish_reason.is_none(), "{f}");
         }

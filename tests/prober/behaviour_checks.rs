@@ -185,7 +185,8 @@ async fn sessions_example_passes_every_check_on_the_mock() {
                 assert!(out.contains("checks         finish_reason, tool_call (all passed)"), "{out}");
             }
             Some(_) => {
-                let exhausted = verdicts.iter().filter(|v| v.starts_with("error invalid_output: reasoning_exhausted: reasoning used the whole length limit")).count();
+                let exhausted =
+                    verdicts.iter().filter(|v| v.starts_with("error invalid_output: reasoning_exhausted: reasoning used the whole length limit")).count();
                 assert_eq!(exhausted, 1, "only the scenario that checks it fails:\n{out}");
             }
         }

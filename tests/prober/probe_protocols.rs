@@ -224,7 +224,8 @@ async fn reasoning_effort_and_budget_on_chat_and_responses() {
     let checks = std::sync::Arc::new(Checks { reasoning_exhausted: true, ..Checks::default() });
     for api in ["openai-chat", "openai-responses"] {
         let reasoning = Reasoning { effort: Some(ReasoningEffort::Low), budget_tokens: 32 };
-        let draw = Draw { output_tokens: 12, prompt: "why is the sky blue".into(), reasoning: Some(reasoning), checks: Some(checks.clone()), ..Draw::default() };
+        let draw =
+            Draw { output_tokens: 12, prompt: "why is the sky blue".into(), reasoning: Some(reasoning), checks: Some(checks.clone()), ..Draw::default() };
         let o = probe_with(addr, api, "", "", draw).await;
         let s = sample(&o);
         assert_eq!(o.requested_output_tokens, 44, "{api}: the budget is added to the length limit");

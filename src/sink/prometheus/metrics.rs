@@ -3,10 +3,11 @@
 
 use super::contract::{
     BEHAVIOUR_CHANGES_TOTAL, BUILD_INFO, CHECK_FAILURES_TOTAL, CONFIG_LAST_RELOAD_SUCCESSFUL, E2E_SECONDS, GOODPUT_REQUESTS_TOTAL, IN_FLIGHT_REQUESTS,
-    INPUT_TOKENS_TOTAL, INTERNAL_ERRORS_TOTAL, ITL_SECONDS, MULTI_TOKEN_FRAMES_TOTAL, OUTPUT_TOKENS_TOTAL, PROBES_SCHEDULED_TOTAL, PROMPT_CACHED_TOKENS_TOTAL, REASONING_TOKENS_TOTAL, PROMPT_TOKEN_ERROR_RATIO,
-    REQUESTS_TOTAL, SCHEDULE_LAG_SECONDS, SERVER_TIME_SECONDS, SLO_OBJECTIVE_RATIO, SLO_THRESHOLD_SECONDS, SLO_VIOLATIONS_TOTAL,
-    SOURCE_SCRAPE_DURATION_SECONDS, SOURCE_UP, STREAM_BUFFERED_TOTAL, STREAM_ENCODING_TOTAL, TARGET_INFO, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
-    TARGET_RATE_PER_SECOND, TOKEN_COUNT_FALLBACK_TOTAL, TOKENS_PER_FRAME, TPOT_SECONDS, TTFC_SECONDS, TTFT_SECONDS, WORKLOAD_INFO,
+    INPUT_TOKENS_TOTAL, INTERNAL_ERRORS_TOTAL, ITL_SECONDS, MULTI_TOKEN_FRAMES_TOTAL, OUTPUT_TOKENS_TOTAL, PROBES_SCHEDULED_TOTAL, PROMPT_CACHED_TOKENS_TOTAL,
+    PROMPT_TOKEN_ERROR_RATIO, REASONING_TOKENS_TOTAL, REQUESTS_TOTAL, SCHEDULE_LAG_SECONDS, SERVER_TIME_SECONDS, SLO_OBJECTIVE_RATIO, SLO_THRESHOLD_SECONDS,
+    SLO_VIOLATIONS_TOTAL, SOURCE_SCRAPE_DURATION_SECONDS, SOURCE_UP, STREAM_BUFFERED_TOTAL, STREAM_ENCODING_TOTAL, TARGET_INFO,
+    TARGET_INFO_CHANGE_TIMESTAMP_SECONDS, TARGET_RATE_PER_SECOND, TOKEN_COUNT_FALLBACK_TOTAL, TOKENS_PER_FRAME, TPOT_SECONDS, TTFC_SECONDS, TTFT_SECONDS,
+    WORKLOAD_INFO,
 };
 use super::detect::DetectFamilies;
 use super::labels::{
@@ -258,8 +259,7 @@ impl Metrics {
             self.slo_violations.remove(&ts.slo(name));
             self.slo_threshold.remove(&ts.slo(name));
         }
-        for family in
-            [
+        for family in [
             &self.scheduled,
             &self.goodput,
             &self.input_tokens,
@@ -269,8 +269,7 @@ impl Metrics {
             &self.token_fallback,
             &self.multi_token_frames,
             &self.stream_buffered,
-        ]
-        {
+        ] {
             family.remove(ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -362,8 +361,7 @@ impl Metrics {
         for (name, _) in configured_slos(slo) {
             touch(&self.slo_violations, &ts.slo(name));
         }
-        for family in
-            [
+        for family in [
             &self.scheduled,
             &self.goodput,
             &self.input_tokens,
@@ -373,8 +371,7 @@ impl Metrics {
             &self.token_fallback,
             &self.multi_token_frames,
             &self.stream_buffered,
-        ]
-        {
+        ] {
             touch(family, ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
