@@ -336,6 +336,8 @@ struct OpenAi {
     eos_finish: Option<&'static str>,
     /// `finish_error`: the last chunk says `"error"`.
     finish_error: bool,
+    /// The final usage reports cached prompt tokens (`--enable-prompt-tokens-details`).
+    prompt_tokens_details: bool,
 }
 
 impl OpenAi {
@@ -355,6 +357,7 @@ impl OpenAi {
             tool_started: false,
             eos_finish: None,
             finish_error: false,
+            prompt_tokens_details: app.opts.prompt_tokens_details,
         }
     }
 
@@ -374,20 +377,25 @@ impl OpenAi {
         format!(r#""usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{completion}}}"#, p + completion)
     }
 
-    /// The final usage, with the details vLLM reports (with `--enable-prompt-tokens-details`
-    /// and a reasoning parser): cached prompt tokens, and reasoning tokens when there were any.
-    fn end_usage(&self, e: &End) -> String {
+    /// The final usage as vLLM writes it: the counts, then the details it has — the cached
+    /// prompt tokens with `--enable-prompt-tokens-details`, the reasoning tokens when there was
+    /// reasoning (a reasoning parser's count). `whole` writes absent details as `null`, as vLLM's
+    /// whole answers do; a stream leaves them out.
+    fn end_usage(&self, e: &End, whole: bool) -> String {
         let p = e.prompt_tokens;
-        let reasoning = match self.reasoning_tokens.min(e.completion_tokens) {
-            0 => "null".to_owned(),
-            n => format!(r#"{{"reasoning_tokens":{n}}}"#),
-        };
-        format!(
-            r#""usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{},"prompt_tokens_details":{{"cached_tokens":{}}},"completion_tokens_details":{reasoning}}}"#,
-            p + e.completion_tokens,
-            e.completion_tokens,
-            e.cached_tokens
-        )
+        let mut usage = format!(r#""usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{}"#, p + e.completion_tokens, e.completion_tokens);
+        match (self.prompt_tokens_details, whole) {
+            (true, _) => usage.push_str(&format!(r#","prompt_tokens_details":{{"cached_tokens":{}}}"#, e.cached_tokens)),
+            (false, true) => usage.push_str(r#","prompt_tokens_details":null"#),
+            (false, false) => {}
+        }
+        match (self.reasoning_tokens.min(e.completion_tokens), whole) {
+            (0, true) => usage.push_str(r#","completion_tokens_details":null"#),
+            (0, false) => {}
+            (n, _) => usage.push_str(&format!(r#","completion_tokens_details":{{"reasoning_tokens":{n}}}"#)),
+        }
+        usage.push('}');
+        usage
     }
 
     fn cont_usage(&self, completion: u32) -> String {
@@ -397,7 +405,7 @@ impl OpenAi {
     fn whole(&self, e: &End) -> String {
         let fin = e.finish.map(|f| js(self.finish_str(f))).unwrap_or_else(|| "null".into());
         let head = self.head.replace("chat.completion.chunk", "chat.completion");
-        let usage = self.end_usage(e);
+        let usage = self.end_usage(e, true);
         let reasoning = if e.reasoning.is_empty() { "null".to_owned() } else { js(&e.reasoning) };
         if let (true, Some(name)) = (self.chat, &self.tool) {
             format!(
@@ -486,7 +494,7 @@ impl Render for OpenAi {
         if !self.include_usage && !self.continuous {
             return Vec::new();
         }
-        vec![format!("data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n", self.head, self.end_usage(e))]
+        vec![format!("data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n", self.head, self.end_usage(e, false))]
     }
 
     fn done(&self) -> Option<String> {
@@ -560,6 +568,7 @@ mod frame_tests {
             tool_started: false,
             eos_finish: None,
             finish_error: false,
+            prompt_tokens_details: false,
         }
     }
 

@@ -67,8 +67,13 @@ impl Responses {
         }
     }
 
-    /// One SSE event: `fields` are the data's members before `sequence_number` and `type`.
+    /// One SSE event: `fields` are the data's members before `sequence_number` (the SDK's types
+    /// are written in field-name order), `text` a `text` member after it.
     fn event(&mut self, out: &mut String, kind: &str, fields: &str) {
+        self.event_with_text(out, kind, fields, None);
+    }
+
+    fn event_with_text(&mut self, out: &mut String, kind: &str, fields: &str, text: Option<&str>) {
         out.push_str("event: ");
         out.push_str(kind);
         out.push_str("\ndata: {");
@@ -76,7 +81,13 @@ impl Responses {
         if !fields.is_empty() {
             out.push(',');
         }
-        out.push_str(&format!("\"sequence_number\":{},\"type\":\"{kind}\"}}\n\n", self.seq));
+        out.push_str(&format!("\"sequence_number\":{},", self.seq));
+        if let Some(t) = text {
+            out.push_str("\"text\":");
+            out.push_str(t);
+            out.push(',');
+        }
+        out.push_str(&format!("\"type\":\"{kind}\"}}\n\n"));
         self.seq += 1;
     }
 
@@ -88,7 +99,7 @@ impl Responses {
     fn response(&self, status: &str, incomplete: Option<&str>, output: &str, usage: &str) -> String {
         let incomplete = incomplete.map_or_else(|| "null".to_owned(), |r| format!(r#"{{"reason":"{r}"}}"#));
         format!(
-            r#"{{"id":"{}","created_at":{},"incomplete_details":{incomplete},"instructions":null,"metadata":null,"model":{},"object":"response","output":[{output}],"parallel_tool_calls":true,"temperature":1.0,"tool_choice":"none","tools":[],"top_p":1.0,"background":false,"max_output_tokens":{},"max_tool_calls":null,"previous_response_id":null,"prompt":null,"reasoning":null,"service_tier":"auto","status":"{status}","text":null,"top_logprobs":null,"truncation":"disabled","usage":{usage},"user":null}}"#,
+            r#"{{"id":"{}","created_at":{},"incomplete_details":{incomplete},"instructions":null,"metadata":null,"model":{},"object":"response","output":[{output}],"parallel_tool_calls":true,"temperature":1.0,"tool_choice":"none","tools":[],"top_p":1.0,"background":false,"max_output_tokens":{},"max_tool_calls":null,"previous_response_id":null,"prompt":null,"reasoning":null,"service_tier":"auto","status":"{status}","text":null,"top_logprobs":null,"truncation":"disabled","usage":{usage},"user":null,"presence_penalty":0.0,"frequency_penalty":0.0,"kv_transfer_params":null,"ec_transfer_params":null,"input_messages":null,"output_messages":null}}"#,
             self.id, self.created, self.model, self.max_output_tokens
         )
     }
@@ -164,7 +175,12 @@ impl Responses {
             Item::None => return,
             Item::Reasoning => {
                 let text = js(&self.reasoning);
-                self.event(out, "response.reasoning_text.done", &format!(r#""content_index":0,"item_id":"{id}","output_index":{index},"text":{text}"#));
+                self.event_with_text(
+                    out,
+                    "response.reasoning_text.done",
+                    &format!(r#""content_index":0,"item_id":"{id}","output_index":{index}"#),
+                    Some(&text),
+                );
                 self.event(
                     out,
                     "response.content_part.done",
@@ -174,10 +190,11 @@ impl Responses {
             }
             Item::Message => {
                 let text = js(&self.answer);
-                self.event(
+                self.event_with_text(
                     out,
                     "response.output_text.done",
-                    &format!(r#""content_index":0,"item_id":"{id}","logprobs":[],"output_index":{index},"text":{text}"#),
+                    &format!(r#""content_index":0,"item_id":"{id}","logprobs":[],"output_index":{index}"#),
+                    Some(&text),
                 );
                 let part = format!(
                     r#""content_index":0,"item_id":"{id}","output_index":{index},"part":{{"annotations":[],"text":{text},"type":"output_text","logprobs":null}}"#
@@ -211,7 +228,7 @@ impl Responses {
     fn usage(&self, e: &End) -> String {
         let reasoning = self.reasoning_tokens.min(e.completion_tokens);
         format!(
-            r#"{{"input_tokens":{},"input_tokens_details":{{"cached_tokens":{}}},"output_tokens":{},"output_tokens_details":{{"reasoning_tokens":{reasoning}}},"total_tokens":{}}}"#,
+            r#"{{"input_tokens":{},"input_tokens_details":{{"cached_tokens":{},"cache_write_tokens":0,"input_tokens_per_turn":[],"cached_tokens_per_turn":[]}},"output_tokens":{},"output_tokens_details":{{"reasoning_tokens":{reasoning},"tool_output_tokens":0,"output_tokens_per_turn":[],"tool_output_tokens_per_turn":[]}},"total_tokens":{}}}"#,
             e.prompt_tokens,
             e.cached_tokens,
             e.completion_tokens,

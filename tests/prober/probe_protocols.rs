@@ -259,7 +259,8 @@ async fn reasoning_effort_and_budget_on_chat_and_responses() {
 /// time its full blocks come from the cache (whole 16-token blocks, never the last token).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_prompt_tokens_from_usage() {
-    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    // Chat and completions report them as vLLM does with `--enable-prompt-tokens-details`.
+    let (addr, _mock) = start_mock(MockOptions { prompt_tokens_details: true, ..MockOptions::default() }).await;
     for api in ["openai-chat", "openai-completions", "openai-responses"] {
         let prompt: String = (0..100).map(|i| format!("{api}{i} ")).collect();
         let draw = || Draw { output_tokens: 4, prompt: prompt.clone(), ..Draw::default() };
