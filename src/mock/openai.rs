@@ -582,7 +582,7 @@ mod frame_tests {
             for continuous in [false, true] {
                 for finish in [None, Some(Finish::Length)] {
                     for (text, reasoning) in [(" word", 0), ("a\"b\\c\n\u{1}é", 0), (" think", 3)] {
-                        let t = Tok { text, id: 9, index: 1, completion_tokens: 2, finish };
+                        let t = Tok { text, id: 9, index: 1, completion_tokens: 2, finish, cached_tokens: 0 };
                         all.push_str(&writer(chat, continuous, reasoning).token(&t));
                     }
                 }

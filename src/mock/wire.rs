@@ -26,6 +26,8 @@ pub struct Tok<'a> {
     /// Tokens generated so far, this frame included.
     pub completion_tokens: u32,
     pub finish: Option<Finish>,
+    /// Prompt tokens the prefix cache supplied (SGLang's `meta_info.cached_tokens`).
+    pub cached_tokens: u32,
 }
 
 /// Totals and engine-clock durations at the end of a request.
@@ -298,7 +300,7 @@ impl Wire {
             Some(Fault::InvalidUtf8) => text.push_str(BAD_UTF8_MARK),
             _ => {}
         }
-        let tok = Tok { text: &text, id, index: e.index, completion_tokens: e.index + 1, finish };
+        let tok = Tok { text: &text, id, index: e.index, completion_tokens: e.index + 1, finish, cached_tokens: e.cached_tokens };
         let mut frame = self.render.token(&tok).into_bytes();
         match special {
             Some(Fault::InvalidUtf8) => frame = inject_bad_utf8(&frame),

@@ -108,13 +108,13 @@ mod tests {
         let ev = events(&[
             r#"{"text":"The","meta_info":{"completion_tokens":1,"prompt_tokens":5,"finish_reason":null}}"#,
             r#"{"text":"The sky","meta_info":{"completion_tokens":2,"prompt_tokens":5,"finish_reason":null}}"#,
-            r#"{"text":"The sky is blue","meta_info":{"completion_tokens":4,"prompt_tokens":5,"finish_reason":{"type":"length","length":4}}}"#,
+            r#"{"text":"The sky is blue","meta_info":{"completion_tokens":4,"prompt_tokens":5,"cached_tokens":3,"finish_reason":{"type":"length","length":4}}}"#,
             "[DONE]",
         ]);
         assert_eq!(ev.iter().map(|e| e.content_bytes).collect::<Vec<_>>(), [3, 4, 8, 0]);
         assert_eq!(ev[2].tokens, Some(2), "a frame of two tokens");
         assert_eq!(ev[2].finish_reason.as_deref(), Some("length"));
-        assert_eq!(ev[2].counter, Some(Usage::counts(5, 4)));
+        assert_eq!(ev[2].counter, Some(Usage { cached_tokens: Some(3), ..Usage::counts(5, 4) }), "meta_info.cached_tokens: the radix cache's share");
         assert!(ev[3].done);
     }
 

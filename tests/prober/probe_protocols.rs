@@ -255,13 +255,14 @@ async fn reasoning_effort_and_budget_on_chat_and_responses() {
     }
 }
 
-/// The mock's prefix cache, reported as vLLM reports it: the same long prompt twice, the second
-/// time its full blocks come from the cache (whole 16-token blocks, never the last token).
+/// The mock's prefix cache, reported as each engine reports it (vLLM's usage, llama.cpp's
+/// `timings.cache_n`, SGLang's `meta_info.cached_tokens`): the same long prompt twice, the
+/// second time its full blocks come from the cache (whole 16-token blocks, never the last token).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_prompt_tokens_from_usage() {
     // Chat and completions report them as vLLM does with `--enable-prompt-tokens-details`.
     let (addr, _mock) = start_mock(MockOptions { prompt_tokens_details: true, ..MockOptions::default() }).await;
-    for api in ["openai-chat", "openai-completions", "openai-responses"] {
+    for api in ["openai-chat", "openai-completions", "openai-responses", "llamacpp", "sglang"] {
         let prompt: String = (0..100).map(|i| format!("{api}{i} ")).collect();
         let draw = || Draw { output_tokens: 4, prompt: prompt.clone(), ..Draw::default() };
         let first = sample(&probe_with(addr, api, "", "", draw()).await);
@@ -271,6 +272,6 @@ async fn cached_prompt_tokens_from_usage() {
         let cached = second.cached_tokens.unwrap();
         assert!(first.cached_tokens.unwrap() < cached, "{api}: {first:?} then {second:?}");
         assert!(cached % 16 == 0 && cached > 0 && cached < input, "{api}: {cached} of {input}");
-        assert_eq!(again.usage.unwrap().cached_tokens, Some(cached));
+        assert_eq!(again.usage.or(again.api_counter).unwrap().cached_tokens, Some(cached), "{api}");
     }
 }
