@@ -197,6 +197,11 @@ impl Protocol for OpenAiResponses {
 
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
         state.frames += 1;
+        // Not this API's end marker (a proxy may add chat's): it carries nothing, and a stream
+        // without its terminal event is cut.
+        if frame.trim_ascii() == b"[DONE]" {
+            return Ok(StreamEvent::default());
+        }
         match state.answer.take() {
             None => read::<StrLen>(frame, None, &mut state.saw_tool_call),
             Some(mut a) => {
@@ -420,6 +425,8 @@ mod tests {
         assert_eq!(wrapped.unwrap_err(), ProtocolError::Stream("boom".into()));
         assert!(matches!(parse(r#"{"type":"response.completed"}"#), Err(ProtocolError::Parse(_))));
         assert!(matches!(parse("{not json"), Err(ProtocolError::Parse(_))));
+        let done = parse("[DONE]").unwrap();
+        assert!(!done.done && !done.has_text(), "chat's end marker is not this API's");
         // Events that carry nothing new, and event types not known yet, are skipped.
         for f in [
             r#"{"type":"response.created","response":{"model":"m","status":"in_progress","output":[]}}"#,
