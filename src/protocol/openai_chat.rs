@@ -119,8 +119,7 @@ fn read<'a, P: Piece + Deserialize<'a>>(
         ..Default::default()
     };
     let bare_message = chunk.message.is_some() && chunk.choices.is_empty();
-    for choice in &chunk.choices {
-        let keep = answer.as_deref_mut().filter(|_| choice.index.unwrap_or(0) == 0);
+    for choice in chunk.choices {
         if let Some(delta) = &choice.delta {
             ev.content_bytes += len(&delta.content);
             ev.reasoning_bytes += len(&delta.reasoning_content) + len(&delta.reasoning);
@@ -129,12 +128,10 @@ fn read<'a, P: Piece + Deserialize<'a>>(
                     ev.content_bytes += len(&f.name) + len(&f.arguments);
                 }
             }
-            if let Some(a) = keep {
+            if let Some(a) = answer.as_deref_mut().filter(|_| choice.index.unwrap_or(0) == 0) {
                 keep_delta(delta, a);
             }
         }
-    }
-    for choice in chunk.choices {
         if choice.finish_reason.is_some() {
             ev.finish_reason = choice.finish_reason;
         }
