@@ -124,6 +124,10 @@ pub fn render(config: &Config) -> String {
         if let Some(salt) = &s.cache_salt {
             let _ = writeln!(out, "  cache_salt {salt}");
         }
+        if let Some(r) = s.reasoning {
+            let effort = r.effort.map_or("the server's", |e| e.as_str());
+            let _ = writeln!(out, "  reasoning effort {effort}, {} tokens of budget on top of the output (the length limit)", r.budget_tokens);
+        }
     }
     let _ = writeln!(out, "\nper target: {total_rate:.4} req/s, ~{in_tps:.1} prompt tokens/s + ~{out_tps:.1} output tokens/s");
     for t in &config.targets {
