@@ -117,7 +117,8 @@ pub fn render(config: &Config) -> String {
         }
         let _ = writeln!(out, "  output  {}", s.output_tokens.describe());
         out.push_str(&row("output", &output));
-        out_tps += s.rate * output.mean;
+        // The length limit is the output plus any reasoning budget (exact with `ignore_eos`).
+        out_tps += s.rate * (output.mean + f64::from(s.reasoning.map_or(0, |r| r.budget_tokens)));
         if let Some(p) = s.prefix {
             let _ = writeln!(out, "  prefix  {} tokens shared by {:.0}% of requests, {} distinct", p.tokens, p.share * 100.0, p.distinct);
         }
