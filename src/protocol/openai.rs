@@ -161,18 +161,35 @@ pub(super) fn chunk_error(frame: &[u8], error: Option<serde_json::Value>, object
     serde_json::from_slice(frame).ok()
 }
 
-/// `finish_reason: "error"` (some routers end a failed generation so): a stream error.
-fn failed_finish(ev: StreamEvent) -> Result<StreamEvent, ProtocolError> {
+/// `finish_reason: "error"` (some routers end a failed generation so): a stream error. Read by
+/// reference: the event is not moved through it.
+fn failed_finish(ev: &StreamEvent) -> Result<(), ProtocolError> {
     match ev.finish_reason.as_deref() {
         Some("error") => Err(ProtocolError::Stream("finish_reason \"error\"".into())),
-        _ => Ok(ev),
+        _ => Ok(()),
     }
 }
 
-/// How an API reads its chunk shape: `Ok((event, error))`, where `error` is the chunk's error
-/// (`chunk_error`: an error object in, or as, a chunk of the usual shape). With `answer`, the
-/// chunk's answer text and tool calls are kept there as they are read.
-pub(super) type ReadChunk = fn(&[u8], Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError>;
+/// A chunk's reading: `Ok((event, error))`, where `error` is the chunk's error (`chunk_error`:
+/// an error object in, or as, a chunk of the usual shape).
+type Read = Result<(StreamEvent, Option<serde_json::Value>), ProtocolError>;
+
+/// How an API reads its chunk shape: measured only (the usual reading), or keeping the
+/// chunk's answer text and tool calls in a `Collected` as they are read (for the checks).
+#[derive(Clone, Copy)]
+pub(super) struct ReadChunk {
+    pub measure: fn(&[u8]) -> Read,
+    pub keep: fn(&[u8], &mut Collected) -> Read,
+}
+
+impl ReadChunk {
+    fn read(self, frame: &[u8], answer: Option<&mut Collected>) -> Read {
+        match answer {
+            None => (self.measure)(frame),
+            Some(a) => (self.keep)(frame, a),
+        }
+    }
+}
 
 /// A streamed frame of either OpenAI API: the shared markers first, then the API's chunk shape.
 /// The usual frame is parsed once: the chunk shape reads `error` too, and only a frame that does
@@ -184,9 +201,9 @@ pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: Rea
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent { done: true, ..Default::default() });
     }
-    match read_chunk(frame, state.answer.as_mut()) {
+    match read_chunk.read(frame, state.answer.as_mut()) {
         Ok((_, Some(err))) => Err(ProtocolError::Stream(error_summary(&err))),
-        Ok((ev, None)) => failed_finish(ev),
+        Ok((ev, None)) => failed_finish(&ev).map(|()| ev),
         Err(e) => {
             error_object(trimmed)?;
             Err(e)
@@ -198,9 +215,9 @@ pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: Rea
 pub(super) fn parse_body(body: &[u8], answer: Option<&mut Collected>, read_chunk: ReadChunk) -> Result<StreamEvent, ProtocolError> {
     match common(body)? {
         Some(ev) => Ok(ev),
-        None => match read_chunk(body, answer)? {
+        None => match read_chunk.read(body, answer)? {
             (_, Some(err)) => Err(ProtocolError::Stream(error_summary(&err))),
-            (ev, None) => failed_finish(StreamEvent { done: true, ..ev }),
+            (ev, None) => failed_finish(&ev).map(|()| StreamEvent { done: true, ..ev }),
         },
     }
 }

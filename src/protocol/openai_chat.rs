@@ -9,18 +9,67 @@ use serde_json::json;
 
 use super::answer::{Collected, Piece, StrLen, Text, len, text};
 use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState};
-use super::openai::{ObjectIsError, WireUsage, chunk_error, finish_body, parse_body, parse_frame, parse_json};
+use super::openai::{ObjectIsError, ReadChunk, WireUsage, chunk_error, finish_body, parse_body, parse_frame, parse_json};
 use crate::config::Target;
 
 pub struct OpenAiChat;
 
-/// One chunk; its text fields are `P`: measured (`StrLen`) or kept (`Text`, for the checks).
+#[derive(Deserialize)]
+struct Chunk {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+    error: Option<serde_json::Value>,
+    /// `"error"` on vLLM's error object (`chunk_error`); a chunk's `object` is otherwise ignored.
+    #[serde(default)]
+    object: ObjectIsError,
+    /// Only on an error object without an `error` key (`{"message":...,"type":...}`).
+    message: Option<IgnoredAny>,
+    /// The mock engine's emission stamp (`x-mock-timestamps: 1`); any other value is ignored,
+    /// as any unknown field is.
+    mock_emitted_ns: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    /// Streaming chunks carry `delta`, a whole response `message` (same fields).
+    #[serde(alias = "message")]
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+/// Text fields are only measured (`StrLen`), never copied.
+#[derive(Deserialize, Default)]
+struct Delta {
+    content: Option<StrLen>,
+    reasoning_content: Option<StrLen>,
+    reasoning: Option<StrLen>,
+    /// TGI's chat route sends `"tool_calls": null`.
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    name: Option<StrLen>,
+    arguments: Option<StrLen>,
+}
+
+/// A chunk read for a probe that keeps its answer: the same fields as `Chunk`, with the text
+/// (`Text`). A shape of its own, so that the usual shape's reading stays exactly as it was
+/// (measured with callgrind on `cargo bench --bench parse`: one shape read two ways shares its
+/// field matching between them, 7% more instructions per frame).
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct Chunk<P> {
+struct KeptChunk<P> {
     model: Option<String>,
     #[serde(default = "Vec::new")]
-    choices: Vec<Choice<P>>,
+    choices: Vec<KeptChoice<P>>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
     /// `"error"` on vLLM's error object (`chunk_error`); a chunk's `object` is otherwise ignored.
@@ -35,34 +84,34 @@ struct Chunk<P> {
 
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct Choice<P> {
+struct KeptChoice<P> {
     index: Option<u64>,
     /// Streaming chunks carry `delta`, a whole response `message` (same fields).
     #[serde(alias = "message")]
-    delta: Option<Delta<P>>,
+    delta: Option<KeptDelta<P>>,
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct Delta<P> {
+struct KeptDelta<P> {
     content: Option<P>,
     reasoning_content: Option<P>,
     reasoning: Option<P>,
     /// TGI's chat route sends `"tool_calls": null`.
-    tool_calls: Option<Vec<ToolCallDelta<P>>>,
+    tool_calls: Option<Vec<KeptToolCall<P>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct ToolCallDelta<P> {
+struct KeptToolCall<P> {
     index: Option<u64>,
-    function: Option<FunctionDelta<P>>,
+    function: Option<KeptFunction<P>>,
 }
 
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct FunctionDelta<P> {
+struct KeptFunction<P> {
     name: Option<P>,
     arguments: Option<P>,
 }
@@ -87,31 +136,48 @@ impl Protocol for OpenAiChat {
     }
 
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
-        parse_frame(frame, state, read_chunk)
+        parse_frame(frame, state, READ)
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
-        parse_body(body, None, read_chunk)
+        parse_body(body, None, READ)
     }
 
     fn parse_whole_keeping(&self, body: &[u8], answer: &mut Collected) -> Result<StreamEvent, ProtocolError> {
-        parse_body(body, Some(answer), read_chunk)
+        parse_body(body, Some(answer), READ)
     }
 }
 
-/// A chunk, measured only, or with its answer kept in `answer` (the first choice's).
-fn read_chunk(frame: &[u8], answer: Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
-    match answer {
-        None => read::<StrLen>(frame, None),
-        Some(a) => read::<Text>(frame, Some(a)),
+/// Both readings of a chunk.
+const READ: ReadChunk = ReadChunk { measure, keep };
+
+/// The usual reading: lengths only, nothing copied.
+fn measure(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+    let chunk: Chunk = parse_json(frame)?;
+    let mut ev = StreamEvent {
+        model: chunk.model,
+        usage: chunk.usage.map(Into::into),
+        emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()),
+        ..Default::default()
+    };
+    let bare_message = chunk.message.is_some() && chunk.choices.is_empty();
+    for choice in chunk.choices {
+        let delta = choice.delta.unwrap_or_default();
+        ev.content_bytes += len(&delta.content);
+        ev.reasoning_bytes += len(&delta.reasoning_content) + len(&delta.reasoning);
+        for call in delta.tool_calls.into_iter().flatten().filter_map(|c| c.function) {
+            ev.content_bytes += len(&call.name) + len(&call.arguments);
+        }
+        if choice.finish_reason.is_some() {
+            ev.finish_reason = choice.finish_reason;
+        }
     }
+    Ok((ev, chunk_error(frame, chunk.error, chunk.object.0, bare_message)))
 }
 
-fn read<'a, P: Piece + Deserialize<'a>>(
-    frame: &'a [u8],
-    mut answer: Option<&mut Collected>,
-) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
-    let chunk: Chunk<P> = parse_json(frame)?;
+/// The same, keeping the first choice's text and tool calls.
+fn keep(frame: &[u8], answer: &mut Collected) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+    let chunk: KeptChunk<Text> = parse_json(frame)?;
     let mut ev = StreamEvent {
         model: chunk.model,
         usage: chunk.usage.map(Into::into),
@@ -128,8 +194,8 @@ fn read<'a, P: Piece + Deserialize<'a>>(
                     ev.content_bytes += len(&f.name) + len(&f.arguments);
                 }
             }
-            if let Some(a) = answer.as_deref_mut().filter(|_| choice.index.unwrap_or(0) == 0) {
-                keep_delta(delta, a);
+            if choice.index.unwrap_or(0) == 0 {
+                keep_delta(delta, answer);
             }
         }
         if choice.finish_reason.is_some() {
@@ -140,7 +206,7 @@ fn read<'a, P: Piece + Deserialize<'a>>(
 }
 
 /// The first choice's answer text and tool-call pieces.
-fn keep_delta<P: Piece>(delta: &Delta<P>, a: &mut Collected) {
+fn keep_delta<P: Piece>(delta: &KeptDelta<P>, a: &mut Collected) {
     if let Some(t) = text(&delta.content) {
         a.push_text(t);
     }

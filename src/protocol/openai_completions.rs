@@ -6,20 +6,18 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::json;
 
-use super::answer::{Collected, Piece, StrLen, Text, len, text};
+use super::answer::{Collected, StrLen, Text, len, text};
 use super::api::{Protocol, ProtocolError, RequestSpec, StreamEvent, StreamState};
-use super::openai::{ObjectIsError, WireUsage, chunk_error, finish_body, parse_body, parse_frame, parse_json};
+use super::openai::{ObjectIsError, ReadChunk, WireUsage, chunk_error, finish_body, parse_body, parse_frame, parse_json};
 use crate::config::Target;
 
 pub struct OpenAiCompletions;
 
-/// One chunk; its text is `P`: measured (`StrLen`) or kept (`Text`, for the checks).
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct Chunk<P> {
+struct Chunk {
     model: Option<String>,
-    #[serde(default = "Vec::new")]
-    choices: Vec<Choice<P>>,
+    #[serde(default)]
+    choices: Vec<Choice>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
     /// `"error"` on vLLM's error object (`chunk_error`); a chunk's `object` is otherwise ignored.
@@ -33,8 +31,31 @@ struct Chunk<P> {
 }
 
 #[derive(Deserialize)]
+struct Choice {
+    /// Only its length is used: not copied.
+    text: Option<StrLen>,
+    finish_reason: Option<String>,
+}
+
+/// A chunk read for a probe that keeps its answer: the same fields with the text. A shape of
+/// its own, so that the usual shape's reading stays as it was (see `openai_chat::KeptChunk`).
+#[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
-struct Choice<P> {
+struct KeptChunk<P> {
+    model: Option<String>,
+    #[serde(default = "Vec::new")]
+    choices: Vec<KeptChoice<P>>,
+    usage: Option<WireUsage>,
+    error: Option<serde_json::Value>,
+    #[serde(default)]
+    object: ObjectIsError,
+    message: Option<IgnoredAny>,
+    mock_emitted_ns: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct KeptChoice<P> {
     index: Option<u64>,
     text: Option<P>,
     finish_reason: Option<String>,
@@ -57,31 +78,24 @@ impl Protocol for OpenAiCompletions {
     }
 
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError> {
-        parse_frame(frame, state, read_chunk)
+        parse_frame(frame, state, READ)
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError> {
-        parse_body(body, None, read_chunk)
+        parse_body(body, None, READ)
     }
 
     fn parse_whole_keeping(&self, body: &[u8], answer: &mut Collected) -> Result<StreamEvent, ProtocolError> {
-        parse_body(body, Some(answer), read_chunk)
+        parse_body(body, Some(answer), READ)
     }
 }
 
-/// A chunk, measured only, or with the first choice's text kept in `answer`.
-fn read_chunk(frame: &[u8], answer: Option<&mut Collected>) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
-    match answer {
-        None => read::<StrLen>(frame, None),
-        Some(a) => read::<Text>(frame, Some(a)),
-    }
-}
+/// Both readings of a chunk.
+const READ: ReadChunk = ReadChunk { measure, keep };
 
-fn read<'a, P: Piece + Deserialize<'a>>(
-    frame: &'a [u8],
-    mut answer: Option<&mut Collected>,
-) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
-    let chunk: Chunk<P> = parse_json(frame)?;
+/// The usual reading: lengths only, nothing copied.
+fn measure(frame: &[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+    let chunk: Chunk = parse_json(frame)?;
     let mut ev = StreamEvent {
         model: chunk.model,
         usage: chunk.usage.map(Into::into),
@@ -91,8 +105,27 @@ fn read<'a, P: Piece + Deserialize<'a>>(
     let bare_message = chunk.message.is_some() && chunk.choices.is_empty();
     for choice in chunk.choices {
         ev.content_bytes += len(&choice.text);
-        if let (Some(a), Some(t), 0) = (answer.as_deref_mut(), text(&choice.text), choice.index.unwrap_or(0)) {
-            a.push_text(t);
+        if choice.finish_reason.is_some() {
+            ev.finish_reason = choice.finish_reason;
+        }
+    }
+    Ok((ev, chunk_error(frame, chunk.error, chunk.object.0, bare_message)))
+}
+
+/// The same, keeping the first choice's text.
+fn keep(frame: &[u8], answer: &mut Collected) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError> {
+    let chunk: KeptChunk<Text> = parse_json(frame)?;
+    let mut ev = StreamEvent {
+        model: chunk.model,
+        usage: chunk.usage.map(Into::into),
+        emitted_ns: chunk.mock_emitted_ns.and_then(|v| v.as_u64()),
+        ..Default::default()
+    };
+    let bare_message = chunk.message.is_some() && chunk.choices.is_empty();
+    for choice in chunk.choices {
+        ev.content_bytes += len(&choice.text);
+        if let (Some(t), 0) = (text(&choice.text), choice.index.unwrap_or(0)) {
+            answer.push_text(t);
         }
         if choice.finish_reason.is_some() {
             ev.finish_reason = choice.finish_reason;
