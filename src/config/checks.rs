@@ -10,13 +10,13 @@ use serde::Deserialize;
 
 use super::check::Checker;
 pub use super::expect::Expect;
-use super::kinds::ProtocolKind;
+use super::kinds::{Carries, ProtocolKind};
 
 /// `checks:` as written.
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with finish_reasons, output_cap, natural_stop, stop, structured_output, tool_call, known_answers, dataset_answers, fingerprint"
+    expecting = "a mapping with finish_reasons, output_cap, natural_stop, stop, structured_output, tool_call, known_answers, dataset_answers, fingerprint, reasoning_exhausted"
 )]
 pub struct RawChecks {
     /// Finish reasons accepted (`stop`, `length`, `tool_calls`, `content_filter`, ...). Default:
@@ -46,6 +46,10 @@ pub struct RawChecks {
     /// a release marker of source `behaviour`), not an error. Needs prompts that repeat
     /// (`known_answers`, or a dataset with `nonce: false`). Default false.
     pub fingerprint: Option<bool>,
+    /// The answer must not be lost to reasoning: a probe that reasoned until its length limit
+    /// (`finish_reason: length`) and left no answer fails. Chat and Responses APIs. Default
+    /// false.
+    pub reasoning_exhausted: Option<bool>,
 }
 
 /// `checks.structured_output`.
@@ -148,6 +152,7 @@ pub struct Checks {
     pub known_answers: Vec<KnownAnswer>,
     pub dataset_answers: bool,
     pub fingerprint: bool,
+    pub reasoning_exhausted: bool,
 }
 
 impl Checks {
@@ -162,6 +167,7 @@ impl Checks {
             || !self.known_answers.is_empty()
             || self.dataset_answers
             || self.fingerprint
+            || self.reasoning_exhausted
     }
 
     /// Whether the answer's text must be kept while it streams.
@@ -185,19 +191,19 @@ impl Checks {
         self.wants_answers() || self.fingerprint
     }
 
-    /// The checks (by field name) that the API family cannot carry: the text-reading ones and
-    /// request fields exist only for the OpenAI-compatible APIs; tools and structured output only
-    /// for chat.
-    pub fn unsupported(&self, api: ProtocolKind) -> Vec<&'static str> {
-        let openai = matches!(api, ProtocolKind::OpenaiChat | ProtocolKind::OpenaiCompletions);
-        let chat = api == ProtocolKind::OpenaiChat;
+    /// The checks (by field name) that an API family cannot carry, by what its row in the
+    /// family table says it carries.
+    pub fn unsupported(&self, carries: Carries) -> Vec<&'static str> {
+        // A stop sequence is sent, and checked in the answer's text.
+        let stop = carries.stop && carries.answer_text;
         [
-            ("stop", !self.stop.is_empty() && !openai),
-            ("structured_output", self.structured_output.is_some() && !chat),
-            ("tool_call", self.tool_call.is_some() && !chat),
-            ("known_answers", !self.known_answers.is_empty() && !openai),
-            ("dataset_answers", self.dataset_answers && !openai),
-            ("fingerprint", self.fingerprint && !openai),
+            ("stop", !self.stop.is_empty() && !stop),
+            ("structured_output", self.structured_output.is_some() && !carries.structured_output),
+            ("tool_call", self.tool_call.is_some() && !carries.tool_call),
+            ("known_answers", !self.known_answers.is_empty() && !carries.answer_text),
+            ("dataset_answers", self.dataset_answers && !carries.answer_text),
+            ("fingerprint", self.fingerprint && !carries.answer_text),
+            ("reasoning_exhausted", self.reasoning_exhausted && !carries.reasoning),
         ]
         .into_iter()
         .filter_map(|(name, bad)| bad.then_some(name))
@@ -291,6 +297,7 @@ pub fn checks(path: &str, raw: &RawChecks, c: &mut Checker) -> Checks {
         known_answers,
         dataset_answers: raw.dataset_answers.unwrap_or(false),
         fingerprint: raw.fingerprint.unwrap_or(false),
+        reasoning_exhausted: raw.reasoning_exhausted.unwrap_or(false),
     }
 }
 
@@ -340,8 +347,8 @@ pub fn check_scenario(path: &str, checks: &Checks, has_dataset: bool, dataset_no
         c.error(format!("{path}.fingerprint"), "needs prompts that repeat: known_answers, or a dataset with nonce: false");
     }
     for (target, api) in apis {
-        for name in checks.unsupported(*api) {
-            c.error(format!("{path}.{name}"), format!("target {target} speaks {}, which cannot carry this check (OpenAI-compatible APIs only)", api.as_str()));
+        for name in checks.unsupported((c.resolvers.carries)(*api)) {
+            c.error(format!("{path}.{name}"), format!("target {target} speaks {}, which cannot carry this check", api.as_str()));
         }
     }
 }
@@ -394,6 +401,19 @@ targets:
         let k = load(&own).unwrap().scenarios[0].checks.clone().unwrap();
         assert!(k.tool_call.is_some() && k.structured_output.is_none() && !k.fingerprint);
         assert_eq!(k.tool_call.as_ref().map(|t| t.choice), Some(super::ToolChoice::Required));
+    }
+
+    /// What a family carries is data in its row: a check it cannot carry names the field.
+    #[test]
+    fn checks_a_family_cannot_carry_are_refused() {
+        let on = |api: &str, checks: &str| load(&scenario(checks).replace("api: openai-chat", &format!("api: {api}")));
+        let k = on("openai-responses", "    checks: {reasoning_exhausted: true, finish_reasons: [stop, length]}\n").unwrap();
+        assert!(k.scenarios[0].checks.as_deref().unwrap().reasoning_exhausted);
+        let e = on("openai-responses", "    checks: {stop: [\"###\"]}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].checks.stop: target a speaks openai-responses, which cannot carry this check"), "{e}");
+        let e = on("openai-completions", "    checks: {reasoning_exhausted: true}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].checks.reasoning_exhausted: target a speaks openai-completions"), "{e}");
+        assert!(on("openai-responses", "    checks: {tool_call: {name: f, parameters: {type: object}}}\n").is_ok());
     }
 
     #[test]

@@ -22,10 +22,30 @@ pub enum ProtocolKind {
     Tgi,
     /// SGLang's native `POST /generate` (SSE, cumulative `text`, `meta_info`, `[DONE]`).
     Sglang,
+    /// The OpenAI Responses API, `POST /v1/responses` (SSE events named by `type`, ended by
+    /// `response.completed`).
+    OpenaiResponses,
+}
+
+/// What a family's requests and answers can carry beyond a prompt and its text's length: which
+/// checks and settings a scenario may use with it. Data in each family's row
+/// (`protocol::Family::carries`), read by config validation through `Resolvers::carries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Carries {
+    /// `stop` sequences in the request.
+    pub stop: bool,
+    /// The answer's text is decoded for the checks (known answers, fingerprints, stop).
+    pub answer_text: bool,
+    /// `response_format`-style structured output.
+    pub structured_output: bool,
+    /// Function tools and their calls.
+    pub tool_call: bool,
+    /// A reasoning effort in the request and reasoning apart from the answer in the stream.
+    pub reasoning: bool,
 }
 
 impl ProtocolKind {
-    pub const ALL: [ProtocolKind; 7] = [
+    pub const ALL: [ProtocolKind; 8] = [
         ProtocolKind::OpenaiCompletions,
         ProtocolKind::OpenaiChat,
         ProtocolKind::OllamaGenerate,
@@ -33,6 +53,7 @@ impl ProtocolKind {
         ProtocolKind::Llamacpp,
         ProtocolKind::Tgi,
         ProtocolKind::Sglang,
+        ProtocolKind::OpenaiResponses,
     ];
 
     /// The kind a config name (`api:`) names.
@@ -50,6 +71,7 @@ impl ProtocolKind {
             ProtocolKind::Llamacpp => "llamacpp",
             ProtocolKind::Tgi => "tgi",
             ProtocolKind::Sglang => "sglang",
+            ProtocolKind::OpenaiResponses => "openai-responses",
         }
     }
 }

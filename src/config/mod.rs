@@ -9,7 +9,8 @@
 //! `bounds.rs` (size, depth and alias limits checked before the YAML is parsed),
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
-//! `telemetry.rs` (`tracing:`, `sources:`), `checks.rs` (`checks:`), `raw_workload.rs` and
+//! `telemetry.rs` (`tracing:`, `sources:`), `checks.rs` (`checks:`), `reasoning.rs` (a scenario's
+//! `reasoning:`), `raw_workload.rs` and
 //! `workload.rs` (scenarios); then `raw.rs` (the whole file as written), `schema.rs` (its JSON
 //! Schema), `model.rs` (the whole validated `Config`),
 //! `validate.rs` (the file-wide checks) and `load.rs` (`load`, `parse`).
@@ -29,6 +30,7 @@ mod locate;
 mod model;
 mod raw;
 mod raw_workload;
+mod reasoning;
 mod replicas;
 mod schema;
 pub mod series;
@@ -45,9 +47,10 @@ pub use checks::{Checks, Expect, KnownAnswer, Schema, ToolCallCheck, ToolChoice}
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
 pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
-pub use kinds::{ContentCoding, EngineKind, ProtocolKind, SourceKind};
+pub use kinds::{Carries, ContentCoding, EngineKind, ProtocolKind, SourceKind};
 pub use load::{load, parse};
 pub use model::{Config, MAX_SHARDS, ProbeSettings, Shard};
+pub use reasoning::{Reasoning, ReasoningEffort};
 pub use replicas::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, ReplicaRate, Replicas};
 pub use schema::{CHART_CONFIG_DEF, chart_values_schema, config_json_schema};
 pub use slo::{Slo, SloOverride, SloTable};

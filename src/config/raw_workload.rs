@@ -181,4 +181,6 @@ pub struct RawScenario {
     /// Behaviour checks replacing the top-level `checks:` for this scenario (`checks: {}` turns
     /// them off here).
     pub checks: Option<super::checks::RawChecks>,
+    /// Reasoning effort and budget sent with each request (chat and Responses APIs only).
+    pub reasoning: Option<super::reasoning::RawReasoning>,
 }

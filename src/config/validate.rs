@@ -196,6 +196,7 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
         cache_salt: raw.cache_salt.clone(),
         slo: super::slo::slo_override(&format!("{path}.slo"), raw.slo.as_ref(), c),
         checks: scenario_checks(path, raw, dataset.as_deref(), shared, c),
+        reasoning: scenario_reasoning(path, raw, shared, c),
         dataset,
     }
 }
@@ -219,6 +220,18 @@ fn scenario_checks(path: &str, raw: &RawScenario, dataset: Option<&super::Datase
         }
     }
     Some(std::sync::Arc::new(checks))
+}
+
+/// The scenario's `reasoning:`, refused for targets whose API carries no reasoning settings.
+fn scenario_reasoning(path: &str, raw: &RawScenario, shared: &Shared, c: &mut Checker) -> Option<super::Reasoning> {
+    let at = format!("{path}.reasoning");
+    let reasoning = super::reasoning::reasoning(&at, raw.reasoning.as_ref(), c)?;
+    for (target, api) in &shared.apis {
+        if !(c.resolvers.carries)(*api).reasoning {
+            c.error(&at, format!("target {target} speaks {}, which carries no reasoning settings (openai-chat and openai-responses do)", api.as_str()));
+        }
+    }
+    Some(reasoning)
 }
 
 /// The scenario's weight when it shares `probe.rate`, `None` when it has its own rate.

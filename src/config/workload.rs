@@ -36,6 +36,8 @@ pub struct Scenario {
     pub slo: SloOverride,
     /// Behaviour checks (`checks:`); `None` when nothing is checked.
     pub checks: Option<Arc<super::checks::Checks>>,
+    /// Reasoning effort and budget (`reasoning:`); `None` when the scenario sets none.
+    pub reasoning: Option<super::reasoning::Reasoning>,
 }
 
 impl Scenario {
@@ -52,6 +54,7 @@ impl Scenario {
             cache_salt: None,
             slo: SloOverride::default(),
             checks: None,
+            reasoning: None,
         }
     }
 }

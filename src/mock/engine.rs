@@ -57,6 +57,9 @@ pub struct Emit {
     /// Engine clock: when the request arrived and when it was first scheduled.
     pub arrival_ns: u64,
     pub scheduled_ns: u64,
+    /// Prompt tokens the prefix cache supplied when the request was first scheduled (what vLLM
+    /// reports as `cached_tokens`).
+    pub cached_tokens: u32,
 }
 
 /// The outcome of one step.
@@ -141,6 +144,8 @@ struct Seq {
     blocks: Vec<u32>,
     arrival_ns: u64,
     scheduled_ns: Option<u64>,
+    /// Prompt tokens the prefix cache supplied at the first admission.
+    cached: Option<u32>,
     first_ns: Option<u64>,
     last_ns: u64,
 }
@@ -212,6 +217,7 @@ impl Engine {
             blocks: Vec::new(),
             arrival_ns: now_ns,
             scheduled_ns: None,
+            cached: None,
             first_ns: None,
             last_ns: now_ns,
         };
@@ -361,6 +367,7 @@ impl Engine {
             self.stats.prefix_hits += u64::from(hits);
             admitted.push((seq.id, hits));
             seq.scheduled_ns.get_or_insert(now_ns);
+            seq.cached.get_or_insert(hits);
             *budget -= n;
             work.push((self.running.len(), n));
             self.running.push(seq);
@@ -463,7 +470,7 @@ impl Engine {
             st.request_generation.observe(f64::from(s.generated));
             st.finished[if f == Finish::Stop { 0 } else { 1 }] += 1;
         }
-        Emit { id: s.id, index, finish, at_ns: end_ns, arrival_ns: s.arrival_ns, scheduled_ns: scheduled }
+        Emit { id: s.id, index, finish, at_ns: end_ns, arrival_ns: s.arrival_ns, scheduled_ns: scheduled, cached_tokens: s.cached.unwrap_or(0) }
     }
 
     /// Checks the scheduler's bookkeeping: KV use within capacity and equal to the blocks the

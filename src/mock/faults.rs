@@ -42,6 +42,9 @@ pub enum Fault {
     FinishError,
     /// A tool call whose arguments are cut short (not JSON).
     BadToolCall,
+    /// Reasoning that never ends: every token is reasoning until `max_tokens` (chat and
+    /// Responses), so no answer comes.
+    EndlessReasoning,
 }
 
 pub const ALL: &[(Fault, &str)] = &[
@@ -72,6 +75,7 @@ pub const ALL: &[(Fault, &str)] = &[
     (Fault::NoEos, "no_eos"),
     (Fault::FinishError, "finish_error"),
     (Fault::BadToolCall, "bad_tool_call"),
+    (Fault::EndlessReasoning, "endless_reasoning"),
 ];
 
 impl Fault {

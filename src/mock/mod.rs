@@ -18,6 +18,7 @@ mod native;
 mod openai;
 mod options;
 pub mod profile;
+mod responses;
 pub mod sim;
 pub mod tokenizer;
 mod wire;

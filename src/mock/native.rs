@@ -167,7 +167,7 @@ async fn run(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: Bytes, 
     let prompt_tokens = p.prompt.len() as u32;
     let mut render = Native { family, model: app.opts.model.clone(), prompt_tokens, text: String::new(), seed: app.opts.seed };
     if !p.stream {
-        let end = collect(ticket.rx, seed, prompt_tokens, None).await;
+        let end = collect(ticket.rx, seed, prompt_tokens, None, 0).await;
         return finish_whole(render.whole(&end), fault, &app.params(&h)).await;
     }
     let setup = WireSetup {
@@ -225,9 +225,12 @@ impl Native {
         let pms = e.prompt_ns as f64 / 1e6;
         let dms = e.decode_ns as f64 / 1e6;
         let (pn, dn) = (e.prompt_tokens, e.completion_tokens);
+        // As llama.cpp counts: `prompt_n` the prompt tokens evaluated, `cache_n` those the
+        // cache supplied (`tokens_evaluated` the whole prompt, `tokens_cached` the slot at the end).
+        let (cached, evaluated) = (e.cached_tokens.min(pn), pn - e.cached_tokens.min(pn));
         let stop_type = if e.finish == Some(super::engine::Finish::Stop) { "eos" } else { "limit" };
         format!(
-            r#"{{"index":0,"content":{},"tokens":[],"id_slot":0,"stop":true,"model":{},"tokens_predicted":{dn},"tokens_evaluated":{pn},"generation_settings":{{"n_predict":-1,"seed":{}}},"prompt":"","has_new_line":false,"truncated":false,"stop_type":"{stop_type}","stopping_word":"","tokens_cached":{},"timings":{{"cache_n":0,"prompt_n":{pn},"prompt_ms":{pms},"prompt_per_token_ms":{},"prompt_per_second":{},"predicted_n":{dn},"predicted_ms":{dms},"predicted_per_token_ms":{},"predicted_per_second":{}}}}}"#,
+            r#"{{"index":0,"content":{},"tokens":[],"id_slot":0,"stop":true,"model":{},"tokens_predicted":{dn},"tokens_evaluated":{pn},"generation_settings":{{"n_predict":-1,"seed":{}}},"prompt":"","has_new_line":false,"truncated":false,"stop_type":"{stop_type}","stopping_word":"","tokens_cached":{},"timings":{{"cache_n":{cached},"prompt_n":{evaluated},"prompt_ms":{pms},"prompt_per_token_ms":{},"prompt_per_second":{},"predicted_n":{dn},"predicted_ms":{dms},"predicted_per_token_ms":{},"predicted_per_second":{}}}}}"#,
             js(content),
             js(&self.model),
             self.seed,
@@ -251,14 +254,14 @@ impl Native {
     }
 
     /// An SGLang event: the text so far, and `finish_reason` on the last one.
-    fn sglang_event(&self, text: &str, completion_tokens: u32, finish: Option<super::engine::Finish>) -> String {
+    fn sglang_event(&self, text: &str, completion_tokens: u32, cached_tokens: u32, finish: Option<super::engine::Finish>) -> String {
         let reason = match finish {
             None => "null".to_owned(),
             Some(super::engine::Finish::Stop) => r#"{"type":"stop","matched":2}"#.to_owned(),
             Some(_) => format!(r#"{{"type":"length","length":{completion_tokens}}}"#),
         };
         format!(
-            r#"{{"text":{},"output_ids":[],"meta_info":{{"id":"mock","finish_reason":{reason},"prompt_tokens":{},"completion_tokens":{completion_tokens},"cached_tokens":0}}}}"#,
+            r#"{{"text":{},"output_ids":[],"meta_info":{{"id":"mock","finish_reason":{reason},"prompt_tokens":{},"completion_tokens":{completion_tokens},"cached_tokens":{cached_tokens}}}}}"#,
             js(text),
             self.prompt_tokens
         )
@@ -266,7 +269,7 @@ impl Native {
 
     fn whole(&mut self, e: &End) -> String {
         match self.family {
-            Family::Sglang => self.sglang_event(&e.text, e.completion_tokens, e.finish.or(Some(super::engine::Finish::Length))),
+            Family::Sglang => self.sglang_event(&e.text, e.completion_tokens, e.cached_tokens, e.finish.or(Some(super::engine::Finish::Length))),
             Family::Ollama { chat } => self.ollama_final(chat, e, &e.text),
             Family::LlamaCpp => self.llamacpp_final(e, &e.text),
             Family::Tgi => format!(r#"[{{"generated_text":{}}}]"#, js(&e.text)),
@@ -300,7 +303,7 @@ impl Render for Native {
                 });
                 format!("data:{}\n\n", self.tgi_token(t, details))
             }
-            Family::Sglang => format!("data: {}\n\n", self.sglang_event(&self.text, t.completion_tokens, t.finish)),
+            Family::Sglang => format!("data: {}\n\n", self.sglang_event(&self.text, t.completion_tokens, t.cached_tokens, t.finish)),
         }
     }
 
@@ -316,7 +319,7 @@ impl Render for Native {
         (self.family == Family::Sglang).then(|| "data: [DONE]\n\n".to_owned())
     }
 
-    fn error(&self, msg: &str) -> String {
+    fn error(&mut self, msg: &str) -> String {
         match self.family {
             Family::Ollama { .. } => format!("{{\"error\":{}}}\n", js(msg)),
             Family::LlamaCpp => format!("error: {{\"code\":500,\"message\":{},\"type\":\"server_error\"}}\n\n", js(msg)),

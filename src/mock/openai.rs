@@ -1,5 +1,6 @@
 //! OpenAI-compatible front-end, byte for byte as vLLM writes it: `/v1/completions`,
-//! `/v1/chat/completions`, `/v1/models`, `/tokenize`, `/detokenize`, `/health`, `/version`.
+//! `/v1/chat/completions`, `/v1/responses` (its events in `responses.rs`), `/v1/models`,
+//! `/tokenize`, `/detokenize`, `/health`, `/version`.
 
 // Handlers return a ready HTTP error response as `Err`; it is built at most once per request,
 // so its size does not matter.
@@ -28,6 +29,7 @@ pub fn routes(app: Arc<App>) -> Router {
     let v1 = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()
@@ -73,8 +75,9 @@ fn status_error(status: u16) -> Response<Body> {
     r
 }
 
-/// What the two generation endpoints share once the body is read.
+/// What the generation endpoints share once the body is read.
 struct Gen {
+    /// A chat template is applied (chat and Responses).
     chat: bool,
     prompt: Vec<u32>,
     max_tokens: u32,
@@ -129,19 +132,38 @@ fn chat_tokens(body: &Value) -> Vec<u32> {
     encode_chat(msgs.iter().map(String::as_str))
 }
 
-fn parse_gen(app: &App, body: &Value, chat: bool) -> Result<Gen, Response<Body>> {
+/// A Responses request's prompt: `instructions` as a system message, then `input` (a string, as
+/// one user message, or a list of messages).
+fn responses_tokens(body: &Value) -> Vec<u32> {
+    let mut msgs: Vec<String> = body.get("instructions").and_then(Value::as_str).map(str::to_owned).into_iter().collect();
+    match body.get("input") {
+        Some(Value::String(s)) => msgs.push(s.clone()),
+        Some(Value::Array(items)) => msgs.extend(items.iter().map(content_text)),
+        _ => {}
+    }
+    encode_chat(msgs.iter().map(String::as_str))
+}
+
+fn parse_gen(app: &App, body: &Value, chat: bool, responses: bool) -> Result<Gen, Response<Body>> {
     check_model(app, body)?;
-    let prompt = if chat { chat_tokens(body) } else { prompt_tokens(body.get("prompt")) };
+    let prompt = if responses {
+        responses_tokens(body)
+    } else if chat {
+        chat_tokens(body)
+    } else {
+        prompt_tokens(body.get("prompt"))
+    };
     let max_len = app.opts.profile.max_model_len;
     let p = prompt.len() as u32;
     let num = |k: &str| body.get(k).and_then(Value::as_u64);
     let default_max = if chat { max_len.saturating_sub(p) } else { 16 };
-    let max_tokens = num("max_tokens").or(num("max_completion_tokens")).unwrap_or(default_max.into());
+    let field = if responses { "max_output_tokens" } else { "max_tokens" };
+    let max_tokens = if responses { num("max_output_tokens") } else { num("max_tokens").or(num("max_completion_tokens")) }.unwrap_or(default_max.into());
     if max_tokens > u64::from(max_len) {
         let msg = format!(
-            "max_tokens={max_tokens} cannot be greater than max_model_len={max_len}. Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})"
+            "{field}={max_tokens} cannot be greater than max_model_len={max_len}. Please request fewer output tokens. (parameter={field}, value={max_tokens})"
         );
-        return Err(bad_request(&msg, "max_tokens"));
+        return Err(bad_request(&msg, field));
     }
     let max_tokens = max_tokens as u32;
     if p + max_tokens > max_len {
@@ -166,20 +188,24 @@ fn parse_gen(app: &App, body: &Value, chat: bool) -> Result<Gen, Response<Body>>
 }
 
 async fn completions(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
-    generate(app, arrival, h, body, false).await
+    generate(app, arrival, h, body, false, false).await
 }
 
 async fn chat(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
-    generate(app, arrival, h, body, true).await
+    generate(app, arrival, h, body, true, false).await
+}
+
+async fn responses(State(app): State<Arc<App>>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes) -> Response<Body> {
+    generate(app, arrival, h, body, true, true).await
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, Response<Body>> {
     serde_json::from_slice(body).map_err(|e| bad_request(&format!("Invalid JSON body: {e}"), "body"))
 }
 
-async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes, chat: bool) -> Response<Body> {
+async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: axum::body::Bytes, chat: bool, responses: bool) -> Response<Body> {
     let started = arrival.at();
-    let (g, value) = match parse_body(&body).and_then(|b| parse_gen(&app, &b, chat).map(|g| (g, b))) {
+    let (g, value) = match parse_body(&body).and_then(|b| parse_gen(&app, &b, chat, responses).map(|g| (g, b))) {
         Ok(g) => g,
         Err(r) => return r,
     };
@@ -188,12 +214,23 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
         return r;
     }
     // A request for checked behaviour gets its planned answer, timed by the engine like any.
-    let plan = super::behaviour::plan(&value, chat, fault).map(std::sync::Arc::new);
+    let shaped = if responses { super::responses::as_chat(&value) } else { value };
+    let plan = super::behaviour::plan(&shaped, chat, fault).map(std::sync::Arc::new);
+    // Reasoning comes first: its tokens are the first ones generated (never for a planned answer).
+    let reasoning = match (&plan, chat) {
+        (None, true) if fault == Some(Fault::EndlessReasoning) => u32::MAX,
+        (None, true) => reasoning_tokens(&h).unwrap_or_else(|| effort_tokens(&shaped)),
+        _ => 0,
+    };
     let spec = match &plan {
         Some(p) => SeqSpec { prompt: g.prompt.clone(), max_tokens: p.tokens(g.max_tokens), min_tokens: 0, ignore_eos: true },
-        None => {
-            SeqSpec { prompt: g.prompt.clone(), max_tokens: g.max_tokens, min_tokens: g.min_tokens, ignore_eos: g.ignore_eos || fault == Some(Fault::NoEos) }
-        }
+        None => SeqSpec {
+            prompt: g.prompt.clone(),
+            max_tokens: g.max_tokens,
+            // A model does not end its answer inside its reasoning: EOS comes after it.
+            min_tokens: if reasoning > 0 { g.min_tokens.max(reasoning.saturating_add(1)).min(g.max_tokens) } else { g.min_tokens },
+            ignore_eos: g.ignore_eos || matches!(fault, Some(Fault::NoEos | Fault::EndlessReasoning)),
+        },
     };
     let mut ticket = app.driver.submit(&spec);
     let seed = app.text_seed(ticket.id);
@@ -201,28 +238,32 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
         ticket.rx.recv().await; // wait as long as a real first token would take
         return drop_connection();
     }
-    let mut render = OpenAi::new(&app, ticket.id, &g);
-    render.reasoning_tokens = if chat && plan.is_none() { reasoning_tokens(&h) } else { 0 };
-    render.finish_error = fault == Some(Fault::FinishError);
-    if let Some(p) = &plan {
-        render.tool = p.tool.clone();
-        render.eos_finish = p.stops_by_eos(g.max_tokens).then_some(if p.tool.is_some() { "tool_calls" } else { "stop" });
-    }
     let prompt_tokens = g.prompt.len() as u32;
-    if !g.stream {
-        return whole(render, collect(ticket.rx, seed, prompt_tokens, plan.as_deref()).await, fault, &app, &h).await;
-    }
-    let setup = WireSetup {
-        render: Box::new(render),
-        rx: ticket.rx,
-        fault,
-        params: app.params(&h),
-        seed,
-        started,
-        timestamps: app.timestamps(&h),
-        prompt_tokens,
-        plan,
+    let eos_finish = plan.as_ref().and_then(|p| p.stops_by_eos(g.max_tokens).then_some(if p.tool.is_some() { "tool_calls" } else { "stop" }));
+    let tool = plan.as_ref().and_then(|p| p.tool.clone());
+    let render: Box<dyn Render> = if responses {
+        let mut r = super::responses::Responses::new(&app, ticket.id, g.max_tokens, reasoning);
+        r.tool = tool;
+        r.ends_by_eos = eos_finish.is_some();
+        r.finish_error = fault == Some(Fault::FinishError);
+        if !g.stream {
+            let end = collect(ticket.rx, seed, prompt_tokens, plan.as_deref(), reasoning).await;
+            return finish_whole(r.whole(&end), fault, &app.params(&h)).await;
+        }
+        Box::new(r)
+    } else {
+        let mut r = OpenAi::new(&app, ticket.id, &g);
+        r.reasoning_tokens = reasoning;
+        r.finish_error = fault == Some(Fault::FinishError);
+        r.tool = tool;
+        r.eos_finish = eos_finish;
+        if !g.stream {
+            let end = collect(ticket.rx, seed, prompt_tokens, plan.as_deref(), reasoning).await;
+            return finish_whole(r.whole(&end), fault, &app.params(&h)).await;
+        }
+        Box::new(r)
     };
+    let setup = WireSetup { render, rx: ticket.rx, fault, params: app.params(&h), seed, started, timestamps: app.timestamps(&h), prompt_tokens, plan };
     Wire::new(setup).into_response()
 }
 
@@ -233,12 +274,6 @@ pub fn pre_engine_fault(fault: Option<Fault>, status: fn(u16) -> Response<Body>)
         return Some(drop_connection());
     }
     f.status().map(status)
-}
-
-/// Non-streaming body, with the faults that make sense for one JSON document.
-async fn whole(r: OpenAi, end: End, fault: Option<Fault>, app: &App, h: &HeaderMap) -> Response<Body> {
-    let body = r.whole(&end);
-    finish_whole(body, fault, &app.params(h)).await
 }
 
 /// Applies whole-body faults (stall, corruption, content type, drip) to a JSON body.
@@ -263,8 +298,23 @@ pub async fn finish_whole(body: String, fault: Option<Fault>, p: &super::FaultPa
 }
 
 /// `x-mock-reasoning-tokens: N`: the first N generated chat tokens are reasoning.
-fn reasoning_tokens(h: &HeaderMap) -> u32 {
-    h.get("x-mock-reasoning-tokens").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+fn reasoning_tokens(h: &HeaderMap) -> Option<u32> {
+    h.get("x-mock-reasoning-tokens").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok())
+}
+
+/// Reasoning tokens the mock's "model" spends at a requested effort (chat `reasoning_effort`,
+/// Responses `reasoning.effort`); none unless one is asked for. Illustrative, not measured.
+fn effort_tokens(body: &Value) -> u32 {
+    let effort = body.get("reasoning_effort").and_then(Value::as_str);
+    match effort {
+        Some("minimal") => 8,
+        Some("low") => 24,
+        Some("medium") => 64,
+        Some("high") => 160,
+        Some("xhigh") => 320,
+        Some("max") => 640,
+        _ => 0,
+    }
 }
 
 /// vLLM's chunk writer for both endpoints.
@@ -286,6 +336,8 @@ struct OpenAi {
     eos_finish: Option<&'static str>,
     /// `finish_error`: the last chunk says `"error"`.
     finish_error: bool,
+    /// The final usage reports cached prompt tokens (`--enable-prompt-tokens-details`).
+    prompt_tokens_details: bool,
 }
 
 impl OpenAi {
@@ -305,6 +357,7 @@ impl OpenAi {
             tool_started: false,
             eos_finish: None,
             finish_error: false,
+            prompt_tokens_details: app.opts.prompt_tokens_details,
         }
     }
 
@@ -324,6 +377,27 @@ impl OpenAi {
         format!(r#""usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{completion}}}"#, p + completion)
     }
 
+    /// The final usage as vLLM writes it: the counts, then the details it has — the cached
+    /// prompt tokens with `--enable-prompt-tokens-details`, the reasoning tokens when there was
+    /// reasoning (a reasoning parser's count). `whole` writes absent details as `null`, as vLLM's
+    /// whole answers do; a stream leaves them out.
+    fn end_usage(&self, e: &End, whole: bool) -> String {
+        let p = e.prompt_tokens;
+        let mut usage = format!(r#""usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{}"#, p + e.completion_tokens, e.completion_tokens);
+        match (self.prompt_tokens_details, whole) {
+            (true, _) => usage.push_str(&format!(r#","prompt_tokens_details":{{"cached_tokens":{}}}"#, e.cached_tokens)),
+            (false, true) => usage.push_str(r#","prompt_tokens_details":null"#),
+            (false, false) => {}
+        }
+        match (self.reasoning_tokens.min(e.completion_tokens), whole) {
+            (0, true) => usage.push_str(r#","completion_tokens_details":null"#),
+            (0, false) => {}
+            (n, _) => usage.push_str(&format!(r#","completion_tokens_details":{{"reasoning_tokens":{n}}}"#)),
+        }
+        usage.push('}');
+        usage
+    }
+
     fn cont_usage(&self, completion: u32) -> String {
         if self.continuous { format!(",{}", self.usage(completion)) } else { String::new() }
     }
@@ -331,12 +405,8 @@ impl OpenAi {
     fn whole(&self, e: &End) -> String {
         let fin = e.finish.map(|f| js(self.finish_str(f))).unwrap_or_else(|| "null".into());
         let head = self.head.replace("chat.completion.chunk", "chat.completion");
-        let usage = format!(
-            r#""usage":{{"prompt_tokens":{},"total_tokens":{},"completion_tokens":{},"prompt_tokens_details":null,"completion_tokens_details":null}}"#,
-            e.prompt_tokens,
-            e.prompt_tokens + e.completion_tokens,
-            e.completion_tokens
-        );
+        let usage = self.end_usage(e, true);
+        let reasoning = if e.reasoning.is_empty() { "null".to_owned() } else { js(&e.reasoning) };
         if let (true, Some(name)) = (self.chat, &self.tool) {
             format!(
                 r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"chatcmpl-tool-0","type":"function","function":{{"name":{},"arguments":{}}}}}]}},"logprobs":null,"finish_reason":{fin},"stop_reason":null}}],{usage}}}"#,
@@ -345,7 +415,7 @@ impl OpenAi {
             )
         } else if self.chat {
             format!(
-                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":{},"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}},"logprobs":null,"finish_reason":{fin},"stop_reason":null,"token_ids":null}}],"service_tier":null,"system_fingerprint":"{FINGERPRINT}",{usage},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null}}"#,
+                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":{},"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":{reasoning}}},"logprobs":null,"finish_reason":{fin},"stop_reason":null,"token_ids":null}}],"service_tier":null,"system_fingerprint":"{FINGERPRINT}",{usage},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null}}"#,
                 js(&e.text)
             )
         } else {
@@ -424,14 +494,14 @@ impl Render for OpenAi {
         if !self.include_usage && !self.continuous {
             return Vec::new();
         }
-        vec![format!("data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n", self.head, self.usage(e.completion_tokens))]
+        vec![format!("data: {},\"choices\":[],{},\"system_fingerprint\":\"{FINGERPRINT}\"}}\n\n", self.head, self.end_usage(e, false))]
     }
 
     fn done(&self) -> Option<String> {
         Some("data: [DONE]\n\n".into())
     }
 
-    fn error(&self, msg: &str) -> String {
+    fn error(&mut self, msg: &str) -> String {
         format!("data: {}\n\n", error_body(500, "InternalServerError", msg, None))
     }
 }
@@ -498,6 +568,7 @@ mod frame_tests {
             tool_started: false,
             eos_finish: None,
             finish_error: false,
+            prompt_tokens_details: false,
         }
     }
 
@@ -511,7 +582,7 @@ mod frame_tests {
             for continuous in [false, true] {
                 for finish in [None, Some(Finish::Length)] {
                     for (text, reasoning) in [(" word", 0), ("a\"b\\c\n\u{1}é", 0), (" think", 3)] {
-                        let t = Tok { text, id: 9, index: 1, completion_tokens: 2, finish };
+                        let t = Tok { text, id: 9, index: 1, completion_tokens: 2, finish, cached_tokens: 0 };
                         all.push_str(&writer(chat, continuous, reasoning).token(&t));
                     }
                 }

@@ -22,6 +22,10 @@ pub struct MockOptions {
     /// Multiplies every step's duration (1.0 = the profile as is; 2.0 = twice as slow), to
     /// stand in for a slower build or card in release-gate tests.
     pub slowdown: f64,
+    /// Report the prefix cache's share of the prompt on chat and completions
+    /// (`usage.prompt_tokens_details.cached_tokens`), as vLLM does with
+    /// `--enable-prompt-tokens-details`; off, as vLLM's default. The Responses API always reports it.
+    pub prompt_tokens_details: bool,
 }
 
 impl Default for MockOptions {
@@ -35,6 +39,7 @@ impl Default for MockOptions {
             fault_params: FaultParams::default(),
             timestamps: false,
             slowdown: 1.0,
+            prompt_tokens_details: false,
         }
     }
 }
@@ -75,6 +80,10 @@ pub struct MockArgs {
     /// Multiply every engine step's duration by this factor (> 0; 2.0 = twice as slow).
     #[arg(long, default_value_t = 1.0, value_parser = parse_slowdown)]
     pub slowdown: f64,
+    /// Report cached prompt tokens on chat and completions (`prompt_tokens_details`), as vLLM's
+    /// flag of the same name.
+    #[arg(long)]
+    pub enable_prompt_tokens_details: bool,
 }
 
 fn parse_slowdown(s: &str) -> Result<f64, String> {
@@ -109,6 +118,7 @@ impl MockArgs {
             fault_params: FaultParams { stall: std::time::Duration::from_millis(self.stall_ms), ..FaultParams::default() },
             timestamps: self.timestamps,
             slowdown: self.slowdown,
+            prompt_tokens_details: self.enable_prompt_tokens_details,
         }
     }
 }

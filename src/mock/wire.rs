@@ -26,6 +26,8 @@ pub struct Tok<'a> {
     /// Tokens generated so far, this frame included.
     pub completion_tokens: u32,
     pub finish: Option<Finish>,
+    /// Prompt tokens the prefix cache supplied (SGLang's `meta_info.cached_tokens`).
+    pub cached_tokens: u32,
 }
 
 /// Totals and engine-clock durations at the end of a request.
@@ -33,8 +35,13 @@ pub struct Tok<'a> {
 pub struct End {
     pub finish: Option<Finish>,
     pub prompt_tokens: u32,
+    /// Of the prompt, tokens the prefix cache supplied.
+    pub cached_tokens: u32,
     pub completion_tokens: u32,
+    /// The answer's text (a whole answer: the tokens after the reasoning ones).
     pub text: String,
+    /// A whole answer's reasoning text (its first tokens); empty in a stream.
+    pub reasoning: String,
     pub queue_ns: u64,
     pub prompt_ns: u64,
     pub decode_ns: u64,
@@ -45,6 +52,7 @@ impl End {
     /// Accounts one emitted token.
     pub fn add(&mut self, e: &Emit, first_at: u64) {
         self.completion_tokens = e.index + 1;
+        self.cached_tokens = e.cached_tokens;
         self.finish = e.finish;
         self.queue_ns = e.scheduled_ns.saturating_sub(e.arrival_ns);
         self.prompt_ns = first_at.saturating_sub(e.scheduled_ns);
@@ -66,7 +74,7 @@ pub trait Render: Send + 'static {
     /// The terminator (`data: [DONE]`), if the family has one.
     fn done(&self) -> Option<String>;
     /// An error frame inside a 200 stream.
-    fn error(&self, msg: &str) -> String;
+    fn error(&mut self, msg: &str) -> String;
 }
 
 /// Per-request stream state.
@@ -292,7 +300,7 @@ impl Wire {
             Some(Fault::InvalidUtf8) => text.push_str(BAD_UTF8_MARK),
             _ => {}
         }
-        let tok = Tok { text: &text, id, index: e.index, completion_tokens: e.index + 1, finish };
+        let tok = Tok { text: &text, id, index: e.index, completion_tokens: e.index + 1, finish, cached_tokens: e.cached_tokens };
         let mut frame = self.render.token(&tok).into_bytes();
         match special {
             Some(Fault::InvalidUtf8) => frame = inject_bad_utf8(&frame),
@@ -326,14 +334,16 @@ impl Wire {
     }
 }
 
-/// Collects a whole request (non-streaming endpoints).
-pub async fn collect(mut rx: UnboundedReceiver<Emit>, seed: u64, prompt_tokens: u32, plan: Option<&super::behaviour::Plan>) -> End {
+/// Collects a whole request (non-streaming endpoints); its first `reasoning` tokens are its
+/// reasoning text.
+pub async fn collect(mut rx: UnboundedReceiver<Emit>, seed: u64, prompt_tokens: u32, plan: Option<&super::behaviour::Plan>, reasoning: u32) -> End {
     let mut end = End { prompt_tokens, ..End::default() };
     let mut first_at = None;
     while let Some(e) = rx.recv().await {
         let first = *first_at.get_or_insert(e.at_ns);
         end.add(&e, first);
-        push_token(&mut end.text, plan, gen_token(seed, e.index).1, e.index);
+        let out = if e.index < reasoning { &mut end.reasoning } else { &mut end.text };
+        push_token(out, plan, gen_token(seed, e.index).1, e.index);
         if e.finish.is_some() {
             break;
         }

@@ -10,14 +10,14 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
-use crate::checks::{CheckReport, Collected};
+use crate::checks::CheckReport;
 use crate::client::target::{Answer, PreparedRequest, TargetRuntime};
 use crate::probe::deadline::after;
 use crate::probe::handover::{Opened, Written};
 use crate::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
 use crate::protocol::coding::{ContentCoding, ContentDecoder};
 use crate::protocol::framing::FrameDecoder;
-use crate::protocol::{Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
+use crate::protocol::{Collected, Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
 use crate::workload::Draw;
 
 /// Default cap on a whole response (`max_response_bytes` per target overrides it).
@@ -61,8 +61,7 @@ pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
 pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: SendAt) -> Outcome {
     let mut outcome = blank_outcome(&probe);
     // The answer's text, kept only when a check reads it.
-    let api = probe.target.config.api;
-    let mut collected = probe.draw.checks.as_ref().filter(|c| c.needs_text()).map(|_| Collected::new(api));
+    let mut collected = probe.draw.checks.as_ref().filter(|c| c.needs_text()).map(|_| Collected::new());
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
     let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at, &mut collected)).catch_unwind();
     let mut result = tokio::select! {
@@ -88,7 +87,15 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
 /// Runs the probe's behaviour checks on its complete answer, and its fingerprint.
 fn judge(probe: &Probe, checks: &crate::config::Checks, collected: Option<&Collected>, out: &Outcome) -> CheckReport {
     let completion_tokens = out.usage.or(out.api_counter).map(|u| u.completion_tokens).or_else(|| out.streamed.then(|| out.timeline.text_frame_count()));
-    let answer = crate::checks::Answer { collected, finish_reason: out.finish_reason.as_deref(), completion_tokens, max_tokens: probe.draw.output_tokens };
+    let frames = &out.timeline.text_frames;
+    let answer = crate::checks::Answer {
+        collected,
+        finish_reason: out.finish_reason.as_deref(),
+        completion_tokens,
+        max_tokens: probe.draw.max_tokens(),
+        answered: frames.iter().any(|f| f.content_bytes > 0),
+        reasoned: frames.iter().any(|f| f.reasoning_bytes > 0),
+    };
     let mut report = crate::checks::evaluate(checks, probe.draw.expect.as_ref(), &answer);
     for f in &mut report.failed {
         f.detail = probe.target.redact(&f.detail);
@@ -154,7 +161,13 @@ async fn build(probe: &Probe, out: &mut Outcome) -> Result<PreparedRequest, Fail
     let family = target.config.api.family();
     let protocol = family.protocol;
     let stream = target.config.stream;
-    let spec = RequestSpec { model: &out.model, prompt: &probe.draw.prompt, max_tokens: probe.draw.output_tokens, checks: probe.draw.checks.as_deref() };
+    let spec = RequestSpec {
+        model: &out.model,
+        prompt: &probe.draw.prompt,
+        max_tokens: probe.draw.max_tokens(),
+        checks: probe.draw.checks.as_deref(),
+        reasoning: probe.draw.reasoning,
+    };
     let mut body = protocol.body(&target.config, &spec);
     if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {
         // vLLM's prefix-cache isolation field; only sent when a scenario configures it.
@@ -188,7 +201,7 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         prompt_sha256: probe.draw.prompt_sha256.clone(),
         model: Arc::from(probe.target.config.model.as_deref().unwrap_or("")),
         requested_input_tokens: probe.draw.input_tokens,
-        requested_output_tokens: probe.draw.output_tokens,
+        requested_output_tokens: probe.draw.max_tokens(),
         timeline: Timeline::new(probe.intended, now),
         http_status: None,
         usage: None,
@@ -256,7 +269,8 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt, collected: &mut 
     check_content_type(&response, Some(family.framing))?;
 
     let mut reader = StreamReader::new(family.framing, coding, target.config.max_response_bytes);
-    reader.collect = collected.take();
+    // The parser keeps the answer as it decodes each frame (only when a check reads it).
+    reader.state.answer = collected.take();
     // Frames are timed from their arrival, which cannot come before the head's.
     reader.last_chunk = out.timeline.first_byte.unwrap_or(sent);
     // One timer for the whole stream: re-arming a timeout for every chunk would cost a timer
@@ -304,7 +318,7 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt, collected: &mut 
             out.timeline.end = now;
             // The outcome is decided and stamped; only the connection's reuse waits on this.
             response.settle().await;
-            *collected = reader.collect.take();
+            *collected = reader.state.answer.take();
             return finish(true, protocol, out);
         }
     }
@@ -315,7 +329,7 @@ async fn run(probe: &Probe, out: &mut Outcome, send_at: SendAt, collected: &mut 
     if let (false, Some(tail)) = (done, tail) {
         return Err(unterminated_event(&tail, protocol, &mut reader.state));
     }
-    *collected = reader.collect.take();
+    *collected = reader.state.answer.take();
     finish(done, protocol, out)
 }
 
@@ -370,10 +384,11 @@ async fn read_whole(
     }
     let now = arrival(last_arrived, out.timeline.first_byte.unwrap_or(out.timeline.sent), Instant::now());
     out.timeline.end = now;
-    let event = protocol.parse_whole(&body).map_err(protocol_failure)?;
-    if let Some(c) = collect {
-        c.frame(&body);
+    let event = match collect {
+        Some(c) => protocol.parse_whole_keeping(&body, c),
+        None => protocol.parse_whole(&body),
     }
+    .map_err(protocol_failure)?;
     let done = event.done;
     apply_event(event, now, None, out);
     out.timeline.first_token_stamped = last_arrived.is_some() && out.timeline.first_token().is_some();
@@ -419,9 +434,6 @@ const OUTPUT_COUNT_SLACK: u64 = 16;
 fn apply_frames(frames: Vec<Vec<u8>>, at: Instant, reader: &mut StreamReader, protocol: &dyn Protocol, out: &mut Outcome) -> Result<bool, Failure> {
     for frame in frames {
         let event = protocol.parse(&frame, &mut reader.state).map_err(protocol_failure)?;
-        if let Some(c) = reader.collect.as_mut() {
-            c.frame(&frame);
-        }
         if apply_event(event, at, Some(&mut reader.usage_seen), out) {
             return Ok(true);
         }
@@ -440,7 +452,12 @@ fn protocol_failure(e: ProtocolError) -> Failure {
 /// per-chunk usage (vLLM `continuous_usage_stats`) yields the tokens of each frame.
 fn apply_event(ev: StreamEvent, at: Instant, usage_seen: Option<&mut u64>, out: &mut Outcome) -> bool {
     // Server-reported counts are capped once here, so everything downstream can add and divide.
-    let cap = |u: Usage| Usage { prompt_tokens: u.prompt_tokens.min(MAX_REPORTED_TOKENS), completion_tokens: u.completion_tokens.min(MAX_REPORTED_TOKENS) };
+    let cap = |u: Usage| Usage {
+        prompt_tokens: u.prompt_tokens.min(MAX_REPORTED_TOKENS),
+        completion_tokens: u.completion_tokens.min(MAX_REPORTED_TOKENS),
+        reasoning_tokens: u.reasoning_tokens.map(|n| n.min(MAX_REPORTED_TOKENS)),
+        cached_tokens: u.cached_tokens.map(|n| n.min(MAX_REPORTED_TOKENS)),
+    };
     let ev = StreamEvent { usage: ev.usage.map(cap), counter: ev.counter.map(cap), tokens: ev.tokens.map(|n| n.min(MAX_REPORTED_TOKENS)), ..ev };
     let mut tokens = ev.tokens;
     if let (Some(seen), Some(u)) = (usage_seen, ev.usage) {
@@ -486,8 +503,6 @@ struct StreamReader {
     /// The parsed frames of the last chunk, up to the first end marker or protocol error
     /// (reused: nothing is allocated per frame).
     events: Vec<Result<StreamEvent, ProtocolError>>,
-    /// The answer's text, kept for the behaviour checks that read it (`None`: nothing reads it).
-    collect: Option<Collected>,
 }
 
 impl StreamReader {
@@ -501,7 +516,6 @@ impl StreamReader {
             last_chunk: Instant::now(),
             usage_seen: 0,
             events: Vec::new(),
-            collect: None,
         }
     }
 
@@ -516,15 +530,12 @@ impl StreamReader {
             return Err(Failure::new(ErrorClass::Parse, format!("response exceeded {} bytes", self.max_bytes)));
         }
         self.events.clear();
-        let (state, events, collect) = (&mut self.state, &mut self.events, &mut self.collect);
+        let (state, events) = (&mut self.state, &mut self.events);
         let (mut largest, mut stopped) = (0, false);
         self.decoder.feed_with(&chunk, |frame| {
             largest = largest.max(frame.len());
             if !stopped {
                 let event = protocol.parse(frame, state);
-                if let (Some(c), Ok(_)) = (collect.as_mut(), &event) {
-                    c.frame(frame);
-                }
                 stopped = !matches!(&event, Ok(ev) if !ev.done);
                 events.push(event);
             }

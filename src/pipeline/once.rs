@@ -101,14 +101,14 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
     let _ = writeln!(out, "  end            {}", at(t.end));
     match o.usage {
         Some(u) => {
-            let _ = writeln!(out, "  usage          prompt={} completion={}", u.prompt_tokens, u.completion_tokens);
+            let _ = writeln!(out, "  usage          {}", counts(&u));
         }
         None => {
             let _ = writeln!(out, "  usage          (not reported)");
         }
     }
     if let Some(c) = o.api_counter {
-        let _ = writeln!(out, "  api counters   prompt={} completion={}", c.prompt_tokens, c.completion_tokens);
+        let _ = writeln!(out, "  api counters   {}", counts(&c));
     }
     for (phase, d) in o.server_timing.phases() {
         let _ = writeln!(out, "  server {phase:<8}{:>12}", ms(d));
@@ -154,4 +154,12 @@ fn verdict(o: &Outcome, sample: Option<&Sample>, slo: &Slo) -> String {
         );
     };
     format!("error {}: {}", failure.class.as_str(), escape_control(&failure.detail))
+}
+
+/// Token counts, with the details the server reported: prompt tokens from its cache,
+/// reasoning tokens of the completion.
+fn counts(u: &crate::protocol::Usage) -> String {
+    let cached = u.cached_tokens.map_or_else(String::new, |n| format!(" (cached {n})"));
+    let reasoning = u.reasoning_tokens.map_or_else(String::new, |n| format!(" (reasoning {n})"));
+    format!("prompt={}{cached} completion={}{reasoning}", u.prompt_tokens, u.completion_tokens)
 }

@@ -7,6 +7,11 @@
 //! - ITL = gaps between consecutive text-bearing frames (per frame, not per token).
 //! - Output tokens: server usage, else the API's own counter, else one per text frame.
 //! - Input tokens: server usage, else the API's own prompt counter (`input_tokens`).
+//! - Reasoning tokens: usage's `reasoning_tokens` where reported, else one per frame that
+//!   carried reasoning (a lower bound, as output tokens counted from frames); `None` when the
+//!   probe neither reported nor streamed any reasoning.
+//! - Cached prompt tokens: what the server reported served from its prefix cache (usage, else
+//!   the API's counter); `None` when it does not say.
 //! - Buffered stream: >= `BUFFERED_MIN_FRAMES` text frames whose first-to-last span is under 5 %
 //!   of E2E and whose mean gap is under 1 ms: the text arrived in one burst, not as generated.
 //! - Non-streaming probes (`stream: false`): E2E and tokens only; TTFT/TPOT/ITL are not observed.
@@ -75,6 +80,10 @@ pub struct Sample {
     pub input_tokens: Option<u64>,
     pub output_tokens: u64,
     pub token_source: TokenSource,
+    /// Of the output, tokens spent reasoning (see the module header).
+    pub reasoning_tokens: Option<u64>,
+    /// Of the prompt, tokens the server served from its prefix cache, where it says.
+    pub cached_tokens: Option<u64>,
     /// Tokens per text frame: exact per frame where the API says, else the probe's mean
     /// (output tokens / text frames) for each frame; empty when tokens were counted from frames.
     pub tokens_per_frame: Vec<f64>,
@@ -115,6 +124,8 @@ pub fn measure(outcome: &Outcome, slo: &Slo) -> Option<Sample> {
         input_tokens: input_tokens(outcome),
         output_tokens,
         token_source,
+        reasoning_tokens: reasoning_tokens(outcome),
+        cached_tokens: outcome.usage.and_then(|u| u.cached_tokens).or(outcome.api_counter.and_then(|c| c.cached_tokens)),
         tokens_per_frame,
         multi_token_frames,
         buffered: streamed && is_buffered(tl, e2e),
@@ -127,6 +138,16 @@ pub fn measure(outcome: &Outcome, slo: &Slo) -> Option<Sample> {
 /// TGI `input_length`, llama.cpp `prompt_n`, SGLang `prompt_tokens`); failed requests too.
 pub fn input_tokens(outcome: &Outcome) -> Option<u64> {
     outcome.usage.or(outcome.api_counter).map(|u| u.prompt_tokens)
+}
+
+/// Usage's reasoning count, else one per reasoning frame (frames past the timed cap are not
+/// told apart, so a stream that long counts its kept frames only).
+fn reasoning_tokens(outcome: &Outcome) -> Option<u64> {
+    if let Some(n) = outcome.usage.and_then(|u| u.reasoning_tokens) {
+        return Some(n);
+    }
+    let frames = outcome.timeline.text_frames.iter().filter(|f| f.reasoning_bytes > 0).count() as u64;
+    (frames > 0).then_some(frames)
 }
 
 /// Server usage, else the API's counter, else one token per text frame.

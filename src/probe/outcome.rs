@@ -227,6 +227,7 @@ pub struct Outcome {
     pub model: Arc<str>,
     /// Requested prompt tokens; 0 for a replayed prompt.
     pub requested_input_tokens: u32,
+    /// The request's length limit (`max_tokens`): the output length plus any reasoning budget.
     pub requested_output_tokens: u32,
     pub timeline: Timeline,
     pub http_status: Option<u16>,
@@ -276,12 +277,22 @@ pub enum Check {
     Stop,
     StructuredOutput,
     ToolCall,
+    /// The length limit was spent on reasoning: no answer.
+    ReasoningExhausted,
     KnownAnswer,
 }
 
 impl Check {
-    pub const ALL: [Check; 7] =
-        [Check::FinishReason, Check::OutputCap, Check::NaturalStop, Check::Stop, Check::StructuredOutput, Check::ToolCall, Check::KnownAnswer];
+    pub const ALL: [Check; 8] = [
+        Check::FinishReason,
+        Check::OutputCap,
+        Check::NaturalStop,
+        Check::Stop,
+        Check::StructuredOutput,
+        Check::ToolCall,
+        Check::ReasoningExhausted,
+        Check::KnownAnswer,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -291,6 +302,7 @@ impl Check {
             Check::Stop => "stop",
             Check::StructuredOutput => "structured_output",
             Check::ToolCall => "tool_call",
+            Check::ReasoningExhausted => "reasoning_exhausted",
             Check::KnownAnswer => "known_answer",
         }
     }
@@ -315,6 +327,7 @@ pub fn configured(checks: &crate::config::Checks) -> Vec<Check> {
             Check::Stop => !checks.stop.is_empty(),
             Check::StructuredOutput => checks.structured_output.is_some(),
             Check::ToolCall => checks.tool_call.is_some(),
+            Check::ReasoningExhausted => checks.reasoning_exhausted,
             Check::KnownAnswer => !checks.known_answers.is_empty() || checks.dataset_answers,
         })
         .collect()

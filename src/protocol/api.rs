@@ -24,6 +24,9 @@ pub struct RequestSpec<'a> {
     /// Behaviour checks whose request fields go out with it (`stop`, `response_format`, tools,
     /// temperature 0); the families that cannot carry one are refused at config check time.
     pub checks: Option<&'a crate::config::Checks>,
+    /// The scenario's reasoning effort (its budget is already in `max_tokens`); refused at
+    /// config check time for families that cannot carry it.
+    pub reasoning: Option<crate::config::Reasoning>,
 }
 
 /// Token counts reported by the server.
@@ -31,6 +34,21 @@ pub struct RequestSpec<'a> {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of the completion, tokens spent reasoning, where the server says (chat
+    /// `completion_tokens_details.reasoning_tokens`, Responses
+    /// `output_tokens_details.reasoning_tokens`).
+    pub reasoning_tokens: Option<u64>,
+    /// Of the prompt, tokens served from the server's prefix cache, where it says (chat and
+    /// completions `prompt_tokens_details.cached_tokens`, Responses
+    /// `input_tokens_details.cached_tokens`, llama.cpp `timings.cache_n`).
+    pub cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Prompt and completion counts alone (the details unknown).
+    pub fn counts(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+        Usage { prompt_tokens, completion_tokens, ..Usage::default() }
+    }
 }
 
 /// Time the server says it spent on one request, by phase (absent when the API does not tell).
@@ -108,6 +126,12 @@ impl StreamEvent {
 #[derive(Debug, Default)]
 pub struct StreamState {
     pub frames: u64,
+    /// The answer's text and tool calls, filled by the parser as it decodes each frame; `Some`
+    /// only when a behaviour check reads them (`StreamState::keeping_answer`). Families that
+    /// cannot carry such checks leave it alone.
+    pub answer: Option<super::answer::Collected>,
+    /// A tool call came in this stream (Responses: the finish reason is then `tool_calls`).
+    pub saw_tool_call: bool,
     /// What came so far of an API that resends the whole text in every event (SGLang).
     pub cumulative: CumulativeText,
     /// The last cumulative token position seen (TGI `index`, llama.cpp `tokens_predicted`), to
@@ -139,6 +163,11 @@ impl CumulativeText {
 }
 
 impl StreamState {
+    /// State for a stream whose answer text is kept for the checks.
+    pub fn keeping_answer() -> StreamState {
+        StreamState { answer: Some(super::answer::Collected::new()), ..StreamState::default() }
+    }
+
     /// Tokens since the last position: `position` counts from 1 (`tokens_predicted`) when
     /// `from_one`, else from 0 (an index).
     pub fn advance(&mut self, position: u64, from_one: bool) -> u64 {
@@ -174,6 +203,11 @@ pub trait Protocol: Send + Sync {
     fn parse(&self, frame: &[u8], state: &mut StreamState) -> Result<StreamEvent, ProtocolError>;
     /// Reads a whole non-streaming response body as one event (`done` set when it is complete).
     fn parse_whole(&self, body: &[u8]) -> Result<StreamEvent, ProtocolError>;
+    /// `parse_whole`, keeping the answer's text and tool calls in `answer` as it reads them. Only
+    /// the families that can carry text checks (`Family::checks`) keep anything.
+    fn parse_whole_keeping(&self, body: &[u8], _answer: &mut super::answer::Collected) -> Result<StreamEvent, ProtocolError> {
+        self.parse_whole(body)
+    }
     /// Whether the end marker alone is not enough: OpenAI's `[DONE]` must follow a finish reason
     /// (llama-cpp-python sends a bare `[DONE]` when it cuts a stream short). The other APIs' end
     /// markers carry the completion themselves.

@@ -36,6 +36,29 @@ pub fn add_openai(body: &mut Value, checks: &Checks) {
     }
 }
 
+/// The Responses API's forms of the same fields: `temperature`, structured output as
+/// `text.format`, flat function tools and their `tool_choice`. It has no `stop`.
+pub fn add_responses(body: &mut Value, checks: &Checks) {
+    if checks.greedy() {
+        body["temperature"] = json!(0);
+    }
+    if let Some((name, schema)) = &checks.structured_output {
+        body["text"] = json!({"format": {"type": "json_schema", "name": name, "schema": schema.value, "strict": true}});
+    }
+    if let Some(tool) = &checks.tool_call {
+        let mut function = json!({"type": "function", "name": tool.name, "parameters": tool.parameters.value});
+        if let Some(d) = &tool.description {
+            function["description"] = json!(d);
+        }
+        body["tools"] = json!([function]);
+        body["tool_choice"] = match tool.choice {
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Function => json!({"type": "function", "name": tool.name}),
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +82,21 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(body["tool_choice"]["function"]["name"], "get_weather");
         assert!(body.get("temperature").is_none(), "only known answers and fingerprints pin temperature 0");
+    }
+
+    #[test]
+    fn responses_body_has_its_own_shapes() {
+        let schema = Schema::new(json!({"type": "object"})).unwrap();
+        let tool = ToolCallCheck { name: "f".into(), description: None, parameters: schema.clone(), choice: ToolChoice::Function };
+        let mut body = json!({"input": "p"});
+        add_responses(&mut body, &Checks { tool_call: Some(tool), fingerprint: true, ..Checks::default() });
+        assert_eq!(body["tools"], json!([{"type": "function", "name": "f", "parameters": {"type": "object"}}]));
+        assert_eq!(body["tool_choice"], json!({"type": "function", "name": "f"}));
+        assert_eq!(body["temperature"], json!(0));
+        let mut body = json!({"input": "p"});
+        add_responses(&mut body, &Checks { structured_output: Some(("city".into(), schema)), ..Checks::default() });
+        assert_eq!(body["text"]["format"]["name"], "city");
+        assert!(body.get("response_format").is_none() && body.get("stop").is_none());
     }
 
     #[test]
@@ -87,7 +125,7 @@ mod tests {
             let cfg = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
             let target = &cfg.targets[0];
             assert!(target.ignore_eos, "on by default");
-            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None };
+            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None, reasoning: None };
             let plain = api.protocol().body(target, &spec).to_string();
             assert!(plain.contains("ignore_eos"), "{api:?}: {plain}");
             let checked = api.protocol().body(target, &RequestSpec { checks: Some(&checks), ..spec }).to_string();

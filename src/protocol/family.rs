@@ -3,8 +3,8 @@
 //! "Adding an API family").
 
 use super::api::{Framing, Protocol};
-use super::{llamacpp, ollama, openai_chat, openai_completions, sglang, tgi};
-use crate::config::ProtocolKind;
+use super::{llamacpp, ollama, openai_chat, openai_completions, openai_responses, sglang, tgi};
+use crate::config::{Carries, ProtocolKind};
 
 /// One API family.
 pub struct Family {
@@ -23,7 +23,13 @@ pub struct Family {
     pub discovery: Discovery,
     /// Sends vLLM's `cache_salt` when a scenario sets one (an OpenAI-compatible extension).
     pub cache_salt: bool,
+    /// Which checks and scenario settings its requests and answers carry (config refuses the
+    /// others for a target of this family).
+    pub carries: Carries,
 }
+
+/// The native APIs: a prompt and the length of its answer, nothing else.
+const NATIVE: Carries = Carries { stop: false, answer_text: false, structured_output: false, tool_call: false, reasoning: false };
 
 /// Where a family names its model and version. Every parser is pure: a JSON document in, the
 /// value (if any) out.
@@ -103,7 +109,7 @@ const OLLAMA_DISCOVERY: Discovery = Discovery {
 };
 
 /// Every family, in `ProtocolKind::ALL` order.
-pub static FAMILIES: [Family; 7] = [
+pub static FAMILIES: [Family; 8] = [
     Family {
         kind: ProtocolKind::OpenaiCompletions,
         protocol: &openai_completions::OpenAiCompletions,
@@ -113,6 +119,7 @@ pub static FAMILIES: [Family; 7] = [
         implied_engine: None,
         discovery: OPENAI_DISCOVERY,
         cache_salt: true,
+        carries: Carries { stop: true, answer_text: true, structured_output: false, tool_call: false, reasoning: false },
     },
     Family {
         kind: ProtocolKind::OpenaiChat,
@@ -123,6 +130,7 @@ pub static FAMILIES: [Family; 7] = [
         implied_engine: None,
         discovery: OPENAI_DISCOVERY,
         cache_salt: true,
+        carries: Carries { stop: true, answer_text: true, structured_output: true, tool_call: true, reasoning: true },
     },
     Family {
         kind: ProtocolKind::OllamaGenerate,
@@ -133,6 +141,7 @@ pub static FAMILIES: [Family; 7] = [
         implied_engine: Some("ollama"),
         discovery: OLLAMA_DISCOVERY,
         cache_salt: false,
+        carries: NATIVE,
     },
     Family {
         kind: ProtocolKind::OllamaChat,
@@ -143,6 +152,7 @@ pub static FAMILIES: [Family; 7] = [
         implied_engine: Some("ollama"),
         discovery: OLLAMA_DISCOVERY,
         cache_salt: false,
+        carries: NATIVE,
     },
     Family {
         kind: ProtocolKind::Llamacpp,
@@ -160,6 +170,7 @@ pub static FAMILIES: [Family; 7] = [
             version_of: |v| text_at(v, "/build_info"),
         },
         cache_salt: false,
+        carries: NATIVE,
     },
     Family {
         kind: ProtocolKind::Tgi,
@@ -177,6 +188,7 @@ pub static FAMILIES: [Family; 7] = [
             version_of: |v| text_at(v, "/version"),
         },
         cache_salt: false,
+        carries: NATIVE,
     },
     Family {
         kind: ProtocolKind::Sglang,
@@ -194,6 +206,20 @@ pub static FAMILIES: [Family; 7] = [
             version_of: |v| text_at(v, "/version"),
         },
         cache_salt: false,
+        carries: NATIVE,
+    },
+    Family {
+        kind: ProtocolKind::OpenaiResponses,
+        protocol: &openai_responses::OpenAiResponses,
+        // `input` is applied to the chat template as a user message.
+        chat: true,
+        framing: Framing::Sse,
+        server_phases: &[],
+        implied_engine: None,
+        discovery: OPENAI_DISCOVERY,
+        cache_salt: true,
+        // No `stop` field in the Responses API.
+        carries: Carries { stop: false, answer_text: true, structured_output: true, tool_call: true, reasoning: true },
     },
 ];
 

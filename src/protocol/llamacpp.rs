@@ -31,6 +31,9 @@ struct Chunk {
 
 #[derive(Deserialize)]
 struct Timings {
+    /// Prompt tokens reused from the slot's cache (not in `prompt_n`, which counts the prompt
+    /// tokens evaluated). `tokens_cached` is not this: it is every token in the slot at the end.
+    cache_n: Option<u64>,
     prompt_n: Option<u64>,
     prompt_ms: Option<f64>,
     predicted_n: Option<u64>,
@@ -95,8 +98,10 @@ fn read_chunk(frame: &[u8], state: Option<&mut StreamState>) -> Result<StreamEve
         ev.finish_reason = finish_reason(c.stop_type.as_deref());
         let t = c.timings.as_ref();
         let completion = t.and_then(|t| t.predicted_n).or(c.tokens_predicted);
-        let prompt = t.and_then(|t| t.prompt_n).or(c.tokens_evaluated);
-        ev.counter = completion.map(|n| Usage { prompt_tokens: prompt.unwrap_or(0), completion_tokens: n });
+        let cached = t.and_then(|t| t.cache_n);
+        // The whole prompt: the tokens evaluated plus those the cache supplied.
+        let prompt = t.and_then(|t| t.prompt_n).map(|n| n.saturating_add(cached.unwrap_or(0))).or(c.tokens_evaluated);
+        ev.counter = completion.map(|n| Usage { cached_tokens: cached, ..Usage::counts(prompt.unwrap_or(0), n) });
         if let Some(t) = t {
             let prefill = from_ms("timings.prompt_ms", t.prompt_ms)?;
             let decode = from_ms("timings.predicted_ms", t.predicted_ms)?;
@@ -131,9 +136,22 @@ mod tests {
         let ev = parse(last).unwrap();
         assert!(ev.done && !ev.has_text());
         assert_eq!(ev.finish_reason.as_deref(), Some("length"));
-        assert_eq!(ev.counter, Some(Usage { prompt_tokens: 6, completion_tokens: 16 }));
+        assert_eq!(ev.counter, Some(Usage::counts(6, 16)));
         assert_eq!(ev.server_timing.prefill, Some(Duration::from_micros(12_500)));
         assert_eq!(ev.server_timing.decode, Some(Duration::from_millis(250)));
+    }
+
+    /// The prompt tokens the slot's cache supplied are `timings.cache_n`; `prompt_n` counts only
+    /// the rest, so the prompt is their sum. `tokens_cached` (every token in the slot at the
+    /// end, answer included) is not a cache hit.
+    #[test]
+    fn cached_prompt_tokens() {
+        let hit = r#"{"content":"","stop":true,"stop_type":"eos","tokens_predicted":3,"tokens_evaluated":40,"tokens_cached":42,"timings":{"cache_n":32,"prompt_n":8,"predicted_n":3}}"#;
+        let c = parse(hit).unwrap().counter.unwrap();
+        assert_eq!((c.prompt_tokens, c.cached_tokens), (40, Some(32)));
+        let no_timings = r#"{"content":"","stop":true,"stop_type":"eos","tokens_predicted":3,"tokens_evaluated":40,"tokens_cached":42}"#;
+        let c = parse(no_timings).unwrap().counter.unwrap();
+        assert_eq!((c.prompt_tokens, c.cached_tokens), (40, None));
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn read_line(frame: &[u8]) -> Result<StreamEvent, ProtocolError> {
         // Older Ollama ends without `done_reason`; `done: true` is the whole answer either way.
         ev.finish_reason = Some(line.done_reason.unwrap_or_else(|| "stop".into()));
         if let Some(eval) = line.eval_count {
-            ev.counter = Some(Usage { prompt_tokens: line.prompt_eval_count.unwrap_or(0), completion_tokens: eval });
+            ev.counter = Some(Usage::counts(line.prompt_eval_count.unwrap_or(0), eval));
         }
         ev.server_timing = ServerTiming {
             queue: None,
@@ -128,7 +128,7 @@ mod tests {
         let ev = parse(false, last).unwrap();
         assert!(ev.done && !ev.has_text());
         assert_eq!(ev.finish_reason.as_deref(), Some("length"));
-        assert_eq!(ev.counter, Some(Usage { prompt_tokens: 26, completion_tokens: 259 }));
+        assert_eq!(ev.counter, Some(Usage::counts(26, 259)));
         assert_eq!(ev.usage, None, "Ollama counters are not OpenAI usage");
         assert_eq!(ev.server_timing.decode, Some(Duration::from_millis(1500)));
         assert_eq!(ev.server_timing.prefill, Some(Duration::from_millis(130)));

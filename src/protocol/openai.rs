@@ -2,19 +2,42 @@
 
 use serde::Deserialize;
 
+use super::answer::Collected;
 use super::api::{ProtocolError, StreamEvent, StreamState, Usage};
 
+/// OpenAI `usage` (chat and completions; the Responses API names its fields `input_tokens` and
+/// `output_tokens`, read as aliases). The details are `null` on servers that do not report them
+/// (vLLM without `--enable-prompt-tokens-details`).
 #[derive(Deserialize)]
 pub(super) struct WireUsage {
-    #[serde(default)]
+    #[serde(default, alias = "input_tokens")]
     prompt_tokens: u64,
-    #[serde(default)]
+    #[serde(default, alias = "output_tokens")]
     completion_tokens: u64,
+    #[serde(alias = "output_tokens_details")]
+    completion_tokens_details: Option<OutputDetails>,
+    #[serde(alias = "input_tokens_details")]
+    prompt_tokens_details: Option<InputDetails>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct OutputDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct InputDetails {
+    cached_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
-        Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+        Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+            cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        }
     }
 }
 
@@ -40,32 +63,6 @@ fn error_object(frame: &[u8]) -> Result<(), ProtocolError> {
 #[derive(Deserialize)]
 struct ErrorFrame {
     error: Option<serde_json::Value>,
-}
-
-/// The byte length of a JSON string, read without copying it (an escaped string is unescaped
-/// into serde_json's scratch buffer, never into a new `String`): the parsers only count text.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct StrLen(pub usize);
-
-impl<'de> Deserialize<'de> for StrLen {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = StrLen;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<StrLen, E> {
-                Ok(StrLen(s.len()))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// The length of an optional string field.
-pub(super) fn len(s: Option<StrLen>) -> usize {
-    s.map_or(0, |l| l.0)
 }
 
 /// A short description of an error object (`message`, else the raw value), bounded in length.
@@ -164,17 +161,35 @@ pub(super) fn chunk_error(frame: &[u8], error: Option<serde_json::Value>, object
     serde_json::from_slice(frame).ok()
 }
 
-/// `finish_reason: "error"` (some routers end a failed generation so): a stream error.
-fn failed_finish(ev: StreamEvent) -> Result<StreamEvent, ProtocolError> {
+/// `finish_reason: "error"` (some routers end a failed generation so): a stream error. Read by
+/// reference: the event is not moved through it.
+fn failed_finish(ev: &StreamEvent) -> Result<(), ProtocolError> {
     match ev.finish_reason.as_deref() {
         Some("error") => Err(ProtocolError::Stream("finish_reason \"error\"".into())),
-        _ => Ok(ev),
+        _ => Ok(()),
     }
 }
 
-/// How an API reads its chunk shape: `Ok((event, error))`, where `error` is the chunk's error
-/// (`chunk_error`: an error object in, or as, a chunk of the usual shape).
-pub(super) type ReadChunk = fn(&[u8]) -> Result<(StreamEvent, Option<serde_json::Value>), ProtocolError>;
+/// A chunk's reading: `Ok((event, error))`, where `error` is the chunk's error (`chunk_error`:
+/// an error object in, or as, a chunk of the usual shape).
+type Read = Result<(StreamEvent, Option<serde_json::Value>), ProtocolError>;
+
+/// How an API reads its chunk shape: measured only (the usual reading), or keeping the
+/// chunk's answer text and tool calls in a `Collected` as they are read (for the checks).
+#[derive(Clone, Copy)]
+pub(super) struct ReadChunk {
+    pub measure: fn(&[u8]) -> Read,
+    pub keep: fn(&[u8], &mut Collected) -> Read,
+}
+
+impl ReadChunk {
+    fn read(self, frame: &[u8], answer: Option<&mut Collected>) -> Read {
+        match answer {
+            None => (self.measure)(frame),
+            Some(a) => (self.keep)(frame, a),
+        }
+    }
+}
 
 /// A streamed frame of either OpenAI API: the shared markers first, then the API's chunk shape.
 /// The usual frame is parsed once: the chunk shape reads `error` too, and only a frame that does
@@ -186,9 +201,9 @@ pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: Rea
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent { done: true, ..Default::default() });
     }
-    match read_chunk(frame) {
+    match read_chunk.read(frame, state.answer.as_mut()) {
         Ok((_, Some(err))) => Err(ProtocolError::Stream(error_summary(&err))),
-        Ok((ev, None)) => failed_finish(ev),
+        Ok((ev, None)) => failed_finish(&ev).map(|()| ev),
         Err(e) => {
             error_object(trimmed)?;
             Err(e)
@@ -197,12 +212,12 @@ pub(super) fn parse_frame(frame: &[u8], state: &mut StreamState, read_chunk: Rea
 }
 
 /// A whole (non-streamed) response: the same shape as a chunk, with all the text.
-pub(super) fn parse_body(body: &[u8], read_chunk: ReadChunk) -> Result<StreamEvent, ProtocolError> {
+pub(super) fn parse_body(body: &[u8], answer: Option<&mut Collected>, read_chunk: ReadChunk) -> Result<StreamEvent, ProtocolError> {
     match common(body)? {
         Some(ev) => Ok(ev),
-        None => match read_chunk(body)? {
+        None => match read_chunk.read(body, answer)? {
             (_, Some(err)) => Err(ProtocolError::Stream(error_summary(&err))),
-            (ev, None) => failed_finish(StreamEvent { done: true, ..ev }),
+            (ev, None) => failed_finish(&ev).map(|()| StreamEvent { done: true, ..ev }),
         },
     }
 }

@@ -28,6 +28,8 @@ struct Event {
 struct Meta {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    /// Prompt tokens served from the radix cache.
+    cached_tokens: Option<u64>,
     finish_reason: Option<serde_json::Value>,
 }
 
@@ -86,7 +88,7 @@ fn read(ev: Event, state: Option<&mut StreamState>) -> Result<StreamEvent, Proto
         let reason = m.finish_reason.as_ref().and_then(|r| r.get("type").and_then(|t| t.as_str()).or(r.as_str()));
         out.finish_reason = reason.map(str::to_owned);
         if out.finish_reason.is_some() {
-            out.counter = m.completion_tokens.map(|n| Usage { prompt_tokens: m.prompt_tokens.unwrap_or(0), completion_tokens: n });
+            out.counter = m.completion_tokens.map(|n| Usage { cached_tokens: m.cached_tokens, ..Usage::counts(m.prompt_tokens.unwrap_or(0), n) });
         }
     }
     Ok(out)
@@ -106,13 +108,13 @@ mod tests {
         let ev = events(&[
             r#"{"text":"The","meta_info":{"completion_tokens":1,"prompt_tokens":5,"finish_reason":null}}"#,
             r#"{"text":"The sky","meta_info":{"completion_tokens":2,"prompt_tokens":5,"finish_reason":null}}"#,
-            r#"{"text":"The sky is blue","meta_info":{"completion_tokens":4,"prompt_tokens":5,"finish_reason":{"type":"length","length":4}}}"#,
+            r#"{"text":"The sky is blue","meta_info":{"completion_tokens":4,"prompt_tokens":5,"cached_tokens":3,"finish_reason":{"type":"length","length":4}}}"#,
             "[DONE]",
         ]);
         assert_eq!(ev.iter().map(|e| e.content_bytes).collect::<Vec<_>>(), [3, 4, 8, 0]);
         assert_eq!(ev[2].tokens, Some(2), "a frame of two tokens");
         assert_eq!(ev[2].finish_reason.as_deref(), Some("length"));
-        assert_eq!(ev[2].counter, Some(Usage { prompt_tokens: 5, completion_tokens: 4 }));
+        assert_eq!(ev[2].counter, Some(Usage { cached_tokens: Some(3), ..Usage::counts(5, 4) }), "meta_info.cached_tokens: the radix cache's share");
         assert!(ev[3].done);
     }
 

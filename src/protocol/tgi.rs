@@ -121,7 +121,7 @@ impl Protocol for Tgi {
 fn apply_details(out: &mut StreamEvent, details: Option<Details>) {
     if let Some(d) = details {
         out.finish_reason = d.finish_reason;
-        out.counter = d.generated_tokens.map(|n| Usage { prompt_tokens: d.input_length.unwrap_or(0), completion_tokens: n });
+        out.counter = d.generated_tokens.map(|n| Usage::counts(d.input_length.unwrap_or(0), n));
     }
 }
 
@@ -148,7 +148,7 @@ mod tests {
         let ev = parse(last).unwrap();
         assert!(ev.done);
         assert_eq!(ev.finish_reason.as_deref(), Some("eos_token"));
-        assert_eq!(ev.counter, Some(Usage { prompt_tokens: 4, completion_tokens: 3 }));
+        assert_eq!(ev.counter, Some(Usage::counts(4, 3)));
         // Without `details`, the filled `generated_text` alone ends the stream.
         let ev = parse(r#"{"index":3,"token":{"id":9,"text":".","special":false},"generated_text":"a rabbit.","details":null}"#).unwrap();
         assert!(ev.done && ev.has_text());

@@ -223,6 +223,13 @@ fn genai_attributes(o: &Outcome, operation: &'static str, provider: &str, meta: 
     if let Some(u) = o.usage {
         a.push(KeyValue::new("gen_ai.usage.input_tokens", u.prompt_tokens as i64));
         a.push(KeyValue::new("gen_ai.usage.output_tokens", u.completion_tokens as i64));
+        // The GenAI registry's names for the details, where the server reports them.
+        if let Some(n) = u.cached_tokens {
+            a.push(KeyValue::new("gen_ai.usage.cache_read.input_tokens", n as i64));
+        }
+        if let Some(n) = u.reasoning_tokens {
+            a.push(KeyValue::new("gen_ai.usage.reasoning.output_tokens", n as i64));
+        }
     }
     if let Some(t) = o.timeline.first_token() {
         a.push(KeyValue::new("gen_ai.response.time_to_first_chunk", t.saturating_duration_since(o.timeline.sent).as_secs_f64()));
@@ -257,6 +264,9 @@ fn probe_attributes(o: &Outcome, sample: Option<&Sample>, slo: &crate::config::S
     a.push(KeyValue::new("llmprobe.e2e_seconds", s.e2e.as_secs_f64()));
     a.push(KeyValue::new("llmprobe.output_tokens", s.output_tokens as i64));
     a.push(KeyValue::new("llmprobe.token_source", s.token_source.as_str()));
+    if let Some(n) = s.reasoning_tokens {
+        a.push(KeyValue::new("llmprobe.reasoning_tokens", n as i64));
+    }
     a.push(KeyValue::new("llmprobe.goodput", s.goodput));
     for (name, limit, missed) in [("ttft", slo.ttft, s.slo_missed.ttft), ("tpot", slo.tpot, s.slo_missed.tpot), ("e2e", slo.e2e, s.slo_missed.e2e)] {
         if limit.is_some() {

@@ -53,6 +53,16 @@ pub struct Draw {
     pub checks: Option<std::sync::Arc<crate::config::Checks>>,
     /// The known answer to this prompt (`checks.known_answers`, `checks.dataset_answers`).
     pub expect: Option<crate::config::Expect>,
+    /// The scenario's reasoning effort and budget.
+    pub reasoning: Option<crate::config::Reasoning>,
+}
+
+impl Draw {
+    /// The request's length limit: the output length plus the reasoning budget (reasoning and
+    /// answer count against one limit).
+    pub fn max_tokens(&self) -> u32 {
+        self.output_tokens.saturating_add(self.reasoning.map_or(0, |r| r.budget_tokens))
+    }
 }
 
 /// Draws probes for one target×scenario stream; deterministic for a seed (and calibration).
@@ -98,6 +108,7 @@ impl Sampler {
         draw.checks = checks;
         draw.prompt_sha256 = sha256_hex(draw.prompt.as_bytes());
         draw.cache_salt = self.scenario.cache_salt.clone();
+        draw.reasoning = self.scenario.reasoning;
         draw
     }
 

@@ -117,12 +117,17 @@ pub fn render(config: &Config) -> String {
         }
         let _ = writeln!(out, "  output  {}", s.output_tokens.describe());
         out.push_str(&row("output", &output));
-        out_tps += s.rate * output.mean;
+        // The length limit is the output plus any reasoning budget (exact with `ignore_eos`).
+        out_tps += s.rate * (output.mean + f64::from(s.reasoning.map_or(0, |r| r.budget_tokens)));
         if let Some(p) = s.prefix {
             let _ = writeln!(out, "  prefix  {} tokens shared by {:.0}% of requests, {} distinct", p.tokens, p.share * 100.0, p.distinct);
         }
         if let Some(salt) = &s.cache_salt {
             let _ = writeln!(out, "  cache_salt {salt}");
+        }
+        if let Some(r) = s.reasoning {
+            let effort = r.effort.map_or("the server's", |e| e.as_str());
+            let _ = writeln!(out, "  reasoning effort {effort}, {} tokens of budget on top of the output (the length limit)", r.budget_tokens);
         }
     }
     let _ = writeln!(out, "\nper target: {total_rate:.4} req/s, ~{in_tps:.1} prompt tokens/s + ~{out_tps:.1} output tokens/s");

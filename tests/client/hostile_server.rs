@@ -28,7 +28,22 @@ fn bodies(path: &str) -> Vec<(String, String)> {
              data: {{\"choices\":[],\"usage\":{usage}}}\n\ndata: [DONE]\n\n"
         )
     };
+    let responses = |usage: &str| {
+        format!(
+            "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}}\n\n\
+             event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"status\":\"completed\",\"usage\":{usage}}}}}\n\n"
+        )
+    };
     match path {
+        "/v1/responses" => vec![
+            (sse.clone(), responses(r#"{"input_tokens":1,"output_tokens":4294967297}"#)),
+            (
+                sse.clone(),
+                responses(r#"{"input_tokens":18446744073709551615,"input_tokens_details":{"cached_tokens":18446744073709551615},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":18446744073709551615}}"#),
+            ),
+            (sse.clone(), responses(r#"{"input_tokens":2,"input_tokens_details":{"cached_tokens":-1},"output_tokens":2}"#)),
+            (sse, responses(r#"{"input_tokens":2,"output_tokens":2,"output_tokens_details":{"reasoning_tokens":2.5}}"#)),
+        ],
         "/v1/chat/completions" => vec![
             (sse.clone(), chat(r#"{"prompt_tokens":1,"completion_tokens":4294967297}"#)),
             (sse.clone(), chat(r#"{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615}"#)),
@@ -109,6 +124,7 @@ async fn hostile_server_does_not_stop_the_prober() {
          - {{name: llamacpp, base_url: \"http://{hostile}\", api: llamacpp, model: m}}\n\
          - {{name: ollama, base_url: \"http://{hostile}\", api: ollama-generate, model: m}}\n\
          - {{name: tgi, base_url: \"http://{hostile}\", api: tgi, model: m}}\n\
+         - {{name: responses, base_url: \"http://{hostile}\", api: openai-responses, model: m}}\n\
          scenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
     );
     let config = llmprobe::app::loader::parse(&yaml, "test").unwrap();
@@ -134,7 +150,7 @@ async fn hostile_server_does_not_stop_the_prober() {
     assert_eq!(metric(&text, "llmprobe_internal_errors_total", &[]), 0.0, "no internal error");
     let scheduled = metric(&text, "llmprobe_probes_scheduled_total", &[]);
     assert_eq!(scheduled, metric(&text, "llmprobe_requests_total", &[]), "scheduled counter equals the per-outcome sum");
-    for target in ["chat", "llamacpp", "ollama", "tgi"] {
+    for target in ["chat", "llamacpp", "ollama", "tgi", "responses"] {
         let t = format!("target=\"{target}\"");
         let all = metric(&text, "llmprobe_requests_total", &[&t]);
         let ok = metric(&text, "llmprobe_requests_total", &[&t, "error=\"none\""]);
@@ -144,5 +160,9 @@ async fn hostile_server_does_not_stop_the_prober() {
         assert!(parse > 0.0, "{target}: absurd values are parse errors");
         let tokens = metric(&text, "llmprobe_output_tokens_total", &[&t]);
         assert!(tokens <= ok * (1u64 << 24) as f64, "{target}: counts are capped ({tokens} for {ok} successes)");
+        for details in ["llmprobe_prompt_cached_tokens_total", "llmprobe_reasoning_tokens_total"] {
+            let n = metric(&text, details, &[&t]);
+            assert!(n <= ok * (1u64 << 24) as f64, "{target}: {details} capped ({n} for {ok} successes)");
+        }
     }
 }

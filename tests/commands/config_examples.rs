@@ -89,3 +89,14 @@ fn behaviour_uses_every_check_against_the_mock() {
     assert!(used(|c| !c.stop.is_empty()) && used(|c| c.structured_output.is_some()) && used(|c| c.tool_call.is_some()));
     assert!(used(|c| !c.known_answers.is_empty()) && used(|c| c.fingerprint));
 }
+
+#[test]
+fn sessions_probe_the_responses_api_with_reasoning() {
+    let c = loader::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sessions.yaml")).unwrap();
+    assert_eq!(c.targets[0].base_url, "http://127.0.0.1:18000");
+    assert!(c.targets.iter().any(|t| t.api == ProtocolKind::OpenaiResponses));
+    let reasoning = c.scenarios.iter().find(|s| s.reasoning.is_some()).expect("a reasoning scenario");
+    assert_eq!(reasoning.reasoning.unwrap().effort, Some(config::ReasoningEffort::Low));
+    assert!(reasoning.checks.as_deref().is_some_and(|k| k.reasoning_exhausted));
+    assert!(c.scenarios.iter().any(|s| s.checks.as_deref().is_some_and(|k| k.tool_call.is_some())));
+}

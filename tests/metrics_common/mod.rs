@@ -94,7 +94,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
 }
 
 pub fn with_usage(mut o: Outcome, prompt: u64, completion: u64) -> Outcome {
-    o.usage = Some(Usage { prompt_tokens: prompt, completion_tokens: completion });
+    o.usage = Some(Usage::counts(prompt, completion));
     o
 }
 
@@ -111,10 +111,13 @@ pub fn dropped(t0: Instant, seq: u64) -> Outcome {
     o
 }
 
-/// The golden set: success with usage, success counted from frames, a TTFT timeout, a drop.
+/// The golden set: success with usage (cached prompt tokens and reasoning reported), success
+/// counted from frames, a TTFT timeout, a drop.
 pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
+    let mut reported = with_usage(outcome(t0, 0, 2000, &[100, 120, 150], 160), 128, 4);
+    reported.usage = reported.usage.map(|u| Usage { cached_tokens: Some(96), reasoning_tokens: Some(1), ..u });
     vec![
-        with_usage(outcome(t0, 0, 2000, &[100, 120, 150], 160), 128, 4),
+        reported,
         outcome(t0 + ms(500), 1, 500, &[700, 800], 850),
         failed(outcome(t0 + ms(1000), 2, 1000, &[], 5000), ErrorClass::TimeoutTtft, "no token within 5s"),
         dropped(t0 + ms(1500), 3),
@@ -123,7 +126,7 @@ pub fn golden_outcomes(t0: Instant) -> Vec<Outcome> {
 
 /// An Ollama-style success: 8 tokens from the API's counter in 4 frames, server phase times.
 pub fn with_server_report(mut o: Outcome) -> Outcome {
-    o.api_counter = Some(Usage { prompt_tokens: 20, completion_tokens: 8 });
+    o.api_counter = Some(Usage::counts(20, 8));
     o.server_timing = llmprobe::protocol::ServerTiming { prefill: Some(ms(40)), decode: Some(ms(35)), total: Some(ms(80)), load: Some(ms(2)), queue: None };
     o
 }

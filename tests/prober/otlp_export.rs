@@ -52,7 +52,8 @@ async fn run_prober(endpoint: &str, protocol: &str) -> String {
 
 /// The prober with `tracing` (a `tracing:` line or nothing) for 1.5 s; its /metrics at the end.
 async fn run_prober_with(tracing: &str, name: &str) -> String {
-    let (mock, mock_stop) = common::start_mock(llmprobe::mock::MockOptions { api_key: Some(SECRET.into()), ..Default::default() }).await;
+    let (mock, mock_stop) =
+        common::start_mock(llmprobe::mock::MockOptions { api_key: Some(SECRET.into()), prompt_tokens_details: true, ..Default::default() }).await;
     let dir = std::env::temp_dir().join(format!("llmprobe-otlp-{}-{}", std::process::id(), name.replace('/', "_")));
     std::fs::create_dir_all(&dir).unwrap();
     let key_file = dir.join("key");
@@ -118,6 +119,10 @@ fn check_spans(received: &Received, metrics: &str) {
         assert_eq!(string(a, "llmprobe.checks.ran"), "finish_reason,output_cap");
         assert_eq!(string(a, "llmprobe.checks.failed"), "");
         assert!(int(a, "gen_ai.usage.input_tokens") > 0);
+        // The mock reports its prefix cache's share of the prompt (started as vLLM with
+        // --enable-prompt-tokens-details); no reasoning was asked for, so none is reported.
+        assert!(int(a, "gen_ai.usage.cache_read.input_tokens") <= int(a, "gen_ai.usage.input_tokens"));
+        assert!(attr(a, "gen_ai.usage.reasoning.output_tokens").is_none());
         assert!(matches!(attr(a, "gen_ai.response.finish_reasons"), Some(any_value::Value::ArrayValue(_))));
         let ttft = double(a, "llmprobe.ttft_seconds");
         assert!((double(a, "gen_ai.response.time_to_first_chunk") - ttft).abs() < 1e-9);

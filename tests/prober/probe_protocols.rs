@@ -19,7 +19,7 @@ use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::workload::Draw;
 use tokio_util::sync::CancellationToken;
 
-const APIS: [&str; 7] = ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "tgi", "sglang"];
+const APIS: [&str; 8] = ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "tgi", "sglang", "openai-responses"];
 
 fn slo() -> Slo {
     Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 }
@@ -27,12 +27,16 @@ fn slo() -> Slo {
 
 /// One probe of `api` asking for 12 tokens, with extra mock headers and target YAML.
 async fn probe(addr: std::net::SocketAddr, api: &str, headers: &str, extra: &str) -> Outcome {
+    probe_with(addr, api, headers, extra, Draw { input_tokens: 32, output_tokens: 12, prompt: "why is the sky blue".into(), ..Draw::default() }).await
+}
+
+/// One probe of `api` with this draw (its lengths, reasoning and checks).
+async fn probe_with(addr: std::net::SocketAddr, api: &str, headers: &str, extra: &str, draw: Draw) -> Outcome {
     let yaml = format!(
         "    model: mock-llama\n    headers: {{x-mock-stall-ms: \"3000\", x-mock-drip-ms: \"10\"{headers}}}\n    timeouts: {{connect: 1s, ttft: 700ms, idle: 700ms, total: 10s}}\n{extra}"
     );
     let cfg = config(&format!("http://{addr}"), api, "{rate: 1}", &yaml, 12);
     let target = Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap());
-    let draw = Draw { input_tokens: 32, output_tokens: 12, prompt: "why is the sky blue".into(), ..Draw::default() };
     execute(Probe { target, scenario: Arc::from("s"), seq: 0, draw, intended: Instant::now(), trace_ratio: None }, &CancellationToken::new()).await
 }
 
@@ -117,7 +121,7 @@ async fn buffered_streams_are_detected_on_every_api() {
 async fn non_streaming_measures_e2e_and_tokens_only() {
     let (addr, _mock) = start_mock(MockOptions::default()).await;
     // TGI's non-streaming `/generate` is not served by the mock; the replay tests cover it.
-    for api in ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "sglang"] {
+    for api in ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "sglang", "openai-responses"] {
         let o = probe(addr, api, "", "    stream: false").await;
         let s = sample(&o);
         assert!(!s.streamed, "{api}");
@@ -208,4 +212,66 @@ async fn sglang_native_discovery_reads_model_and_version() {
     let target = TargetRuntime::new(cfg.targets[0].clone()).unwrap();
     let found = target.discover().await.unwrap();
     assert_eq!((found.model.as_str(), found.engine.as_str(), found.engine_version.as_str()), ("mock-llama", "sglang", "0.5.4"));
+}
+
+/// A reasoning effort goes out in each API's own field; the mock reasons first (24 tokens at
+/// `low`) within the budget added to the length limit, then answers. Reasoning tokens come from
+/// usage, TTFT is the first reasoning delta, TTFC the first answer delta, as on chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_effort_and_budget_on_chat_and_responses() {
+    use llmprobe::config::{Checks, Reasoning, ReasoningEffort};
+    let (addr, _mock) = start_mock(MockOptions::default()).await;
+    let checks = std::sync::Arc::new(Checks { reasoning_exhausted: true, ..Checks::default() });
+    for api in ["openai-chat", "openai-responses"] {
+        let reasoning = Reasoning { effort: Some(ReasoningEffort::Low), budget_tokens: 32 };
+        let draw =
+            Draw { output_tokens: 12, prompt: "why is the sky blue".into(), reasoning: Some(reasoning), checks: Some(checks.clone()), ..Draw::default() };
+        let o = probe_with(addr, api, "", "", draw).await;
+        let s = sample(&o);
+        assert_eq!(o.requested_output_tokens, 44, "{api}: the budget is added to the length limit");
+        assert_eq!((s.output_tokens, s.reasoning_tokens), (44, Some(24)), "{api}");
+        let frames = &o.timeline.text_frames;
+        assert!(frames[..24].iter().all(|f| f.reasoning_bytes > 0 && f.content_bytes == 0), "{api}");
+        assert!(frames[24..].iter().all(|f| f.content_bytes > 0 && f.reasoning_bytes == 0), "{api}");
+        assert_eq!(s.ttft, frames[0].at - o.timeline.sent, "{api}: TTFT on the first reasoning delta");
+        assert_eq!(s.ttfc, Some(frames[24].at - o.timeline.sent), "{api}: TTFC on the first answer delta");
+        assert_eq!(o.finish_reason.as_deref(), Some("length"), "{api}");
+        let report = o.checks.as_deref().unwrap();
+        assert!(report.failed.is_empty() && report.ran == [llmprobe::checks::Check::ReasoningExhausted], "{api}: {report:?}");
+
+        // Too small a budget: reasoning takes the whole limit, no answer. A classified failure.
+        let small = Reasoning { effort: Some(ReasoningEffort::Low), budget_tokens: 4 };
+        let draw = Draw { output_tokens: 12, prompt: "why".into(), reasoning: Some(small), checks: Some(checks.clone()), ..Draw::default() };
+        let o = probe_with(addr, api, "", "", draw).await;
+        let failure = o.result.as_ref().unwrap_err();
+        assert_eq!(failure.class, ErrorClass::InvalidOutput, "{api}: {failure:?}");
+        assert!(failure.detail.starts_with("reasoning_exhausted: reasoning used the whole length limit (16 tokens"), "{api}: {}", failure.detail);
+
+        // Reasoning that never ends (the mock's fault), whatever the effort.
+        let draw = Draw { output_tokens: 12, prompt: "why".into(), checks: Some(checks.clone()), ..Draw::default() };
+        let o = probe_with(addr, api, ", x-mock-fault: endless_reasoning", "", draw).await;
+        assert_eq!(o.error_class(), Some(ErrorClass::InvalidOutput), "{api}: {:?}", o.result);
+        assert!(o.timeline.text_frames.iter().all(|f| f.content_bytes == 0), "{api}");
+    }
+}
+
+/// The mock's prefix cache, reported as each engine reports it (vLLM's usage, llama.cpp's
+/// `timings.cache_n`, SGLang's `meta_info.cached_tokens`): the same long prompt twice, the
+/// second time its full blocks come from the cache (whole 16-token blocks, never the last token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_prompt_tokens_from_usage() {
+    // Chat and completions report them as vLLM does with `--enable-prompt-tokens-details`.
+    let (addr, _mock) = start_mock(MockOptions { prompt_tokens_details: true, ..MockOptions::default() }).await;
+    for api in ["openai-chat", "openai-completions", "openai-responses", "llamacpp", "sglang"] {
+        let prompt: String = (0..100).map(|i| format!("{api}{i} ")).collect();
+        let draw = || Draw { output_tokens: 4, prompt: prompt.clone(), ..Draw::default() };
+        let first = sample(&probe_with(addr, api, "", "", draw()).await);
+        let again = probe_with(addr, api, "", "", draw()).await;
+        let second = sample(&again);
+        let input = second.input_tokens.unwrap();
+        let cached = second.cached_tokens.unwrap();
+        assert!(first.cached_tokens.unwrap() < cached, "{api}: {first:?} then {second:?}");
+        assert!(cached % 16 == 0 && cached > 0 && cached < input, "{api}: {cached} of {input}");
+        assert_eq!(again.usage.or(again.api_counter).unwrap().cached_tokens, Some(cached), "{api}");
+    }
 }

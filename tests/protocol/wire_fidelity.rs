@@ -147,6 +147,19 @@ const FAMILIES: &[Family] = &[
         error: r#"{"error":{"message":"boom","type":"server_error","code":500}}"#,
     },
     Family {
+        api: "openai-responses",
+        sse: true,
+        text: r#"{"content_index":0,"delta":"hi","item_id":"m","logprobs":[],"output_index":0,"sequence_number":4,"type":"response.output_text.delta"}"#,
+        end: &[
+            r#"{"response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[],"usage":{"input_tokens":3,"output_tokens":3}},"sequence_number":9,"type":"response.completed"}"#,
+        ],
+        bare_end: &[
+            r#"{"response":{"status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":0}},"sequence_number":2,"type":"response.completed"}"#,
+        ],
+        end_texts: 0,
+        error: r#"{"type":"error","code":"server_error","message":"boom","param":null,"sequence_number":3}"#,
+    },
+    Family {
         api: "llamacpp",
         sse: true,
         text: r#"{"content":"hi","stop":false}"#,
@@ -296,7 +309,21 @@ async fn outcome_precedence_rows_hold_on_every_family() {
             rows.push(("last line without its newline", answer(ct, &last, 1 << 20, Chunked), None));
             rows.push(("only blank lines", answer(ct, b"\n\r\n  \n", 1 << 20, Chunked), Some(EmptyStream)));
         }
-        if f.api.starts_with("openai") {
+        if f.api == "openai-responses" {
+            let failed = r#"{"response":{"status":"failed","error":{"code":"server_error","message":"boom"}},"sequence_number":5,"type":"response.failed"}"#;
+            rows.push(("response.failed after text", answer(ct, &f.plain(&[f.text, failed]), 1 << 20, Chunked), Some(StreamError)));
+            let status_failed = f.end[0].replace(r#""status":"incomplete""#, r#""status":"failed""#);
+            rows.push((
+                "response.completed whose status is failed",
+                answer(ct, &f.plain(&[f.text, status_failed.as_str()]), 1 << 20, Chunked),
+                Some(StreamError),
+            ));
+            let incomplete = f.end[0].replace("response.completed", "response.incomplete");
+            rows.push(("response.incomplete at the length limit", answer(ct, &f.plain(&[f.text, incomplete.as_str()]), 1 << 20, Chunked), None));
+            // A chat-style `[DONE]` (a proxy's) carries nothing: without the terminal event the
+            // stream is cut.
+            rows.push(("[DONE] is not its end marker", answer(ct, &f.plain(&[f.text, "[DONE]"]), 1 << 20, Chunked), Some(Truncated)));
+        } else if f.api.starts_with("openai") {
             let bare = f.plain(&[f.text, "[DONE]"]);
             rows.push(("end marker without finish reason", answer(ct, &bare, 1 << 20, Chunked), Some(Truncated)));
             let failed = f.end[0].replace("\"length\"", "\"error\"");
@@ -384,7 +411,7 @@ async fn unrequested_gzip_and_deflate_are_decoded_on_every_family() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-const APIS: [&str; 6] = ["openai-completions", "openai-chat", "ollama-generate", "ollama-chat", "llamacpp", "tgi"];
+const APIS: [&str; 7] = ["openai-completions", "openai-chat", "openai-responses", "ollama-generate", "ollama-chat", "llamacpp", "tgi"];
 
 /// A gzip stream from the mock (`gzip_stream`: compressed and flushed per frame) is measured
 /// like the plain one: the same tokens and text frames, and the first token is stamped when the

@@ -37,6 +37,14 @@ pub const E2E_SECONDS: FamilySpec = FamilySpec { name: "llmprobe_e2e_seconds", h
 pub const INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec { name: "llmprobe_input_tokens_total", help: "Prompt tokens reported by the server's usage" };
 pub const OUTPUT_TOKENS_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_output_tokens_total", help: "Output tokens of successful probes (usage, else counted frames)" };
+pub const REASONING_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_reasoning_tokens_total",
+    help: "Reasoning tokens of successful probes (usage's reasoning_tokens, else counted reasoning frames); part of output_tokens",
+};
+pub const PROMPT_CACHED_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_prompt_cached_tokens_total",
+    help: "Prompt tokens of successful probes that the server reported served from its prefix cache; part of input_tokens",
+};
 pub const TOKEN_COUNT_FALLBACK_TOTAL: FamilySpec =
     FamilySpec { name: "llmprobe_token_count_fallback_total", help: "Successful probes without usage whose tokens were counted from frames" };
 pub const TTFC_SECONDS: FamilySpec = FamilySpec {
@@ -134,7 +142,7 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 50] = [
+pub const ALL_FAMILIES: [FamilySpec; 52] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -148,6 +156,8 @@ pub const ALL_FAMILIES: [FamilySpec; 50] = [
     E2E_SECONDS,
     INPUT_TOKENS_TOTAL,
     OUTPUT_TOKENS_TOTAL,
+    REASONING_TOKENS_TOTAL,
+    PROMPT_CACHED_TOKENS_TOTAL,
     TOKEN_COUNT_FALLBACK_TOTAL,
     TOKENS_PER_FRAME,
     MULTI_TOKEN_FRAMES_TOTAL,

@@ -3,10 +3,11 @@
 
 use super::contract::{
     BEHAVIOUR_CHANGES_TOTAL, BUILD_INFO, CHECK_FAILURES_TOTAL, CONFIG_LAST_RELOAD_SUCCESSFUL, E2E_SECONDS, GOODPUT_REQUESTS_TOTAL, IN_FLIGHT_REQUESTS,
-    INPUT_TOKENS_TOTAL, INTERNAL_ERRORS_TOTAL, ITL_SECONDS, MULTI_TOKEN_FRAMES_TOTAL, OUTPUT_TOKENS_TOTAL, PROBES_SCHEDULED_TOTAL, PROMPT_TOKEN_ERROR_RATIO,
-    REQUESTS_TOTAL, SCHEDULE_LAG_SECONDS, SERVER_TIME_SECONDS, SLO_OBJECTIVE_RATIO, SLO_THRESHOLD_SECONDS, SLO_VIOLATIONS_TOTAL,
-    SOURCE_SCRAPE_DURATION_SECONDS, SOURCE_UP, STREAM_BUFFERED_TOTAL, STREAM_ENCODING_TOTAL, TARGET_INFO, TARGET_INFO_CHANGE_TIMESTAMP_SECONDS,
-    TARGET_RATE_PER_SECOND, TOKEN_COUNT_FALLBACK_TOTAL, TOKENS_PER_FRAME, TPOT_SECONDS, TTFC_SECONDS, TTFT_SECONDS, WORKLOAD_INFO,
+    INPUT_TOKENS_TOTAL, INTERNAL_ERRORS_TOTAL, ITL_SECONDS, MULTI_TOKEN_FRAMES_TOTAL, OUTPUT_TOKENS_TOTAL, PROBES_SCHEDULED_TOTAL, PROMPT_CACHED_TOKENS_TOTAL,
+    PROMPT_TOKEN_ERROR_RATIO, REASONING_TOKENS_TOTAL, REQUESTS_TOTAL, SCHEDULE_LAG_SECONDS, SERVER_TIME_SECONDS, SLO_OBJECTIVE_RATIO, SLO_THRESHOLD_SECONDS,
+    SLO_VIOLATIONS_TOTAL, SOURCE_SCRAPE_DURATION_SECONDS, SOURCE_UP, STREAM_BUFFERED_TOTAL, STREAM_ENCODING_TOTAL, TARGET_INFO,
+    TARGET_INFO_CHANGE_TIMESTAMP_SECONDS, TARGET_RATE_PER_SECOND, TOKEN_COUNT_FALLBACK_TOTAL, TOKENS_PER_FRAME, TPOT_SECONDS, TTFC_SECONDS, TTFT_SECONDS,
+    WORKLOAD_INFO,
 };
 use super::detect::DetectFamilies;
 use super::labels::{
@@ -59,6 +60,8 @@ pub struct Metrics {
     e2e: HistogramFamily<TsLabels>,
     input_tokens: Family<TsLabels, Counter>,
     output_tokens: Family<TsLabels, Counter>,
+    reasoning_tokens: Family<TsLabels, Counter>,
+    cached_tokens: Family<TsLabels, Counter>,
     token_fallback: Family<TsLabels, Counter>,
     tokens_per_frame: Family<TsLabels, Histogram, fn() -> Histogram>,
     multi_token_frames: Family<TsLabels, Counter>,
@@ -120,6 +123,8 @@ impl Metrics {
             e2e: histogram_family(e2e_histogram),
             input_tokens: Family::default(),
             output_tokens: Family::default(),
+            reasoning_tokens: Family::default(),
+            cached_tokens: Family::default(),
             token_fallback: Family::default(),
             tokens_per_frame: Family::new_with_constructor(tokens_per_frame_histogram),
             multi_token_frames: Family::default(),
@@ -156,6 +161,8 @@ impl Metrics {
         register(r, E2E_SECONDS, m.e2e.clone());
         register(r, INPUT_TOKENS_TOTAL, m.input_tokens.clone());
         register(r, OUTPUT_TOKENS_TOTAL, m.output_tokens.clone());
+        register(r, REASONING_TOKENS_TOTAL, m.reasoning_tokens.clone());
+        register(r, PROMPT_CACHED_TOKENS_TOTAL, m.cached_tokens.clone());
         register(r, TOKEN_COUNT_FALLBACK_TOTAL, m.token_fallback.clone());
         register(r, TOKENS_PER_FRAME, m.tokens_per_frame.clone());
         register(r, MULTI_TOKEN_FRAMES_TOTAL, m.multi_token_frames.clone());
@@ -252,9 +259,17 @@ impl Metrics {
             self.slo_violations.remove(&ts.slo(name));
             self.slo_threshold.remove(&ts.slo(name));
         }
-        for family in
-            [&self.scheduled, &self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback, &self.multi_token_frames, &self.stream_buffered]
-        {
+        for family in [
+            &self.scheduled,
+            &self.goodput,
+            &self.input_tokens,
+            &self.output_tokens,
+            &self.reasoning_tokens,
+            &self.cached_tokens,
+            &self.token_fallback,
+            &self.multi_token_frames,
+            &self.stream_buffered,
+        ] {
             family.remove(ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -346,9 +361,17 @@ impl Metrics {
         for (name, _) in configured_slos(slo) {
             touch(&self.slo_violations, &ts.slo(name));
         }
-        for family in
-            [&self.scheduled, &self.goodput, &self.input_tokens, &self.output_tokens, &self.token_fallback, &self.multi_token_frames, &self.stream_buffered]
-        {
+        for family in [
+            &self.scheduled,
+            &self.goodput,
+            &self.input_tokens,
+            &self.output_tokens,
+            &self.reasoning_tokens,
+            &self.cached_tokens,
+            &self.token_fallback,
+            &self.multi_token_frames,
+            &self.stream_buffered,
+        ] {
             touch(family, ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -470,6 +493,12 @@ impl Metrics {
         self.output_tokens.get_or_create(ts).inc_by(s.output_tokens);
         if let Some(input) = s.input_tokens {
             self.input_tokens.get_or_create(ts).inc_by(input);
+        }
+        if let Some(n) = s.reasoning_tokens {
+            self.reasoning_tokens.get_or_create(ts).inc_by(n);
+        }
+        if let Some(n) = s.cached_tokens {
+            self.cached_tokens.get_or_create(ts).inc_by(n);
         }
         if s.token_source == TokenSource::Events {
             self.token_fallback.get_or_create(ts).inc();
