@@ -231,6 +231,13 @@ impl Default for DetectSettings {
 pub const MAX_HISTORY_BINS: f64 = 50_000.0;
 
 impl DetectSettings {
+    /// How far back the raw latency values are kept: a baseline window before the latest a
+    /// marker may say it came, or before the oldest marker whose window is still open (a window
+    /// restored after a restart freezes its baselines again from them).
+    pub fn value_retention_s(&self) -> f64 {
+        self.latency_baseline_s + self.marker_max_delay_s.max(self.armed_window_s)
+    }
+
     /// Every problem as `field: message`; empty when valid.
     pub fn validate(&self) -> Result<(), Vec<String>> {
         let mut errors = Vec::new();

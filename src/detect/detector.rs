@@ -575,6 +575,34 @@ impl Detector {
             t.frozen_at.is_some() && (t.armed_until.is_some() || t.pooled.iter().any(regressed) || t.scenarios.iter().any(|sc| sc.rows.iter().any(regressed)));
         // A marker dated before the one it follows would test probes of the older version.
         let at = if chained { at.max(t.marker.unwrap_or(at)) } else { at };
+        if !chained {
+            freeze(t, at, &s);
+        }
+        self.arm(ti, version, at, now);
+        Marked::Armed { at, chained }
+    }
+
+    /// Re-opens a release window a snapshot saved: the baselines frozen at `frozen_at` again from
+    /// the restored values and bins, the window of the marker at `at` with the probes since it
+    /// (as a late marker's). Windows already closed by `now` are not re-opened.
+    pub(super) fn reopen(&mut self, target: &str, version: &str, at: f64, frozen_at: f64, now: f64) -> bool {
+        let s = self.settings.clone();
+        let Some(ti) = self.targets.iter().position(|t| t.name == target) else { return false };
+        if !(at.is_finite() && frozen_at.is_finite() && frozen_at <= at && at <= now && at + s.armed_window_s > now) {
+            return false;
+        }
+        freeze(&mut self.targets[ti], frozen_at, &s);
+        self.arm(ti, version, at, now);
+        true
+    }
+
+    /// Opens target `ti`'s release window for `version` at `at` against the baselines frozen
+    /// before (`freeze`): resets the rows not held as regressed, takes the probes since `at` into
+    /// the window and looks at once if the window already holds a look.
+    fn arm(&mut self, ti: usize, version: &str, at: f64, now: f64) {
+        let s = self.settings.clone();
+        let regressed = |r: &Row| r.state == State::Regressed;
+        let t = &mut self.targets[ti];
         t.version = Some(version.to_owned());
         t.marker = Some(at);
         t.armed_until = Some(at + s.armed_window_s);
@@ -595,50 +623,6 @@ impl Detector {
                 t.recovery_ref[k] = None;
             }
         }
-        if !chained {
-            t.frozen_at = Some(at);
-            // The load adjustment: the slope from the history's increments, compared at the
-            // baseline hour's mean reading; taken only where it narrows the test (the variance of
-            // the baseline against the first ten minutes after the grace window, adjusted against
-            // raw, both from the history before the marker).
-            let (b0, b1) = (bin_index(at - s.latency_baseline_s, s.bin_s), bin_index(at, s.bin_s));
-            let (xs, xn) = (b0..b1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
-            let p0 = b1 + (s.release_grace_s / s.bin_s).ceil() as i64;
-            t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
-            t.adjust = std::array::from_fn(|k| {
-                let slope = t.hist.vario[k].load_slope()?;
-                let adj = t.hist.dependence(k, Some(slope))?;
-                let raw = t.dependence_raw[k].as_ref()?;
-                let narrower = contrast_var(&adj.gamma, (b0, b1), (p0, p0 + 10)) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, (b0, b1), (p0, p0 + 10));
-                (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
-            });
-            t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)));
-            t.trend = std::array::from_fn(|k| t.hist.trend(k, b1, t.adjust[k], s.bin_s));
-            t.dependence = std::array::from_fn(|k| match t.adjust[k] {
-                Some(a) => t.hist.dependence(k, Some(a.slope)),
-                None => t.dependence_raw[k].clone(),
-            });
-            let (g0, g1) = (bin_index(at - s.goodput_baseline_s, s.bin_s), bin_index(at, s.bin_s));
-            let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
-            let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
-            t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
-            for sc in &mut t.scenarios {
-                for (k, lk) in sc.latency.iter_mut().enumerate() {
-                    let from = at - s.latency_baseline_s;
-                    let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
-                    let vals: Vec<f32> = (0..lk.times.len())
-                        .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
-                        .map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32)
-                        .collect();
-                    lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
-                }
-                let hist = &t.hist;
-                let g = &mut sc.goodput;
-                let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !hist.get(b.bin).is_some_and(HistBin::outage)).map(|b| (b.good, b.bad));
-                let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
-                g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
-            }
-        }
         // The new version's probes so far (a late marker): into its window as if on time. A
         // probe's cache reading is its bin's mean here (the values keep no reading of their own).
         let post_from = at + s.release_grace_s;
@@ -648,7 +632,7 @@ impl Detector {
             time < post_from + s.cache_warmup_max_s
                 && cache_ref.is_some_and(|c| c.cold(hist.get(bin_index(time, bin_s)).filter(|b| b.h_n > 0).map(|b| b.h as f64)))
         };
-        for (b, h) in (bin_index(post_from, bin_s)..hist.end()).filter_map(|b| hist.get(b).map(|h| (b, h))) {
+        for (b, h) in (bin_index(post_from, bin_s).max(hist.first)..hist.end()).filter_map(|b| hist.get(b).map(|h| (b, h))) {
             if h.h_n > 0 && (b as f64 + 1.0) * bin_s > post_from {
                 t.post_hit.0 += h.h as f64 * h.h_n as f64;
                 t.post_hit.1 += h.h_n as u64;
@@ -687,7 +671,6 @@ impl Detector {
                 self.release_look(ti, signal, at, end, (post0, post0 + e));
             }
         }
-        Marked::Armed { at, chained }
     }
 
     /// Advances time without a probe: closes finished bins (running the looks they end), closes
@@ -832,7 +815,7 @@ impl Detector {
             lk.times.push_back(now);
             lk.values.push_back(y as f32);
             lk.loads.push_back(load);
-            let from = now - s.latency_baseline_s - s.marker_max_delay_s;
+            let from = now - s.value_retention_s();
             while lk.times.front().is_some_and(|t0| *t0 < from) || lk.times.len() > s.baseline_max_samples {
                 lk.times.pop_front();
                 lk.values.pop_front();
@@ -1435,6 +1418,52 @@ impl Detector {
     }
 }
 
+/// Freezes target `t`'s baselines at `at`: the load adjustment, cache reference, trend and
+/// dependence from the history before it, each scenario's latency values and goodput bins of the
+/// baseline windows before it.
+fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
+    t.frozen_at = Some(at);
+    // The load adjustment: the slope from the history's increments, compared at the
+    // baseline hour's mean reading; taken only where it narrows the test (the variance of
+    // the baseline against the first ten minutes after the grace window, adjusted against
+    // raw, both from the history before the marker).
+    let (b0, b1) = (bin_index(at - s.latency_baseline_s, s.bin_s), bin_index(at, s.bin_s));
+    let (xs, xn) = (b0..b1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
+    let p0 = b1 + (s.release_grace_s / s.bin_s).ceil() as i64;
+    t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
+    t.adjust = std::array::from_fn(|k| {
+        let slope = t.hist.vario[k].load_slope()?;
+        let adj = t.hist.dependence(k, Some(slope))?;
+        let raw = t.dependence_raw[k].as_ref()?;
+        let narrower = contrast_var(&adj.gamma, (b0, b1), (p0, p0 + 10)) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, (b0, b1), (p0, p0 + 10));
+        (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
+    });
+    t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)));
+    t.trend = std::array::from_fn(|k| t.hist.trend(k, b1, t.adjust[k], s.bin_s));
+    t.dependence = std::array::from_fn(|k| match t.adjust[k] {
+        Some(a) => t.hist.dependence(k, Some(a.slope)),
+        None => t.dependence_raw[k].clone(),
+    });
+    let (g0, g1) = (bin_index(at - s.goodput_baseline_s, s.bin_s), bin_index(at, s.bin_s));
+    let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
+    let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
+    t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
+    for sc in &mut t.scenarios {
+        for (k, lk) in sc.latency.iter_mut().enumerate() {
+            let from = at - s.latency_baseline_s;
+            let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
+            let vals: Vec<f32> =
+                (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32).collect();
+            lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
+        }
+        let hist = &t.hist;
+        let g = &mut sc.goodput;
+        let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !hist.get(b.bin).is_some_and(HistBin::outage)).map(|b| (b.good, b.bad));
+        let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
+        g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
+    }
+}
+
 /// A log latency with the release window's frozen trend taken out (unchanged without one).
 fn detrended(y: f64, time: f64, trend: Option<&Trend>) -> f64 {
     trend.map_or(y, |tr| tr.detrend(y, time))
@@ -1955,8 +1984,10 @@ mod tests {
         let mut e = Detector::new(quiet());
         let restored = e.restore(&bytes, t - 1.0).expect("restore");
         assert_eq!(restored.keys, 3);
-        // The values of the baseline window and of the latest a marker may say it came.
-        assert!((5390..=5401).contains(&restored.latency_samples), "{restored:?}");
+        // The values of a baseline window before the oldest marker whose window may still be
+        // open (two hours), up to the cap per key.
+        assert_eq!(restored.latency_samples, 3 * quiet().baseline_max_samples, "{restored:?}");
+        assert_eq!(restored.releases, 0);
         // Restoring what a restored detector saves changes nothing.
         let again = e.snapshot();
         let mut f = Detector::new(quiet());
@@ -1969,6 +2000,37 @@ mod tests {
         assert!(e.restore(b"{not json", t).is_err());
         let future = String::from_utf8(bytes).unwrap().replacen("\"version\":2", "\"version\":99", 1);
         assert!(e.restore(future.as_bytes(), t).unwrap_err().contains("version 99"));
+    }
+
+    #[test]
+    fn a_release_window_open_at_a_restart_is_judged_after_it() {
+        // Released 2x slower; the prober restarts 8 minutes later, before any look. The restored
+        // window keeps its version and baselines, judges the probes from before and after the
+        // restart, and the same version marked again (discovery, a pipeline's retry) is the same
+        // release.
+        let mut rng = SmallRng::seed_from_u64(29);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        assert!(matches!(d.mark_release("t", "v2", t, t), Marked::Armed { .. }));
+        let t2 = feed(&mut d, &mut rng, t, 480, |r, _, _| probe(r, 2.0));
+        assert_eq!(pooled(&d, Signal::Ttft).state, State::Watching, "no look before the restart");
+        let bytes = d.snapshot();
+        let mut e = Detector::new(quiet());
+        let restored = e.restore(&bytes, t2 + 30.0).expect("restore");
+        assert_eq!(restored.releases, 1);
+        let row = pooled(&e, Signal::Ttft);
+        assert!(row.armed && row.version.as_deref() == Some("v2"), "{row:?}");
+        assert_eq!(e.mark_release("t", "v2", t2 + 40.0, t2 + 40.0), Marked::Repeated { first_at: t });
+        feed(&mut e, &mut rng, t2 + 30.0, 900, |r, _, _| probe(r, 2.0));
+        assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
+        let alarm = first_alarm(&mut e, Signal::Ttft, t).expect("an alarm event after the restart");
+        assert!(alarm < 1800.0, "{alarm}");
+
+        // A window that closed before the restart is not opened again.
+        let mut f = Detector::new(quiet());
+        let restored = f.restore(&bytes, t + 3600.0 + 60.0).expect("restore");
+        assert_eq!(restored.releases, 0);
+        assert!(!pooled(&f, Signal::Ttft).armed);
     }
 
     #[test]

@@ -63,7 +63,10 @@ pub fn load(dir: &Path, det: &mut Detector, now: f64, max_age_s: f64) -> Option<
         return Some(format!("{}: ignored, stale: saved {:.0} s ago (max age {max_age_s:.0} s)", path.display(), now - saved_at));
     }
     match det.restore(&bytes, now) {
-        Ok(_) => None,
+        Ok(r) => {
+            tracing::info!(keys = r.keys, latency_values = r.latency_samples, release_windows = r.releases, "detector state restored from {}", path.display());
+            None
+        }
         Err(e) => Some(format!("{}: ignored, corrupt: {e}", path.display())),
     }
 }

@@ -1,5 +1,5 @@
-//! The detector's snapshot: the baselines as versioned JSON, and restoring them (release windows in
-//! progress are not saved).
+//! The detector's snapshot: the baselines as versioned JSON, and restoring them and the release window
+//! open at the time.
 
 use serde::{Deserialize, Serialize};
 
@@ -7,6 +7,9 @@ use super::baseline::{Ewma, GoodBin};
 use super::detector::{Detector, GoodputKey, Row, ScenarioState};
 use super::history::HistBin;
 // ---- snapshot ----
+
+/// Longest version taken back from a snapshot (as from a marker request).
+const MAX_VERSION_CHARS: usize = 128;
 
 /// Format version of `Detector::snapshot`.
 pub const SNAPSHOT_VERSION: u32 = 2;
@@ -25,6 +28,18 @@ pub(super) struct SnapTarget {
     pub(super) history_first: i64,
     pub(super) history: Vec<HistBin>,
     pub(super) scenarios: Vec<SnapScenario>,
+    /// The release window open when the snapshot was taken (absent in files of older builds).
+    #[serde(default)]
+    pub(super) release: Option<SnapRelease>,
+}
+
+/// An open release window: its version, its marker's time and when its baselines were frozen
+/// (earlier than the marker when it followed another release).
+#[derive(Serialize, Deserialize)]
+pub(super) struct SnapRelease {
+    pub(super) version: String,
+    pub(super) at: f64,
+    pub(super) frozen_at: f64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -51,11 +66,13 @@ pub(super) struct SnapLatency {
 pub struct Restored {
     pub keys: usize,
     pub latency_samples: usize,
+    /// Release windows re-opened.
+    pub releases: usize,
 }
 
 impl Detector {
-    /// The baselines (raw values, long-run levels, binned history) as versioned JSON. Release
-    /// windows in progress are not saved. Size is bounded by `max_keys × 3 ×
+    /// The baselines (raw values, long-run levels, binned history) as versioned JSON. The release
+    /// window open at the time is saved with them. Size is bounded by `max_keys × 3 ×
     /// baseline_max_samples` values (about 25 bytes each) plus the bins of `history_s` per target.
     pub fn snapshot(&self) -> Vec<u8> {
         let snap = Snapshot {
@@ -89,6 +106,10 @@ impl Detector {
                             goodput_bins: sc.goodput.bins.iter().copied().collect(),
                         })
                         .collect(),
+                    release: match (t.armed_until, &t.version, t.marker, t.frozen_at) {
+                        (Some(_), Some(version), Some(at), Some(frozen_at)) => Some(SnapRelease { version: version.clone(), at, frozen_at }),
+                        _ => None,
+                    },
                 })
                 .collect(),
         };
@@ -96,8 +117,8 @@ impl Detector {
     }
 
     /// Replaces every baseline with those of `bytes` (from `snapshot`), dropping values and bins
-    /// older than the windows before `now` and anything beyond the caps. Markers, release
-    /// windows and states start afresh.
+    /// older than the windows before `now` and anything beyond the caps. An open release
+    /// window is opened again; states of closed windows start afresh.
     pub fn restore(&mut self, bytes: &[u8], now: f64) -> Result<Restored, String> {
         let snap: Snapshot = serde_json::from_slice(bytes).map_err(|e| format!("not a detector snapshot: {e}"))?;
         if snap.version != SNAPSHOT_VERSION {
@@ -109,7 +130,11 @@ impl Detector {
         let mut samples = 0;
         let oldest_bin = self.bin_of(now - s.history_s);
         let now_bin = self.bin_of(now);
+        let mut releases = Vec::new();
         for st in snap.targets {
+            if let Some(r) = st.release {
+                releases.push((st.name.clone(), r));
+            }
             let mut t = self.new_target(&st.name, st.first_seen);
             for (i, b) in st.history.into_iter().enumerate() {
                 let bin = st.history_first.saturating_add(i as i64);
@@ -145,7 +170,7 @@ impl Detector {
                     if sl.times.len() != sl.values.len() {
                         return Err("latency times and values differ in length".to_string());
                     }
-                    let from = now - s.latency_baseline_s - s.marker_max_delay_s;
+                    let from = now - s.value_retention_s();
                     let loads = sl.loads.into_iter().map(|x| x.filter(|x| x.is_finite()).unwrap_or(f32::NAN)).chain(std::iter::repeat(f32::NAN));
                     for ((tm, v), x) in sl.times.into_iter().zip(sl.values).zip(loads) {
                         if tm.is_finite() && v.is_finite() && tm >= from && tm <= now {
@@ -174,6 +199,16 @@ impl Detector {
         self.targets = targets;
         self.keys = keys;
         self.last_now = self.last_now.max(now);
-        Ok(Restored { keys, latency_samples: samples })
+        // Release windows still open: frozen and armed again from the restored values and bins,
+        // judged at once on the probes since their markers (a version string is bounded like a
+        // marker's).
+        let mut reopened = 0;
+        for (target, r) in releases {
+            let version: String = r.version.chars().take(MAX_VERSION_CHARS).collect();
+            if self.reopen(&target, &version, r.at, r.frozen_at, now) {
+                reopened += 1;
+            }
+        }
+        Ok(Restored { keys, latency_samples: samples, releases: reopened })
     }
 }
