@@ -1454,7 +1454,7 @@ fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
             let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
             let vals: Vec<f32> =
                 (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32).collect();
-            lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), &s) } else { None };
+            lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), s) } else { None };
         }
         let hist = &t.hist;
         let g = &mut sc.goodput;
