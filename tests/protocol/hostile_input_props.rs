@@ -143,9 +143,18 @@ fn keeping_the_answer_never_changes_a_verdict() {
         let (mut plain, mut kept) = (StreamState::default(), StreamState::keeping_answer());
         for _ in 0..4 {
             let frame = if rng.below(2) == 0 { json_ish(rng) } else { rng.bytes(64) };
-            assert_eq!(protocol.parse(&frame, &mut plain), protocol.parse(&frame, &mut kept), "{kind:?}: {:?}", String::from_utf8_lossy(&frame));
+            // The same event, or the same kind of refusal (the decoder's wording may differ:
+            // serde names the shape it expected, and the two shapes count fields differently).
+            let (a, b) = (protocol.parse(&frame, &mut plain), protocol.parse(&frame, &mut kept));
+            assert_eq!(
+                a.as_ref().map_err(std::mem::discriminant),
+                b.as_ref().map_err(std::mem::discriminant),
+                "{kind:?}: {:?}",
+                String::from_utf8_lossy(&frame)
+            );
             let mut whole = llmprobe::protocol::Collected::new();
-            assert_eq!(protocol.parse_whole(&frame), protocol.parse_whole_keeping(&frame, &mut whole), "{kind:?}");
+            let (a, b) = (protocol.parse_whole(&frame), protocol.parse_whole_keeping(&frame, &mut whole));
+            assert_eq!(a.as_ref().map_err(std::mem::discriminant), b.as_ref().map_err(std::mem::discriminant), "{kind:?}");
         }
         let a = kept.answer.unwrap();
         assert!(a.text.len() <= llmprobe::protocol::MAX_TEXT && a.tool_calls.len() <= llmprobe::protocol::MAX_CALLS, "{kind:?}");
