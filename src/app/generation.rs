@@ -19,6 +19,7 @@ use crate::pipeline::recorder::{self, Accounting};
 use crate::pipeline::scheduler::{self, Pacing, Resume, RunContext, StopRule, Stream};
 use crate::probe::arrival;
 use crate::replicas::Endpoints;
+use crate::sink::exporters::SHUTDOWN_DEADLINE;
 use crate::sink::summary::Summary;
 use crate::sink::{Sink, Sinks};
 use crate::source::SnapshotCache;
@@ -89,25 +90,18 @@ pub(super) fn launch(
     shutdown: CancellationToken,
     mut resume: Positions,
 ) -> anyhow::Result<Generation> {
-    let Prepared { targets, otlp, otlp_metrics, release_tokens } = prepared;
+    let Prepared { targets, exporters, snapshots, release_tokens } = prepared;
     let in_flight = targets.iter().map(|t| (t.name.to_string(), t.in_flight.clone())).collect();
     let metrics = station.metrics.clone();
     let health = station.health.clone();
     // Tracing follows the config of the generation that runs: a reload can switch it off.
-    let trace_ratio = otlp.as_ref().map(|(_, ratio)| *ratio);
-    let otlp = otlp.map(|(sink, _)| sink);
-    let cache = otlp.as_ref().map(|o| o.snapshots()).unwrap_or_default();
+    let trace_ratio = exporters.trace_ratio();
     if let Some(d) = &station.detect {
-        d.set_readings(cache.clone());
+        d.set_readings(snapshots.clone());
     }
-    let scrapers = start_sources(&config, cache, metrics.clone(), health.clone(), shutdown.clone())?;
+    let scrapers = start_sources(&config, snapshots, metrics.clone(), health.clone(), shutdown.clone())?;
     let mut sinks: Vec<Arc<dyn Sink>> = vec![metrics.clone(), station.history.clone(), station.summary.clone()];
-    if let Some(o) = &otlp {
-        sinks.push(o.clone());
-    }
-    if let Some(m) = &otlp_metrics {
-        sinks.push(m.clone());
-    }
+    sinks.extend(exporters.sinks());
     if let Some(d) = &station.detect {
         sinks.push(d.clone());
     }
@@ -224,14 +218,8 @@ pub(super) fn launch(
         for s in scrapers {
             let _ = s.await;
         }
-        if let Some(otlp) = otlp {
-            // The exporter blocks while flushing; this task holds the last reference.
-            let _ = tokio::task::spawn_blocking(move || otlp.shutdown()).await;
-        }
-        if let Some(m) = otlp_metrics {
-            // Exports the last interval's data; this task holds the last reference.
-            let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
-        }
+        // Every probe is recorded by now: the exporters export what is left.
+        exporters.stop(SHUTDOWN_DEADLINE).await;
         Ok(())
     });
     Ok(Generation { accounting, handle, stop, abort, in_flight, positions: Some(positions_rx) })
@@ -248,7 +236,8 @@ async fn print_summaries(summary: Arc<Summary>, every: Duration, stop: Cancellat
     }
 }
 
-/// One supervised scrape loop per `sources:` entry, filling `cache` (which the trace sink reads).
+/// One supervised scrape loop per `sources:` entry, filling `cache` (which exporters and the
+/// detector read).
 fn start_sources(
     config: &Config,
     cache: Arc<SnapshotCache>,

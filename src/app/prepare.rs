@@ -9,16 +9,18 @@ use anyhow::Context;
 
 use crate::client::target::TargetRuntime;
 use crate::config::Config;
-use crate::sink::otlp::{OtlpSettings, OtlpSink};
-use crate::sink::otlp_metrics::{OtlpMetricsSettings, OtlpMetricsSink};
+use crate::sink::Exporters;
 use crate::source::SnapshotCache;
 
 /// Everything about a generation that can fail, done while the running one goes on: API keys
-/// and header files read, TLS material loaded, trace export started.
+/// and header files read, TLS material loaded, exporters started.
 pub(super) struct Prepared {
     pub(super) targets: Vec<Arc<TargetRuntime>>,
-    pub(super) otlp: Option<(Arc<OtlpSink>, f64)>,
-    pub(super) otlp_metrics: Option<Arc<OtlpMetricsSink>>,
+    /// The exporters the config turns on.
+    pub(super) exporters: Exporters,
+    /// Engine and GPU readings, filled by the generation's sources and read by the exporters and
+    /// the detector.
+    pub(super) snapshots: Arc<SnapshotCache>,
     /// The release API's bearer tokens (`detect.release_token_file`, `detect.release_read_token_file`).
     pub(super) release_tokens: crate::app::release::ApiTokens,
 }
@@ -35,34 +37,10 @@ pub(super) async fn prepare_after(config: &Config, in_flight: &HashMap<String, A
     // a hung network mount) must not hold a runtime thread, nor a signal that cancels a reload.
     let (cfg, counters) = (config.clone(), in_flight.clone());
     let (targets, release_tokens) = tokio::task::spawn_blocking(move || read_secrets(&cfg, &counters)).await.context("reading key files")??;
-    let otlp = match OtlpSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
-        None => None,
-        Some(settings) => {
-            for note in &settings.notes {
-                tracing::warn!("tracing: {note}");
-            }
-            let cfg = config.clone();
-            let s = settings.clone();
-            // The snapshot cache is filled by this generation's sources (see `launch`).
-            let sink =
-                tokio::task::spawn_blocking(move || OtlpSink::start(&cfg, &s, Arc::new(SnapshotCache::default()))).await.context("starting trace export")??;
-            tracing::info!(protocol = ?settings.protocol, ratio = settings.sample_ratio, "exporting OTLP traces");
-            Some((Arc::new(sink), settings.sample_ratio))
-        }
-    };
-    let otlp_metrics = match OtlpMetricsSettings::resolve(&config.tracing, |k| std::env::var(k).ok()) {
-        None => None,
-        Some(settings) => {
-            for note in &settings.notes {
-                tracing::warn!("metrics export: {note}");
-            }
-            let (cfg, s) = (config.clone(), settings.clone());
-            let sink = tokio::task::spawn_blocking(move || OtlpMetricsSink::start(&cfg, &s)).await.context("starting metric export")??;
-            tracing::info!(protocol = ?settings.protocol, interval = ?settings.interval, "exporting OTLP metrics");
-            Some(Arc::new(sink))
-        }
-    };
-    Ok(Prepared { targets, otlp, otlp_metrics, release_tokens })
+    let snapshots = Arc::new(SnapshotCache::default());
+    let (cfg, cache) = (config.clone(), snapshots.clone());
+    let exporters = tokio::task::spawn_blocking(move || Exporters::start(&cfg, &cache)).await.context("starting exporters")??;
+    Ok(Prepared { targets, exporters, snapshots, release_tokens })
 }
 
 type Secrets = (Vec<Arc<TargetRuntime>>, crate::app::release::ApiTokens);

@@ -5,9 +5,10 @@
 
 pub mod collect;
 pub mod detect;
+pub mod exporter;
+pub mod exporters;
 pub mod history;
 pub mod otlp;
-pub mod otlp_metrics;
 pub mod probe_log;
 pub mod prometheus;
 pub mod replicas;
@@ -24,6 +25,8 @@ use crate::probe::outcome::Outcome;
 use crate::util::health::panic_message;
 
 pub use collect::Collect;
+pub use exporter::{Exporter, Started};
+pub use exporters::Exporters;
 pub use history::History;
 pub use prometheus::Metrics;
 pub use summary::Summary;

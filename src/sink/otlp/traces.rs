@@ -7,80 +7,61 @@
 //! Settings come from `tracing:` first, then the standard `OTEL_*` variables (`settings.rs`).
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use opentelemetry::trace::{Span as _, SpanId, SpanKind, Status, TraceId, Tracer as _, TracerProvider as _};
 use opentelemetry::{Array, KeyValue, Value};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
-use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, Sampler, SdkTracer, SdkTracerProvider};
 
-use super::Sink;
+use super::settings::{OtlpSettings, TraceSettings};
+use super::targets::Targets;
+use super::transport;
 use crate::config::{Config, OtlpProtocol};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::probe::trace::TraceIds;
 use crate::source::{Joined, SnapshotCache};
 
-pub use settings::OtlpSettings;
-
-#[path = "otlp_settings.rs"]
-mod settings;
-
-/// What the span needs to know about a target beyond the outcome.
-#[derive(Debug, Clone)]
-struct TargetMeta {
-    operation: &'static str,
-    address: String,
-    port: Option<u16>,
-}
-
-/// The trace sink. Build with `OtlpSink::start`; call `shutdown` (blocking) at the end of a run.
-pub struct OtlpSink {
+/// The trace export of a run: a batch span processor behind the OTLP span exporter.
+pub(super) struct TraceExport {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
-    targets: HashMap<String, TargetMeta>,
-    /// Engine name per target from discovery (`gen_ai.provider.name`).
-    engines: Mutex<HashMap<String, String>>,
+    targets: Arc<Targets>,
+    /// Filled by this run's sources; spans are joined with it.
     cache: Arc<SnapshotCache>,
     slo: crate::config::SloTable,
 }
 
-impl OtlpSink {
+impl TraceExport {
     /// Builds the exporter and the batch span processor. Blocking (the HTTP exporter's client is
-    /// a blocking one): call it from `spawn_blocking` inside the runtime.
-    /// The snapshot cache the sources of this run fill and spans are joined with.
-    pub fn snapshots(&self) -> Arc<SnapshotCache> {
-        self.cache.clone()
-    }
-
-    pub fn start(config: &Config, settings: &OtlpSettings, cache: Arc<SnapshotCache>) -> anyhow::Result<OtlpSink> {
-        let exporter = build_exporter(settings)?;
-        let mut resource = Resource::builder().with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-        if let Some(name) = &settings.service_name {
-            resource = resource.with_service_name(name.clone());
+    /// a blocking one).
+    pub(super) fn start(
+        config: &Config,
+        settings: &OtlpSettings,
+        traces: &TraceSettings,
+        targets: Arc<Targets>,
+        cache: Arc<SnapshotCache>,
+    ) -> anyhow::Result<TraceExport> {
+        let builder = opentelemetry_otlp::SpanExporter::builder();
+        let exporter = match traces.transport.protocol {
+            OtlpProtocol::Grpc => transport::grpc(builder.with_tonic(), &traces.transport, &settings.headers)?.build(),
+            OtlpProtocol::HttpProtobuf => transport::http(builder.with_http(), &traces.transport, &settings.headers).build(),
         }
+        .context("building the OTLP trace exporter")?;
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(resource.build())
+            .with_resource(transport::resource(settings.service_name.as_deref()))
             .with_sampler(Sampler::AlwaysOn) // sampling is decided with the ids (crate::probe::trace)
             .with_id_generator(PresetIds(RandomIdGenerator::default()))
             .build();
         let tracer = provider.tracer("llmprobe");
-        let targets = config.targets.iter().map(|t| (t.name.clone(), target_meta(t))).collect();
-        Ok(OtlpSink { provider, tracer, targets, engines: Mutex::new(HashMap::new()), cache, slo: config.slo_table() })
-    }
-
-    /// Records the engine a target runs (from discovery) as its `gen_ai.provider.name`.
-    pub fn set_engine(&self, target: &str, engine: &str) {
-        self.engines.lock().unwrap_or_else(|e| e.into_inner()).insert(target.to_owned(), engine.to_owned());
+        Ok(TraceExport { provider, tracer, targets, cache, slo: config.slo_table() })
     }
 
     /// Emits a release marker: an INTERNAL span `llmprobe.release` with a `release` event.
-    pub fn release(&self, target: &str, before: [&str; 2], after: [&str; 2]) {
+    pub(super) fn release(&self, target: &str, before: [&str; 2], after: [&str; 2]) {
         let attrs = vec![
             KeyValue::new("llmprobe.target", target.to_owned()),
             KeyValue::new("llmprobe.release.previous_model", before[0].to_owned()),
@@ -93,20 +74,37 @@ impl OtlpSink {
         span.end();
     }
 
-    /// Flushes and stops the exporter. Blocking.
-    pub fn shutdown(&self) {
-        if let Err(e) = self.provider.shutdown() {
+    /// Exports the spans the batch holds. Blocking.
+    pub(super) fn flush(&self) {
+        if let Err(e) = self.provider.force_flush() {
+            tracing::warn!("trace export flush: {e}");
+        }
+    }
+
+    /// Flushes and stops the exporter, waiting at most `within`. Blocking.
+    pub(super) fn shutdown(&self, within: Duration) {
+        if let Err(e) = self.provider.shutdown_with_timeout(within) {
             tracing::warn!("trace export shutdown: {e}");
+        }
+    }
+
+    /// One CLIENT span for a sent probe that its ids sample.
+    pub(super) fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
+        // A dropped probe was never sent: no request, no span.
+        if outcome.error_class() == Some(ErrorClass::InFlightCap) {
+            return;
+        }
+        if let Some(ids) = outcome.trace.filter(|ids| ids.sampled) {
+            self.span_for(outcome, sample, ids);
         }
     }
 
     fn span_for(&self, o: &Outcome, sample: Option<&Sample>, ids: TraceIds) {
         let clock = Clock::now();
         let tl = &o.timeline;
-        let meta = self.targets.get(&*o.target);
-        let operation = meta.map_or("text_completion", |m| m.operation);
-        let provider = self.engines.lock().unwrap_or_else(|e| e.into_inner()).get(&*o.target).cloned().unwrap_or_else(|| "openai".into());
-        let mut attrs = genai_attributes(o, operation, &provider, meta);
+        let operation = self.targets.operation(&o.target);
+        let mut attrs = self.targets.genai_attributes(o);
+        attrs.extend(response_attributes(o));
         attrs.extend(probe_attributes(o, sample, self.slo.get(&o.target, &o.scenario)));
         let at_send = self.cache.at(&o.target, tl.sent);
         attrs.extend(joined_attributes(at_send.as_ref()));
@@ -138,26 +136,6 @@ impl OtlpSink {
             span.set_status(Status::error(f.class.as_str()));
         }
         span.end_with_timestamp(clock.at(tl.end));
-    }
-}
-
-impl Sink for OtlpSink {
-    fn event(&self, event: &super::Event) {
-        match *event {
-            super::Event::Identity { target, engine, .. } => self.set_engine(target, engine),
-            super::Event::Release { target, before, after, .. } => self.release(target, before, after),
-            _ => {}
-        }
-    }
-
-    fn record(&self, outcome: &Outcome, sample: Option<&Sample>) {
-        // A dropped probe was never sent: no request, no span.
-        if outcome.error_class() == Some(ErrorClass::InFlightCap) {
-            return;
-        }
-        if let Some(ids) = outcome.trace.filter(|ids| ids.sampled) {
-            self.span_for(outcome, sample, ids);
-        }
     }
 }
 
@@ -200,20 +178,9 @@ impl Clock {
     }
 }
 
-fn genai_attributes(o: &Outcome, operation: &'static str, provider: &str, meta: Option<&TargetMeta>) -> Vec<KeyValue> {
-    let mut a = vec![
-        KeyValue::new("gen_ai.operation.name", operation),
-        KeyValue::new("gen_ai.provider.name", provider.to_owned()),
-        KeyValue::new("gen_ai.request.model", o.model.to_string()),
-        KeyValue::new("gen_ai.request.max_tokens", i64::from(o.requested_output_tokens)),
-        KeyValue::new("gen_ai.request.stream", o.streamed),
-    ];
-    if let Some(m) = meta {
-        a.push(KeyValue::new("server.address", m.address.clone()));
-        if let Some(p) = m.port {
-            a.push(KeyValue::new("server.port", i64::from(p)));
-        }
-    }
+/// The GenAI attributes a span has beyond those every signal carries (`Targets::genai_attributes`).
+fn response_attributes(o: &Outcome) -> Vec<KeyValue> {
+    let mut a = vec![KeyValue::new("gen_ai.request.max_tokens", i64::from(o.requested_output_tokens)), KeyValue::new("gen_ai.request.stream", o.streamed)];
     if let Some(m) = &o.response_model {
         a.push(KeyValue::new("gen_ai.response.model", m.clone()));
     }
@@ -284,63 +251,6 @@ fn joined_attributes(joined: Option<&Joined>) -> Vec<KeyValue> {
     a
 }
 
-fn target_meta(t: &crate::config::Target) -> TargetMeta {
-    let operation = if t.api.family().chat { "chat" } else { "text_completion" };
-    let (address, port) = split_host_port(&t.base_url);
-    TargetMeta { operation, address, port }
-}
-
-/// `http://host:port/prefix` -> (`host`, port), with the scheme's default port.
-pub(super) fn split_host_port(url: &str) -> (String, Option<u16>) {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-    let authority = rest.split('/').next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let default = match scheme {
-        "https" => Some(443),
-        "http" => Some(80),
-        _ => None,
-    };
-    if let Some(v6) = authority.strip_prefix('[') {
-        let (host, after) = v6.split_once(']').unwrap_or((v6, ""));
-        return (host.to_owned(), after.strip_prefix(':').and_then(|p| p.parse().ok()).or(default));
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) => (host.to_owned(), port.parse().ok().or(default)),
-        None => (authority.to_owned(), default),
-    }
-}
-
-/// `OTEL_EXPORTER_OTLP_HEADERS` / `tracing.headers` as gRPC metadata (traces and metrics).
-pub(super) fn grpc_metadata(pairs: &[(String, String)]) -> anyhow::Result<opentelemetry_otlp::tonic_types::metadata::MetadataMap> {
-    let mut headers = reqwest::header::HeaderMap::new();
-    for (k, v) in pairs {
-        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).context("tracing.headers: invalid header name")?;
-        headers.insert(name, v.parse().context("tracing.headers: invalid header value")?);
-    }
-    Ok(opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers))
-}
-
-fn build_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
-    let builder = opentelemetry_otlp::SpanExporter::builder();
-    let exporter = match s.protocol {
-        OtlpProtocol::Grpc => {
-            let mut b = builder.with_tonic().with_metadata(grpc_metadata(&s.headers)?);
-            if let Some(e) = &s.endpoint {
-                b = b.with_endpoint(e.clone());
-            }
-            b.build()
-        }
-        OtlpProtocol::HttpProtobuf => {
-            let mut b = builder.with_http().with_protocol(opentelemetry_otlp::Protocol::HttpBinary).with_headers(s.headers.iter().cloned().collect());
-            if let Some(e) = &s.endpoint {
-                b = b.with_endpoint(e.clone());
-            }
-            b.build()
-        }
-    };
-    exporter.context("building the OTLP trace exporter")
-}
-
 thread_local! {
     /// Ids for the span being built on this thread (set and cleared around `start`).
     static PRESET: Cell<Option<([u8; 16], [u8; 8])>> = const { Cell::new(None) };
@@ -363,14 +273,6 @@ impl IdGenerator for PresetIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_and_port_from_base_urls() {
-        assert_eq!(split_host_port("http://127.0.0.1:8000"), ("127.0.0.1".into(), Some(8000)));
-        assert_eq!(split_host_port("https://api.example.com/v1proxy"), ("api.example.com".into(), Some(443)));
-        assert_eq!(split_host_port("http://[::1]:9000/x"), ("::1".into(), Some(9000)));
-        assert_eq!(split_host_port("http://user:pw@h:81"), ("h".into(), Some(81)));
-    }
 
     #[test]
     fn clock_maps_instants_around_now() {
