@@ -15,6 +15,7 @@ pub mod replicas;
 pub mod summary;
 
 mod expo;
+mod rotating;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
