@@ -9,7 +9,7 @@
 //! `bounds.rs` (size, depth and alias limits checked before the YAML is parsed),
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
-//! `telemetry.rs` (`tracing:`, `sources:`), `checks.rs` (`checks:`), `reasoning.rs` (a scenario's
+//! `telemetry.rs` (`tracing:`, `sources:`), `jsonl.rs` (`jsonl:`), `checks.rs` (`checks:`), `reasoning.rs` (a scenario's
 //! `reasoning:`), `raw_workload.rs` and
 //! `workload.rs` (scenarios); then `raw.rs` (the whole file as written), `schema.rs` (its JSON
 //! Schema), `model.rs` (the whole validated `Config`),
@@ -24,6 +24,7 @@ mod dataset;
 mod detect;
 mod duration;
 mod expect;
+mod jsonl;
 mod kinds;
 mod load;
 mod locate;
@@ -47,6 +48,7 @@ pub use checks::{Checks, Expect, KnownAnswer, Schema, ToolCallCheck, ToolChoice}
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
 pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
+pub use jsonl::Jsonl;
 pub use kinds::{Carries, ContentCoding, EngineKind, ProtocolKind, SourceKind};
 pub use load::{load, parse};
 pub use model::{Config, MAX_SHARDS, ProbeSettings, Shard};

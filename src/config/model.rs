@@ -23,6 +23,8 @@ pub struct Config {
     pub slo: Slo,
     /// OTLP trace export (`tracing:`); `OTEL_*` variables fill what is not set.
     pub tracing: Tracing,
+    /// Each probe as a JSON line in a file (`jsonl:`); `None`: off.
+    pub jsonl: Option<super::jsonl::Jsonl>,
     /// Engine and GPU telemetry sources (`sources:`).
     pub sources: Vec<SourceSpec>,
     /// The `bench:` section, when present (`llmprobe bench` needs it; the prober ignores it).

@@ -18,7 +18,7 @@ use super::target::RawTarget;
 
 /// The whole file.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, sources, bench, detect, checks")]
+#[serde(deny_unknown_fields, expecting = "a mapping with the sections listen, probe, targets, scenarios, slo, tracing, jsonl, sources, bench, detect, checks")]
 pub struct RawConfig {
     /// Address (`IP:port`) of the prober's own HTTP server. Default `127.0.0.1:9464`.
     #[serde(default = "default_listen")]
@@ -42,6 +42,11 @@ pub struct RawConfig {
     #[serde(default, deserialize_with = "null_as_default")]
     #[schemars(with = "Option<super::telemetry::RawTracing>")]
     pub tracing: super::telemetry::RawTracing,
+    /// Each probe as a JSON line in a file (`config/README.md` "jsonl"). An empty section is the
+    /// same as none.
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<super::jsonl::RawJsonl>")]
+    pub jsonl: super::jsonl::RawJsonl,
     /// Engine and GPU telemetry scraped alongside the probes (`config/README.md` "sources").
     #[serde(default)]
     pub sources: Vec<super::telemetry::RawSource>,

@@ -147,7 +147,7 @@ fn a_non_mapping_file_says_what_is_expected() {
         err("- 1\n"),
         vec![
             "invalid type: sequence, expected a mapping with the sections listen, probe, targets, \
-             scenarios, slo, tracing, sources, bench, detect, checks (test.yaml:1)"
+             scenarios, slo, tracing, jsonl, sources, bench, detect, checks (test.yaml:1)"
         ]
     );
 }

@@ -37,6 +37,7 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     let slo = slo(&raw.slo, c);
     warn_in_flight_cap(&probe, &targets, &scenarios, c);
     let tracing = super::telemetry::tracing(&raw.tracing, c);
+    let jsonl = super::jsonl::jsonl(&raw.jsonl, c);
     let mut sources = super::telemetry::sources(&raw.sources, &raw.targets, c);
     // An engine source tied to a target reads that target's own page (resolved once, here).
     for s in sources.iter_mut().filter(|s| s.url.is_none() && matches!(s.kind, SourceKind::Engine(_))) {
@@ -45,7 +46,7 @@ pub fn validate(raw: &RawConfig, base_dir: &Path, c: &mut Checker) -> Config {
     super::series::check(&targets, &scenarios, sources.len(), c);
     let bench = super::bench::bench(raw.bench.as_ref(), c);
     let detect = super::detect::detect(&raw.detect, c);
-    Config { listen, probe, targets, scenarios, slo, tracing, sources, bench, detect, warnings: Vec::new() }
+    Config { listen, probe, targets, scenarios, slo, tracing, jsonl, sources, bench, detect, warnings: Vec::new() }
 }
 
 fn listen(text: &str, c: &mut Checker) -> SocketAddr {

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::source::SnapshotCache;
 
 /// Every kind of exporter, in the order they hear of probes and events.
-const EXPORTERS: &[Start] = &[super::otlp::start];
+const EXPORTERS: &[Start] = &[super::otlp::start, super::jsonl::start];
 
 /// How long a run's exporters get to export what is left when it stops.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);

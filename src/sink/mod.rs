@@ -8,6 +8,7 @@ pub mod detect;
 pub mod exporter;
 pub mod exporters;
 pub mod history;
+pub mod jsonl;
 pub mod otlp;
 pub mod probe_log;
 pub mod prometheus;

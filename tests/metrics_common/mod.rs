@@ -46,6 +46,7 @@ pub fn config() -> Config {
         scenarios: vec![scenario("chat", 2.0)],
         slo: slo(),
         tracing: Default::default(),
+        jsonl: None,
         sources: vec![],
         bench: None,
         detect: Default::default(),

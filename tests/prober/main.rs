@@ -16,6 +16,7 @@ mod behaviour_checks;
 mod discover_dns;
 mod discover_kubernetes;
 mod discover_props;
+mod jsonl_export;
 mod metrics_contract;
 mod metrics_golden;
 mod metrics_summary;
