@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::config::{ProtocolKind, Schema, ToolCallCheck, ToolChoice};
+use crate::config::{Checks, Expect, ProtocolKind, Schema, ToolCallCheck, ToolChoice};
 use crate::probe::outcome::ErrorClass;
 
 /// Chat frames through the chat parser, which keeps the answer as it decodes them.

@@ -4,7 +4,7 @@
 //! files, mock profiles) is resolved through `Resolvers` by the modules that own it.
 //!
 //! Files, bottom up (each names only files above it in this list):
-//! `duration.rs` (`250ms`-style durations), `kinds.rs` (API, coding, engine and source kinds),
+//! `demo.rs` (the built-in demo config), `duration.rs` (`250ms`-style durations), `kinds.rs` (API, coding, engine and source kinds),
 //! `dataset.rs` (replayed prompts as data), `check.rs` (issues, the `Checker`, common checks),
 //! `bounds.rs` (size, depth and alias limits checked before the YAML is parsed),
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
@@ -21,6 +21,7 @@ mod bounds;
 mod check;
 mod checks;
 mod dataset;
+mod demo;
 mod detect;
 mod duration;
 mod expect;
@@ -46,6 +47,7 @@ pub use bounds::{MAX_ALIASES, MAX_CONFIG_BYTES, MAX_DEPTH, MAX_NODES};
 pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MAX_SHOWN_ISSUES, MIN_RATE, Resolvers};
 pub use checks::{Checks, Expect, KnownAnswer, Schema, ToolCallCheck, ToolChoice};
 pub use dataset::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder, ReadDataset};
+pub use demo::DEMO_YAML;
 pub use detect::{Detect, DetectSettings, MAX_HISTORY_BINS};
 pub use duration::{MAX_DURATION, format_duration, parse_duration};
 pub use jsonl::Jsonl;
@@ -59,9 +61,6 @@ pub use slo::{Slo, SloOverride, SloTable};
 pub use target::{DEFAULT_MAX_RESPONSE_BYTES, HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
 pub use telemetry::{GpuFilter, OtlpProtocol, SourceSpec, Tracing};
 pub use workload::{ArrivalKind, ArrivalSpec, Diurnal, LengthSpec, PrefixSpec, Scenario};
-
-/// The built-in configuration used by `llmprobe demo` (probes the bundled mock engine).
-pub const DEMO_YAML: &str = include_str!("../../config/demo.yaml");
 
 #[cfg(test)]
 mod tests;

@@ -6,8 +6,10 @@
 //!
 //! Files: `promtext.rs` (text-format parser), `engine.rs` (vLLM/SGLang/llama.cpp/TGI names),
 //! `dcgm.rs` (dcgm-exporter names and GPU filters), `nvml.rs` (NVML via nvml-wrapper),
-//! `reading.rs` (what a scrape yields, and the `Source` seam every kind implements).
+//! `reading.rs` (what a scrape yields, and the `Source` seam every kind implements), `build.rs`
+//! (the source of a spec).
 
+mod build;
 pub mod cache;
 pub mod dcgm;
 pub mod engine;
@@ -17,13 +19,6 @@ mod reading;
 pub mod scrape;
 
 pub use crate::config::{EngineKind, GpuFilter, SourceKind, SourceSpec};
+pub use build::build;
 pub use cache::{Joined, SnapshotCache};
 pub use reading::{Reading, Source};
-
-/// Builds the scraper for a spec. `url` must be resolved for engine and dcgm sources.
-pub fn build(spec: &SourceSpec, client: reqwest::Client) -> Box<dyn Source> {
-    match &spec.kind {
-        SourceKind::Nvml => Box::new(nvml::NvmlSource::new(spec.filter.clone())),
-        kind => Box::new(scrape::HttpSource::new(spec, kind.clone(), client)),
-    }
-}

@@ -11,32 +11,9 @@
 pub mod dns;
 pub mod kubernetes;
 mod replica;
-
-use std::sync::Arc;
-
-use tokio_util::sync::CancellationToken;
+mod run;
 
 pub use crate::config::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef};
 pub use dns::{Resolver, StaticResolver, SystemResolver};
 pub use replica::Replica;
-
-/// Runs until `stop`; publishes the full, sorted (by id) replica set on every change. A failed
-/// refresh keeps the last set (logged once per failure streak). DNS names go through the
-/// system resolver.
-pub async fn run(spec: DiscoverSpec, out: tokio::sync::watch::Sender<Vec<Replica>>, stop: CancellationToken) {
-    run_with(spec, Arc::new(SystemResolver), out, stop).await
-}
-
-/// [`run`] with the resolver for `DiscoverSpec::Dns` given (tests: a [`StaticResolver`]).
-pub async fn run_with(spec: DiscoverSpec, resolver: Arc<dyn Resolver>, out: tokio::sync::watch::Sender<Vec<Replica>>, stop: CancellationToken) {
-    let work = async {
-        match spec {
-            DiscoverSpec::Dns { name, port, interval } => dns::run(&name, port, interval, resolver.as_ref(), &out).await,
-            DiscoverSpec::Kubernetes(k) => kubernetes::run(&k, &out).await,
-        }
-    };
-    tokio::select! {
-        () = stop.cancelled() => {}
-        () = work => {}
-    }
-}
+pub use run::{run, run_with};

@@ -1,0 +1,37 @@
+//! What happens to a target besides its probes, as every sink hears of it.
+
+use crate::config::Config;
+
+/// What happens to a target besides its probes. No `Debug`: a replica event carries the whole
+/// config, whose header values may be secrets; [`Event::describe`] is what a log line may say.
+#[derive(Clone, Copy)]
+pub enum Event<'a> {
+    /// Discovery read the target's model, engine and engine version (sent when they change).
+    Identity { target: &'a str, model: &'a str, engine: &'a str, engine_version: &'a str },
+    /// A release marker at `at` (Unix seconds) from `source` (`discovery`: the identity changed;
+    /// `api`: posted). `before` and `after` are [model, engine version], empty where unknown.
+    Release { target: &'a str, version: &'a str, source: &'a str, at: f64, before: [&'a str; 2], after: [&'a str; 2] },
+    /// How many replicas discovery found and how many are probed.
+    ReplicaCounts { target: &'a str, discovered: usize, probed: usize },
+    /// A replica is probed from now on; `config` names the scenarios its series are made for.
+    ReplicaAdded { config: &'a Config, target: &'a str, replica: &'a str },
+    /// A replica's own discovery read its version (and where it runs).
+    ReplicaVersion { target: &'a str, replica: &'a str, version: &'a str, node: &'a str, zone: &'a str },
+    /// A replica stopped being probed a grace period ago: its series go.
+    ReplicaGone { config: &'a Config, target: &'a str, replica: &'a str },
+}
+
+impl Event<'_> {
+    /// The event's kind and target, for a log line.
+    pub fn describe(&self) -> String {
+        let (kind, target) = match *self {
+            Event::Identity { target, .. } => ("identity", target),
+            Event::Release { target, .. } => ("release", target),
+            Event::ReplicaCounts { target, .. } => ("replica counts", target),
+            Event::ReplicaAdded { target, .. } => ("replica added", target),
+            Event::ReplicaVersion { target, .. } => ("replica version", target),
+            Event::ReplicaGone { target, .. } => ("replica gone", target),
+        };
+        format!("{kind} of target {target:?}")
+    }
+}
