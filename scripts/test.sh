@@ -15,9 +15,11 @@ echo "== cargo fmt --check and clippy (warnings are errors)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 
-echo "== module structure: no import cycles between modules or between the files of a folder"
+echo "== module structure: no import cycles between modules or between the files of a folder; mod.rs files only declare and re-export"
 python3 scripts/check-module-cycles.py --self-test
 python3 scripts/check-module-cycles.py
+python3 scripts/check-mod-rs.py --self-test
+python3 scripts/check-mod-rs.py
 
 echo "== cargo build (binary used by the demo check)"
 cargo build --locked --bin llmprobe
