@@ -117,7 +117,7 @@ pub struct Tracing {
     pub service_name: Option<String>,
     pub sample_ratio: Option<f64>,
     pub exemplars: bool,
-    /// OTLP metric export; `None` = `OTEL_METRICS_EXPORTER` decides (see `crate::sink::otlp_metrics`).
+    /// OTLP metric export; `None` = `OTEL_METRICS_EXPORTER` decides (see `crate::sink::otlp`).
     pub metrics: Option<bool>,
 }
 
