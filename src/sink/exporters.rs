@@ -64,3 +64,76 @@ impl Exporters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::measure::Sample;
+    use crate::probe::outcome::Outcome;
+    use crate::sink::Exporter;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    /// Notes what its lifecycle went through.
+    #[derive(Default)]
+    struct Steps {
+        flushed: AtomicBool,
+        shut_down: AtomicBool,
+    }
+
+    struct Noting(Arc<Steps>, Option<f64>);
+
+    impl Sink for Noting {
+        fn record(&self, _: &Outcome, _: Option<&Sample>) {}
+    }
+
+    impl Exporter for Noting {
+        fn name(&self) -> &'static str {
+            "noting"
+        }
+        fn trace_ratio(&self) -> Option<f64> {
+            self.1
+        }
+        fn flush(&self) {
+            self.0.flushed.store(true, Ordering::SeqCst);
+        }
+        fn shutdown(&self, _: Instant) {
+            self.0.shut_down.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A shutdown that waits until the test lets it go (a collector that does not answer).
+    struct Hangs(Mutex<mpsc::Receiver<()>>);
+
+    impl Sink for Hangs {
+        fn record(&self, _: &Outcome, _: Option<&Sample>) {}
+    }
+
+    impl Exporter for Hangs {
+        fn name(&self) -> &'static str {
+            "hangs"
+        }
+        fn shutdown(&self, _: Instant) {
+            let _ = self.0.lock().unwrap().recv();
+        }
+    }
+
+    #[tokio::test]
+    async fn stop_flushes_and_shuts_down_every_exporter_past_one_that_hangs() {
+        let (release, hold) = mpsc::channel();
+        let steps = Arc::new(Steps::default());
+        let exporters = Exporters(vec![Started::new(Hangs(Mutex::new(hold))), Started::new(Noting(steps.clone(), None))]);
+        exporters.stop(Duration::from_secs(1)).await;
+        assert!(steps.flushed.load(Ordering::SeqCst) && steps.shut_down.load(Ordering::SeqCst));
+        let _ = release.send(());
+    }
+
+    #[test]
+    fn the_trace_ratio_is_the_largest_any_exporter_asks_for() {
+        let noting = |ratio| Started::new(Noting(Arc::default(), ratio));
+        assert_eq!(Exporters(vec![noting(None), noting(Some(0.1)), noting(Some(0.5))]).trace_ratio(), Some(0.5));
+        assert_eq!(Exporters(vec![noting(None)]).trace_ratio(), None);
+        assert_eq!(Exporters::default().trace_ratio(), None);
+    }
+}
