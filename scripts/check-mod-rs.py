@@ -7,7 +7,9 @@ function, a constant, an impl, an inline `mod tests { .. }`, a private `use`) li
 file, so a folder reads from its file names and its faces cannot form cycles with its files.
 Usage: scripts/check-mod-rs.py [src]   (or --self-test: the checker on made-up files)
 """
-import os, re, subprocess, sys, tempfile
+import os, re, sys
+
+import self_test
 
 # mod.rs files whose definitions are still to be moved into named files, relative to the root.
 NOT_YET_SPLIT = {"workload/mod.rs"}
@@ -23,17 +25,7 @@ if sys.argv[1:] == ["--self-test"]:
         "a private use": ("mod a;\nuse std::sync::Arc;", True),
         "a struct": ("pub struct S;", True),
     }
-    bad = 0
-    for name, (text, should_fail) in cases.items():
-        with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "p"))
-            open(os.path.join(d, "p", "mod.rs"), "w").write(text + "\n")
-            failed = subprocess.run([sys.executable, __file__, d], capture_output=True).returncode != 0
-            if failed != should_fail:
-                bad += 1
-                print(f"self-test {name!r}: expected {'a failure' if should_fail else 'a pass'}")
-    print(f"self-test: {len(cases) - bad}/{len(cases)} cases as expected")
-    sys.exit(1 if bad else 0)
+    self_test.run(__file__, {name: ({"p/mod.rs": text}, should_fail) for name, (text, should_fail) in cases.items()})
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "src"
 

@@ -9,7 +9,9 @@ module of the crate. Items are resolved by name from `pub` definitions, so a nam
 files of one folder counts as both; `#[cfg(test)] mod tests` blocks are left out.
 Usage: scripts/check-module-cycles.py [src]   (or --self-test: the checker on made-up trees)
 """
-import os, re, subprocess, sys, tempfile
+import os, re, sys
+
+import self_test
 
 if sys.argv[1:] == ["--self-test"]:
     cases = {
@@ -20,18 +22,7 @@ if sys.argv[1:] == ["--self-test"]:
         "layered folder": ({"lib.rs": "mod p;", "p/mod.rs": "mod t;\nmod x;\npub use t::T;\npub use x::run;", "p/t.rs": "pub struct T;", "p/x.rs": "use super::t::T;\npub fn run() {}"}, False),
         "re-export from outside": ({"lib.rs": "mod config; mod q;", "config/mod.rs": "pub struct K;", "q/mod.rs": "mod y;\npub use crate::config::K;\nfn f() { y::g(); }", "q/y.rs": "use super::K;\npub fn g() {}"}, False),
     }
-    bad = 0
-    for name, (tree, should_fail) in cases.items():
-        with tempfile.TemporaryDirectory() as d:
-            for path, text in tree.items():
-                os.makedirs(os.path.dirname(os.path.join(d, path)), exist_ok=True)
-                open(os.path.join(d, path), "w").write(text + "\n")
-            failed = subprocess.run([sys.executable, __file__, d], capture_output=True).returncode != 0
-            if failed != should_fail:
-                bad += 1
-                print(f"self-test {name!r}: expected {'a failure' if should_fail else 'a pass'}")
-    print(f"self-test: {len(cases) - bad}/{len(cases)} cases as expected")
-    sys.exit(1 if bad else 0)
+    self_test.run(__file__, cases)
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "src"
 LEAVES = {"config"}  # may name nothing else of the crate
