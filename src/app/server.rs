@@ -101,6 +101,8 @@ pub struct ServerState {
     pub releases: Option<Arc<crate::app::release::Releases>>,
     /// The detector `GET /api/v1/verdict` reads (`None`: `detect.enabled: false`).
     pub detect: Option<Arc<crate::sink::detect::DetectSink>>,
+    /// The replica comparisons whose canary joins the verdict while a rollout runs.
+    pub replicas: Option<Arc<crate::sink::replicas::ReplicaSink>>,
 }
 
 pub fn router(state: ServerState) -> Router {
@@ -446,7 +448,8 @@ async fn get_verdict(
     };
     let name = |s: &str| crate::protocol::truncate_chars(s, 64).escape_debug().to_string();
     let settings = detect.settings();
-    match verdict(&detect.report(), &q.target, q.version.as_deref(), &settings) {
+    let canary = state.replicas.as_ref().and_then(|r| r.canary(&q.target));
+    match verdict(&detect.report(), &q.target, q.version.as_deref(), &settings).map(|v| v.with_canary(canary, &settings)) {
         Ok(v) => (StatusCode::OK, [(CONTENT_TYPE, "application/json")], serde_json::to_string(&v).unwrap_or_default()).into_response(),
         Err(NoVerdict::UnknownTarget) => text(StatusCode::NOT_FOUND, format!("unknown target \"{}\"", name(&q.target))),
         Err(NoVerdict::NoRelease) => text(StatusCode::NOT_FOUND, format!("target \"{}\" has had no release marker", name(&q.target))),

@@ -99,6 +99,7 @@ impl Station {
             lifecycle: self.lifecycle,
             releases: Some(self.releases.clone()),
             detect: self.detect.clone(),
+            replicas: Some(self.replicas.clone()),
         };
         self.server_stop = CancellationToken::new();
         self.server_task = tokio::spawn(server::serve(listener, state, self.server_stop.clone()));

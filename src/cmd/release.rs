@@ -129,6 +129,22 @@ fn progress(v: &serde_json::Value) -> String {
         };
         parts.push(format!("{name} {} {effect} ({probes} probes{seen})", s["state"].as_str().unwrap_or("?")));
     }
+    // While old and new replicas serve side by side: the new version's against the old ones'.
+    let canary = &v["canary"];
+    for s in canary["signals"].as_array().into_iter().flatten().filter(|s| s["judged"].as_bool() == Some(true)) {
+        let name = s["signal"].as_str().unwrap_or("?");
+        let effect = match s["effect"]["value"].as_f64() {
+            Some(d) if name == "goodput" => format!("{:+.2} pts", d * 100.0),
+            Some(r) => format!("x{r:.2}"),
+            None => "-".to_owned(),
+        };
+        let state = if s["regressed"].as_bool() == Some(true) { "regressed" } else { "ok" };
+        parts.push(format!(
+            "canary {name} {state} {effect} ({} new / {} old probes)",
+            s["probes"].as_u64().unwrap_or(0),
+            s["reference_probes"].as_u64().unwrap_or(0)
+        ));
+    }
     parts.join("; ")
 }
 

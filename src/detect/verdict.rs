@@ -25,6 +25,42 @@ pub struct Verdict {
     /// latency probes held out while it was colder than before (docs/detection.md, "Cold caches
     /// after a rollout"). `null` without a hit-rate reading in the baseline.
     pub cache_warmup: Option<CacheWarmup>,
+    /// While the release rolls out and its replicas serve beside the old version's: the new
+    /// version's probes against the old ones' at the same time and load (`null` otherwise).
+    /// A regression there is the verdict's first word: it needs no baseline from before.
+    pub canary: Option<Canary>,
+}
+
+/// A rollout's side-by-side comparison: the newest version's replicas against the others'.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Canary {
+    /// The newest version the replicas report.
+    pub version: String,
+    /// When several versions began to serve (Unix seconds).
+    pub started_s: f64,
+    pub signals: Vec<CanarySignal>,
+}
+
+impl Canary {
+    pub fn regressed(&self) -> bool {
+        self.signals.iter().any(|s| s.regressed)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CanarySignal {
+    pub signal: &'static str,
+    /// Both sides had enough probes to be judged.
+    pub judged: bool,
+    pub regressed: bool,
+    /// Latency: the new/old ratio of geometric means; goodput: new − old bad fraction; with a
+    /// 95% interval.
+    pub effect: Option<Estimate>,
+    pub probes: usize,
+    pub reference_probes: usize,
+    /// ln of the evidence and the threshold it must reach.
+    pub evidence: f64,
+    pub threshold: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -177,7 +213,24 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
         required,
         signals,
         cache_warmup: pooled.iter().find(|r| r.signal != Signal::Goodput).and_then(|r| r.warmup),
+        canary: None,
     })
+}
+
+impl Verdict {
+    /// Joins the rollout's canary comparison when it belongs to this release (several versions
+    /// began to serve no earlier than `marker_max_delay_s` before the marker). While both
+    /// versions serve it comes first: a canary regression makes the release `regressed` whatever
+    /// the before/after tests say so far; a clean canary decides nothing alone (the rollout is
+    /// not over, and the before/after window still judges it).
+    pub fn with_canary(mut self, canary: Option<Canary>, settings: &DetectSettings) -> Verdict {
+        let Some(c) = canary.filter(|c| c.started_s >= self.marker_s - settings.marker_max_delay_s) else { return self };
+        if c.regressed() {
+            self.state = VerdictState::Regressed;
+        }
+        self.canary = Some(c);
+        self
+    }
 }
 
 #[cfg(test)]
@@ -257,5 +310,37 @@ mod tests {
         none.iter_mut().for_each(|r| r.marker_s = None);
         assert_eq!(verdict(&none, "vllm", None, &s), Err(NoVerdict::NoRelease));
         assert_eq!(verdict(&rows(), "vllm", Some("v2"), &s).map(|v| v.state), Ok(VerdictState::Passed));
+    }
+
+    #[test]
+    fn a_canary_regression_comes_first_while_the_versions_serve_side_by_side() {
+        let s = DetectSettings::default();
+        let mut watching = rows();
+        watching.iter_mut().for_each(|r| r.armed = true);
+        let base = verdict(&watching, "vllm", Some("v2"), &s).expect("a verdict");
+        assert_eq!(base.state, VerdictState::Watching);
+        let canary = |regressed: bool, started_s: f64| Canary {
+            version: "v2".into(),
+            started_s,
+            signals: vec![CanarySignal {
+                signal: "ttft",
+                judged: true,
+                regressed,
+                effect: Some(Estimate { value: 1.3, low: 1.2, high: 1.4 }),
+                probes: 120,
+                reference_probes: 300,
+                evidence: if regressed { 9.0 } else { 0.1 },
+                threshold: 6.0,
+            }],
+        };
+        let v = base.clone().with_canary(Some(canary(true, 1000.0)), &s);
+        assert_eq!(v.state, VerdictState::Regressed);
+        assert!(v.canary.as_ref().is_some_and(Canary::regressed));
+        // A clean canary decides nothing alone; one from a rollout long before the marker is
+        // another release's and is left out.
+        assert_eq!(base.clone().with_canary(Some(canary(false, 1000.0)), &s).state, VerdictState::Watching);
+        let old = base.clone().with_canary(Some(canary(true, 1000.0 - s.marker_max_delay_s - 1.0)), &s);
+        assert_eq!((old.state, old.canary), (VerdictState::Watching, None));
+        assert_eq!(base.clone().with_canary(None, &s), base);
     }
 }

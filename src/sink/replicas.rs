@@ -15,6 +15,7 @@ use super::detect::observation;
 use super::prometheus::ReplicaFamilies;
 use crate::detect::Signal;
 use crate::detect::compare::{CompareSettings, Group, compare};
+use crate::detect::verdict::{Canary, CanarySignal};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::Outcome;
 
@@ -32,6 +33,8 @@ struct TargetState {
     rollout_started: Option<f64>,
     /// Per replica, the recent probes (outliers).
     recent: HashMap<String, Group>,
+    /// The last canary comparison of the rollout in progress (for the release verdict).
+    canary: Option<Canary>,
 }
 
 pub struct ReplicaSink {
@@ -89,6 +92,7 @@ impl ReplicaSink {
                 tracing::info!(target_name = %target, "rollout complete: one version left, canary verdict cleared");
             }
             t.rollout.clear();
+            t.canary = None;
             self.families.clear_canary(target);
             return;
         }
@@ -105,10 +109,27 @@ impl ReplicaSink {
         }
         let empty = Group::default();
         let newest = t.rollout.get(new).unwrap_or(&empty);
+        let mut signals = Vec::new();
         for signal in Signal::ALL {
             let v = compare(newest, &old, signal, &self.canary);
             self.families.set_canary(target, new, signal.as_str(), &v);
+            signals.push(CanarySignal {
+                signal: signal.as_str(),
+                judged: v.judged,
+                regressed: v.regressed,
+                effect: v.effect,
+                probes: v.new_samples,
+                reference_probes: v.reference_samples,
+                evidence: v.log_evidence,
+                threshold: v.threshold,
+            });
         }
+        t.canary = Some(Canary { version: new.clone(), started_s: t.rollout_started.unwrap_or(now), signals });
+    }
+
+    /// The canary comparison of `target`'s rollout in progress, as last published.
+    pub fn canary(&self, target: &str) -> Option<Canary> {
+        self.lock().get(target).and_then(|t| t.canary.clone())
     }
 
     fn publish_outliers(&self, target: &str, t: &TargetState) {

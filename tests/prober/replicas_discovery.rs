@@ -111,13 +111,24 @@ async fn each_replica_is_probed_and_a_vanished_one_goes_after_the_grace_period()
     assert_eq!(report.accounting.scheduled(), report.accounting.recorded());
 }
 
-async fn rollout(slowdown: f64) -> String {
+/// A rollout half done: one replica of two serves 0.33.0, `slowdown` times slower. The release
+/// is marked when the prober starts (a pipeline's marker, no baseline before it). Returns the
+/// last scrape and the release verdict then.
+async fn rollout(slowdown: f64) -> (String, serde_json::Value) {
     let (port, _stops) = mocks(2).await;
     control(port, 3, &format!(r#"{{"engine_version":"0.33.0","slowdown":{slowdown}}}"#)).await;
     let resolver = StaticResolver::new();
     resolver.set("llm.test", [ip(2), ip(3)]);
-    let (running, shutdown) = start(config(port, "{rate: split}"), &resolver).await;
+    let token_file = std::env::temp_dir().join(format!("llmprobe-canary-token-{}-{slowdown}", std::process::id()));
+    std::fs::write(&token_file, "canary-token").unwrap();
+    let mut cfg = config(port, "{rate: split}");
+    cfg.detect.release_token_file = Some(token_file.clone());
+    let (running, shutdown) = start(cfg, &resolver).await;
     let addr = running.metrics_addr;
+    let client = reqwest::Client::new();
+    let marked =
+        client.post(format!("http://{addr}/api/v1/releases")).bearer_auth("canary-token").body(r#"{"target":"t","version":"0.33.0"}"#).send().await.unwrap();
+    assert!(marked.status().is_success(), "{}", marked.status());
     // The mock's slowdown stretches every engine step, so TPOT (one step per token) shows it
     // directly; TTFT also holds HTTP and queueing, which a busy machine makes noisy.
     let regressed = |t: &str| metric(t, "llmprobe_canary_state", &["version=\"0.33.0\"", "signal=\"tpot\"", "state=\"regressed\""]) == 1.0;
@@ -131,22 +142,32 @@ async fn rollout(slowdown: f64) -> String {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    let verdict = client.get(format!("http://{addr}/api/v1/verdict?target=t")).bearer_auth("canary-token").send().await.unwrap().text().await.unwrap();
     shutdown.cancel();
     running.wait().await.unwrap();
-    text
+    let _ = std::fs::remove_file(&token_file);
+    (text, serde_json::from_str(&verdict).unwrap_or_else(|e| panic!("{e}: {verdict}")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slower_new_version_is_a_canary_regression() {
-    let text = rollout(1.3).await;
+    let (text, verdict) = rollout(1.3).await;
     assert_eq!(metric(&text, "llmprobe_canary_state", &["version=\"0.33.0\"", "signal=\"tpot\"", "state=\"regressed\""]), 1.0, "{text}");
+    // The release verdict says so while both versions serve, before the before/after window
+    // (which has no baseline here) could.
+    assert_eq!(verdict["state"], "regressed", "{verdict}");
+    assert_eq!(verdict["canary"]["version"], "0.33.0", "{verdict}");
+    let tpot = verdict["canary"]["signals"].as_array().and_then(|s| s.iter().find(|s| s["signal"] == "tpot")).cloned().unwrap_or_default();
+    assert_eq!(tpot["regressed"], true, "{verdict}");
     let ratio = metric(&text, "llmprobe_canary_effect", &["version=\"0.33.0\"", "signal=\"tpot\"", "bound=\"estimate\""]);
     assert!(ratio > 1.15, "new/old TPOT ratio {ratio} for 1.3x slower steps");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_equally_fast_new_version_is_ok() {
-    let text = rollout(1.0).await;
+    let (text, verdict) = rollout(1.0).await;
+    assert_ne!(verdict["state"], "regressed", "{verdict}");
+    assert!(verdict["canary"]["signals"].as_array().is_some_and(|s| s.iter().all(|s| s["regressed"] == false)), "{verdict}");
     for signal in ["ttft", "tpot", "e2e", "goodput"] {
         let s = format!("signal=\"{signal}\"");
         assert_eq!(metric(&text, "llmprobe_canary_state", &["version=\"0.33.0\"", &s, "state=\"ok\""]), 1.0, "{signal}:\n{text}");

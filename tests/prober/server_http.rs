@@ -26,7 +26,7 @@ fn state() -> ServerState {
         history.record(&o, s.as_ref());
     }
     let health = Arc::new(Health::new(metrics.clone()));
-    ServerState { metrics, history, health, reload: None, lifecycle: false, releases: None, detect: None }
+    ServerState { metrics, history, health, reload: None, lifecycle: false, releases: None, detect: None, replicas: None }
 }
 
 /// GET `path` with an optional Accept header; returns status, content type and body.

@@ -39,7 +39,7 @@ async fn start(limits: Limits, releases: bool) -> (SocketAddr, CancellationToken
         r.set_generation(llmprobe::sink::Sinks::new(vec![metrics.clone()]), vec!["t".into()], ApiTokens { marker: Some(secret), read: None }, None);
         r
     });
-    let state = ServerState { metrics, history: Arc::new(History::default()), health, reload: None, lifecycle: false, releases, detect: None };
+    let state = ServerState { metrics, history: Arc::new(History::default()), health, reload: None, lifecycle: false, releases, detect: None, replicas: None };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
