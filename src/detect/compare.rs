@@ -110,7 +110,7 @@ fn latency_index(signal: Signal) -> Option<usize> {
 
 /// The outcome of comparing `new` with `reference` for one signal.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Verdict {
+pub struct Comparison {
     pub regressed: bool,
     /// Both groups had enough probes to be judged.
     pub judged: bool,
@@ -125,9 +125,9 @@ pub struct Verdict {
 }
 
 /// Compares `new` with `reference` on `signal`.
-pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettings) -> Verdict {
+pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettings) -> Comparison {
     let threshold = (1.0 / s.alpha).ln();
-    let mut v = Verdict {
+    let mut v = Comparison {
         regressed: false,
         judged: false,
         effect: None,

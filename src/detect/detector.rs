@@ -82,7 +82,7 @@ impl State {
 
 /// Which detector set `regressed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum Cause {
     /// The tests armed by a release marker (docs/detection.md, "Release-armed tests").
     Release,
     /// The marker-free window test: the last 30 minutes against the 6 hours before
@@ -90,11 +90,11 @@ pub enum Source {
     Continuous,
 }
 
-impl Source {
+impl Cause {
     pub fn as_str(self) -> &'static str {
         match self {
-            Source::Release => "release",
-            Source::Continuous => "continuous",
+            Cause::Release => "release",
+            Cause::Continuous => "continuous",
         }
     }
 }
@@ -116,7 +116,7 @@ pub struct SignalReport {
     pub signal: Signal,
     pub state: State,
     /// What set the current `regressed`/`recovered` state; `None` while watching.
-    pub source: Option<Source>,
+    pub source: Option<Cause>,
     /// A release window is open.
     pub armed: bool,
     /// A release window is open and its tests have not looked yet: the release is being judged
@@ -241,12 +241,12 @@ impl CacheRef {
 
 /// A state change, for logs and alerts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub struct StateChange {
     pub target: String,
     pub scenario: Option<String>,
     pub signal: Signal,
     pub state: State,
-    pub source: Source,
+    pub source: Cause,
     pub at: f64,
 }
 
@@ -308,7 +308,7 @@ pub(super) struct GoodputKey {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Row {
     pub(super) state: State,
-    pub(super) source: Option<Source>,
+    pub(super) source: Option<Cause>,
     pub(super) changed: Option<f64>,
     pub(super) log_e: f64,
     pub(super) max_log_e: f64,
@@ -416,7 +416,7 @@ const MIN_POST: f64 = 5.0;
 
 /// One test at one look.
 #[derive(Debug, Clone, Copy)]
-struct Verdict {
+struct TestResult {
     /// One-look p-value, and adjusted for the looks and the test's share of the error level.
     p: f64,
     p_adj: f64,
@@ -424,7 +424,7 @@ struct Verdict {
     confirmed: bool,
 }
 
-impl Verdict {
+impl TestResult {
     fn passes(&self, alpha: f64) -> bool {
         self.p_adj <= alpha && self.confirmed
     }
@@ -436,7 +436,7 @@ pub struct Detector {
     pub(super) settings: DetectSettings,
     pub(super) targets: Vec<TargetState>,
     pub(super) keys: usize,
-    pub(super) events: Vec<Event>,
+    pub(super) events: Vec<StateChange>,
     pub(super) ignored: Ignored,
     pub(super) last_now: f64,
 }
@@ -463,7 +463,7 @@ impl Detector {
     }
 
     /// The state changes since the last call.
-    pub fn drain_events(&mut self) -> Vec<Event> {
+    pub fn drain_events(&mut self) -> Vec<StateChange> {
         std::mem::take(&mut self.events)
     }
 
@@ -903,8 +903,8 @@ impl Detector {
         let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
         let looks = looks_within(window_bins) as f64;
         let t = &self.targets[ti];
-        let mut scen: Vec<Option<[Verdict; 2]>> = vec![None; t.scenarios.len()];
-        let mut pooled: Vec<Verdict> = Vec::new();
+        let mut scen: Vec<Option<[TestResult; 2]>> = vec![None; t.scenarios.len()];
+        let mut pooled: Vec<TestResult> = Vec::new();
         if signal == Signal::Goodput {
             let outage = |bin: i64| t.hist.get(bin).is_some_and(HistBin::outage);
             let mid_bin = (post.0 + post.1) / 2;
@@ -918,7 +918,7 @@ impl Detector {
                 let (all, early, late) = split(bins);
                 let p = f.tail(&all);
                 let confirmed = !early.is_empty() && !late.is_empty() && f.tail(&early) <= s.confirm_alpha && f.tail(&late) <= s.confirm_alpha;
-                Verdict { p, p_adj: (p * looks / share).min(1.0), confirmed }
+                TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed }
             };
             let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
             if let Some(f) = &t.good_frozen {
@@ -1008,7 +1008,7 @@ impl Detector {
                 Some((p, k2 / n - k1 / m >= tol_e / n))
             };
             // The post-grace probes of the window and of each half: all, early, late.
-            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64, own: bool| -> Option<[Verdict; 2]> {
+            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64, own: bool| -> Option<[TestResult; 2]> {
                 let pick = |j: usize| sel.iter().map(|(w, p, f)| (*w * p[j].n / p[0].n.max(1.0), p[j], *f)).collect::<Vec<_>>();
                 let all = z(&pick(0), own)?;
                 let halves = [z(&pick(1), own), z(&pick(2), own)];
@@ -1016,7 +1016,7 @@ impl Detector {
                 let make = |j: usize| {
                     let (zz, large) = all[j];
                     let p = normal_sf(zz);
-                    Verdict { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed(j) && large }
+                    TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed(j) && large }
                 };
                 Some([make(0), make(1)])
             };
@@ -1037,7 +1037,7 @@ impl Detector {
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
             if let Some((p, large)) = tail(&pick(0)) {
                 let confirmed = [1, 2].iter().all(|j| tail(&pick(*j)).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
-                pooled.push(Verdict { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
+                pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
             }
             for (i, p, f) in &parts {
                 scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk, true);
@@ -1048,12 +1048,12 @@ impl Detector {
         self.apply_release_look(ti, signal, end, &pooled, &scen, alpha);
     }
 
-    fn apply_release_look(&mut self, ti: usize, signal: Signal, now: f64, pooled: &[Verdict], scen: &[Option<[Verdict; 2]>], alpha: f64) {
+    fn apply_release_look(&mut self, ti: usize, signal: Signal, now: f64, pooled: &[TestResult], scen: &[Option<[TestResult; 2]>], alpha: f64) {
         let k = signal.index();
         let attribution = self.settings.attribution_alpha;
         let baseline = self.baseline_ref(ti, signal);
         let t = &mut self.targets[ti];
-        let evidence = |v: &Verdict| -(v.p_adj.max(1e-300)).ln();
+        let evidence = |v: &TestResult| -(v.p_adj.max(1e-300)).ln();
         let mut events = Vec::new();
         let all = pooled.iter().chain(scen.iter().flatten().flatten());
         let best = all.clone().map(evidence).fold(f64::NEG_INFINITY, f64::max);
@@ -1066,12 +1066,12 @@ impl Detector {
                 r.max_log_e = r.max_log_e.max(best);
             }
             if r.state == State::Watching && any_pass {
-                *r = Row { state: State::Regressed, source: Some(Source::Release), changed: Some(now), ..*r };
+                *r = Row { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
                 t.recovery_ref[k] = baseline;
                 events.push((None, State::Regressed));
             }
         }
-        let pooled_release = t.pooled[k].state == State::Regressed && t.pooled[k].source == Some(Source::Release);
+        let pooled_release = t.pooled[k].state == State::Regressed && t.pooled[k].source == Some(Cause::Release);
         for (i, sc) in t.scenarios.iter_mut().enumerate() {
             let Some(v) = scen.get(i).copied().flatten() else { continue };
             let r = &mut sc.rows[k];
@@ -1081,13 +1081,13 @@ impl Detector {
             let own = v.iter().any(|x| x.passes(alpha));
             let attributed = pooled_pass && pooled_release && v.iter().any(|x| x.p <= attribution && x.confirmed);
             if r.state == State::Watching && (own || attributed) {
-                *r = Row { state: State::Regressed, source: Some(Source::Release), changed: Some(now), ..*r };
+                *r = Row { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
                 events.push((Some(sc.name.clone()), State::Regressed));
             }
         }
         let name = t.name.clone();
         for (scenario, state) in events {
-            self.events.push(Event { target: name.clone(), scenario, signal, state, source: Source::Release, at: now });
+            self.events.push(StateChange { target: name.clone(), scenario, signal, state, source: Cause::Release, at: now });
         }
     }
 
@@ -1173,10 +1173,10 @@ impl Detector {
         t.continuous_passed[k] = passes;
         if persisted {
             let name = t.name.clone();
-            t.pooled[k] = Row { state: State::Regressed, source: Some(Source::Continuous), changed: Some(now), ..t.pooled[k] };
+            t.pooled[k] = Row { state: State::Regressed, source: Some(Cause::Continuous), changed: Some(now), ..t.pooled[k] };
             t.recovery_ref[k] = Some((reference.0, reference.1, p_ref));
             t.alarm_deff[k] = deff;
-            self.events.push(Event { target: name, scenario: None, signal, state: State::Regressed, source: Source::Continuous, at: now });
+            self.events.push(StateChange { target: name, scenario: None, signal, state: State::Regressed, source: Cause::Continuous, at: now });
         }
     }
 
@@ -1192,7 +1192,7 @@ impl Detector {
             return;
         }
         let z_rec = normal_quantile(1.0 - s.recovery_alpha);
-        let continuous = pooled.source == Some(Source::Continuous);
+        let continuous = pooled.source == Some(Cause::Continuous);
         let recent = (bin + 1 - RECOVERY_BINS, bin + 1);
         let since = |r: &Row| r.changed.map_or(i64::MAX, |c| self.bin_after(c));
         let mut recovered_pooled = false;
@@ -1247,18 +1247,18 @@ impl Detector {
             t.pooled[k].state = State::Recovered;
             t.pooled[k].changed = Some(now);
             t.recovery_ref[k] = None;
-            events.push((None, t.pooled[k].source.unwrap_or(Source::Release)));
+            events.push((None, t.pooled[k].source.unwrap_or(Cause::Release)));
         }
         for (sc, rec) in t.scenarios.iter_mut().zip(recovered_scen) {
             if rec {
                 sc.rows[k].state = State::Recovered;
                 sc.rows[k].changed = Some(now);
-                events.push((Some(sc.name.clone()), Source::Release));
+                events.push((Some(sc.name.clone()), Cause::Release));
             }
         }
         let name = t.name.clone();
         for (scenario, source) in events {
-            self.events.push(Event { target: name.clone(), scenario, signal, state: State::Recovered, source, at: now });
+            self.events.push(StateChange { target: name.clone(), scenario, signal, state: State::Recovered, source, at: now });
         }
     }
 
@@ -1602,7 +1602,7 @@ mod tests {
         let at = first_alarm(&mut d, Signal::Ttft, t).expect("2x detected within 10 min");
         assert!((540.0..=600.0).contains(&at), "detected {at} s after the marker");
         let r = pooled(&d, Signal::Ttft);
-        assert_eq!((r.state, r.source), (State::Regressed, Some(Source::Release)));
+        assert_eq!((r.state, r.source), (State::Regressed, Some(Cause::Release)));
         assert!(r.log_evidence >= r.threshold && r.p_value <= 0.015 / 6.0, "{r:?}");
         let m = r.median_ratio.expect("median ratio");
         assert!(m.low < 2.0 && 2.0 < m.high && m.low > 1.5, "{m:?}");
@@ -1748,7 +1748,7 @@ mod tests {
         assert!(!checks(&d).regressed);
     }
 
-    fn ttft_alarm(events: &[Event]) -> bool {
+    fn ttft_alarm(events: &[StateChange]) -> bool {
         events.iter().any(|e| e.scenario.is_none() && e.signal == Signal::Ttft && e.state == State::Regressed)
     }
 
@@ -1963,7 +1963,7 @@ mod tests {
         let mut caught = None;
         for i in 0..2700 {
             d.observe("t", SC[i % 3], probe(&mut rng, 2.0), 25_200.0 + i as f64 * 2.0);
-            if d.drain_events().iter().any(|e| e.source == Source::Continuous && e.signal == Signal::Ttft) {
+            if d.drain_events().iter().any(|e| e.source == Cause::Continuous && e.signal == Signal::Ttft) {
                 caught = Some(i);
                 break;
             }
@@ -1971,7 +1971,7 @@ mod tests {
         assert!(caught.is_some_and(|i| i >= 900), "a 2x step is no continuous alarm within its first 30 minutes: {caught:?}");
         assert!(caught.is_some(), "continuous detector missed a 2x step within 90 minutes");
         let r = pooled(&d, Signal::Ttft);
-        assert_eq!((r.state, r.source), (State::Regressed, Some(Source::Continuous)));
+        assert_eq!((r.state, r.source), (State::Regressed, Some(Cause::Continuous)));
         assert!(r.continuous_evidence >= r.continuous_threshold, "{r:?}");
     }
 
@@ -2044,7 +2044,7 @@ mod tests {
         let labels: Vec<&str> = rows[..4].iter().map(|r| r.signal.as_str()).collect();
         assert_eq!(labels, ["ttft", "tpot", "e2e", "goodput"]);
         assert_eq!(rows[0].state.as_str(), "watching");
-        assert_eq!(Source::Continuous.as_str(), "continuous");
+        assert_eq!(Cause::Continuous.as_str(), "continuous");
         assert_eq!(State::Recovered.as_str(), "recovered");
     }
 

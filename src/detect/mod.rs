@@ -17,5 +17,5 @@ pub mod snapshot;
 pub mod verdict;
 
 pub use crate::config::DetectSettings;
-pub use detector::{CacheWarmup, ChecksReport, Detector, Estimate, Event, Ignored, Marked, Observation, Signal, SignalReport, Source, State};
+pub use detector::{CacheWarmup, Cause, ChecksReport, Detector, Estimate, Ignored, Marked, Observation, Signal, SignalReport, State, StateChange};
 pub use snapshot::Restored;

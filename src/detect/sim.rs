@@ -19,7 +19,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
-use super::detector::{Detector, Observation, Signal, Source, State};
+use super::detector::{Cause, Detector, Observation, Signal, State};
 use crate::config::DetectSettings;
 
 const DAY_S: f64 = 86_400.0;
@@ -297,7 +297,7 @@ impl PlanParams {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Detection {
     pub after_s: f64,
-    pub source: Source,
+    pub source: Cause,
 }
 
 /// What the planner measured.
@@ -342,7 +342,7 @@ impl PlanResult {
     }
 
     /// The same, counting only detections whose first pooled alarm came from `source`.
-    pub fn detected_within_by(&self, s: f64, source: Option<Source>) -> f64 {
+    pub fn detected_within_by(&self, s: f64, source: Option<Cause>) -> f64 {
         let hit = |d: &Option<Detection>| d.is_some_and(|d| d.after_s <= s && source.is_none_or(|x| x == d.source));
         self.detections.iter().filter(|d| hit(d)).count() as f64 / self.detections.len().max(1) as f64
     }
@@ -611,7 +611,7 @@ fn scenario_names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("s{i}")).collect()
 }
 
-fn pooled_regressed(e: &super::detector::Event) -> bool {
+fn pooled_regressed(e: &super::detector::StateChange) -> bool {
     e.scenario.is_none() && e.state == State::Regressed
 }
 
@@ -716,8 +716,8 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
                 if pooled_regressed(&e) && e.at >= p.warmup_s {
                     let a = &mut alarms[Signal::ALL.iter().position(|s| *s == e.signal).unwrap_or(0)];
                     match e.source {
-                        Source::Release => a.0 += 1,
-                        Source::Continuous => a.1 += 1,
+                        Cause::Release => a.0 += 1,
+                        Cause::Continuous => a.1 += 1,
                     }
                 }
             }
@@ -978,7 +978,7 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         );
         for m in [5.0, 15.0, 60.0, 180.0, 360.0] {
             if m * 60.0 <= p.horizon_s + 1e-9 {
-                let (a, c) = (r.detected_within_by(m * 60.0, Some(Source::Release)), r.detected_within_by(m * 60.0, Some(Source::Continuous)));
+                let (a, c) = (r.detected_within_by(m * 60.0, Some(Cause::Release)), r.detected_within_by(m * 60.0, Some(Cause::Continuous)));
                 let _ = writeln!(o, "  detected within {m:>2} min   {:.3}  (release-armed {a:.3}, continuous {c:.3})", r.detected_within(m * 60.0));
             }
         }
@@ -1016,7 +1016,7 @@ pub fn format_min_detectable(m: &MinDetectable) -> String {
 /// The result as one JSON object: every parameter and figure.
 pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> serde_json::Value {
     use serde_json::{Value, json};
-    let within = |source: Option<Source>| {
+    let within = |source: Option<Cause>| {
         let mut m = serde_json::Map::new();
         for minutes in [5, 15, 60, 180, 360] {
             if minutes as f64 * 60.0 <= p.horizon_s + 1e-9 {
@@ -1082,7 +1082,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
         "detection": (r.trials > 0).then(|| json!({
             "trials": r.trials,
             "detected_within": within(None),
-            "detected_within_by_source": {"release": within(Some(Source::Release)), "continuous": within(Some(Source::Continuous))},
+            "detected_within_by_source": {"release": within(Some(Cause::Release)), "continuous": within(Some(Cause::Continuous))},
             "median_detect_min": r.median_detect_s().map(|s| s / 60.0),
         })),
         "cleared_by_marker": r.cleared_by_marker,
@@ -1321,8 +1321,8 @@ mod tests {
         let mut p = params();
         p.horizon_s = 3600.0;
         let mut r = PlanResult::from_detections(vec![
-            Some(Detection { after_s: 200.0, source: Source::Release }),
-            Some(Detection { after_s: 1200.0, source: Source::Continuous }),
+            Some(Detection { after_s: 200.0, source: Cause::Release }),
+            Some(Detection { after_s: 1200.0, source: Cause::Continuous }),
             None,
         ]);
         r.days = 10.0;

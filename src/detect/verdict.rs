@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::detector::{CacheWarmup, Estimate, Signal, SignalReport, Source, State};
+use super::detector::{CacheWarmup, Cause, Estimate, Signal, SignalReport, State};
 use super::math::{Z95, proportion_delta};
 use crate::config::DetectSettings;
 
@@ -151,7 +151,7 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
             SignalVerdict {
                 signal: r.signal.as_str(),
                 state: r.state.as_str(),
-                source: r.source.map(Source::as_str),
+                source: r.source.map(Cause::as_str),
                 median_ratio: r.median_ratio,
                 p95_ratio: r.p95_ratio,
                 bad_fraction_delta: r.bad_delta,
@@ -292,12 +292,12 @@ mod tests {
         assert_eq!(state(&r), VerdictState::Grace);
         r.iter_mut().for_each(|r| r.pending = false);
         assert_eq!(state(&r), VerdictState::Watching);
-        r[3] = SignalReport { state: State::Regressed, source: Some(Source::Release), changed_s: Some(1400.0), ..r[3].clone() };
+        r[3] = SignalReport { state: State::Regressed, source: Some(Cause::Release), changed_s: Some(1400.0), ..r[3].clone() };
         assert_eq!(state(&r), VerdictState::Regressed, "a regression decides at once");
         // Regressed before this release (by the continuous test): not this release's, and it
         // cannot pass.
         let mut before = rows();
-        before[0] = SignalReport { state: State::Regressed, source: Some(Source::Continuous), changed_s: Some(900.0), ..before[0].clone() };
+        before[0] = SignalReport { state: State::Regressed, source: Some(Cause::Continuous), changed_s: Some(900.0), ..before[0].clone() };
         assert_eq!(state(&before), VerdictState::Inconclusive);
     }
 

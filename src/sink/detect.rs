@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
 use crate::config::Detect;
-use crate::detect::{Detector, Estimate, Event, Marked, Observation, Signal, SignalReport, Source, State, persist};
+use crate::detect::{Cause, Detector, Estimate, Marked, Observation, Signal, SignalReport, State, StateChange, persist};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::source::SnapshotCache;
@@ -243,10 +243,10 @@ fn effect_text(r: &SignalReport) -> String {
 /// threshold in the text and the evidence at or above the threshold. Where the row's numbers no
 /// longer show that (the row is exported a few seconds after the change: a statistic may have
 /// restarted at the alarm or fallen back since) it says what is known instead.
-fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
+fn event_text(e: &StateChange, row: Option<&SignalReport>) -> String {
     let test = match e.source {
-        Source::Release => "the release-armed test",
-        Source::Continuous => "the continuous test (no release marker)",
+        Cause::Release => "the release-armed test",
+        Cause::Continuous => "the continuous test (no release marker)",
     };
     let Some(r) = row else {
         return match e.state {
@@ -256,7 +256,7 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
         };
     };
     match (e.state, e.source) {
-        (State::Regressed, Source::Release) => {
+        (State::Regressed, Cause::Release) => {
             let marker = match r.marker_s {
                 Some(m) => format!("{:.0} s after the release marker of {}", (e.at - m).max(0.0), crate::util::rfc3339::format_unix(m, 0)),
                 None => "after the release marker".to_owned(),
@@ -277,7 +277,7 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
             };
             format!("{head}; {}; {} probes since the marker{cache}", effect_text(r), r.samples)
         }
-        (State::Regressed, Source::Continuous) => {
+        (State::Regressed, Cause::Continuous) => {
             let (evidence, threshold) = (r.continuous_evidence, r.continuous_threshold);
             if threshold > 0.0 && evidence >= threshold {
                 format!(
@@ -291,8 +291,8 @@ fn event_text(e: &Event, row: Option<&SignalReport>) -> String {
                 )
             }
         }
-        (State::Recovered, Source::Release) => format!("regression recovered (it was set by {test}): {}", effect_text(r)),
-        (State::Recovered, Source::Continuous) => format!("regression recovered (it was set by {test}): back within the tolerance of its recent baseline"),
+        (State::Recovered, Cause::Release) => format!("regression recovered (it was set by {test}): {}", effect_text(r)),
+        (State::Recovered, Cause::Continuous) => format!("regression recovered (it was set by {test}): back within the tolerance of its recent baseline"),
         (State::Watching, _) => "detector back to watching".to_owned(),
     }
 }
@@ -335,7 +335,7 @@ impl Sink for DetectSink {
 mod tests {
     use super::*;
 
-    fn row(signal: Signal, state: State, source: Option<Source>) -> SignalReport {
+    fn row(signal: Signal, state: State, source: Option<Cause>) -> SignalReport {
         SignalReport {
             target: "vllm".to_owned(),
             scenario: None,
@@ -365,23 +365,23 @@ mod tests {
         }
     }
 
-    fn event(state: State, source: Source) -> Event {
-        Event { target: "vllm".to_owned(), scenario: None, signal: Signal::Ttft, state, source, at: 1_767_225_912.0 }
+    fn event(state: State, source: Cause) -> StateChange {
+        StateChange { target: "vllm".to_owned(), scenario: None, signal: Signal::Ttft, state, source, at: 1_767_225_912.0 }
     }
 
     #[test]
     fn the_state_source_label_names_the_detector_and_is_none_while_watching() {
-        assert_eq!(state_source(&row(Signal::Ttft, State::Regressed, Some(Source::Release))), "release");
-        assert_eq!(state_source(&row(Signal::Ttft, State::Regressed, Some(Source::Continuous))), "continuous");
-        assert_eq!(state_source(&row(Signal::Ttft, State::Recovered, Some(Source::Continuous))), "continuous");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Regressed, Some(Cause::Release))), "release");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Regressed, Some(Cause::Continuous))), "continuous");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Recovered, Some(Cause::Continuous))), "continuous");
         assert_eq!(state_source(&row(Signal::Ttft, State::Watching, None)), "none");
-        assert_eq!(state_source(&row(Signal::Ttft, State::Watching, Some(Source::Release))), "none");
+        assert_eq!(state_source(&row(Signal::Ttft, State::Watching, Some(Cause::Release))), "none");
     }
 
     #[test]
     fn a_release_regression_is_logged_with_evidence_threshold_marker_and_effect() {
-        let r = row(Signal::Ttft, State::Regressed, Some(Source::Release));
-        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        let r = row(Signal::Ttft, State::Regressed, Some(Cause::Release));
+        let text = event_text(&event(State::Regressed, Cause::Release), Some(&r));
         assert!(text.starts_with("regression detected by the release-armed test, 312 s after the release marker of 2026-01-01T00:00:00Z"), "{text}");
         assert!(text.contains("evidence 7.2 >= threshold 6.0"), "{text}");
         assert!(text.contains("median ratio 1.310 (95% 1.180..1.450)") && text.contains("118 probes since the marker"), "{text}");
@@ -390,21 +390,21 @@ mod tests {
     #[test]
     fn regression_detected_needs_the_evidence_at_the_threshold() {
         // The release test's evidence fell back below its threshold before the export.
-        let mut r = row(Signal::Ttft, State::Regressed, Some(Source::Release));
+        let mut r = row(Signal::Ttft, State::Regressed, Some(Cause::Release));
         r.log_evidence = 5.2;
-        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        let text = event_text(&event(State::Regressed, Cause::Release), Some(&r));
         assert!(!text.contains("regression detected") && text.contains("5.2") && text.contains("6.0"), "{text}");
         // The continuous test's statistic restarted at its alarm: 0 against 16.2 is not "detected".
-        let r = row(Signal::Ttft, State::Regressed, Some(Source::Continuous));
-        let text = event_text(&event(State::Regressed, Source::Continuous), Some(&r));
+        let r = row(Signal::Ttft, State::Regressed, Some(Cause::Continuous));
+        let text = event_text(&event(State::Regressed, Cause::Continuous), Some(&r));
         assert!(!text.contains("regression detected") && text.contains("continuous test (no release marker)"), "{text}");
         assert!(!text.contains("ratio"), "a continuous row has no release effect to show: {text}");
-        let mut r = row(Signal::Ttft, State::Regressed, Some(Source::Continuous));
+        let mut r = row(Signal::Ttft, State::Regressed, Some(Cause::Continuous));
         r.continuous_evidence = 17.0;
-        let text = event_text(&event(State::Regressed, Source::Continuous), Some(&r));
+        let text = event_text(&event(State::Regressed, Cause::Continuous), Some(&r));
         assert!(text.starts_with("regression detected by the continuous test (no release marker): evidence 17.0 >= threshold 16.2"), "{text}");
         // No row, no numbers: never "detected".
-        let text = event_text(&event(State::Regressed, Source::Release), None);
+        let text = event_text(&event(State::Regressed, Cause::Release), None);
         assert!(!text.contains("regression detected"), "{text}");
     }
 
@@ -442,15 +442,15 @@ mod tests {
 
     #[test]
     fn log_text_never_prints_nan() {
-        let mut r = row(Signal::Goodput, State::Regressed, Some(Source::Release));
+        let mut r = row(Signal::Goodput, State::Regressed, Some(Cause::Release));
         r.bad_delta = Some(Estimate { value: f64::NAN, low: f64::NAN, high: f64::NAN });
         r.log_evidence = f64::NAN;
-        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        let text = event_text(&event(State::Regressed, Cause::Release), Some(&r));
         assert!(!text.contains("NaN") && text.contains("no effect estimate yet"), "{text}");
         r.bad_delta = Some(Estimate { value: 0.045, low: 0.021, high: 0.069 });
         r.log_evidence = 5.1;
         r.threshold = 4.89;
-        let text = event_text(&event(State::Regressed, Source::Release), Some(&r));
+        let text = event_text(&event(State::Regressed, Cause::Release), Some(&r));
         assert!(text.contains("evidence 5.1 >= threshold 4.9") && text.contains("bad fraction +0.0450 (95% +0.0210..+0.0690)"), "{text}");
     }
 }

@@ -142,7 +142,7 @@ pub fn sample(o: &Outcome) -> Option<Sample> {
 pub fn record_replica_series(metrics: &llmprobe::sink::Metrics) {
     metrics.set_replica_info("local", "vllm-0", "0.11.0", "node-a", "zone-1");
     metrics.set_replica_counts("local", 2, 2);
-    let verdict = llmprobe::detect::compare::Verdict {
+    let verdict = llmprobe::detect::compare::Comparison {
         regressed: false,
         judged: true,
         effect: Some(llmprobe::detect::Estimate { value: 1.02, low: 0.98, high: 1.06 }),

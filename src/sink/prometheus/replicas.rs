@@ -95,7 +95,7 @@ impl ReplicaFamilies {
     }
 
     /// The canary verdict of `version` on `signal`.
-    pub fn set_canary(&self, target: &str, version: &str, signal: &str, v: &crate::detect::compare::Verdict) {
+    pub fn set_canary(&self, target: &str, version: &str, signal: &str, v: &crate::detect::compare::Comparison) {
         let (regressed, effect, evidence) = (v.regressed, v.effect, v.log_evidence);
         let labels = CanaryLabels { target: target.to_owned(), version: server_label(version), signal: signal.to_owned() };
         for state in ["ok", "regressed"] {
