@@ -192,7 +192,8 @@ mod tests {
 
     #[test]
     fn per_replica_probes_take_turns_at_going_first() {
-        let no_files = crate::config::Resolvers { dataset: |_, _, _, _| Err("no datasets here".into()), mock_profiles: Vec::new, carries: |api| api.family().carries };
+        let no_files =
+            crate::config::Resolvers { dataset: |_, _, _, _| Err("no datasets here".into()), mock_profiles: Vec::new, carries: |api| api.family().carries };
         let cfg = crate::config::parse(
             "targets:\n  - {name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}\nscenarios:\n  - {name: s, input_tokens: 8, output_tokens: 4}\n",
             "t.yaml",
