@@ -16,6 +16,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
+
+use crate::common::PATIENCE;
+
+/// Waits until the fake API server has been asked `n` requests that `which` selects (by their
+/// query).
+async fn wait_for_requests(fake: &Fake, what: &str, n: usize, which: impl Fn(&HashMap<String, String>) -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while fake.requests.lock().unwrap().iter().filter(|(q, _)| which(q)).count() < n {
+        assert!(std::time::Instant::now() < deadline, "waited {PATIENCE:?} for {n} {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::replicas::discover::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, Replica};
@@ -269,7 +281,7 @@ async fn list_watch_follows_every_change_and_relists_on_410() {
     expect(&mut rx, "after the ERROR 410 re-list", vec![p1.clone(), p5, p4]).await;
 
     // The watches resumed from the right versions, with bookmarks asked for.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_for_requests(&fake, "watches", 4, |q| q.get("watch").is_some()).await;
     let watches: Vec<(String, String)> = {
         let requests = fake.requests.lock().unwrap();
         requests

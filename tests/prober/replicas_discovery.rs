@@ -101,9 +101,10 @@ async fn each_replica_is_probed_and_a_vanished_one_goes_after_the_grace_period()
     assert_eq!(all, (2..=4).map(|i| ok(&text, i)).sum::<f64>());
 
     resolver.set("llm.test", [ip(2), ip(3)]);
-    let before = ok(&wait_for(addr, "the replica to leave", 10, |t| metric(t, "llmprobe_replicas", &["state=\"discovered\""]) == 2.0).await, 4);
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let text = scrape(addr).await;
+    let left = wait_for(addr, "the replica to leave", 10, |t| metric(t, "llmprobe_replicas", &["state=\"discovered\""]) == 2.0).await;
+    let (before, others) = (ok(&left, 4), ok(&left, 2) + ok(&left, 3));
+    // 28 more probes (0.7 s at 40/s) that could have gone to the vanished replica.
+    let text = wait_for(addr, "probes on the remaining replicas", 20, |t| ok(t, 2) + ok(t, 3) >= others + 28.0).await;
     assert!(ok(&text, 4) <= before + 2.0, "no new probes to the vanished replica (in-flight ones may still land)");
     wait_for(addr, "its series to go after the grace period", 15, |t| !t.contains(&replica_label(port, 4))).await;
     shutdown.cancel();
