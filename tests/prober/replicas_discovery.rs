@@ -123,15 +123,11 @@ async fn rollout(slowdown: f64) -> String {
     // directly; TTFT also holds HTTP and queueing, which a busy machine makes noisy.
     let regressed = |t: &str| metric(t, "llmprobe_canary_state", &["version=\"0.33.0\"", "signal=\"tpot\"", "state=\"regressed\""]) == 1.0;
     let judged = |t: &str| metric(t, "llmprobe_canary_evidence", &["version=\"0.33.0\"", "signal=\"tpot\""]) != 0.0;
-    let wait = if slowdown > 1.0 { 40 } else { 25 };
-    let deadline = Instant::now() + Duration::from_secs(wait);
-    let text = loop {
-        let text = scrape(addr).await;
-        if regressed(&text) || (slowdown == 1.0 && judged(&text) && Instant::now() + Duration::from_secs(10) > deadline) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    // A slower version: until it is regressed. An equal one: judged, over 200 probes of the
+    // new version (10 s at 20/s) in which it could have been called regressed.
+    let new_version = |t: &str| metric(t, "llmprobe_requests_total", &[&replica_label(port, 3)]);
+    let done = |t: &str| if slowdown > 1.0 { regressed(t) } else { judged(t) && new_version(t) >= 200.0 };
+    let text = wait_for(addr, "the canary's verdict", 90, done).await;
     shutdown.cancel();
     running.wait().await.unwrap();
     text
