@@ -162,28 +162,23 @@ impl General {
             keep_alive: first && http1 && !close,
             named: headers.get("keep-alive").and_then(|v| v.to_str().ok()).and_then(keep_alive_timeout),
         };
-        let mut s = self.lock();
-        let current = sending.turn.generation == s.generation;
-        let longest = blind_for(&self.config, s.pool_idle);
-        s.learning.answered(&sending.turn, &head, current, Instant::now(), longest);
-        self.retune(&mut s);
+        let rebuild = {
+            let mut s = self.lock();
+            let current = sending.turn.generation == s.generation;
+            let longest = blind_for(&self.config, s.pool_idle);
+            s.learning.answered(&sending.turn, &head, current, Instant::now(), longest);
+            s.retune()
+        };
+        if let Some(pool_idle) = rebuild {
+            // On a blocking thread, so that no probe waits for it.
+            let general = self.clone();
+            let build = move || general.rebuild(pool_idle);
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(build)),
+                Err(_) => build(),
+            }
+        }
         head.keep_alive.then(|| Reusable { general: self.clone(), conn: head.conn, generation: sending.turn.generation })
-    }
-
-    /// Builds a client with another pool idle timeout when what the server named or was seen
-    /// to do asks for one; on a blocking thread, so that no probe waits for it.
-    fn retune(self: &Arc<Self>, s: &mut State) {
-        let want = s.learning.pool_idle();
-        if want == s.pool_idle || s.building.is_some() || s.failed == Some(want) {
-            return;
-        }
-        s.building = Some(want);
-        let general = self.clone();
-        let build = move || general.rebuild(want);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(build)),
-            Err(_) => build(),
-        }
     }
 
     fn rebuild(&self, pool_idle: Duration) {
@@ -202,6 +197,19 @@ impl General {
                 s.failed = Some(pool_idle);
             }
         }
+    }
+}
+
+impl State {
+    /// The pool idle timeout of a client to build, when what the server named or was seen to
+    /// do asks for another one (none while one is being built).
+    fn retune(&mut self) -> Option<Duration> {
+        let want = self.learning.pool_idle();
+        if want == self.pool_idle || self.building.is_some() || self.failed == Some(want) {
+            return None;
+        }
+        self.building = Some(want);
+        Some(want)
     }
 }
 
