@@ -482,7 +482,9 @@ impl Answer {
             Answer::Lean(r) => r.settle().await,
             Answer::General { response, reusable, .. } => {
                 if let Ok(Ok(None)) = tokio::time::timeout(SETTLE_TIME, response.chunk()).await {
-                    reusable.take().map(Reusable::ended);
+                    if let Some(connection) = reusable.take() {
+                        connection.ended();
+                    }
                 }
             }
         }
@@ -499,7 +501,9 @@ impl Answer {
                     Ok(Some(&piece[..]))
                 }
                 Ok(None) => {
-                    reusable.take().map(Reusable::ended);
+                    if let Some(connection) = reusable.take() {
+                        connection.ended();
+                    }
                     Ok(None)
                 }
                 Err(e) => Err(error_chain(&e)),
