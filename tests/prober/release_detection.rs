@@ -45,10 +45,10 @@ async fn scrape(addr: SocketAddr) -> String {
 /// The probes the tests' latency baseline is built from: 4 s at 40/s.
 const BASELINE_PROBES: f64 = 160.0;
 /// The goodput baseline needs 200 probes; a few more, so that the last bins are in.
-const GOODPUT_BASELINE_PROBES: f64 = 240.0;
+pub(crate) const GOODPUT_BASELINE_PROBES: f64 = 240.0;
 
 /// Waits until the prober at `addr` has recorded `n` probes of target `t`.
-async fn wait_for_probes(addr: SocketAddr, n: f64) -> String {
+pub(crate) async fn wait_for_probes(addr: SocketAddr, n: f64) -> String {
     wait_for_metrics(addr, &format!("{n} probes"), |t| metric(t, "llmprobe_requests_total", &["target=\"t\""]) >= n).await
 }
 
