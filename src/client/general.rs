@@ -224,7 +224,7 @@ impl Learning {
     /// pool.
     fn answered(&mut self, turn: &Turn, head: &Head, current: bool, now: Instant, longest: Duration) {
         let new = self.saw(head.conn, now, turn.pool_idle, longest);
-        if let (true, true, Some(expected)) = (head.first_http1, new && current, turn.expected) {
+        if let Some(expected) = turn.expected.filter(|_| head.first_http1 && new && current) {
             // The idle connection this request should have been given was gone: closed by the
             // server, unless it had outlived the pool's own timeout.
             let idle = turn.at.saturating_duration_since(expected.since);
@@ -275,9 +275,9 @@ impl Reusable {
 }
 
 /// How long a connection the prober does not know of can stay in the pool: in use for a whole
-/// probe, then idle for the pool's timeout.
+/// probe, then idle for the pool's timeout (a day at most, whatever the config says).
 fn blind_for(config: &Target, pool_idle: Duration) -> Duration {
-    config.timeouts.total.saturating_add(pool_idle).saturating_add(Duration::from_secs(60))
+    config.timeouts.total.saturating_add(pool_idle).saturating_add(Duration::from_secs(60)).min(Duration::from_secs(86_400))
 }
 
 /// A client for one target: timeouts, TLS material, HTTP version, and `pool_idle`. It follows
