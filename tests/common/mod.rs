@@ -44,7 +44,7 @@ pub async fn wait_for_metrics(addr: SocketAddr, what: &str, enough: impl Fn(&str
         assert!(Instant::now() < deadline, "waited {PATIENCE:?} for {what}:\n{text}");
         // Often enough not to add to a test's time, seldom enough that encoding the page
         // (milliseconds in a debug build) does not load a shared machine.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
