@@ -18,17 +18,11 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use crate::client::idle::{IDLE_TIMEOUT, LearnedClose, SETTLE_TIME, keep_alive_timeout, retire_before};
 use crate::client::receive_stamp;
 use crate::config::{HttpVersion, Target};
 use crate::probe::handover::{Write, WriteError, Written, open_and_silent};
 
-/// A kept-alive connection is not reused after this long idle (as the general client's pool),
-/// nor past the server's own `Keep-Alive: timeout=` less a margin (`retire_before`).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the shortest idle time after which the server was seen to have closed a connection
-/// is kept (see `Client::learned`): a server restart that closed connections early does not
-/// cut reuse for longer.
-const LEARNED_FOR: Duration = Duration::from_secs(600);
 /// Idle connections kept per target; more are closed when they come back.
 const MAX_IDLE: usize = 4096;
 /// A response head larger than this is refused (hyper's limit is of the same order).
@@ -48,8 +42,6 @@ const READ_BUF_BYTES: usize = 16 << 10;
 /// be kept alive. Beyond them it is closed.
 const DRAIN_TIME: Duration = Duration::from_secs(1);
 const DRAIN_BYTES: usize = 64 << 10;
-/// How long a finished probe waits for the body's own end before leaving it to the drain.
-const SETTLE_TIME: Duration = Duration::from_millis(5);
 
 /// Why a request got no usable answer head. The text names addresses, never the URL.
 #[derive(Debug)]
@@ -80,7 +72,7 @@ pub struct Client {
     /// connections are retired before it (`retire_before`): a request written just as the
     /// server closes would be lost, while one found closed beforehand only costs a new
     /// connection, opened before the send time.
-    learned: Mutex<Option<(Duration, Instant)>>,
+    learned: Mutex<LearnedClose>,
 }
 
 enum Host {
@@ -120,7 +112,7 @@ impl Client {
             connect_timeout: config.timeouts.connect,
             user_agent,
             idle: Mutex::new(VecDeque::new()),
-            learned: Mutex::new(None),
+            learned: Mutex::new(LearnedClose::default()),
         })
     }
 
@@ -169,15 +161,7 @@ impl Client {
 
     /// How long a connection may stay idle by what the server was seen to do (`learned`).
     fn learned_limit(&self) -> Duration {
-        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
-        match *learned {
-            Some((_, seen)) if seen.elapsed() >= LEARNED_FOR => {
-                *learned = None;
-                IDLE_TIMEOUT
-            }
-            Some((idle, _)) => retire_before(idle),
-            None => IDLE_TIMEOUT,
-        }
+        self.learned.lock().unwrap_or_else(|e| e.into_inner()).limit()
     }
 
     /// A kept-alive connection was found closed by the server at `at`, after lying idle.
@@ -189,10 +173,7 @@ impl Client {
 
     /// The server closed a kept-alive connection that had been idle for `idle`.
     fn note_idle_close(&self, idle: Duration) {
-        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
-        if learned.is_none_or(|(shortest, _)| idle < shortest) {
-            *learned = Some((idle, Instant::now()));
-        }
+        self.learned.lock().unwrap_or_else(|e| e.into_inner()).note(idle);
     }
 
     /// Keeps a connection for reuse, idle from now (its answer just ended); ones idle past
@@ -437,23 +418,6 @@ pub struct Head {
     pub keep_alive: bool,
     /// The server's `Keep-Alive: timeout=` (how long it keeps the connection open while idle).
     pub keep_alive_timeout: Option<Duration>,
-}
-
-/// How long a connection may stay idle when its server names its keep-alive timeout: a second
-/// less (half of it below two seconds), since the server's clock started when it wrote its
-/// answer's end, before the prober read it.
-fn retire_before(timeout: Duration) -> Duration {
-    timeout.saturating_sub(Duration::from_secs(1)).max(timeout / 2).min(IDLE_TIMEOUT)
-}
-
-/// The `timeout=` of a `Keep-Alive` header value (`timeout=5, max=100`), in whole seconds.
-fn keep_alive_timeout(value: &str) -> Option<Duration> {
-    value.split(',').find_map(|p| {
-        let (name, secs) = p.split_once('=')?;
-        let secs = secs.trim();
-        (name.trim().eq_ignore_ascii_case("timeout") && !secs.is_empty() && secs.len() <= 9 && secs.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| Duration::from_secs(secs.parse().unwrap_or(0)))
-    })
 }
 
 /// Writes the request (`started`: its first bytes already went out on this connection) and
@@ -938,12 +902,6 @@ mod tests {
         let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap().1;
         assert_eq!(head("HTTP/1.1 200 OK\r\nkeep-alive: timeout=5, max=100\r\ncontent-length: 0\r\n\r\n").keep_alive_timeout, Some(Duration::from_secs(5)));
         assert_eq!(head("HTTP/1.1 200 OK\r\nKeep-Alive: max=9,TIMEOUT=1\r\ncontent-length: 0\r\n\r\n").keep_alive_timeout, Some(Duration::from_secs(1)));
-        for odd in ["timeout=", "timeout=-1", "timeout=1.5", "max=3", "timeout=99999999999999"] {
-            assert_eq!(keep_alive_timeout(odd), None, "{odd}");
-        }
-        assert_eq!(retire_before(Duration::from_secs(5)), Duration::from_secs(4));
-        assert_eq!(retire_before(Duration::from_secs(1)), Duration::from_millis(500));
-        assert_eq!(retire_before(Duration::ZERO), Duration::ZERO, "timeout=0: never reused");
-        assert_eq!(retire_before(Duration::from_secs(600)), IDLE_TIMEOUT);
+        assert_eq!(head("HTTP/1.1 200 OK\r\nkeep-alive: timeout=abc\r\ncontent-length: 0\r\n\r\n").keep_alive_timeout, None);
     }
 }

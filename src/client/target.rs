@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::client::general::{General, Reusable};
+use crate::client::idle::SETTLE_TIME;
 use crate::client::secret::KeySource;
-use crate::config::HttpVersion;
 use crate::config::Target;
 use crate::probe::handover::{Write, Written};
 use crate::probe::outcome::{ErrorClass, Failure};
@@ -30,9 +31,10 @@ pub struct ServerIdentity {
 pub struct TargetRuntime {
     pub config: Target,
     pub name: Arc<str>,
-    client: reqwest::Client,
-    /// Sends the probes where it applies (`http1::Client::for_target`); discovery, `/tokenize`
-    /// and everything else use `client`.
+    /// The general client: sends the probes where the lean one does not apply, and discovery,
+    /// `/tokenize` and everything else.
+    general: Arc<General>,
+    /// Sends the probes where it applies (`http1::Client::for_target`).
     lean: Option<Arc<crate::client::http1::Client>>,
     api_key: Option<Arc<KeySource>>,
     /// `headers_from` values (name, source), sent on every request and redacted like the key.
@@ -67,13 +69,13 @@ impl TargetRuntime {
             let source = KeySource::new(reference).with_context(|| format!("target {}: headers_from.{name}", config.name))?;
             secret_headers.push((name.clone(), source));
         }
-        let client = build_client(&config).with_context(|| format!("target {}: building HTTP client", config.name))?;
+        let general = General::new(&config, USER_AGENT).with_context(|| format!("target {}: building HTTP client", config.name))?;
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
         let lean = crate::client::http1::Client::for_target(&config, USER_AGENT).map(Arc::new);
         Ok(TargetRuntime {
             name: Arc::from(config.name.as_str()),
             config,
-            client,
+            general,
             lean,
             api_key,
             secret_headers: Arc::new(secret_headers),
@@ -98,10 +100,11 @@ impl TargetRuntime {
         let model = RwLock::new(config.model.as_deref().map(Arc::from));
         // Its own pool, at the replica's address; the same choice of client as the target's.
         let lean = self.lean.as_ref().and_then(|_| crate::client::http1::Client::for_target(&config, USER_AGENT)).map(Arc::new);
+        let general = self.general.for_replica(config.clone());
         TargetRuntime {
             name: self.name.clone(),
             config,
-            client: self.client.clone(),
+            general,
             lean,
             api_key: self.api_key.clone(),
             secret_headers: self.secret_headers.clone(),
@@ -157,6 +160,12 @@ impl TargetRuntime {
     /// header is dropped first: the API key, `Cookie`/`Proxy-Authorization`, each `headers_from`
     /// header and any value marked sensitive, as browsers and curl do. `headers` stay.
     pub async fn send_general(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, Failure> {
+        Ok(self.send_general_noting(request).await?.0)
+    }
+
+    /// `send_general`, with the answer's connection where it can carry another request once the
+    /// answer ends (`Reusable::ended`: what the client learns the server's idle close from).
+    async fn send_general_noting(&self, request: reqwest::RequestBuilder) -> Result<(reqwest::Response, Option<Reusable>), Failure> {
         let mut request = request.build().map_err(|e| classify_send_error(&e, self))?;
         let origin = Origin::of(request.url());
         let mut hops = 0;
@@ -168,12 +177,14 @@ impl TargetRuntime {
             // a close that has arrived sends the request on a new connection instead of into the
             // closed one.
             tokio::task::yield_now().await;
-            let response = self.client.execute(request).await.map_err(|e| classify_send_error(&e, self))?;
+            let sending = self.general.sending();
+            let response = sending.client.execute(request).await.map_err(|e| classify_send_error(&e, self))?;
+            let reusable = self.general.answered(&sending, &response, hops == 0);
             let status = response.status();
-            let Some(mut next) = next.filter(|_| REDIRECTS.contains(&status.as_u16())) else { return Ok(response) };
+            let Some(mut next) = next.filter(|_| REDIRECTS.contains(&status.as_u16())) else { return Ok((response, reusable)) };
             let location = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
             let Some(url) = location.and_then(|l| response.url().join(l).ok()).filter(|u| matches!(u.scheme(), "http" | "https")) else {
-                return Ok(response);
+                return Ok((response, reusable));
             };
             // 303, and 301/302 after a POST, are followed with a GET and no body (as reqwest did).
             let to_get = status == reqwest::StatusCode::SEE_OTHER && next.method() != reqwest::Method::HEAD
@@ -214,7 +225,7 @@ impl TargetRuntime {
 
     /// A request to `base_url + path` through the general client, with the target's headers.
     pub fn request(&self, method: reqwest::Method, path: &str) -> Result<reqwest::RequestBuilder, Failure> {
-        Ok(self.client.request(method, format!("{}{}", self.config.base_url, path)).headers(self.own_headers()?))
+        Ok(self.general.client().request(method, format!("{}{}", self.config.base_url, path)).headers(self.own_headers()?))
     }
 
     /// A probe request, ready to send: `POST base_url + path` with the target's headers, then
@@ -240,8 +251,8 @@ impl TargetRuntime {
         let request = match request {
             PreparedRequest::Lean(request) => request,
             PreparedRequest::General(req) => {
-                let response = self.send_general(req).await?;
-                return Ok(Answer::General { response, piece: bytes::Bytes::new() });
+                let (response, reusable) = self.send_general_noting(req).await?;
+                return Ok(Answer::General { response, piece: bytes::Bytes::new(), reusable });
             }
         };
         match request.send(written).await {
@@ -364,42 +375,6 @@ pub fn plain_client() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder().user_agent(USER_AGENT).redirect(reqwest::redirect::Policy::none()).build()
 }
 
-/// The HTTP client for one target: timeouts, TLS material, HTTP version. It follows no
-/// redirect: `TargetRuntime::send_general` does, where `follow_redirects` asks, so that it can
-/// drop the secret headers on a hop to another origin (reqwest drops only `Authorization` and
-/// cookies).
-fn build_client(config: &Target) -> anyhow::Result<reqwest::Client> {
-    let mut b = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(config.timeouts.connect)
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(30))
-        .user_agent(USER_AGENT);
-    b = match config.http_version {
-        HttpVersion::Auto => b,
-        HttpVersion::Http1 => b.http1_only(),
-        HttpVersion::Http2PriorKnowledge => b.http2_prior_knowledge(),
-    };
-    let tls = &config.tls;
-    if let Some(ca) = &tls.ca_file {
-        let pem = std::fs::read(ca).with_context(|| format!("reading tls.ca_file {}", ca.display()))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| format!("tls.ca_file {} is not PEM certificates", ca.display()))?;
-        b = b.tls_certs_merge(certs);
-    }
-    if let Some((cert, key)) = &tls.client_identity {
-        let mut pem = std::fs::read(cert).with_context(|| format!("reading tls.client_cert_file {}", cert.display()))?;
-        pem.push(b'\n');
-        pem.extend(std::fs::read(key).with_context(|| format!("reading tls.client_key_file {}", key.display()))?);
-        let identity = reqwest::Identity::from_pem(&pem).context("tls.client_cert_file/client_key_file: not a PEM certificate and private key")?;
-        b = b.identity(identity);
-    }
-    if tls.insecure_skip_verify {
-        tracing::warn!(target_name = %config.name, "tls.insecure_skip_verify: server certificates are NOT verified");
-        b = b.tls_danger_accept_invalid_certs(true);
-    }
-    Ok(b.build()?)
-}
-
 /// Largest discovery or info answer read (`/v1/models`, `/version`, `/props`, `/info`, ...,
 /// `/tokenize`): real ones are a few KiB; a larger one is a `parse` error, not a memory spike.
 pub const MAX_INFO_BYTES: usize = 1 << 20;
@@ -465,10 +440,12 @@ impl PreparedRequest {
 /// A probe's answer, from the lean client or the general one, read alike.
 pub enum Answer {
     Lean(crate::client::http1::Response),
-    /// `piece` holds the last body piece handed out.
+    /// `piece` holds the last body piece handed out; `reusable`, the connection, until the
+    /// answer's end is read.
     General {
         response: reqwest::Response,
         piece: bytes::Bytes,
+        reusable: Option<Reusable>,
     },
 }
 
@@ -498,10 +475,18 @@ impl Answer {
     }
 
     /// After a stream's end marker: reads the body's own end briefly, so that a kept-alive
-    /// connection is free for the next request (the general client does this on its own).
+    /// connection is free for the next request (past that, the lean client drains the rest in
+    /// the background; hyper reads it on its own).
     pub async fn settle(&mut self) {
-        if let Answer::Lean(r) = self {
-            r.settle().await;
+        match self {
+            Answer::Lean(r) => r.settle().await,
+            Answer::General { response, reusable, .. } => {
+                if let Ok(Ok(None)) = tokio::time::timeout(SETTLE_TIME, response.chunk()).await {
+                    if let Some(connection) = reusable.take() {
+                        connection.ended();
+                    }
+                }
+            }
         }
     }
 
@@ -510,12 +495,17 @@ impl Answer {
     pub async fn chunk(&mut self) -> Result<Option<&[u8]>, String> {
         match self {
             Answer::Lean(r) => r.chunk().await,
-            Answer::General { response, piece } => match response.chunk().await {
+            Answer::General { response, piece, reusable } => match response.chunk().await {
                 Ok(Some(bytes)) => {
                     *piece = bytes;
                     Ok(Some(&piece[..]))
                 }
-                Ok(None) => Ok(None),
+                Ok(None) => {
+                    if let Some(connection) = reusable.take() {
+                        connection.ended();
+                    }
+                    Ok(None)
+                }
                 Err(e) => Err(error_chain(&e)),
             },
         }

@@ -204,10 +204,9 @@ async fn http_status_classes() {
 #[tokio::test]
 async fn silence_before_first_token_is_timeout_ttft() {
     let addr = replay_server(Reply::Stall).await;
-    let started = Instant::now();
     let outcome = probe(target(addr, ProtocolKind::OpenaiChat)).await;
+    // The TTFT deadline ended it (the class says which deadline), not the total one.
     assert_eq!(outcome.error_class(), Some(ErrorClass::TimeoutTtft));
-    assert!(started.elapsed() < Duration::from_secs(3));
 }
 
 #[tokio::test]

@@ -9,7 +9,6 @@ use crate::common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use common::{metric, start_mock};
 use llmprobe::app::{self, RunOptions};
@@ -131,15 +130,23 @@ async fn hostile_server_does_not_stop_the_prober() {
     let shutdown = CancellationToken::new();
     let running = app::start(config, RunOptions::default(), shutdown.clone()).await.unwrap();
     let url = format!("http://{}", running.metrics_addr);
-    let mut healthy_before = 0.0;
+    // Four rounds: in each, every hostile target answers more probes and the healthy target's
+    // successes keep growing, and the prober stays ready.
+    let counts = |t: &str| {
+        let healthy = metric(t, "llmprobe_requests_total", &["target=\"healthy\"", "outcome=\"success\""]);
+        let hostile = ["chat", "llamacpp", "ollama", "tgi", "responses"].map(|name| metric(t, "llmprobe_requests_total", &[&format!("target=\"{name}\"")]));
+        (healthy, hostile)
+    };
+    let mut before = (0.0, [0.0; 5]);
     for round in 0..4 {
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        let grown = |t: &str| {
+            let (healthy, hostile) = counts(t);
+            healthy > before.0 && hostile.iter().zip(before.1).all(|(now, was)| *now > was)
+        };
+        let text = common::wait_for_metrics(running.metrics_addr, &format!("round {round}: more probes on every target"), grown).await;
         let ready = reqwest::get(format!("{url}/readyz")).await.unwrap();
         assert_eq!(ready.status(), 200, "round {round}: {}", ready.text().await.unwrap());
-        let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
-        let healthy = metric(&text, "llmprobe_requests_total", &["target=\"healthy\"", "outcome=\"success\""]);
-        assert!(healthy > healthy_before, "round {round}: the healthy target's metrics keep growing ({healthy})");
-        healthy_before = healthy;
+        before = counts(&text);
     }
     let health = running.health.clone();
     shutdown.cancel();

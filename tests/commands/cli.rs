@@ -196,9 +196,17 @@ async fn api_key_never_appears_in_output_logs_metrics_or_errors() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
-    let debug = reqwest::get(format!("http://127.0.0.1:{port}/debug/probes")).await.unwrap().text().await.unwrap();
+    // A probe answered (the echoing server answers 4xx) and its request in the debug history.
+    let prober: SocketAddr = ([127, 0, 0, 1], port).into();
+    let metrics = common::wait_for_metrics(prober, "an answered probe", |t| t.contains("error=\"http_4xx\"")).await;
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    let debug = loop {
+        let debug = reqwest::get(format!("http://127.0.0.1:{port}/debug/probes")).await.unwrap().text().await.unwrap();
+        if debug.contains("Bearer ***") || std::time::Instant::now() > deadline {
+            break debug;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(metrics.contains("error=\"http_4xx\""), "{metrics}");
     assert!(debug.contains("Bearer ***"), "{debug}");
     assert!(debug.to_ascii_lowercase().contains("x-org-token: ***"), "the header was sent, echoed and redacted: {debug}");

@@ -1,8 +1,9 @@
 //! Helpers shared by the prober's integration tests: a mock engine on 127.0.0.1:0, configs
-//! pointed at it, and a reader for exposition text.
+//! pointed at it, a reader for exposition text, and waiting for the counts a test needs.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use llmprobe::app::loader;
 use llmprobe::config::Config;
@@ -16,6 +17,47 @@ pub async fn start_mock(opts: MockOptions) -> (SocketAddr, CancellationToken) {
     let stop = CancellationToken::new();
     tokio::spawn(mock::serve(listener, opts, stop.clone()));
     (addr, stop)
+}
+
+/// How long a test waits for the counts or states it needs before it fails: far longer than
+/// any of them takes on a busy machine, so that only a broken test reaches it. Tests wait for
+/// what they need, never for a fixed time.
+pub const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A prober's (or the mock's) `/metrics` text; empty while it cannot be reached.
+pub async fn scrape(addr: SocketAddr) -> String {
+    match reqwest::get(format!("http://{addr}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Scrapes `addr` until `enough` holds for its metrics text, and returns that text; fails the
+/// test with `what` and the last text after `PATIENCE`.
+pub async fn wait_for_metrics(addr: SocketAddr, what: &str, enough: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = scrape(addr).await;
+        if enough(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "waited {PATIENCE:?} for {what}:\n{text}");
+        // Often enough not to add to a test's time, seldom enough that encoding the page
+        // (milliseconds in a debug build) does not load a shared machine.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs the prober with `cfg` until its metrics show `enough` (see `wait_for_metrics`), then
+/// stops it (in-flight probes finish within the config's grace) and returns its final metrics
+/// text and report.
+pub async fn run_until(cfg: Config, what: &str, enough: impl Fn(&str) -> bool) -> (String, llmprobe::app::RunReport) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = llmprobe::app::start(cfg, llmprobe::app::RunOptions::default(), stop.clone()).await.unwrap();
+    wait_for_metrics(running.metrics_addr, what, enough).await;
+    stop.cancel();
+    let report = running.wait().await.unwrap();
+    (report.metrics.encode_openmetrics(), report)
 }
 
 /// A one-target config aimed at `base_url`, with `extra_target` YAML lines added to the target

@@ -1,7 +1,9 @@
 //! Request lifecycle edges over real sockets: a client that leaves while queued is aborted before
 //! its prefill; a graceful shutdown does not wait out stalled or dripping streams.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::common::wait_for_metrics;
 
 use llmprobe::mock::{MockOptions, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,11 +40,11 @@ async fn client_leaving_the_queue_is_aborted_before_prefill() {
     o.profile.step_base_us = 10_000.0;
     let (addr, stop, _) = start(o).await;
     let mut first = raw_request(addr, "a b c", 40, "").await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let running = r#"vllm:num_requests_running{engine="0",model_name="mock-llama"}"#;
+    wait_for_metrics(addr, "the first request running", |page| page.contains(running) && value(page, running) == 1.0).await;
     let second = raw_request(addr, "d e f g h i j k", 5, "").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let page = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
-    assert_eq!(value(&page, r#"vllm:num_requests_waiting{engine="0",model_name="mock-llama"}"#), 1.0);
+    let waiting = r#"vllm:num_requests_waiting{engine="0",model_name="mock-llama"}"#;
+    wait_for_metrics(addr, "the second request queued", |page| page.contains(waiting) && value(page, waiting) == 1.0).await;
     drop(second); // the client goes away while queued
     let mut body = Vec::new();
     first.read_to_end(&mut body).await.ok();
@@ -73,11 +75,10 @@ async fn shutdown_cuts_stalled_and_dripping_streams() {
         s
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let t0 = Instant::now();
     stop.cancel();
+    // The streams stall for 10 minutes: a shutdown that waited on them would not end in 5 s.
     let done = tokio::time::timeout(Duration::from_secs(5), server).await;
     assert!(done.is_ok(), "graceful shutdown waited on stalled streams");
-    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     for s in [&mut stalled, &mut mid, &mut drip, &mut nonstream] {
         let mut buf = Vec::new();
         let r = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await;

@@ -78,8 +78,10 @@ async fn each_fault_fails_its_check() {
             &["structured", "tool-call", "stop-sequence"],
         ),
     ];
-    for (fault, broken, want, also) in cases {
-        let (out, verdicts) = once(&[(fault, 1.0)]).await;
+    // The faults side by side, each against a mock of its own.
+    let faults: Vec<[(Fault, f64); 1]> = cases.iter().map(|(fault, ..)| [(*fault, 1.0)]).collect();
+    let runs = futures_util::future::join_all(faults.iter().map(|f| once(f))).await;
+    for ((fault, broken, want, also), (out, verdicts)) in cases.into_iter().zip(runs) {
         assert!(verdicts[broken].starts_with(want), "{}: {broken}: {}\n{out}", fault.name(), verdicts[broken]);
         for (scenario, verdict) in verdicts.iter().filter(|(s, _)| *s != broken) {
             let failed = also.contains(&scenario.as_str());

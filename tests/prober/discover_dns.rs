@@ -3,12 +3,36 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::replicas::discover::{DiscoverSpec, Replica, StaticResolver};
+use llmprobe::replicas::discover::{DiscoverSpec, Replica, Resolver, StaticResolver};
+
+/// The static resolver, counting the lookups.
+struct Counting {
+    table: StaticResolver,
+    lookups: AtomicUsize,
+}
+
+impl Resolver for Counting {
+    fn lookup<'a>(&'a self, name: &'a str) -> BoxFuture<'a, std::io::Result<Vec<IpAddr>>> {
+        self.lookups.fetch_add(1, Ordering::SeqCst);
+        self.table.lookup(name)
+    }
+}
+
+/// Waits until the resolver has been asked `n` more times than `from`.
+async fn wait_for_lookups(resolver: &Counting, from: usize, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while resolver.lookups.load(Ordering::SeqCst) < from + n {
+        assert!(std::time::Instant::now() < deadline, "no lookups");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
 
 fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| s.parse().unwrap()).collect()
@@ -28,7 +52,8 @@ async fn replicas_follow_the_records() {
     let spec = DiscoverSpec::Dns { name: "vllm-headless.inference.svc.cluster.local".into(), port: 8000, interval: Duration::from_millis(20) };
     let (tx, mut rx) = watch::channel(Vec::new());
     let stop = CancellationToken::new();
-    let task = tokio::spawn(llmprobe::replicas::discover::run_with(spec, Arc::new(resolver.clone()), tx, stop.clone()));
+    let counting = Arc::new(Counting { table: resolver.clone(), lookups: AtomicUsize::new(0) });
+    let task = tokio::spawn(llmprobe::replicas::discover::run_with(spec, counting.clone(), tx, stop.clone()));
 
     expect(&mut rx, "first answer", &["127.0.0.2:8000", "127.0.0.3:8000"]).await;
     let first = rx.borrow()[0].clone();
@@ -41,7 +66,8 @@ async fn replicas_follow_the_records() {
     // The name stops resolving: the last set stays.
     resolver.remove("vllm-headless.inference.svc.cluster.local");
     rx.borrow_and_update();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Two failed lookups done: the third has begun.
+    wait_for_lookups(&counting, counting.lookups.load(Ordering::SeqCst), 3).await;
     assert!(!rx.has_changed().unwrap(), "a failed lookup changed the set");
 
     resolver.set("vllm-headless.inference.svc.cluster.local", ips(&["127.0.0.4", "127.0.0.3", "127.0.0.4"]));

@@ -16,6 +16,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
+
+use crate::common::PATIENCE;
+
+/// Waits until the fake API server has been asked `n` requests that `which` selects (by their
+/// query).
+async fn wait_for_requests(fake: &Fake, what: &str, n: usize, which: impl Fn(&HashMap<String, String>) -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while fake.requests.lock().unwrap().iter().filter(|(q, _)| which(q)).count() < n {
+        assert!(std::time::Instant::now() < deadline, "waited {PATIENCE:?} for {n} {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::replicas::discover::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, Replica};
@@ -39,6 +51,8 @@ enum WatchPlan {
 enum ListPlan {
     Json(Value),
     Raw(StatusCode, Vec<u8>),
+    /// The list, once the test lets it go.
+    Held(Arc<tokio::sync::Notify>, Value),
 }
 
 #[derive(Default)]
@@ -99,12 +113,17 @@ async fn slices(State(fake): State<Arc<Fake>>, Path(ns): Path<String>, Query(q):
         } else {
             lists.front().map(|p| match p {
                 ListPlan::Json(v) => ListPlan::Json(v.clone()),
+                ListPlan::Held(gate, v) => ListPlan::Held(gate.clone(), v.clone()),
                 ListPlan::Raw(s, b) => ListPlan::Raw(*s, b.clone()),
             })
         }
     };
     match plan {
         Some(ListPlan::Json(v)) => status(StatusCode::OK, v),
+        Some(ListPlan::Held(gate, v)) => {
+            gate.notified().await;
+            status(StatusCode::OK, v)
+        }
         Some(ListPlan::Raw(code, body)) => (code, body).into_response(),
         None => status(StatusCode::INTERNAL_SERVER_ERROR, json!({"kind":"Status","code":500})),
     }
@@ -269,7 +288,7 @@ async fn list_watch_follows_every_change_and_relists_on_410() {
     expect(&mut rx, "after the ERROR 410 re-list", vec![p1.clone(), p5, p4]).await;
 
     // The watches resumed from the right versions, with bookmarks asked for.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_for_requests(&fake, "watches", 4, |q| q.get("watch").is_some()).await;
     let watches: Vec<(String, String)> = {
         let requests = fake.requests.lock().unwrap();
         requests
@@ -307,11 +326,12 @@ async fn bad_answers_keep_the_last_set_until_a_good_list() {
     // A watch line over the cap, then a list that is not JSON, then a good list with another
     // set: the published set stays the first one until that good list.
     let huge = vec![b'x'; llmprobe::replicas::discover::kubernetes::MAX_WATCH_LINE + 10];
+    let good_list = Arc::new(tokio::sync::Notify::new());
     let fake = Arc::new(Fake {
         lists: Mutex::new(VecDeque::from([
             ListPlan::Json(fixture("endpointslices-list.json")),
             ListPlan::Raw(StatusCode::OK, b"{\"kind\":\"EndpointSliceList\",\"items\":[{\"endpoints\":[{\"addresses\":".to_vec()),
-            ListPlan::Json(fixture("endpointslices-relist.json")),
+            ListPlan::Held(good_list.clone(), fixture("endpointslices-relist.json")),
         ])),
         watches: Mutex::new(VecDeque::from([WatchPlan::Raw(huge)])),
         token: Mutex::new("t".into()),
@@ -327,9 +347,12 @@ async fn bad_answers_keep_the_last_set_until_a_good_list() {
     expect(&mut rx, "after the list", vec![p1.clone(), p2]).await;
     let first = rx.borrow_and_update().clone();
     // The over-long line and the broken list back off 1 s and 2 s: nothing changes meanwhile.
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    // The good list is held until the test has looked; its request says the broken list was
+    // read and dealt with.
+    wait_for_requests(&fake, "lists", 3, |q| q.get("watch").is_none()).await;
     assert!(!rx.has_changed().unwrap(), "a failure changed the set");
     assert_eq!(*rx.borrow(), first);
+    good_list.notify_one();
     let p4 = row("vllm-6d4f9c7b8-zp6fd", "10.244.2.30:8000", "worker-b", "us-east-1b", None);
     expect(&mut rx, "after the good list", vec![p1, p4]).await;
     assert_eq!(fake.requests.lock().unwrap().iter().filter(|(q, _)| q.get("watch").is_none()).count(), 3);

@@ -70,7 +70,11 @@ async fn run_prober_with(tracing: &str, name: &str) -> String {
     let config = llmprobe::app::loader::parse(&yaml, "otlp.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Both sources read, then probes that join their snapshot (at least 3, 5 in all).
+    let up = |t: &str| t.contains("llmprobe_source_up{source=\"engine-t\"} 1") && t.contains("llmprobe_source_up{source=\"dcgm\"} 1");
+    let successes = |t: &str| common::metric(t, "llmprobe_requests_total", &["outcome=\"success\""]);
+    let before = successes(&common::wait_for_metrics(running.metrics_addr, "both sources up", up).await);
+    common::wait_for_metrics(running.metrics_addr, "probes after the sources came up", |t| successes(t) >= (before + 3.0).max(5.0)).await;
     stop.cancel();
     let report = running.wait().await.unwrap();
     mock_stop.cancel();

@@ -5,8 +5,6 @@
 use crate::common;
 use crate::otlp_receiver;
 
-use std::time::Duration;
-
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{Metric, metric};
 use tokio_util::sync::CancellationToken;
@@ -32,7 +30,8 @@ async fn run(endpoint: &str, protocol: &str) {
     let config = llmprobe::app::loader::parse(&yaml, "m.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let successes = |t: &str| common::metric(t, "llmprobe_requests_total", &["outcome=\"success\""]);
+    common::wait_for_metrics(running.metrics_addr, "4 successes", |t| successes(t) >= 4.0).await;
     stop.cancel();
     running.wait().await.unwrap();
     mock_stop.cancel();

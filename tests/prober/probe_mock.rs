@@ -5,9 +5,9 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{config, metric, start_mock};
+use common::{config, metric, run_until, start_mock, wait_for_metrics};
 use llmprobe::app::{self, RunOptions};
 use llmprobe::client::target::TargetRuntime;
 use llmprobe::mock::MockOptions;
@@ -17,13 +17,12 @@ use llmprobe::probe::outcome::Outcome;
 use llmprobe::workload::Draw;
 use tokio_util::sync::CancellationToken;
 
-async fn run_for(cfg: llmprobe::config::Config, secs: f64) -> (String, llmprobe::app::RunReport) {
-    let stop = CancellationToken::new();
-    let running = app::start(cfg, RunOptions::default(), stop.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    stop.cancel();
-    let report = running.wait().await.unwrap();
-    (report.metrics.encode_openmetrics(), report)
+fn successes(text: &str) -> f64 {
+    metric(text, "llmprobe_requests_total", &["outcome=\"success\""])
+}
+
+fn scheduled(text: &str) -> f64 {
+    metric(text, "llmprobe_probes_scheduled_total", &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,7 +30,7 @@ async fn success_path_counts_tokens_from_usage_and_agrees_with_the_engine() {
     let (addr, _mock) = start_mock(MockOptions::default()).await;
     let base = format!("http://{addr}");
     let cfg = config(&base, "openai-chat", "{rate: 20, seed: 1, shutdown_grace: 10s}", "    model: mock-llama", 24);
-    let (text, report) = run_for(cfg, 2.0).await;
+    let (text, report) = run_until(cfg, "15 successes", |t| successes(t) >= 15.0).await;
 
     let ok = metric(&text, "llmprobe_requests_total", &["outcome=\"success\""]);
     assert!(ok >= 15.0, "successes {ok}\n{text}");
@@ -54,7 +53,7 @@ async fn success_path_counts_tokens_from_usage_and_agrees_with_the_engine() {
 async fn model_is_discovered_when_omitted() {
     let (addr, _mock) = start_mock(MockOptions::default()).await;
     let cfg = config(&format!("http://{addr}"), "openai-completions", "{rate: 10, seed: 2}", "", 8);
-    let (text, _) = run_for(cfg, 1.0).await;
+    let (text, _) = run_until(cfg, "3 successes", |t| successes(t) >= 3.0).await;
     assert!(metric(&text, "llmprobe_requests_total", &["outcome=\"success\""]) >= 3.0, "{text}");
 }
 
@@ -88,9 +87,8 @@ async fn unreachable_target_is_counted_as_connect_errors_while_metrics_stay_up()
     let cfg = config(&format!("http://{dead}"), "openai-chat", "{rate: 20, seed: 3}", "", 8);
     let stop = CancellationToken::new();
     let running = app::start(cfg, RunOptions::default(), stop.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let scraped = reqwest::get(format!("http://{}/metrics", running.metrics_addr)).await.unwrap().text().await.unwrap();
-    assert!(metric(&scraped, "llmprobe_requests_total", &["error=\"connect\""]) >= 10.0, "{scraped}");
+    // The metrics server answers while every probe fails.
+    wait_for_metrics(running.metrics_addr, "10 connect errors", |t| metric(t, "llmprobe_requests_total", &["error=\"connect\""]) >= 10.0).await;
     stop.cancel();
     let report = running.wait().await.unwrap();
     let text = report.metrics.encode_openmetrics();
@@ -103,7 +101,7 @@ async fn accounting_holds_with_drops_and_cancellations() {
     let (addr, _mock) = start_mock(MockOptions::default()).await;
     let extra = "    model: mock-llama\n    headers: {x-mock-fault: stall_ttft, x-mock-stall-ms: \"20000\"}\n    timeouts: {connect: 1s, ttft: 10s, idle: 10s, total: 20s}";
     let cfg = config(&format!("http://{addr}"), "openai-chat", "{rate: 40, seed: 4, max_in_flight: 5, shutdown_grace: 200ms}", extra, 8);
-    let (text, report) = run_for(cfg, 1.0).await;
+    let (text, report) = run_until(cfg, "20 scheduled probes", |t| scheduled(t) >= 20.0).await;
     let scheduled = report.accounting.scheduled() as f64;
     assert!(scheduled >= 20.0);
     assert_eq!(metric(&text, "llmprobe_requests_total", &[]), scheduled, "{text}");
@@ -124,7 +122,7 @@ async fn the_in_flight_cap_counts_from_the_send_time() {
         "listen: 127.0.0.1:0\nprobe: {{rate: 50, seed: 5, max_in_flight: 1}}\ntargets:\n  - name: t\n    base_url: http://{addr}\n    api: openai-completions\n    model: mock-llama\n    ignore_eos: true\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 1, arrival: {{kind: constant}}}}\n"
     );
     let cfg = llmprobe::app::loader::parse(&yaml, "test.yaml").unwrap();
-    let (text, report) = run_for(cfg, 2.0).await;
+    let (text, report) = run_until(cfg, "60 scheduled probes", |t| scheduled(t) >= 60.0).await;
     let scheduled = report.accounting.scheduled() as f64;
     let dropped = metric(&text, "llmprobe_requests_total", &["outcome=\"dropped\""]);
     assert!(scheduled >= 60.0, "scheduled {scheduled}");

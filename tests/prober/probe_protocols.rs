@@ -134,9 +134,12 @@ async fn non_streaming_measures_e2e_and_tokens_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_kind_maps_to_its_class_on_every_api() {
     use ErrorClass::*;
-    let (addr, _mock) = start_mock(MockOptions::default()).await;
-    let mut wrong = Vec::new();
-    for api in APIS {
+    // The APIs side by side, each one's faults in turn: the three timeouts cost 2 s per API.
+    // Each on a thread and runtime of its own with its own mock, so that building one API's
+    // clients (TLS roots, a few milliseconds of CPU) never holds up another's answers.
+    let per_api = APIS.map(|api| async move {
+        let (addr, _mock) = start_mock(MockOptions::default()).await;
+        let mut wrong = Vec::new();
         // OpenAI and SGLang end with `[DONE]`; the others end on their last event.
         let ends_with_done = api.starts_with("openai") || api == "sglang";
         let table = [
@@ -172,7 +175,10 @@ async fn every_fault_kind_maps_to_its_class_on_every_api() {
                 wrong.push(format!("{api} {fault}: expected {expected:?}, got {:?}", o.result));
             }
         }
-    }
+        wrong
+    });
+    let threads = per_api.map(|run| std::thread::spawn(move || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run)));
+    let wrong: Vec<String> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
@@ -186,7 +192,7 @@ async fn metrics_show_frame_shape_buffering_and_server_time() {
     for (api, fault) in [("ollama-chat", "multi_token_frames"), ("tgi", "buffered")] {
         let stop = CancellationToken::new();
         let running = app::start(run(api, fault), RunOptions::default(), stop.clone()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        common::wait_for_metrics(running.metrics_addr, "5 successes", |t| metric(t, "llmprobe_requests_total", &["outcome=\"success\""]) >= 5.0).await;
         stop.cancel();
         let text = running.wait().await.unwrap().metrics.encode_openmetrics();
         let ok = metric(&text, "llmprobe_requests_total", &["outcome=\"success\""]);

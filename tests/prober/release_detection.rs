@@ -10,7 +10,7 @@ use crate::common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{metric, start_mock};
+use common::{metric, start_mock, wait_for_metrics};
 use llmprobe::app::{self, RunOptions};
 use llmprobe::mock::MockOptions;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +42,16 @@ async fn scrape(addr: SocketAddr) -> String {
     reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
 }
 
+/// The probes the tests' latency baseline is built from: 4 s at 40/s.
+const BASELINE_PROBES: f64 = 160.0;
+/// The goodput baseline needs 200 probes; a few more, so that the last bins are in.
+pub(crate) const GOODPUT_BASELINE_PROBES: f64 = 240.0;
+
+/// Waits until the prober at `addr` has recorded `n` probes of target `t`.
+pub(crate) async fn wait_for_probes(addr: SocketAddr, n: f64) -> String {
+    wait_for_metrics(addr, &format!("{n} probes"), |t| metric(t, "llmprobe_requests_total", &["target=\"t\""]) >= n).await
+}
+
 /// The series the `LLMProbeReleaseRegression` alert fires on (with `source="release"`), summed over
 /// the `source` label.
 fn regressed(text: &str, signal: &str) -> f64 {
@@ -60,26 +70,17 @@ pub(crate) async fn control(mock: SocketAddr, body: &str) {
 }
 
 /// Runs a prober against a mock `base` times slower than its profile, lets it build a baseline,
-/// then releases with `slowdown` (absolute); returns the metrics text once `done` holds (or after
-/// `wait`).
-async fn release_and_watch(base: f64, slowdown: f64, wait: Duration, done: impl Fn(&str) -> bool) -> String {
+/// then releases with `slowdown` (absolute); returns the metrics text once `done` holds.
+async fn release_and_watch(base: f64, slowdown: f64, what: &str, done: impl Fn(&str) -> bool) -> String {
     let (mock, _stop) = start_mock(MockOptions { slowdown: base, ..MockOptions::default() }).await;
     let config = llmprobe::app::loader::parse(&yaml(mock, None), "test.yaml").unwrap();
     let shutdown = CancellationToken::new();
     let running = app::start(config, RunOptions::default(), shutdown.clone()).await.unwrap();
     let addr = running.metrics_addr;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let before = scrape(addr).await;
+    let before = wait_for_probes(addr, BASELINE_PROBES).await;
     assert_eq!(regressed(&before, "ttft"), 0.0, "no regression before the release:\n{before}");
     control(mock, &format!(r#"{{"engine_version":"0.33.0","slowdown":{slowdown}}}"#)).await;
-    let deadline = Instant::now() + wait;
-    let text = loop {
-        let text = scrape(addr).await;
-        if done(&text) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let text = wait_for_metrics(addr, what, done).await;
     shutdown.cancel();
     running.wait().await.unwrap();
     text
@@ -87,7 +88,7 @@ async fn release_and_watch(base: f64, slowdown: f64, wait: Duration, done: impl 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slower_release_is_detected_as_regressed() {
-    let text = release_and_watch(1.0, 2.5, Duration::from_secs(30), |t| regressed(t, "ttft") == 1.0).await;
+    let text = release_and_watch(1.0, 2.5, "TTFT regressed", |t| regressed(t, "ttft") == 1.0).await;
     assert_eq!(regressed(&text, "ttft"), 1.0, "TTFT regressed after a 2.5x slower release:\n{text}");
     // Set by the release-armed test, one source per row (no stale `source="none"` series).
     let mut series = state_series(&text, "ttft");
@@ -109,7 +110,10 @@ async fn a_slower_release_is_detected_as_regressed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_without_slowdown_stays_watching() {
-    let text = release_and_watch(1.0, 1.0, Duration::from_secs(12), |_| false).await;
+    // 100 probes after the marker's grace period tested: the path from marker to rows. How
+    // often the detector alarms without a change is measured by `scripts/detect-plan.sh`.
+    let tested = |t: &str| metric(t, "llmprobe_detect_samples", &["scenario=\"*\"", "signal=\"ttft\""]) >= 100.0;
+    let text = release_and_watch(1.0, 1.0, "100 probes tested after the marker", tested).await;
     assert_eq!(metric(&text, "llmprobe_release_info", &["target=\"t\"", "version=\"0.33.0\""]), 1.0, "the marker came:\n{text}");
     for signal in ["ttft", "tpot", "e2e", "goodput"] {
         assert_eq!(regressed(&text, signal), 0.0, "{signal} must not regress without a slowdown:\n{text}");
@@ -221,7 +225,7 @@ async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir()
     // The prober before the release: builds the baseline, saves it at shutdown.
     let shutdown = CancellationToken::new();
     let first = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_for_probes(first.metrics_addr, BASELINE_PROBES).await;
     shutdown.cancel();
     first.wait().await.unwrap();
     assert!(dir.join(llmprobe::detect::persist::STATE_FILE).exists(), "state saved at shutdown");
@@ -231,14 +235,7 @@ async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir()
     control(mock, r#"{"engine_version":"0.33.0","slowdown":2.5}"#).await;
     let shutdown = CancellationToken::new();
     let second = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let text = loop {
-        let text = scrape(second.metrics_addr).await;
-        if regressed(&text, "ttft") == 1.0 || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let text = wait_for_metrics(second.metrics_addr, "TTFT regressed after the restart", |t| regressed(t, "ttft") == 1.0).await;
     shutdown.cancel();
     second.wait().await.unwrap();
     assert_eq!(
@@ -252,7 +249,7 @@ async fn a_restart_between_baseline_and_release_still_detects_with_a_state_dir()
     std::fs::write(dir.join(llmprobe::detect::persist::STATE_FILE), b"{not json").unwrap();
     let shutdown = CancellationToken::new();
     let third = app::start(llmprobe::app::loader::parse(&with_state, "t.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_for_probes(third.metrics_addr, 1.0).await;
     assert!(third.health.is_ready());
     shutdown.cancel();
     third.wait().await.unwrap();
@@ -339,9 +336,9 @@ async fn release_verdicts_for_pipelines() {
     let get = |addr: SocketAddr, query: &str, token: &str| client.get(format!("http://{addr}/api/v1/verdict?{query}")).bearer_auth(token).send();
     // Before any release: nothing to judge.
     assert_eq!(get(a.metrics_addr, "target=t", TOKEN).await.unwrap().status(), 404);
-    // Long enough for the goodput baseline (200 probes at 40/s): without one, goodput cannot be
-    // judged and the verdict could only be inconclusive.
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    // The goodput baseline: without one, goodput cannot be judged and the verdict could only be
+    // inconclusive.
+    tokio::join!(wait_for_probes(a.metrics_addr, GOODPUT_BASELINE_PROBES), wait_for_probes(b.metrics_addr, GOODPUT_BASELINE_PROBES));
     control(mock, r#"{"engine_version":"1.0.0","slowdown":1.0}"#).await;
     let ((code_a, out_a), (code_b, out_b)) =
         tokio::join!(release_wait(a.metrics_addr, &token_file, "1.0.0"), release_wait(b.metrics_addr, &token_file, "1.0.0"));
@@ -388,8 +385,8 @@ async fn a_release_that_breaks_answers_is_regressed_on_checks() {
         .replace("armed_window_s: 120,", "armed_window_s: 20,");
     let shutdown = CancellationToken::new();
     let a = app::start(llmprobe::app::loader::parse(&config, "a.yaml").unwrap(), RunOptions::default(), shutdown.clone()).await.unwrap();
-    // The goodput baseline (200 probes at 40/s) before the release.
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    // The goodput baseline before the release.
+    wait_for_probes(a.metrics_addr, GOODPUT_BASELINE_PROBES).await;
     control(mock, r#"{"engine_version":"3.0.0","faults":"wrong_answer=0.5"}"#).await;
     let (code, out) = release_wait(a.metrics_addr, &token_file, "3.0.0").await;
     assert_eq!(code, 1, "answers that fail their checks are a regression:\n{out}");

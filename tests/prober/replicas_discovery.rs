@@ -101,9 +101,10 @@ async fn each_replica_is_probed_and_a_vanished_one_goes_after_the_grace_period()
     assert_eq!(all, (2..=4).map(|i| ok(&text, i)).sum::<f64>());
 
     resolver.set("llm.test", [ip(2), ip(3)]);
-    let before = ok(&wait_for(addr, "the replica to leave", 10, |t| metric(t, "llmprobe_replicas", &["state=\"discovered\""]) == 2.0).await, 4);
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let text = scrape(addr).await;
+    let left = wait_for(addr, "the replica to leave", 10, |t| metric(t, "llmprobe_replicas", &["state=\"discovered\""]) == 2.0).await;
+    let (before, others) = (ok(&left, 4), ok(&left, 2) + ok(&left, 3));
+    // 28 more probes (0.7 s at 40/s) that could have gone to the vanished replica.
+    let text = wait_for(addr, "probes on the remaining replicas", 20, |t| ok(t, 2) + ok(t, 3) >= others + 28.0).await;
     assert!(ok(&text, 4) <= before + 2.0, "no new probes to the vanished replica (in-flight ones may still land)");
     wait_for(addr, "its series to go after the grace period", 15, |t| !t.contains(&replica_label(port, 4))).await;
     shutdown.cancel();
@@ -133,15 +134,11 @@ async fn rollout(slowdown: f64) -> (String, serde_json::Value) {
     // directly; TTFT also holds HTTP and queueing, which a busy machine makes noisy.
     let regressed = |t: &str| metric(t, "llmprobe_canary_state", &["version=\"0.33.0\"", "signal=\"tpot\"", "state=\"regressed\""]) == 1.0;
     let judged = |t: &str| metric(t, "llmprobe_canary_evidence", &["version=\"0.33.0\"", "signal=\"tpot\""]) != 0.0;
-    let wait = if slowdown > 1.0 { 40 } else { 25 };
-    let deadline = Instant::now() + Duration::from_secs(wait);
-    let text = loop {
-        let text = scrape(addr).await;
-        if regressed(&text) || (slowdown == 1.0 && judged(&text) && Instant::now() + Duration::from_secs(10) > deadline) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    // A slower version: until it is regressed. An equal one: judged, over 200 probes of the
+    // new version (10 s at 20/s) in which it could have been called regressed.
+    let new_version = |t: &str| metric(t, "llmprobe_requests_total", &[&replica_label(port, 3)]);
+    let done = |t: &str| if slowdown > 1.0 { regressed(t) } else { judged(t) && new_version(t) >= 200.0 };
+    let text = wait_for(addr, "the canary's verdict", 90, done).await;
     let verdict = client.get(format!("http://{addr}/api/v1/verdict?target=t")).bearer_auth("canary-token").send().await.unwrap().text().await.unwrap();
     shutdown.cancel();
     running.wait().await.unwrap();

@@ -10,7 +10,7 @@
 //! `||`, parentheses): anything else in the rendered conditions fails the test.
 
 use crate::common;
-use crate::release_detection::{READ_TOKEN, TOKEN, control, yaml};
+use crate::release_detection::{GOODPUT_BASELINE_PROBES, READ_TOKEN, TOKEN, control, wait_for_probes, yaml};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -285,8 +285,8 @@ async fn the_argo_analysis_judges_each_verdict_state() {
     let abort_b = rendered_metric(&helm, &url(b.metrics_addr), "abort");
     let args = |version| BTreeMap::from([("target", "t"), ("version", version), ("llmprobe-read-token", READ_TOKEN)]);
 
-    // Long enough for the goodput baseline (as in release_verdicts_for_pipelines).
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    // The goodput baseline (as in release_verdicts_for_pipelines).
+    tokio::join!(wait_for_probes(a.metrics_addr, GOODPUT_BASELINE_PROBES), wait_for_probes(b.metrics_addr, GOODPUT_BASELINE_PROBES));
     control(mock, r#"{"engine_version":"1.0.0","slowdown":1.0}"#).await;
     let v1 = args("1.0.0");
     let ((seen_a, phases_a), (seen_b, phases_b)) =

@@ -207,13 +207,28 @@ async fn a_full_server_closes_its_oldest_waiting_connection_for_a_scrape() {
     stop.cancel();
 }
 
-#[tokio::test]
-async fn idle_and_slow_connections_are_closed_at_their_deadlines() {
-    let limits = Limits { max_connections: 16, head: Duration::from_millis(300), request: Duration::from_millis(600), idle: Duration::from_millis(900) };
-    let (addr, stop) = start(limits, true).await;
+/// How long after its start each kind of waiting connection was closed.
+struct Closed {
+    /// Kept alive, idle after its answer was read.
+    idle: Duration,
+    /// Never a byte.
+    silent: Duration,
+    /// A head trickling in.
+    slow_head: Duration,
+    /// A body trickling in, after its head.
+    slow_body: Duration,
+}
+
+const DEADLINES: Limits =
+    Limits { max_connections: 16, head: Duration::from_millis(300), request: Duration::from_millis(600), idle: Duration::from_millis(900) };
+
+/// A kept-alive connection answers a second request, then idles; a connection that never
+/// sends a byte; a head and a body that trickle in (a byte every 50 ms, never finished). Each
+/// is closed (within `PROMPTLY`, else a panic).
+async fn connections_at_their_deadlines() -> Closed {
+    let (addr, stop) = start(DEADLINES, true).await;
     let healthz = b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
 
-    // Kept alive: a second request right away is answered; then, idle, closed after `idle`.
     let mut s = TcpStream::connect(addr).await.unwrap();
     for _ in 0..2 {
         s.write_all(healthz).await.unwrap();
@@ -222,21 +237,15 @@ async fn idle_and_slow_connections_are_closed_at_their_deadlines() {
         s.read_exact(&mut body).await.unwrap();
         assert_eq!(&body, b"ok");
     }
-    let idle_from = Instant::now();
+    let from = Instant::now();
     assert_eq!(read_to_close(&mut s).await, "");
-    let waited = idle_from.elapsed();
-    // Counted here from after the answer was read, so a little late on a busy machine; half the
-    // idle deadline is still well past the head deadline.
-    assert!(waited >= limits.idle / 2, "closed after {waited:?}, before the idle deadline");
+    let idle = from.elapsed();
 
-    // A connection that never sends a byte: closed after the head deadline.
     let mut s = TcpStream::connect(addr).await.unwrap();
     let from = Instant::now();
     assert_eq!(read_to_close(&mut s).await, "");
-    assert!(from.elapsed() >= limits.head - Duration::from_millis(100));
+    let silent = from.elapsed();
 
-    // A head that trickles in (a byte every 50 ms, never finished): closed after the head
-    // deadline, however busy it keeps the connection.
     let mut s = TcpStream::connect(addr).await.unwrap();
     let from = Instant::now();
     let closed = async {
@@ -248,9 +257,8 @@ async fn idle_and_slow_connections_are_closed_at_their_deadlines() {
         }
     };
     tokio::time::timeout(PROMPTLY, closed).await.expect("the slow head is cut off");
-    assert!(from.elapsed() >= limits.head - Duration::from_millis(100));
+    let slow_head = from.elapsed();
 
-    // A body that trickles in with the right token: cut off by the request deadline.
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(release_head(Some(&format!("Bearer {TOKEN}")), 4000, false).as_bytes()).await.unwrap();
     let from = Instant::now();
@@ -260,6 +268,27 @@ async fn idle_and_slow_connections_are_closed_at_their_deadlines() {
         }
     };
     tokio::time::timeout(PROMPTLY, closed).await.expect("the slow body is cut off");
-    assert!(from.elapsed() >= limits.request - Duration::from_millis(100));
+    let slow_body = from.elapsed();
     stop.cancel();
+    Closed { idle, silent, slow_head, slow_body }
+}
+
+/// Idle, silent and slow connections are closed, however busy a trickle keeps them; a
+/// kept-alive one first answers another request. When, against each deadline, is a printed
+/// figure (`print_connection_deadlines`).
+#[tokio::test]
+async fn idle_and_slow_connections_are_closed_at_their_deadlines() {
+    connections_at_their_deadlines().await;
+}
+
+#[tokio::test]
+#[ignore = "prints when each kind of connection was closed; run with --ignored --nocapture"]
+async fn print_connection_deadlines() {
+    let closed = connections_at_their_deadlines().await;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("| connection | deadline (ms) | closed after (ms) |\n|---|---:|---:|");
+    println!("| idle after an answer (from reading it) | {:.0} | {:.1} |", ms(DEADLINES.idle), ms(closed.idle));
+    println!("| silent | {:.0} | {:.1} |", ms(DEADLINES.head), ms(closed.silent));
+    println!("| head trickling in | {:.0} | {:.1} |", ms(DEADLINES.head), ms(closed.slow_head));
+    println!("| body trickling in (from its head) | {:.0} | {:.1} |", ms(DEADLINES.request), ms(closed.slow_body));
 }

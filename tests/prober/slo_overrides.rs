@@ -4,8 +4,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -20,7 +18,8 @@ async fn a_scenario_ttft_slo_changes_only_that_scenarios_goodput() {
     let config = llmprobe::app::loader::parse(&yaml, "slo.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ok_in = |t: &str, s: &str| common::metric(t, "llmprobe_requests_total", &["target=\"t\"", &format!("scenario=\"{s}\""), "outcome=\"success\""]);
+    common::wait_for_metrics(running.metrics_addr, "4 successes in each scenario", |t| ok_in(t, "easy") >= 4.0 && ok_in(t, "strict") >= 4.0).await;
     stop.cancel();
     let text = running.wait().await.unwrap().metrics.encode_openmetrics();
     mock_stop.cancel();
