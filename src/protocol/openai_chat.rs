@@ -125,9 +125,11 @@ impl Protocol for OpenAiChat {
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
-        let mut body = json!({
-            "messages": [{"role": "user", "content": req.prompt}],
-        });
+        let mut body = if req.history.is_empty() {
+            json!({"messages": [{"role": "user", "content": req.prompt}]})
+        } else {
+            json!({"messages": super::api::Exchange::messages(req.history, req.prompt)})
+        };
         finish_body(&mut body, target, req);
         if let Some(effort) = req.reasoning.and_then(|r| r.effort) {
             body["reasoning_effort"] = json!(effort.as_str());

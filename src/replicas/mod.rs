@@ -66,6 +66,13 @@ impl Endpoints {
         }
     }
 
+    /// Whether `endpoint` is still one that probes go to (a replica leaves when discovery no
+    /// longer finds it or the probed window moved on).
+    pub fn probes(&self, endpoint: &Arc<TargetRuntime>) -> bool {
+        let probed = self.probed.read().unwrap_or_else(|e| e.into_inner());
+        probed.iter().any(|p| Arc::ptr_eq(p, endpoint)) || (probed.is_empty() && Arc::ptr_eq(&self.base, endpoint))
+    }
+
     fn set(&self, probed: Vec<Arc<TargetRuntime>>) {
         *self.probed.write().unwrap_or_else(|e| e.into_inner()) = probed;
     }
@@ -192,7 +199,8 @@ mod tests {
 
     #[test]
     fn per_replica_probes_take_turns_at_going_first() {
-        let no_files = crate::config::Resolvers { dataset: |_, _, _, _| Err("no datasets here".into()), mock_profiles: Vec::new, carries: |api| api.family().carries };
+        let no_files =
+            crate::config::Resolvers { dataset: |_, _, _, _| Err("no datasets here".into()), mock_profiles: Vec::new, carries: |api| api.family().carries };
         let cfg = crate::config::parse(
             "targets:\n  - {name: t, base_url: 'http://127.0.0.1:1', api: openai-chat}\nscenarios:\n  - {name: s, input_tokens: 8, output_tokens: 4}\n",
             "t.yaml",
