@@ -96,9 +96,15 @@ mod tests {
     use crate::config::LengthSpec;
 
     #[test]
-    fn absent_sets_no_sequence() {
+    fn absent_or_empty_sets_no_sequence() {
         let c = load("openai-chat", "    input_tokens: 8\n    output_tokens: 8\n").unwrap();
         assert_eq!(c.scenarios[0].sequence, None);
+        // A key with no value is the same as no key.
+        let c = load("openai-chat", "    input_tokens: 8\n    output_tokens: 8\n    turns:\n    cache_pair:\n").unwrap();
+        assert_eq!(c.scenarios[0].sequence, None);
+        // An empty mapping misses its field, named with its line.
+        let e = load("openai-chat", "    input_tokens: 8\n    output_tokens: 8\n    cache_pair: {}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].cache_pair: missing field `prefix_tokens` (t.yaml:9)"), "{e}");
     }
 
     #[test]

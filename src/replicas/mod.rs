@@ -78,6 +78,32 @@ impl Endpoints {
     }
 }
 
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    fn runtime(name: &str) -> Arc<TargetRuntime> {
+        let yaml = format!(
+            "targets:\n  - {{name: {name}, base_url: \"http://127.0.0.1:9\", api: openai-chat, model: m}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
+        );
+        let cfg = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
+        Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+    }
+
+    #[test]
+    fn an_endpoint_is_probed_while_it_is_in_the_set() {
+        let base = runtime("t");
+        let alone = Endpoints::new(base.clone());
+        assert!(alone.probes(&base), "without replicas, base_url is the endpoint");
+        let (a, b) = (runtime("a"), runtime("b"));
+        let sides = Endpoints::side_by_side(base.clone(), vec![a.clone()]);
+        assert!(sides.probes(&a));
+        assert!(!sides.probes(&b) && !sides.probes(&base), "not in the probed set");
+        sides.set(vec![b.clone()]);
+        assert!(!sides.probes(&a) && sides.probes(&b), "a replica that left is no longer probed");
+    }
+}
+
 /// The probed window of `all` (sorted by id): all of them up to `max`, else `max` of them
 /// starting at `offset`, wrapping around.
 pub fn window(all: &[Replica], max: usize, offset: usize) -> Vec<Replica> {
