@@ -648,7 +648,7 @@ impl Detector {
             time < post_from + s.cache_warmup_max_s
                 && cache_ref.is_some_and(|c| c.cold(hist.get(bin_index(time, bin_s)).filter(|b| b.h_n > 0).map(|b| b.h as f64)))
         };
-        for (b, h) in (bin_index(post_from, bin_s)..hist.end()).filter_map(|b| hist.get(b).map(|h| (b, h))) {
+        for (b, h) in (bin_index(post_from, bin_s).max(hist.first)..hist.end()).filter_map(|b| hist.get(b).map(|h| (b, h))) {
             if h.h_n > 0 && (b as f64 + 1.0) * bin_s > post_from {
                 t.post_hit.0 += h.h as f64 * h.h_n as f64;
                 t.post_hit.1 += h.h_n as u64;

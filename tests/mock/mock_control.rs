@@ -37,7 +37,7 @@ async fn control_changes_version_and_speed() {
     let resp = client.post(format!("{base}/mock/control")).body(r#"{"engine_version":"0.33.0","slowdown":6}"#).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let state: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-    assert_eq!(state, serde_json::json!({"engine_version": "0.33.0", "slowdown": 6.0}));
+    assert_eq!(state, serde_json::json!({"engine_version": "0.33.0", "slowdown": 6.0, "faults": null}));
     assert_eq!(version(&base, "/version").await, "0.33.0");
     assert_eq!(version(&base, "/api/version").await, "0.33.0");
     let after = completion_seconds(&base).await;
