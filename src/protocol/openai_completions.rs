@@ -40,7 +40,8 @@ struct Choice {
 /// A chunk read for a probe that keeps its answer: the same fields with the text. A shape of
 /// its own, so that the usual shape's reading stays as it was (see `openai_chat::KeptChunk`).
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+// Named as the usual shape, so a frame that fails reads the same either way.
+#[serde(expecting = "struct Chunk", bound(deserialize = "P: Deserialize<'de>"))]
 struct KeptChunk<P> {
     model: Option<String>,
     #[serde(default = "Vec::new")]
@@ -54,7 +55,8 @@ struct KeptChunk<P> {
 }
 
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+// Named as the usual shape, so a frame that fails reads the same either way.
+#[serde(expecting = "struct Choice", bound(deserialize = "P: Deserialize<'de>"))]
 struct KeptChoice<P> {
     index: Option<u64>,
     text: Option<P>,
