@@ -418,8 +418,8 @@ async fn dispatch(
                 };
                 let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended, trace_ratio: ctx.trace_ratio };
                 let (opener, gate) = handover::gate();
-                let sends = Sends { calibration: stream.draws.calibration().clone(), endpoints: stream.endpoints.clone() };
-                ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, sends, ctx.clone()), &probes);
+                let parts = StreamParts { calibration: stream.draws.calibration().clone(), endpoints: stream.endpoints.clone() };
+                ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, parts, ctx.clone()), &probes);
                 order += 1;
                 gates.push(Reverse(Gate { at: intended, order, opener: Some(opener), admission }));
             }
@@ -488,10 +488,10 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             return;
         }
         let seq = stream.seq.fetch_add(1, Ordering::AcqRel);
-        let (scenario, mut draw, sends) = {
+        let (scenario, mut draw, parts) = {
             let mut draws = stream.draws.lock().unwrap_or_else(|e| e.into_inner());
             let (scenario, draw) = draws.draw();
-            (scenario, draw, Sends { calibration: draws.calibration().clone(), endpoints: stream.endpoints.clone() })
+            (scenario, draw, StreamParts { calibration: draws.calibration().clone(), endpoints: stream.endpoints.clone() })
         };
         draw.probe_id = format!("{}-{seq}", stream.id_prefix);
         // Due once drawn: as in open pacing, drawing never shows up as schedule lag.
@@ -503,7 +503,7 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             // Workers bound what is in flight: the slot only counts, it never drops.
             let slot = InFlightSlot::take(&target, usize::MAX, &ctx.on_in_flight).expect("an unbounded cap");
             let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended, trace_ratio: ctx.trace_ratio };
-            run_probe(probe, SendAt::Now, Arc::new(Mutex::new(Some(slot))), sends.clone(), ctx.clone())
+            run_probe(probe, SendAt::Now, Arc::new(Mutex::new(Some(slot))), parts.clone(), ctx.clone())
         });
         futures_util::future::join_all(sends).await;
     }
@@ -512,27 +512,27 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
 /// What a probe's task needs of its stream besides the probe: the prompt calibration its usage
 /// refines, and the endpoints a sequence's later probes go to.
 #[derive(Clone)]
-struct Sends {
+struct StreamParts {
     calibration: Arc<Calibration>,
     endpoints: Arc<Endpoints>,
 }
 
 /// Sends one probe as `send_at` says, feeds its usage to the prompt calibration, gives its slot
 /// back and records it; the first probe of a sequence goes on with the ones that follow it.
-async fn run_probe(mut probe: Probe, send_at: SendAt, slot: SlotCell, sends: Sends, ctx: RunContext) {
+async fn run_probe(mut probe: Probe, send_at: SendAt, slot: SlotCell, parts: StreamParts, ctx: RunContext) {
     let words = probe.draw.words;
     let follow = probe.draw.follow.take();
     // Only a sequence keeps what its next probe needs.
     let first = follow.as_ref().map(|_| (probe.target.clone(), if probe.draw.keep_answer { probe.draw.prompt.clone() } else { String::new() }));
     let (outcome, answer) = exec::execute_keeping(probe, &ctx.abort, send_at).await;
     if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
-        sends.calibration.observe(words, usage.prompt_tokens);
+        parts.calibration.observe(words, usage.prompt_tokens);
     }
     drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
     match (follow, first) {
         (Some(follow), Some((target, prompt))) => {
             let first = sequence::First { outcome, answer, prompt, target };
-            sequence::follow(first, *follow, sends.endpoints, sends.calibration, ctx).await;
+            sequence::follow(first, *follow, parts.endpoints, parts.calibration, ctx).await;
         }
         _ => ctx.recorder.record(outcome).await,
     }
