@@ -10,7 +10,7 @@
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
 //! `telemetry.rs` (`tracing:`, `sources:`), `jsonl.rs` (`jsonl:`), `checks.rs` (`checks:`), `reasoning.rs` (a scenario's
-//! `reasoning:`), `raw_workload.rs` and
+//! `reasoning:`), `sequence.rs` (a scenario's `turns:` or `cache_pair:`), `raw_workload.rs` and
 //! `workload.rs` (scenarios); then `raw.rs` (the whole file as written), `schema.rs` (its JSON
 //! Schema), `model.rs` (the whole validated `Config`),
 //! `validate.rs` (the file-wide checks) and `load.rs` (`load`, `parse`).
@@ -35,6 +35,7 @@ mod raw_workload;
 mod reasoning;
 mod replicas;
 mod schema;
+mod sequence;
 pub mod series;
 mod slo;
 mod target;
@@ -57,10 +58,11 @@ pub use model::{Config, MAX_SHARDS, ProbeSettings, Shard};
 pub use reasoning::{Reasoning, ReasoningEffort};
 pub use replicas::{ApiAccess, DiscoverSpec, KubernetesSpec, PortRef, ReplicaRate, Replicas};
 pub use schema::{CHART_CONFIG_DEF, chart_values_schema, config_json_schema};
+pub use sequence::MAX_TURNS;
 pub use slo::{Slo, SloOverride, SloTable};
 pub use target::{DEFAULT_MAX_RESPONSE_BYTES, HttpVersion, SecretRef, Target, Timeouts, TlsSettings};
 pub use telemetry::{GpuFilter, OtlpProtocol, SourceSpec, Tracing};
-pub use workload::{ArrivalKind, ArrivalSpec, Diurnal, LengthSpec, PrefixSpec, Scenario};
+pub use workload::{ArrivalKind, ArrivalSpec, Diurnal, LengthSpec, PrefixSpec, Scenario, Sequence, TurnSpec};
 
 #[cfg(test)]
 mod tests;

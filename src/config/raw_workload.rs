@@ -183,4 +183,37 @@ pub struct RawScenario {
     pub checks: Option<super::checks::RawChecks>,
     /// Reasoning effort and budget sent with each request (chat and Responses APIs only).
     pub reasoning: Option<super::reasoning::RawReasoning>,
+    /// A conversation: 2 to 32 turns, each `{input_tokens, output_tokens}` (the new user
+    /// message and its answer's limit). Turn k sends every earlier prompt and the answer the
+    /// server gave to it, then its own prompt. Replaces the scenario's `input_tokens` and
+    /// `output_tokens` (the first turn's are those). The arrival process times conversation
+    /// starts; each later turn is sent `think_time` after the previous answer ended. Chat,
+    /// completions and Responses APIs only.
+    pub turns: Option<Vec<RawTurn>>,
+    /// Pause between an answer and the next turn of a conversation (at most 10m). Default `1s`.
+    pub think_time: Option<super::duration::RawDuration>,
+    /// Prefix-cache health: each arrival sends a cold probe with a fresh prefix, then, as soon
+    /// as it ended, a warm probe with the same prefix and a new rest. Their TTFTs and cached
+    /// tokens are exported apart (`cache="cold"|"warm"`).
+    pub cache_pair: Option<RawCachePair>,
+}
+
+/// One entry of `turns:` as written.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, expecting = "a mapping with input_tokens, output_tokens")]
+pub struct RawTurn {
+    /// Length of this turn's new user message in tokens (the earlier turns come on top), in the
+    /// forms of a scenario's `input_tokens`.
+    pub input_tokens: RawLength,
+    /// Requested output length of this turn (`max_tokens`), in the forms of `output_tokens`.
+    pub output_tokens: RawLength,
+}
+
+/// `cache_pair:` as written.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, expecting = "a mapping with prefix_tokens")]
+pub struct RawCachePair {
+    /// Tokens of the prefix both probes of a pair share (a fresh one per pair), part of
+    /// `input_tokens` and shorter than its shortest draw.
+    pub prefix_tokens: i64,
 }

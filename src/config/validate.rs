@@ -161,9 +161,10 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
         Some(own) => own.known_answers.is_some(),
         None => !shared.default_checks.known_answers.is_empty(),
     };
-    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset && !known_answers);
+    let has_turns = raw.turns.is_some();
+    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset && !known_answers && !has_turns);
     let needs_output = dataset.as_ref().is_none_or(|d| d.entries_without_output() > 0);
-    let output_tokens = length("output_tokens", &raw.output_tokens, needs_output && !(has_dataset && dataset.is_none()));
+    let output_tokens = length("output_tokens", &raw.output_tokens, needs_output && !(has_dataset && dataset.is_none()) && !has_turns);
     if has_dataset && raw.input_tokens.is_some() {
         c.error(format!("{path}.input_tokens"), "input_tokens does not apply with a dataset (its prompts are sent as they are)");
     }
@@ -184,11 +185,19 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
             c.error(format!("{path}.cache_salt"), "must be 1 to 256 characters");
         }
     }
+    let sequence = scenario_sequence(path, raw, known_answers, &input_tokens, shared, c);
+    // A conversation's first turn is the scenario's own lengths (what previews and the workload
+    // hash read).
+    let (input_tokens, output_tokens) = match &sequence {
+        Some(super::Sequence::Conversation { turns, .. }) => (turns[0].input_tokens.clone(), turns[0].output_tokens.clone()),
+        _ => (input_tokens, output_tokens),
+    };
     Scenario {
         name: raw.name.clone(),
         rate,
         input_tokens,
         output_tokens,
+        sequence,
         arrival: match &raw.arrival {
             Some(a) => workload::arrival(&format!("{path}.arrival"), Some(a), c),
             None => shared.arrival,
@@ -221,6 +230,44 @@ fn scenario_checks(path: &str, raw: &RawScenario, dataset: Option<&super::Datase
         }
     }
     Some(std::sync::Arc::new(checks))
+}
+
+/// The scenario's `turns:` or `cache_pair:`, with what does not combine with them refused: a
+/// conversation needs every target to read its answers' text (they are sent back in the next
+/// turn); a pair's prefix must be shorter than its shortest prompt.
+fn scenario_sequence(path: &str, raw: &RawScenario, known_answers: bool, input: &LengthSpec, shared: &Shared, c: &mut Checker) -> Option<super::Sequence> {
+    let conversation = raw.turns.is_some();
+    let others = [
+        ("input_tokens", conversation && raw.input_tokens.is_some()),
+        ("output_tokens", conversation && raw.output_tokens.is_some()),
+        ("dataset", raw.dataset.is_some()),
+        ("prefix", raw.prefix.is_some()),
+        ("cache_salt", !conversation && raw.cache_salt.is_some()),
+        ("checks.known_answers", known_answers),
+    ];
+    let sequence = super::sequence::sequence(path, raw.turns.as_deref(), raw.think_time.as_ref(), raw.cache_pair.as_ref(), &others, c)?;
+    match &sequence {
+        super::Sequence::Conversation { .. } => {
+            for (target, api) in &shared.apis {
+                if !(c.resolvers.carries)(*api).answer_text {
+                    let at = format!("{path}.turns");
+                    c.error(
+                        at,
+                        format!(
+                            "target {target} speaks {}, whose answers' text is not read (openai-chat, openai-completions and openai-responses are)",
+                            api.as_str()
+                        ),
+                    );
+                }
+            }
+        }
+        super::Sequence::CachePair { prefix_tokens } => {
+            if let Some(min) = input.min_value().filter(|min| prefix_tokens >= min) {
+                c.error(format!("{path}.cache_pair.prefix_tokens"), format!("must be shorter than the shortest input ({min})"));
+            }
+        }
+    }
+    Some(sequence)
 }
 
 /// The scenario's `reasoning:`, refused for targets whose API carries no reasoning settings.

@@ -38,6 +38,9 @@ pub struct Scenario {
     pub checks: Option<Arc<super::checks::Checks>>,
     /// Reasoning effort and budget (`reasoning:`); `None` when the scenario sets none.
     pub reasoning: Option<super::reasoning::Reasoning>,
+    /// A conversation (`turns:`) or a warm/cold cache pair (`cache_pair:`); `None`: one probe
+    /// at a time.
+    pub sequence: Option<Sequence>,
 }
 
 impl Scenario {
@@ -55,8 +58,26 @@ impl Scenario {
             slo: SloOverride::default(),
             checks: None,
             reasoning: None,
+            sequence: None,
         }
     }
+}
+
+/// One turn of a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSpec {
+    pub input_tokens: LengthSpec,
+    pub output_tokens: LengthSpec,
+}
+
+/// A scenario's sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sequence {
+    /// `turns:`: turn k sends turns 1..k-1 (prompts and answers) and its own prompt.
+    Conversation { turns: Vec<TurnSpec>, think_time: Duration },
+    /// `cache_pair:`: a cold probe with a fresh `prefix_tokens` prefix, then a warm one with the
+    /// same prefix as soon as the cold one ended.
+    CachePair { prefix_tokens: u32 },
 }
 
 /// A token-count distribution; every draw is clamped to `min..=max` (1..=1_000_000).

@@ -43,6 +43,10 @@ pub struct SeqSpec {
     pub max_tokens: u32,
     pub min_tokens: u32,
     pub ignore_eos: bool,
+    /// The prefix-cache namespace: requests share cached blocks only within one (0 for
+    /// requests without a `cache_salt`; vLLM puts the salt into the first block's hash). The
+    /// `cache_disabled` fault gives each request a namespace of its own.
+    pub cache_salt: u64,
 }
 
 /// One generated token, delivered at the end of the step that produced it.
@@ -209,7 +213,7 @@ impl Engine {
         let seq = Seq {
             id,
             prompt_len: spec.prompt.len().max(1) as u32,
-            hashes: self.block_hashes(&spec.prompt),
+            hashes: self.block_hashes(&spec.prompt, spec.cache_salt),
             target,
             target_finish,
             generated: 0,
@@ -236,9 +240,9 @@ impl Engine {
         if natural >= f64::from(max) { (max, Finish::Length) } else { (natural as u32, Finish::Stop) }
     }
 
-    fn block_hashes(&self, prompt: &[u32]) -> Vec<u64> {
+    fn block_hashes(&self, prompt: &[u32], salt: u64) -> Vec<u64> {
         let bs = self.profile.block_size as usize;
-        let mut parent = 0u64;
+        let mut parent = salt;
         prompt
             .chunks_exact(bs)
             .map(|chunk| {

@@ -45,6 +45,9 @@ pub enum Fault {
     /// Reasoning that never ends: every token is reasoning until `max_tokens` (chat and
     /// Responses), so no answer comes.
     EndlessReasoning,
+    /// No prefix-cache reuse: every request's prompt is computed in full (a namespace of its
+    /// own), so cached tokens are 0 and a repeated prefix is as slow as a fresh one.
+    CacheDisabled,
 }
 
 pub const ALL: &[(Fault, &str)] = &[
@@ -76,6 +79,7 @@ pub const ALL: &[(Fault, &str)] = &[
     (Fault::FinishError, "finish_error"),
     (Fault::BadToolCall, "bad_tool_call"),
     (Fault::EndlessReasoning, "endless_reasoning"),
+    (Fault::CacheDisabled, "cache_disabled"),
 ];
 
 impl Fault {

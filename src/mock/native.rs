@@ -16,7 +16,7 @@ use super::app::App;
 use super::engine::SeqSpec;
 use super::faults::Fault;
 use super::listener::RequestArrival;
-use super::openai::{finish_whole, pre_engine_fault};
+use super::openai::{cache_namespace, finish_whole, pre_engine_fault};
 use super::tokenizer::{encode, encode_chat};
 use super::wire::{End, Render, Tok, Wire, WireSetup, collect, drop_connection, js, json_response};
 
@@ -157,7 +157,7 @@ async fn run(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: Bytes, 
     if let Some(r) = pre_engine_fault(fault, error_for(family)) {
         return with_retry_after(r);
     }
-    let spec = SeqSpec { prompt: p.prompt.clone(), max_tokens: p.max_tokens, min_tokens: 0, ignore_eos: p.ignore_eos };
+    let spec = SeqSpec { prompt: p.prompt.clone(), max_tokens: p.max_tokens, min_tokens: 0, ignore_eos: p.ignore_eos, cache_salt: cache_namespace(&v, fault) };
     let mut ticket = app.driver.submit(&spec);
     let seed = app.text_seed(ticket.id);
     if fault == Some(Fault::CloseBeforeResponse) {

@@ -102,6 +102,16 @@ fn check_model(app: &App, body: &Value) -> Result<(), Response<Body>> {
     }
 }
 
+/// The prefix-cache namespace of a request (`SeqSpec::cache_salt`): its `cache_salt`, hashed;
+/// a namespace no other request has under the `cache_disabled` fault, so nothing is reused.
+pub fn cache_namespace(body: &Value, fault: Option<Fault>) -> u64 {
+    if fault == Some(Fault::CacheDisabled) {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        return super::tokenizer::mix(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) | 1;
+    }
+    body.get("cache_salt").and_then(Value::as_str).map_or(0, |s| super::tokenizer::fnv1a(s.as_bytes(), 0x5a17))
+}
+
 /// Prompt tokens of a completions `prompt` (string, list of strings, or token ids).
 fn prompt_tokens(v: Option<&Value>) -> Vec<u32> {
     match v {
@@ -222,14 +232,16 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
         (None, true) => reasoning_tokens(&h).unwrap_or_else(|| effort_tokens(&shaped)),
         _ => 0,
     };
+    let cache_salt = cache_namespace(&shaped, fault);
     let spec = match &plan {
-        Some(p) => SeqSpec { prompt: g.prompt.clone(), max_tokens: p.tokens(g.max_tokens), min_tokens: 0, ignore_eos: true },
+        Some(p) => SeqSpec { prompt: g.prompt.clone(), max_tokens: p.tokens(g.max_tokens), min_tokens: 0, ignore_eos: true, cache_salt },
         None => SeqSpec {
             prompt: g.prompt.clone(),
             max_tokens: g.max_tokens,
             // A model does not end its answer inside its reasoning: EOS comes after it.
             min_tokens: if reasoning > 0 { g.min_tokens.max(reasoning.saturating_add(1)).min(g.max_tokens) } else { g.min_tokens },
             ignore_eos: g.ignore_eos || matches!(fault, Some(Fault::NoEos | Fault::EndlessReasoning)),
+            cache_salt,
         },
     };
     let mut ticket = app.driver.submit(&spec);

@@ -18,8 +18,13 @@ pub struct CurvePoint {
 pub fn closed_loop(profile: &Profile, concurrency: usize, requests: usize, prompt_len: usize, output_len: u32) -> CurvePoint {
     let mut e = Engine::new(profile.clone(), 7);
     let mut next = 0usize;
-    let spec =
-        |n: usize| SeqSpec { prompt: (0..prompt_len).map(|i| (n * 100_000 + i) as u32).collect(), max_tokens: output_len, min_tokens: 0, ignore_eos: true };
+    let spec = |n: usize| SeqSpec {
+        prompt: (0..prompt_len).map(|i| (n * 100_000 + i) as u32).collect(),
+        max_tokens: output_len,
+        min_tokens: 0,
+        ignore_eos: true,
+        cache_salt: 0,
+    };
     let mut now = 0u64;
     let mut start: std::collections::HashMap<u64, (u64, Option<u64>)> = Default::default();
     for _ in 0..concurrency {

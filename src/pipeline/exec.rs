@@ -59,9 +59,16 @@ pub async fn execute(probe: Probe, abort: &CancellationToken) -> Outcome {
 /// Runs a probe to its end, its request sent as `send_at` says: the request is built first, so
 /// building it never counts as lag.
 pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: SendAt) -> Outcome {
+    execute_keeping(probe, abort, send_at).await.0
+}
+
+/// As `execute_when`, and the answer's text and tool calls where the probe kept them (a check
+/// reads them, or `Draw::keep_answer`: a conversation sends them back in its next turn).
+pub async fn execute_keeping(probe: Probe, abort: &CancellationToken, send_at: SendAt) -> (Outcome, Option<Collected>) {
     let mut outcome = blank_outcome(&probe);
-    // The answer's text, kept only when a check reads it.
-    let mut collected = probe.draw.checks.as_ref().filter(|c| c.needs_text()).map(|_| Collected::new());
+    // The answer's text, kept only when a check or the next turn reads it.
+    let keep = probe.draw.keep_answer || probe.draw.checks.as_ref().is_some_and(|c| c.needs_text());
+    let mut collected = keep.then(Collected::new);
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
     let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at, &mut collected)).catch_unwind();
     let mut result = tokio::select! {
@@ -81,7 +88,7 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
         outcome.timeline.end = Instant::now();
     }
     outcome.result = result.map_err(|f| Failure { detail: probe.target.redact(&f.detail), ..f });
-    outcome
+    (outcome, collected)
 }
 
 /// Runs the probe's behaviour checks on its complete answer, and its fingerprint.
@@ -167,6 +174,7 @@ async fn build(probe: &Probe, out: &mut Outcome) -> Result<PreparedRequest, Fail
         max_tokens: probe.draw.max_tokens(),
         checks: probe.draw.checks.as_deref(),
         reasoning: probe.draw.reasoning,
+        history: &probe.draw.history,
     };
     let mut body = protocol.body(&target.config, &spec);
     if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {
@@ -212,8 +220,13 @@ fn blank_outcome(probe: &Probe) -> Outcome {
         finish_reason: None,
         response_model: None,
         result: Ok(()),
-        trace: probe.trace_ratio.map(crate::probe::trace::TraceIds::random),
+        // A later probe of a sequence joins its first probe's trace with a span of its own.
+        trace: probe.trace_ratio.map(|ratio| probe.draw.trace.map_or_else(|| crate::probe::trace::TraceIds::random(ratio), |t| t.next_span())),
         checks: None,
+        step: probe
+            .draw
+            .step
+            .map(|step| crate::probe::step::StepOf { step, sequence: probe.draw.sequence.clone().unwrap_or_else(|| Arc::from(probe.draw.probe_id.as_str())) }),
     }
 }
 

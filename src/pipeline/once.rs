@@ -81,6 +81,14 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
             let _ = writeln!(out, "  requested      input≈{} tokens, output={} tokens", o.requested_input_tokens, o.requested_output_tokens);
         }
     }
+    if let Some(step) = &o.step {
+        let place = match step.step {
+            crate::probe::step::Step::Turn(k) => format!("turn {k} of conversation"),
+            crate::probe::step::Step::Cold => "cold probe of cache pair".to_owned(),
+            crate::probe::step::Step::Warm => "warm probe of cache pair".to_owned(),
+        };
+        let _ = writeln!(out, "  step           {place} {}", step.sequence);
+    }
     let _ = writeln!(out, "  prompt sha256  {}", o.prompt_sha256);
     let _ = writeln!(out, "  intended       {}", at(t.intended));
     let _ = writeln!(out, "  sent           {}   schedule lag {}", at(t.sent), ms(t.schedule_lag()));

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::config::SloTable;
 use crate::probe::measure::measure;
 use crate::probe::outcome::{ErrorClass, Outcome};
-use crate::sink::{Sink, Sinks};
+use crate::sink::{Event, Sink, Sinks};
 use crate::util::health::{Health, panic_message};
 
 /// Outcomes waiting for the recorder; senders wait (never drop) when it is full.
@@ -29,6 +29,8 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 pub struct Accounting {
     pub scheduled: AtomicU64,
     pub recorded: AtomicU64,
+    /// Probes of conversations and cache pairs never scheduled: their sequence was cut short.
+    pub cut: AtomicU64,
 }
 
 impl Accounting {
@@ -37,6 +39,9 @@ impl Accounting {
     }
     pub fn recorded(&self) -> u64 {
         self.recorded.load(Ordering::Relaxed)
+    }
+    pub fn cut(&self) -> u64 {
+        self.cut.load(Ordering::Relaxed)
     }
 }
 
@@ -55,6 +60,18 @@ impl RecorderHandle {
         for sink in self.sinks.list() {
             sink.scheduled(target, scenario, replica);
         }
+    }
+
+    /// Counts the `unsent` probes of a sequence that was cut short (`reason`: `error`, a probe of
+    /// it failed; `stopped`, the run is stopping): they are never scheduled.
+    pub fn cut(&self, target: &str, scenario: &str, reason: &'static str, unsent: u64) {
+        self.accounting.cut.fetch_add(unsent, Ordering::Relaxed);
+        self.sinks.event(&Event::SequenceCut { target, scenario, reason, probes: unsent });
+    }
+
+    /// A conversation's next turn goes to another replica than its earlier ones.
+    pub fn moved(&self, target: &str, scenario: &str) {
+        self.sinks.event(&Event::ReplicaMoved { target, scenario });
     }
 
     pub async fn record(&self, outcome: Outcome) {
@@ -190,6 +207,7 @@ mod tests {
             result: Err(Failure::new(ErrorClass::Connect, "refused")),
             trace: None,
             checks: None,
+            step: None,
         }
     }
 

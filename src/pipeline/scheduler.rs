@@ -28,8 +28,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::client::target::TargetRuntime;
 use crate::config::SloTable;
+pub use crate::pipeline::context::{InFlightHook, RunContext};
+use crate::pipeline::context::{InFlightSlot, SlotCell};
 use crate::pipeline::exec::{self, Probe, SendAt};
 use crate::pipeline::recorder::{self, RecorderHandle};
+use crate::pipeline::sequence;
 use crate::probe::arrival::Arrival;
 use crate::probe::handover;
 use crate::replicas::Endpoints;
@@ -45,9 +48,6 @@ const FINE_WINDOW: Duration = Duration::from_millis(3);
 /// has its request built and its connection open when the time comes even while the runtime's
 /// threads are busy with streamed frames for a few milliseconds (then the dispatcher writes it).
 const HANDOVER_LEAD: Duration = Duration::from_millis(20);
-
-/// Called with (target, in-flight count) whenever the count changes.
-pub type InFlightHook = Arc<dyn Fn(&str, i64) + Send + Sync>;
 
 /// How a stream's requests are timed.
 pub enum Pacing {
@@ -85,21 +85,6 @@ pub enum StoppedBy {
     Requests,
     Duration,
     Timeout,
-}
-
-/// Shared by all schedules of a run.
-#[derive(Clone)]
-pub struct RunContext {
-    pub recorder: RecorderHandle,
-    /// Cancelled: stop scheduling new probes.
-    pub stop: CancellationToken,
-    /// Cancelled: end running probes now (`cancelled`).
-    pub abort: CancellationToken,
-    pub tracker: TaskTracker,
-    pub on_in_flight: InFlightHook,
-    /// Trace ids for every probe of this run, sampled at this ratio; `None`: tracing is off
-    /// (no `traceparent`, no exemplars). Per run, so two probers in one process never share it.
-    pub trace_ratio: Option<f64>,
 }
 
 /// The stop rule's request count and deadline, shared by every stream of a run.
@@ -433,7 +418,8 @@ async fn dispatch(
                 };
                 let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended, trace_ratio: ctx.trace_ratio };
                 let (opener, gate) = handover::gate();
-                ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, stream.draws.calibration().clone(), ctx.clone()), &probes);
+                let parts = StreamParts { calibration: stream.draws.calibration().clone(), endpoints: stream.endpoints.clone() };
+                ctx.tracker.spawn_on(run_probe(probe, SendAt::Gate(gate), slot, parts, ctx.clone()), &probes);
                 order += 1;
                 gates.push(Reverse(Gate { at: intended, order, opener: Some(opener), admission }));
             }
@@ -502,10 +488,10 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             return;
         }
         let seq = stream.seq.fetch_add(1, Ordering::AcqRel);
-        let (scenario, mut draw, calibration) = {
+        let (scenario, mut draw, parts) = {
             let mut draws = stream.draws.lock().unwrap_or_else(|e| e.into_inner());
             let (scenario, draw) = draws.draw();
-            (scenario, draw, draws.calibration().clone())
+            (scenario, draw, StreamParts { calibration: draws.calibration().clone(), endpoints: stream.endpoints.clone() })
         };
         draw.probe_id = format!("{}-{seq}", stream.id_prefix);
         // Due once drawn: as in open pacing, drawing never shows up as schedule lag.
@@ -517,52 +503,38 @@ async fn closed_worker(stream: Arc<ClosedStream>, budget: Arc<Budget>, ctx: RunC
             // Workers bound what is in flight: the slot only counts, it never drops.
             let slot = InFlightSlot::take(&target, usize::MAX, &ctx.on_in_flight).expect("an unbounded cap");
             let probe = Probe { target, scenario: scenario.clone(), seq, draw, intended, trace_ratio: ctx.trace_ratio };
-            run_probe(probe, SendAt::Now, Arc::new(Mutex::new(Some(slot))), calibration.clone(), ctx.clone())
+            run_probe(probe, SendAt::Now, Arc::new(Mutex::new(Some(slot))), parts.clone(), ctx.clone())
         });
         futures_util::future::join_all(sends).await;
     }
 }
 
+/// What a probe's task needs of its stream besides the probe: the prompt calibration its usage
+/// refines, and the endpoints a sequence's later probes go to.
+#[derive(Clone)]
+struct StreamParts {
+    calibration: Arc<Calibration>,
+    endpoints: Arc<Endpoints>,
+}
+
 /// Sends one probe as `send_at` says, feeds its usage to the prompt calibration, gives its slot
-/// back and records it.
-async fn run_probe(probe: Probe, send_at: SendAt, slot: SlotCell, calibration: Arc<Calibration>, ctx: RunContext) {
+/// back and records it; the first probe of a sequence goes on with the ones that follow it.
+async fn run_probe(mut probe: Probe, send_at: SendAt, slot: SlotCell, parts: StreamParts, ctx: RunContext) {
     let words = probe.draw.words;
-    let outcome = exec::execute_when(probe, &ctx.abort, send_at).await;
+    let follow = probe.draw.follow.take();
+    // Only a sequence keeps what its next probe needs.
+    let first = follow.as_ref().map(|_| (probe.target.clone(), if probe.draw.keep_answer { probe.draw.prompt.clone() } else { String::new() }));
+    let (outcome, answer) = exec::execute_keeping(probe, &ctx.abort, send_at).await;
     if let (Ok(()), Some(usage)) = (&outcome.result, outcome.usage) {
-        calibration.observe(words, usage.prompt_tokens);
+        parts.calibration.observe(words, usage.prompt_tokens);
     }
     drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
-    ctx.recorder.record(outcome).await;
-}
-
-/// A probe's in-flight slot once it has one: whichever of the probe and the dispatcher lets go
-/// of the cell last gives the slot back, so it cannot leak either way.
-type SlotCell = Arc<Mutex<Option<InFlightSlot>>>;
-
-/// One taken in-flight slot of a target, given back when dropped: whatever ends the probe
-/// task (its end, a panic, the runtime shutting down), the slot cannot leak.
-struct InFlightSlot {
-    target: Arc<TargetRuntime>,
-    hook: InFlightHook,
-}
-
-impl InFlightSlot {
-    /// The in-flight cap: a slot, or `None` (the probe is dropped) when `cap` are in flight.
-    fn take(target: &Arc<TargetRuntime>, cap: usize, hook: &InFlightHook) -> Option<InFlightSlot> {
-        let in_flight = target.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-        if in_flight > cap {
-            target.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return None;
+    match (follow, first) {
+        (Some(follow), Some((target, prompt))) => {
+            let first = sequence::First { outcome, answer, prompt, target };
+            sequence::follow(first, *follow, parts.endpoints, parts.calibration, ctx).await;
         }
-        hook(&target.name, in_flight as i64);
-        Some(InFlightSlot { target: target.clone(), hook: hook.clone() })
-    }
-}
-
-impl Drop for InFlightSlot {
-    fn drop(&mut self) {
-        let now = self.target.in_flight.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
-        (self.hook)(&self.target.name, now as i64);
+        _ => ctx.recorder.record(outcome).await,
     }
 }
 

@@ -253,6 +253,8 @@ pub struct Outcome {
     /// What the behaviour checks found (`checks:`); `None` when none ran (none configured, or
     /// the probe failed before its answer was complete).
     pub checks: Option<Box<CheckReport>>,
+    /// Its place in a conversation or cache pair; `None` for a probe on its own.
+    pub step: Option<crate::probe::step::StepOf>,
 }
 
 impl Outcome {

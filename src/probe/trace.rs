@@ -27,6 +27,14 @@ impl TraceIds {
         TraceIds { trace_id, span_id, sampled: sampled(&trace_id, ratio) }
     }
 
+    /// Another span of the same trace, with the same sampling decision (the next probe of a
+    /// conversation or cache pair).
+    pub fn next_span(self) -> TraceIds {
+        let mut span_id: [u8; 8] = rand::random();
+        span_id[7] |= 1;
+        TraceIds { span_id, ..self }
+    }
+
     pub fn trace_hex(&self) -> String {
         hex(&self.trace_id)
     }
@@ -70,6 +78,14 @@ mod tests {
         let ids = TraceIds { trace_id: [0xab; 16], span_id: [0x01; 8], sampled: true };
         assert_eq!(ids.traceparent(), format!("00-{}-{}-01", "ab".repeat(16), "01".repeat(8)));
         assert_eq!(TraceIds { sampled: false, ..ids }.traceparent().rsplit('-').next(), Some("00"));
+    }
+
+    #[test]
+    fn a_next_span_keeps_the_trace_and_its_sampling() {
+        let first = TraceIds::random(1.0);
+        let next = first.next_span();
+        assert_eq!((next.trace_id, next.sampled), (first.trace_id, true));
+        assert_ne!(next.span_id, first.span_id);
     }
 
     #[test]

@@ -27,6 +27,45 @@ pub struct RequestSpec<'a> {
     /// The scenario's reasoning effort (its budget is already in `max_tokens`); refused at
     /// config check time for families that cannot carry it.
     pub reasoning: Option<crate::config::Reasoning>,
+    /// The earlier turns of a conversation, oldest first, sent before `prompt`; empty for a
+    /// probe on its own.
+    pub history: &'a [Exchange],
+}
+
+/// One earlier turn of a conversation: what was asked and what the server answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exchange {
+    pub prompt: String,
+    pub answer: String,
+}
+
+impl Exchange {
+    /// The conversation as chat messages: every exchange as a user and an assistant message,
+    /// then `prompt` as the last user message.
+    pub fn messages(history: &[Exchange], prompt: &str) -> serde_json::Value {
+        let mut messages = Vec::with_capacity(history.len() * 2 + 1);
+        for e in history {
+            messages.push(serde_json::json!({"role": "user", "content": e.prompt}));
+            messages.push(serde_json::json!({"role": "assistant", "content": e.answer}));
+        }
+        messages.push(serde_json::json!({"role": "user", "content": prompt}));
+        serde_json::Value::Array(messages)
+    }
+
+    /// The conversation as one text for an API that takes a single prompt: each exchange's
+    /// prompt and answer, then `prompt`, a blank line between them (every turn extends the
+    /// previous request's text, so the server's prefix cache can serve it).
+    pub fn transcript(history: &[Exchange], prompt: &str) -> String {
+        let mut out = String::with_capacity(history.iter().map(|e| e.prompt.len() + e.answer.len() + 4).sum::<usize>() + prompt.len());
+        for e in history {
+            out.push_str(&e.prompt);
+            out.push_str("\n\n");
+            out.push_str(&e.answer);
+            out.push_str("\n\n");
+        }
+        out.push_str(prompt);
+        out
+    }
 }
 
 /// Token counts reported by the server.

@@ -125,7 +125,7 @@ mod tests {
             let cfg = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
             let target = &cfg.targets[0];
             assert!(target.ignore_eos, "on by default");
-            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None, reasoning: None };
+            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None, reasoning: None, history: &[] };
             let plain = api.protocol().body(target, &spec).to_string();
             assert!(plain.contains("ignore_eos"), "{api:?}: {plain}");
             let checked = api.protocol().body(target, &RequestSpec { checks: Some(&checks), ..spec }).to_string();

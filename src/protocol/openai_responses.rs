@@ -175,9 +175,11 @@ impl Protocol for OpenAiResponses {
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
+        // A conversation goes as input messages, user and assistant in turn.
+        let input = if req.history.is_empty() { json!(req.prompt) } else { super::api::Exchange::messages(req.history, req.prompt) };
         let mut body = json!({
             "model": req.model,
-            "input": req.prompt,
+            "input": input,
             "max_output_tokens": req.max_tokens,
             "stream": target.stream,
         });
@@ -453,7 +455,7 @@ mod tests {
         )
         .unwrap();
         let reasoning = crate::config::Reasoning { effort: Some(crate::config::ReasoningEffort::Low), budget_tokens: 32 };
-        let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 36, checks: None, reasoning: Some(reasoning) };
+        let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 36, checks: None, reasoning: Some(reasoning), history: &[] };
         let body = OpenAiResponses.body(&cfg.targets[0], &spec);
         assert_eq!(body["input"], "p");
         assert_eq!(body["max_output_tokens"], 36);

@@ -48,6 +48,13 @@ impl Endpoints {
         }
     }
 
+    /// Whether `endpoint` is still one that probes go to (a replica leaves when discovery no
+    /// longer finds it or the probed window moved on).
+    pub fn probes(&self, endpoint: &Arc<TargetRuntime>) -> bool {
+        let probed = self.probed.read().unwrap_or_else(|e| e.into_inner());
+        probed.iter().any(|p| Arc::ptr_eq(p, endpoint)) || (probed.is_empty() && Arc::ptr_eq(&self.base, endpoint))
+    }
+
     pub(super) fn set(&self, probed: Vec<Arc<TargetRuntime>>) {
         *self.probed.write().unwrap_or_else(|e| e.into_inner()) = probed;
     }
@@ -75,5 +82,31 @@ mod tests {
         let e = Endpoints::side_by_side(side("base"), vec![side("a"), side("b")]);
         let order = |e: &Endpoints| e.pick().iter().map(|t| t.replica.as_deref().unwrap_or("").to_owned()).collect::<Vec<_>>().join(",");
         assert_eq!([order(&e), order(&e), order(&e)], ["a,b", "b,a", "a,b"]);
+    }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    fn runtime(name: &str) -> Arc<TargetRuntime> {
+        let yaml = format!(
+            "targets:\n  - {{name: {name}, base_url: \"http://127.0.0.1:9\", api: openai-chat, model: m}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n"
+        );
+        let cfg = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
+        Arc::new(TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+    }
+
+    #[test]
+    fn an_endpoint_is_probed_while_it_is_in_the_set() {
+        let base = runtime("t");
+        let alone = Endpoints::new(base.clone());
+        assert!(alone.probes(&base), "without replicas, base_url is the endpoint");
+        let (a, b) = (runtime("a"), runtime("b"));
+        let sides = Endpoints::side_by_side(base.clone(), vec![a.clone()]);
+        assert!(sides.probes(&a));
+        assert!(!sides.probes(&b) && !sides.probes(&base), "not in the probed set");
+        sides.set(vec![b.clone()]);
+        assert!(!sides.probes(&a) && sides.probes(&b), "a replica that left is no longer probed");
     }
 }

@@ -19,6 +19,11 @@ pub enum Event<'a> {
     ReplicaVersion { target: &'a str, replica: &'a str, version: &'a str, node: &'a str, zone: &'a str },
     /// A replica stopped being probed a grace period ago: its series go.
     ReplicaGone { config: &'a Config, target: &'a str, replica: &'a str },
+    /// A conversation or cache pair was cut short: `probes` of it will not be sent (`reason`:
+    /// `error`, a probe of it failed; `stopped`, the run is stopping).
+    SequenceCut { target: &'a str, scenario: &'a str, reason: &'static str, probes: u64 },
+    /// A conversation's next turn went to another replica (its own left the probed set).
+    ReplicaMoved { target: &'a str, scenario: &'a str },
 }
 
 impl Event<'_> {
@@ -31,6 +36,8 @@ impl Event<'_> {
             Event::ReplicaAdded { target, .. } => ("replica added", target),
             Event::ReplicaVersion { target, .. } => ("replica version", target),
             Event::ReplicaGone { target, .. } => ("replica gone", target),
+            Event::SequenceCut { target, .. } => ("sequence cut", target),
+            Event::ReplicaMoved { target, .. } => ("replica moved", target),
         };
         format!("{kind} of target {target:?}")
     }

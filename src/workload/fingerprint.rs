@@ -25,6 +25,9 @@ fn canonical(s: &Scenario) -> String {
     if let Some(r) = s.reasoning {
         text.push_str(&format!("reasoning={:?}:{}\n", r.effort.map(|e| e.as_str()), r.budget_tokens));
     }
+    if let Some(sequence) = &s.sequence {
+        text.push_str(&format!("sequence={sequence:?}\n"));
+    }
     text
 }
 
@@ -59,5 +62,22 @@ mod tests {
         let low = hash(", reasoning: {effort: low}");
         assert_ne!(low, plain);
         assert_ne!(low, hash(", reasoning: {effort: low, budget_tokens: 64}"));
+    }
+
+    /// A conversation's turns and think time, and a cache pair's prefix, shape the traffic too.
+    #[test]
+    fn sequences_are_part_of_the_workload() {
+        let yaml = |scenario: &str| {
+            let text =
+                format!("targets:\n  - {{name: t, base_url: \"http://127.0.0.1:1\", api: openai-chat, model: m}}\nscenarios:\n  - {{name: s{scenario}}}\n");
+            fingerprint(&crate::app::loader::parse(&text, "t.yaml").unwrap()).scenarios[0].1.clone()
+        };
+        let turns = ", turns: [{input_tokens: 8, output_tokens: 4}, {input_tokens: 8, output_tokens: 4}]";
+        let two = yaml(turns);
+        assert_ne!(two, hash(""), "a conversation is not its first turn alone");
+        assert_ne!(two, yaml(&format!("{turns}, think_time: 3s")));
+        let pair = hash(", cache_pair: {prefix_tokens: 4}");
+        assert_ne!(pair, hash(""));
+        assert_ne!(pair, hash(", cache_pair: {prefix_tokens: 6}"));
     }
 }

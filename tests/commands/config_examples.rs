@@ -99,4 +99,10 @@ fn sessions_probe_the_responses_api_with_reasoning() {
     assert_eq!(reasoning.reasoning.unwrap().effort, Some(config::ReasoningEffort::Low));
     assert!(reasoning.checks.as_deref().is_some_and(|k| k.reasoning_exhausted));
     assert!(c.scenarios.iter().any(|s| s.checks.as_deref().is_some_and(|k| k.tool_call.is_some())));
+    let turns = c.scenarios.iter().find_map(|s| match &s.sequence {
+        Some(config::Sequence::Conversation { turns, .. }) => Some(turns.len()),
+        _ => None,
+    });
+    assert_eq!(turns, Some(4), "a four-turn conversation");
+    assert!(c.scenarios.iter().any(|s| matches!(s.sequence, Some(config::Sequence::CachePair { .. }))), "a cache pair");
 }

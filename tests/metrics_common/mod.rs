@@ -91,6 +91,7 @@ pub fn outcome(t0: Instant, seq: u64, lag_us: u64, frames_ms: &[u64], end_ms: u6
         result: Ok(()),
         trace: None,
         checks: None,
+        step: None,
     }
 }
 
@@ -169,4 +170,31 @@ pub fn record_check_series(metrics: &llmprobe::sink::Metrics, t0: Instant) {
     let mut o = failed(outcome(t0 + ms(3000), 9, 200, &[40, 50, 60, 70], 80), ErrorClass::InvalidOutput, "natural_stop: ended by length");
     o.checks = Some(Box::new(report));
     metrics.record(&o, None);
+}
+
+/// Series that exist only for conversations and cache pairs: a two-turn conversation (the
+/// second turn served partly from the prefix cache), a cache pair, a conversation cut short and
+/// a turn that moved replicas. Their target and scenarios are their own, so no single probe's
+/// series moves.
+pub fn record_sequence_series(metrics: &llmprobe::sink::Metrics, t0: Instant) {
+    use llmprobe::probe::step::{Step, StepOf};
+    use llmprobe::sink::{Event, Sink};
+    let probe = |scenario: &str, seq: u64, step: Step, cached: u64| {
+        let mut o = with_usage(outcome(t0 + ms(3000 + 100 * seq), seq, 300, &[40, 60], 80), 128, 2);
+        o.usage = o.usage.map(|u| Usage { cached_tokens: Some(cached), ..u });
+        o.target = Arc::from("local-sequences");
+        o.scenario = Arc::from(scenario);
+        o.step = Some(StepOf { step, sequence: Arc::from(format!("run-local-sequences-{scenario}-0").as_str()) });
+        o
+    };
+    for o in [
+        probe("conversation", 10, Step::Turn(1), 0),
+        probe("conversation", 11, Step::Turn(2), 64),
+        probe("cache-pair", 12, Step::Cold, 0),
+        probe("cache-pair", 13, Step::Warm, 112),
+    ] {
+        metrics.record(&o, sample(&o).as_ref());
+    }
+    metrics.event(&Event::SequenceCut { target: "local-sequences", scenario: "conversation", reason: "error", probes: 2 });
+    metrics.event(&Event::ReplicaMoved { target: "local-sequences", scenario: "conversation" });
 }

@@ -6,7 +6,7 @@ use llmprobe::mock::profile::Profile;
 use llmprobe::mock::sim::closed_loop;
 
 fn spec(prompt: Vec<u32>, max: u32) -> SeqSpec {
-    SeqSpec { prompt, max_tokens: max, min_tokens: 0, ignore_eos: true }
+    SeqSpec { prompt, max_tokens: max, min_tokens: 0, ignore_eos: true, cache_salt: 0 }
 }
 
 fn words(n: usize, base: u32) -> Vec<u32> {
@@ -95,7 +95,7 @@ fn deterministic_under_a_seed() {
     let run = |seed| {
         let mut e = Engine::new(Profile::small_gpu(), seed);
         for i in 0..20 {
-            e.submit(&SeqSpec { prompt: words(30, i * 50), max_tokens: 300, min_tokens: 5, ignore_eos: false }, 0);
+            e.submit(&SeqSpec { prompt: words(30, i * 50), max_tokens: 300, min_tokens: 5, ignore_eos: false, cache_salt: 0 }, 0);
         }
         drain(&mut e, 0).iter().map(|x| (x.id, x.index, x.at_ns, x.finish)).collect::<Vec<_>>()
     };

@@ -215,3 +215,44 @@ fn timestamps_count_from_the_requests_arrival_not_from_when_the_mock_took_it() {
     stop.cancel();
     mock.join().unwrap();
 }
+
+/// The prefix cache: a repeated prompt is served from it (cached tokens reported), within one
+/// `cache_salt` only, and never under `cache_disabled`.
+#[tokio::test]
+async fn prefix_cache_salts_and_cache_disabled() {
+    let mut o = MockOptions { prompt_tokens_details: true, ..MockOptions::default() };
+    o.profile.step_base_us = 1_000.0;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, o, stop.clone()));
+    let prompt = (0..200).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let cached = |fault: &'static str, salt: Option<&'static str>| {
+        let (base, prompt) = (base.clone(), prompt.clone());
+        async move {
+            let mut body = serde_json::json!({"messages":[{"role":"user","content":prompt}],"max_tokens":2,"stream":false});
+            if let Some(s) = salt {
+                body["cache_salt"] = serde_json::json!(s);
+            }
+            let answer = reqwest::Client::new()
+                .post(format!("{base}/v1/chat/completions"))
+                .header("content-type", "application/json")
+                .header("x-mock-fault", fault)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            let v: Value = serde_json::from_slice(&answer).unwrap();
+            v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap()
+        }
+    };
+    assert_eq!(cached("none", None).await, 0, "the first time the prompt is new");
+    assert!(cached("none", None).await >= 128, "then it is cached");
+    assert_eq!(cached("cache_disabled", None).await, 0, "no reuse under the fault");
+    assert_eq!(cached("none", Some("team-a")).await, 0, "another salt shares nothing");
+    assert!(cached("none", Some("team-a")).await >= 128, "the same salt does");
+    stop.cancel();
+}

@@ -89,7 +89,7 @@ fn run_one(seed: u64) -> Result<u64, String> {
             for _ in 0..1 + r.below(burst) {
                 let max_tokens = 1 + r.below(40) as u32;
                 let prompt = prompt(&mut r, cap_tokens - max_tokens - p.block_size);
-                let spec = SeqSpec { prompt: prompt.clone(), max_tokens, min_tokens: 0, ignore_eos: r.chance(0.5) };
+                let spec = SeqSpec { prompt: prompt.clone(), max_tokens, min_tokens: 0, ignore_eos: r.chance(0.5), cache_salt: 0 };
                 let (id, target) = e.submit(&spec, now);
                 if target == 0 || target > max_tokens {
                     return Err(format!("target {target} for max_tokens {max_tokens}"));
@@ -219,7 +219,7 @@ fn scheduler_invariants_hold_under_random_workloads() {
 fn shared_prefixes_are_hit() {
     let mut e = Engine::new(Profile::small_gpu(), 1);
     let prompt: Vec<u32> = (0..70).collect();
-    let spec = SeqSpec { prompt, max_tokens: 2, min_tokens: 0, ignore_eos: true };
+    let spec = SeqSpec { prompt, max_tokens: 2, min_tokens: 0, ignore_eos: true, cache_salt: 0 };
     e.submit(&spec, 0);
     let mut now = 0;
     while let Some(p) = e.step(now) {

@@ -165,9 +165,9 @@ async fn the_top_level_checks_judge_a_plain_scenario() {
     assert!(out.contains("checks         finish_reason, output_cap (all passed)"), "{out}");
 }
 
-/// `config/sessions.yaml` against the mock: the Responses API, reasoning within its budget and a
-/// tool call, every check passing; with `endless_reasoning`, the reasoning scenario fails its
-/// check.
+/// `config/sessions.yaml` against the mock: the Responses API, reasoning within its budget, a
+/// tool call, a four-turn conversation and a cache pair, every check passing; with
+/// `endless_reasoning`, the reasoning scenario fails its check.
 #[tokio::test]
 async fn sessions_example_passes_every_check_on_the_mock() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sessions.yaml");
@@ -179,10 +179,15 @@ async fn sessions_example_passes_every_check_on_the_mock() {
         llmprobe::pipeline::once::run(&config, &mut out).await.unwrap();
         stop.cancel();
         let verdicts: Vec<&str> = out.lines().filter_map(|l| l.trim_start().strip_prefix("verdict")).map(str::trim).collect();
-        assert_eq!(verdicts.len(), 3, "{out}");
+        // One probe of each single scenario, four turns, a cold and a warm probe.
+        assert_eq!(verdicts.len(), 9, "{out}");
         match fault {
             None => {
                 assert!(verdicts.iter().all(|v| v.starts_with("success")), "{out}");
+                for k in 1..=4 {
+                    assert!(out.contains(&format!("step           turn {k} of conversation")), "{out}");
+                }
+                assert!(out.contains("step           warm probe of cache pair"), "{out}");
                 assert!(out.contains("checks         finish_reason, output_cap, reasoning_exhausted (all passed)"), "{out}");
                 assert!(out.contains("checks         finish_reason, tool_call (all passed)"), "{out}");
             }

@@ -32,6 +32,7 @@ mod reload;
 mod reload_by_target;
 mod replicas_discovery;
 mod rollouts_analysis;
+mod sequences;
 mod server_http;
 mod server_limits;
 mod slo_overrides;

@@ -61,6 +61,7 @@ fn all_names_are_exported() {
     metrics.detect.set_release("local", "v1", "api", 1.0);
     metrics_common::record_replica_series(&metrics);
     metrics_common::record_check_series(&metrics, Instant::now());
+    metrics_common::record_sequence_series(&metrics, Instant::now());
     llmprobe::source::scrape::ScrapeReport::scraped(&metrics, "engine-local", true, 0.01);
     let om = metrics.encode_openmetrics();
     let prom = metrics.encode_prometheus_text();

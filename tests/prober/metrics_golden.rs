@@ -32,6 +32,7 @@ fn recorded_metrics() -> Metrics {
     metrics.detect.set_release("local", "0.11.0", "discovery", 1_767_225_600.0);
     metrics_common::record_replica_series(&metrics);
     metrics_common::record_check_series(&metrics, t0);
+    metrics_common::record_sequence_series(&metrics, t0);
     llmprobe::source::scrape::ScrapeReport::scraped(&metrics, "engine-local", true, 0.0125);
     metrics
 }
@@ -159,11 +160,17 @@ fn render_metrics_doc(text: &str) -> String {
         };
         let labels = samples.first().map(|s| label_names(s)).unwrap_or_default();
         let buckets: Vec<&str> = if kind == "histogram" {
-            let one = samples.first().map(|s| s.split_once('{').map_or("", |(_, l)| l)).unwrap_or("");
-            let key = one.split_once("le=").map(|(_, rest)| rest.split_once(',').map_or("", |(_, r)| r)).unwrap_or("");
-            samples
-                .iter()
-                .filter(|s| s.contains("_bucket{") && s.ends_with_label_set(key))
+            // One label set's buckets (a family may have several): the first bucket sample's
+            // labels besides `le`.
+            let others = |s: &str| -> String {
+                let labels = s.split_once('{').map_or("", |(_, l)| l).split('}').next().unwrap_or("");
+                labels.split("\",").filter(|kv| !kv.starts_with("le=")).collect::<Vec<_>>().join(",")
+            };
+            let bucket_samples: Vec<&&str> = samples.iter().filter(|s| s.contains("_bucket{")).collect();
+            let key = bucket_samples.first().map(|s| others(s)).unwrap_or_default();
+            bucket_samples
+                .into_iter()
+                .filter(|s| others(s) == key)
                 .filter_map(|s| s.split("le=\"").nth(1)?.split('"').next())
                 .filter(|b| *b != "+Inf")
                 .collect()
@@ -175,17 +182,6 @@ fn render_metrics_doc(text: &str) -> String {
         out.push_str(&format!("| `{series}` | {kind} | {labels} | {buckets} | {} |\n", help.trim_end_matches('.')));
     }
     out
-}
-
-trait SameLabels {
-    fn ends_with_label_set(&self, rest: &str) -> bool;
-}
-
-impl SameLabels for &str {
-    /// Whether this `_bucket` sample carries the label set `rest` (everything after `le`).
-    fn ends_with_label_set(&self, rest: &str) -> bool {
-        self.split_once("le=").and_then(|(_, r)| r.split_once(',')).is_some_and(|(_, r)| r == rest) || rest.is_empty()
-    }
 }
 
 #[test]

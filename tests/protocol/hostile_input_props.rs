@@ -569,6 +569,7 @@ fn measure_never_panics_and_keeps_its_invariants() {
             result: if rng.below(5) == 0 { Err(Failure::new(ErrorClass::Parse, "x")) } else { Ok(()) },
             trace: None,
             checks: None,
+            step: None,
         };
         if let Some(s) = measure(&outcome, &slo) {
             assert!(s.ttft <= s.e2e, "ttft {:?} > e2e {:?}", s.ttft, s.e2e);

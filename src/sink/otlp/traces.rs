@@ -223,6 +223,14 @@ fn probe_attributes(o: &Outcome, sample: Option<&Sample>, slo: &crate::config::S
     if let Some(c) = o.error_class() {
         a.push(KeyValue::new("llmprobe.error_class", c.as_str()));
     }
+    if let Some(step) = &o.step {
+        // One conversation (or cache pair) is one trace, a span per probe.
+        a.push(KeyValue::new("gen_ai.conversation.id", step.sequence.to_string()));
+        match step.step {
+            crate::probe::step::Step::Turn(k) => a.push(KeyValue::new("llmprobe.turn", i64::from(k))),
+            side => a.extend(side.cache_label().map(|c| KeyValue::new("llmprobe.cache", c))),
+        }
+    }
     let Some(s) = sample else { return a };
     a.push(KeyValue::new("llmprobe.ttft_seconds", s.ttft.as_secs_f64()));
     if let Some(t) = s.tpot {

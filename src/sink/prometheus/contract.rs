@@ -141,8 +141,45 @@ pub const REPLICA_OUTLIER: FamilySpec = FamilySpec {
     help: "1 when a replica is significantly worse than its peers of the same version over the last 15 minutes",
 };
 
+pub const CONVERSATION_TTFT_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_conversation_ttft_seconds", help: "TTFT of a conversation's turns by turn index (turns: scenarios; 8+ = the 8th and later)" };
+pub const CONVERSATION_TPOT_SECONDS: FamilySpec =
+    FamilySpec { name: "llmprobe_conversation_tpot_seconds", help: "TPOT of a conversation's turns by turn index (turns: scenarios; 8+ = the 8th and later)" };
+pub const CONVERSATION_TURNS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_conversation_turns_total",
+    help: "Conversation turns sent, by turn index and result: goodput (succeeded within every SLO), slo_missed, error (failed or dropped)",
+};
+pub const CONVERSATION_INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_conversation_input_tokens_total",
+    help: "Prompt tokens of successful conversation turns (the whole conversation so far), by turn index",
+};
+pub const CONVERSATION_CACHED_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_conversation_cached_tokens_total",
+    help: "Prompt tokens of successful conversation turns the server reported served from its prefix cache, by turn index",
+};
+pub const CONVERSATION_REPLICA_MOVES_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_conversation_replica_moves_total",
+    help: "Conversation turns sent to another replica than the earlier turns (theirs left the probed set)",
+};
+pub const PREFIX_CACHE_TTFT_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_prefix_cache_ttft_seconds",
+    help: "TTFT of cache_pair: probes: cold (a fresh prefix) and warm (the same prefix again right after); warm/cold near 1 means no prefix reuse",
+};
+pub const PREFIX_CACHE_INPUT_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_prefix_cache_input_tokens_total",
+    help: "Prompt tokens of successful cache_pair: probes whose server reported a cached count, cold and warm",
+};
+pub const PREFIX_CACHE_CACHED_TOKENS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_prefix_cache_cached_tokens_total",
+    help: "Prompt tokens of successful cache_pair: probes the server reported served from its prefix cache, cold and warm",
+};
+pub const SEQUENCE_PROBES_CUT_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_sequence_probes_cut_total",
+    help: "Probes of conversations and cache pairs never sent because the sequence was cut short: reason error (a probe of it failed) or stopped",
+};
+
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 52] = [
+pub const ALL_FAMILIES: [FamilySpec; 62] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -195,6 +232,16 @@ pub const ALL_FAMILIES: [FamilySpec; 52] = [
     CANARY_EFFECT,
     CANARY_EVIDENCE,
     REPLICA_OUTLIER,
+    CONVERSATION_TTFT_SECONDS,
+    CONVERSATION_TPOT_SECONDS,
+    CONVERSATION_TURNS_TOTAL,
+    CONVERSATION_INPUT_TOKENS_TOTAL,
+    CONVERSATION_CACHED_TOKENS_TOTAL,
+    CONVERSATION_REPLICA_MOVES_TOTAL,
+    PREFIX_CACHE_TTFT_SECONDS,
+    PREFIX_CACHE_INPUT_TOKENS_TOTAL,
+    PREFIX_CACHE_CACHED_TOKENS_TOTAL,
+    SEQUENCE_PROBES_CUT_TOTAL,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------

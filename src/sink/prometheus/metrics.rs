@@ -19,6 +19,7 @@ use super::registry::{
     schedule_lag_histogram, tokens_per_frame_histogram, touch, tpot_histogram, ttft_histogram,
 };
 use super::replicas::{ReplicaCountLabels, ReplicaFamilies};
+use super::sequence::SequenceFamilies;
 use crate::config::{Config, Slo};
 use crate::probe::measure::{Sample, TokenSource};
 use crate::probe::outcome::{ErrorClass, Outcome};
@@ -51,6 +52,8 @@ pub struct Metrics {
     pub detect: DetectFamilies,
     /// Discovered replicas: info, counts, canary verdicts, outliers.
     pub replicas: ReplicaFamilies,
+    /// Conversations' turns and cache pairs.
+    sequences: SequenceFamilies,
     goodput: Family<TsLabels, Counter>,
     slo_violations: Family<SloLabels, Counter>,
     ttft: HistogramFamily<TsLabels>,
@@ -114,6 +117,7 @@ impl Metrics {
             behaviour_changes: Family::default(),
             detect: DetectFamilies::new(),
             replicas: ReplicaFamilies::new(),
+            sequences: SequenceFamilies::new(),
             goodput: Family::default(),
             slo_violations: Family::default(),
             ttft: histogram_family(ttft_histogram),
@@ -185,6 +189,7 @@ impl Metrics {
         register(r, INTERNAL_ERRORS_TOTAL, m.internal_errors.clone());
         m.detect.register(r);
         m.replicas.register(r);
+        m.sequences.register(r);
         Metrics { registry, ..m }
     }
 
@@ -245,6 +250,7 @@ impl Metrics {
             touch(&self.source_up, &SourceLabels { source: source.name.clone() });
         }
         self.precreate(config);
+        self.sequences.precreate(config);
         self.detect.precreate(config);
         self.set_config_gauges(config);
     }
@@ -285,6 +291,9 @@ impl Metrics {
         self.slo_objective.remove(ts);
         for phase in api.server_phases() {
             self.server_time.remove(&ts.phase(phase));
+        }
+        if ts.replica.is_none() {
+            self.sequences.forget(ts);
         }
     }
 
@@ -521,6 +530,8 @@ impl Sink for Metrics {
             ReplicaAdded { config, target, replica } => self.add_replica(config, target, replica),
             ReplicaVersion { target, replica, version, node, zone } => self.set_replica_info(target, replica, version, node, zone),
             ReplicaGone { config, target, replica } => self.forget_replica(config, target, replica),
+            SequenceCut { target, scenario, reason, probes } => self.sequences.cut(target, scenario, reason, probes),
+            ReplicaMoved { target, scenario } => self.sequences.moved(target, scenario),
         }
     }
 
@@ -561,6 +572,13 @@ impl Sink for Metrics {
                 .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
             self.record_sample(&ts, s, exemplar.as_ref());
             self.record_server_time(&ts, outcome);
+        }
+        if let Some(step) = &outcome.step {
+            let exemplar = outcome
+                .trace
+                .filter(|ids| self.exemplars.load(std::sync::atomic::Ordering::Relaxed) && ids.sampled)
+                .map(|ids| TraceExemplar::new(&ids.trace_hex(), &ids.span_hex()));
+            self.sequences.record(outcome, step, sample, exemplar.as_ref());
         }
         if let (Some(usage), true) = (outcome.usage, outcome.requested_input_tokens > 0 && outcome.is_success()) {
             let requested = f64::from(outcome.requested_input_tokens);

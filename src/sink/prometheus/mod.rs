@@ -1,7 +1,8 @@
 //! The Prometheus sink. `contract.rs` is the metric contract (`METRICS.md`): every exported name,
 //! help text and bucket layout, and nothing else names a family. Below it, bottom up: `labels.rs`
-//! (label sets, exemplars), `registry.rs` (family kinds, registration), `detect.rs` and
-//! `replicas.rs` (the detector's and the replicas' families), and `metrics.rs` (`Metrics`: the
+//! (label sets, exemplars), `registry.rs` (family kinds, registration), `detect.rs`,
+//! `replicas.rs` and `sequence.rs` (the detector's, the replicas' and the conversations' and
+//! cache pairs' families), and `metrics.rs` (`Metrics`: the
 //! registry, pre-created series, the recorder of samples, the text encoders).
 
 mod contract;
@@ -10,6 +11,7 @@ mod labels;
 mod metrics;
 mod registry;
 mod replicas;
+mod sequence;
 
 pub use contract::*;
 pub use detect::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels, DetectStateLabels, ReleaseLabels};

@@ -1,0 +1,228 @@
+//! The families of probes that come in sequences: a conversation's turns (per `turn`, bounded
+//! to `1`..`7` and `8+`) and a cache pair's cold and warm probes (per `cache`), with the probes a
+//! cut-short sequence never sent and the turns that moved to another replica. Only scenarios
+//! with `turns:` or `cache_pair:` have series here; every probe of a sequence is also counted in
+//! the per-probe families like any other.
+
+use super::contract::{
+    CONVERSATION_CACHED_TOKENS_TOTAL, CONVERSATION_INPUT_TOKENS_TOTAL, CONVERSATION_REPLICA_MOVES_TOTAL, CONVERSATION_TPOT_SECONDS, CONVERSATION_TTFT_SECONDS,
+    CONVERSATION_TURNS_TOTAL, PREFIX_CACHE_CACHED_TOKENS_TOTAL, PREFIX_CACHE_INPUT_TOKENS_TOTAL, PREFIX_CACHE_TTFT_SECONDS, SEQUENCE_PROBES_CUT_TOTAL,
+};
+use super::labels::{TraceExemplar, TsLabels};
+use super::registry::{HistogramFamily, histogram_family, register, touch, tpot_histogram, ttft_histogram};
+use crate::config::{Config, Sequence};
+use crate::probe::measure::Sample;
+use crate::probe::outcome::Outcome;
+use crate::probe::step::{Step, StepOf, TURN_LABELS};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// The `result` of a turn: goodput (succeeded within every SLO), a success that missed one, or
+/// a failure (an error or a drop).
+pub const TURN_RESULTS: [&str; 3] = ["goodput", "slo_missed", "error"];
+/// The `reason` a sequence was cut short.
+pub const CUT_REASONS: [&str; 2] = ["error", "stopped"];
+/// The `cache` side of a pair.
+pub const CACHE_SIDES: [&str; 2] = ["cold", "warm"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TurnLabels {
+    pub target: String,
+    pub scenario: String,
+    pub turn: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TurnResultLabels {
+    pub target: String,
+    pub scenario: String,
+    pub turn: &'static str,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    pub target: String,
+    pub scenario: String,
+    pub cache: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CutLabels {
+    pub target: String,
+    pub scenario: String,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PairLabels {
+    pub target: String,
+    pub scenario: String,
+}
+
+/// Conversations and cache pairs.
+#[derive(Debug, Clone)]
+pub struct SequenceFamilies {
+    turn_ttft: HistogramFamily<TurnLabels>,
+    turn_tpot: HistogramFamily<TurnLabels>,
+    turns: Family<TurnResultLabels, Counter>,
+    turn_input_tokens: Family<TurnLabels, Counter>,
+    turn_cached_tokens: Family<TurnLabels, Counter>,
+    moves: Family<PairLabels, Counter>,
+    cache_ttft: HistogramFamily<CacheLabels>,
+    cache_input_tokens: Family<CacheLabels, Counter>,
+    cache_cached_tokens: Family<CacheLabels, Counter>,
+    cut: Family<CutLabels, Counter>,
+}
+
+impl SequenceFamilies {
+    pub(super) fn new() -> Self {
+        SequenceFamilies {
+            turn_ttft: histogram_family(ttft_histogram),
+            turn_tpot: histogram_family(tpot_histogram),
+            turns: Family::default(),
+            turn_input_tokens: Family::default(),
+            turn_cached_tokens: Family::default(),
+            moves: Family::default(),
+            cache_ttft: histogram_family(ttft_histogram),
+            cache_input_tokens: Family::default(),
+            cache_cached_tokens: Family::default(),
+            cut: Family::default(),
+        }
+    }
+
+    pub(super) fn register(&self, r: &mut Registry) {
+        register(r, CONVERSATION_TTFT_SECONDS, self.turn_ttft.clone());
+        register(r, CONVERSATION_TPOT_SECONDS, self.turn_tpot.clone());
+        register(r, CONVERSATION_TURNS_TOTAL, self.turns.clone());
+        register(r, CONVERSATION_INPUT_TOKENS_TOTAL, self.turn_input_tokens.clone());
+        register(r, CONVERSATION_CACHED_TOKENS_TOTAL, self.turn_cached_tokens.clone());
+        register(r, CONVERSATION_REPLICA_MOVES_TOTAL, self.moves.clone());
+        register(r, PREFIX_CACHE_TTFT_SECONDS, self.cache_ttft.clone());
+        register(r, PREFIX_CACHE_INPUT_TOKENS_TOTAL, self.cache_input_tokens.clone());
+        register(r, PREFIX_CACHE_CACHED_TOKENS_TOTAL, self.cache_cached_tokens.clone());
+        register(r, SEQUENCE_PROBES_CUT_TOTAL, self.cut.clone());
+    }
+
+    /// Creates at zero the series of every configured conversation and cache pair.
+    pub(super) fn precreate(&self, config: &Config) {
+        for target in &config.targets {
+            for scenario in &config.scenarios {
+                let Some(sequence) = &scenario.sequence else { continue };
+                let (t, s) = (target.name.as_str(), scenario.name.as_str());
+                for reason in CUT_REASONS {
+                    touch(&self.cut, &CutLabels { target: t.to_owned(), scenario: s.to_owned(), reason });
+                }
+                match sequence {
+                    Sequence::Conversation { turns, .. } => {
+                        for turn in TURN_LABELS.into_iter().take(turns.len()) {
+                            let labels = TurnLabels { target: t.to_owned(), scenario: s.to_owned(), turn };
+                            for family in [&self.turn_ttft, &self.turn_tpot] {
+                                touch(family, &labels);
+                            }
+                            for family in [&self.turn_input_tokens, &self.turn_cached_tokens] {
+                                touch(family, &labels);
+                            }
+                            for result in TURN_RESULTS {
+                                touch(&self.turns, &TurnResultLabels { target: t.to_owned(), scenario: s.to_owned(), turn, result });
+                            }
+                        }
+                        touch(&self.moves, &PairLabels { target: t.to_owned(), scenario: s.to_owned() });
+                    }
+                    Sequence::CachePair { .. } => {
+                        for cache in CACHE_SIDES {
+                            let labels = CacheLabels { target: t.to_owned(), scenario: s.to_owned(), cache };
+                            touch(&self.cache_ttft, &labels);
+                            for family in [&self.cache_input_tokens, &self.cache_cached_tokens] {
+                                touch(family, &labels);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes every series of a target×scenario pair.
+    pub(super) fn forget(&self, ts: &TsLabels) {
+        let (t, s) = (ts.target.clone(), ts.scenario.clone());
+        for reason in CUT_REASONS {
+            self.cut.remove(&CutLabels { target: t.clone(), scenario: s.clone(), reason });
+        }
+        for turn in TURN_LABELS {
+            let labels = TurnLabels { target: t.clone(), scenario: s.clone(), turn };
+            for family in [&self.turn_ttft, &self.turn_tpot] {
+                family.remove(&labels);
+            }
+            for family in [&self.turn_input_tokens, &self.turn_cached_tokens] {
+                family.remove(&labels);
+            }
+            for result in TURN_RESULTS {
+                self.turns.remove(&TurnResultLabels { target: t.clone(), scenario: s.clone(), turn, result });
+            }
+        }
+        self.moves.remove(&PairLabels { target: t.clone(), scenario: s.clone() });
+        for cache in CACHE_SIDES {
+            let labels = CacheLabels { target: t.clone(), scenario: s.clone(), cache };
+            self.cache_ttft.remove(&labels);
+            self.cache_input_tokens.remove(&labels);
+            self.cache_cached_tokens.remove(&labels);
+        }
+    }
+
+    /// Records one probe of a sequence by its turn or cache side.
+    pub(super) fn record(&self, outcome: &Outcome, step: &StepOf, sample: Option<&Sample>, exemplar: Option<&TraceExemplar>) {
+        let (target, scenario) = (outcome.target.to_string(), outcome.scenario.to_string());
+        let sample = sample.filter(|_| outcome.is_success());
+        match step.step {
+            Step::Turn(k) => {
+                let turn = Step::turn_label(k);
+                let result = match sample {
+                    Some(s) if s.goodput => TURN_RESULTS[0],
+                    Some(_) => TURN_RESULTS[1],
+                    None if outcome.is_success() => TURN_RESULTS[1],
+                    None => TURN_RESULTS[2],
+                };
+                self.turns.get_or_create(&TurnResultLabels { target: target.clone(), scenario: scenario.clone(), turn, result }).inc();
+                let Some(s) = sample else { return };
+                let labels = TurnLabels { target, scenario, turn };
+                if s.streamed {
+                    self.turn_ttft.get_or_create(&labels).observe(s.ttft.as_secs_f64(), exemplar.cloned(), None);
+                    if let Some(tpot) = s.tpot {
+                        self.turn_tpot.get_or_create(&labels).observe(tpot.as_secs_f64(), exemplar.cloned(), None);
+                    }
+                }
+                if let Some(n) = s.input_tokens {
+                    self.turn_input_tokens.get_or_create(&labels).inc_by(n);
+                }
+                if let Some(n) = s.cached_tokens {
+                    self.turn_cached_tokens.get_or_create(&labels).inc_by(n);
+                }
+            }
+            Step::Cold | Step::Warm => {
+                let (Some(s), Some(cache)) = (sample, step.step.cache_label()) else { return };
+                let labels = CacheLabels { target, scenario, cache };
+                if s.streamed {
+                    self.cache_ttft.get_or_create(&labels).observe(s.ttft.as_secs_f64(), exemplar.cloned(), None);
+                }
+                // Only probes whose server reported a cached count: absent is not zero, and a warm
+                // probe's input growing while its cached count stays 0 is what the alert reads.
+                if let (Some(input), Some(cached)) = (s.input_tokens, s.cached_tokens) {
+                    self.cache_input_tokens.get_or_create(&labels).inc_by(input);
+                    self.cache_cached_tokens.get_or_create(&labels).inc_by(cached);
+                }
+            }
+        }
+    }
+
+    /// Counts the probes a cut-short sequence will not send.
+    pub(super) fn cut(&self, target: &str, scenario: &str, reason: &'static str, probes: u64) {
+        self.cut.get_or_create(&CutLabels { target: target.to_owned(), scenario: scenario.to_owned(), reason }).inc_by(probes);
+    }
+
+    pub(super) fn moved(&self, target: &str, scenario: &str) {
+        self.moves.get_or_create(&PairLabels { target: target.to_owned(), scenario: scenario.to_owned() }).inc();
+    }
+}
