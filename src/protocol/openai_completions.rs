@@ -40,7 +40,7 @@ struct Choice {
 /// A chunk read for a probe that keeps its answer: the same fields with the text. A shape of
 /// its own, so that the usual shape's reading stays as it was (see `openai_chat::KeptChunk`).
 #[derive(Deserialize)]
-// Named as the plain shape: a frame neither reads is refused in the same words.
+// Named as the usual shape, so a frame that fails reads the same either way.
 #[serde(expecting = "struct Chunk", bound(deserialize = "P: Deserialize<'de>"))]
 struct KeptChunk<P> {
     model: Option<String>,
@@ -55,7 +55,7 @@ struct KeptChunk<P> {
 }
 
 #[derive(Deserialize)]
-// Named as the plain shape: a frame neither reads is refused in the same words.
+// Named as the usual shape, so a frame that fails reads the same either way.
 #[serde(expecting = "struct Choice", bound(deserialize = "P: Deserialize<'de>"))]
 struct KeptChoice<P> {
     index: Option<u64>,
@@ -72,9 +72,8 @@ impl Protocol for OpenAiCompletions {
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
-        let mut body = json!({
-            "prompt": req.prompt,
-        });
+        let mut body =
+            if req.history.is_empty() { json!({"prompt": req.prompt}) } else { json!({"prompt": super::api::Exchange::transcript(req.history, req.prompt)}) };
         finish_body(&mut body, target, req);
         body
     }
