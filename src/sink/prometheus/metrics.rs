@@ -265,17 +265,7 @@ impl Metrics {
             self.slo_violations.remove(&ts.slo(name));
             self.slo_threshold.remove(&ts.slo(name));
         }
-        for family in [
-            &self.scheduled,
-            &self.goodput,
-            &self.input_tokens,
-            &self.output_tokens,
-            &self.reasoning_tokens,
-            &self.cached_tokens,
-            &self.token_fallback,
-            &self.multi_token_frames,
-            &self.stream_buffered,
-        ] {
+        for family in self.series_counters() {
             family.remove(ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -370,17 +360,7 @@ impl Metrics {
         for (name, _) in configured_slos(slo) {
             touch(&self.slo_violations, &ts.slo(name));
         }
-        for family in [
-            &self.scheduled,
-            &self.goodput,
-            &self.input_tokens,
-            &self.output_tokens,
-            &self.reasoning_tokens,
-            &self.cached_tokens,
-            &self.token_fallback,
-            &self.multi_token_frames,
-            &self.stream_buffered,
-        ] {
+        for family in self.series_counters() {
             touch(family, ts);
         }
         for family in [&self.ttft, &self.ttfc, &self.tpot, &self.itl, &self.e2e] {
@@ -512,6 +492,23 @@ impl Metrics {
         if s.token_source == TokenSource::Events {
             self.token_fallback.get_or_create(ts).inc();
         }
+    }
+}
+
+impl Metrics {
+    /// The per-series counters made and forgotten together with a target × scenario's series.
+    fn series_counters(&self) -> [&Family<TsLabels, Counter>; 9] {
+        [
+            &self.scheduled,
+            &self.goodput,
+            &self.input_tokens,
+            &self.output_tokens,
+            &self.reasoning_tokens,
+            &self.cached_tokens,
+            &self.token_fallback,
+            &self.multi_token_frames,
+            &self.stream_buffered,
+        ]
     }
 }
 
