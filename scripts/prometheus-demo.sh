@@ -64,6 +64,7 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 demo_port=$(free_port); mock_port=$(free_port); probe_port=$(free_port); prom_port=$(free_port); static_port=$(free_port)
 rel_mock_port=$(free_port); rel_probe_port=$(free_port)
+seq_mock_port=$(free_port); seq_probe_port=$(free_port)
 
 # --- static scrape pages (dcgm-exporter in Kubernetes, llama-server) -------------------------------
 python3 -m http.server --bind 127.0.0.1 --directory "$ROOT/tests/fixtures/ops/scrape" "$static_port" >"$tmp/static.log" 2>&1 &
@@ -132,11 +133,41 @@ detect:
   tuning: {bin_s: 5, history_s: 4800, latency_baseline_s: 60, goodput_baseline_s: 600, min_latency_baseline: 30, release_grace_s: 5, continuous_window_s: 60, continuous_reference_s: 600, continuous_look_s: 10}
 EOF
 "$bin" check-config "$tmp/release.yaml" >/dev/null
+
+# --- sessions: conversations and a prefix-cache pair against a mock that reports cached tokens
+# (as vLLM with --enable-prompt-tokens-details), 5% HTTP 500 so some conversations are cut -------
+"$bin" mock --listen "127.0.0.1:$seq_mock_port" --enable-prompt-tokens-details --fault http_500=0.05 >"$tmp/seq-mock.log" 2>&1 &
+pids+=($!)
+cat >"$tmp/sessions.yaml" <<EOF
+listen: 127.0.0.1:$seq_probe_port
+probe: {rate: 4.0, seed: 13, max_in_flight: 100, shutdown_grace: 2s}
+targets:
+  - name: mock-sessions
+    base_url: http://127.0.0.1:$seq_mock_port
+    api: openai-chat
+    model: mock-llama
+    timeouts: {connect: 1s, ttft: 5s, idle: 5s, total: 15s}
+scenarios:
+  - name: chat-3-turns
+    turns:
+      - {input_tokens: 128, output_tokens: 16}
+      - {input_tokens: 32, output_tokens: 16}
+      - {input_tokens: 32, output_tokens: 16}
+    think_time: 200ms
+  - name: prefix-cache-pair
+    input_tokens: 256
+    output_tokens: 8
+    cache_pair: {prefix_tokens: 192}
+slo: {ttft: 5s, e2e: 15s, objective: 0.99}
+EOF
+"$bin" check-config "$tmp/sessions.yaml" >/dev/null
 # wait for the mock before probing, so the first probes are not connect errors
-scripts/wait-ports.py "$mock_port" "$rel_mock_port"
+scripts/wait-ports.py "$mock_port" "$rel_mock_port" "$seq_mock_port"
 "$bin" probe --config "$tmp/faulty.yaml" >"$tmp/probe.log" 2>&1 &
 pids+=($!)
 "$bin" probe --config "$tmp/release.yaml" >"$tmp/release-probe.log" 2>&1 &
+pids+=($!)
+"$bin" probe --config "$tmp/sessions.yaml" >"$tmp/sessions-probe.log" 2>&1 &
 pids+=($!)
 
 # --- Prometheus ---------------------------------------------------------------------------------
@@ -150,7 +181,7 @@ rule_files:
 scrape_configs:
   - job_name: llmprobe
     static_configs:
-      - targets: ['127.0.0.1:$demo_port', '127.0.0.1:$probe_port', '127.0.0.1:$rel_probe_port']
+      - targets: ['127.0.0.1:$demo_port', '127.0.0.1:$probe_port', '127.0.0.1:$rel_probe_port', '127.0.0.1:$seq_probe_port']
   # the mock engines export vLLM's metric names: the engine dashboard's vLLM panels read them
   - job_name: vllm
     static_configs:
@@ -204,6 +235,7 @@ fetch() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.reques
 fetch "http://127.0.0.1:$demo_port/metrics" >"$tmp/start-demo.txt"
 fetch "http://127.0.0.1:$probe_port/metrics" >"$tmp/start-faulty.txt"
 fetch "http://127.0.0.1:$rel_probe_port/metrics" >"$tmp/start-release.txt"
+fetch "http://127.0.0.1:$seq_probe_port/metrics" >"$tmp/start-sessions.txt"
 # the release a third of the way in: the detector has its baseline, and the rest of the wait is
 # ample for it to turn `regressed` (~25-40 s) and for Prometheus to scrape and evaluate that
 sleep $((wait_s / 3))
@@ -216,9 +248,9 @@ for p in "${pids[@]}"; do
 done
 
 rc=0
-python3 - "$prom_port" "$tmp" "127.0.0.1:$demo_port" "127.0.0.1:$probe_port" "$ready_at" "$release_at" "127.0.0.1:$rel_probe_port" <<'PY' || rc=$?
+python3 - "$prom_port" "$tmp" "127.0.0.1:$demo_port" "127.0.0.1:$probe_port" "$ready_at" "$release_at" "127.0.0.1:$rel_probe_port" "127.0.0.1:$seq_probe_port" <<'PY' || rc=$?
 import json, math, re, sys, time, urllib.parse, urllib.request
-prom, tmp, demo_addr, faulty_addr, ready_at, release_at, release_addr = sys.argv[1:8]
+prom, tmp, demo_addr, faulty_addr, ready_at, release_at, release_addr, sessions_addr = sys.argv[1:9]
 from datetime import datetime
 API = f"http://127.0.0.1:{prom}/api/v1"
 problems = []
@@ -262,7 +294,7 @@ def counters(text):
 # at AT, once the evaluations up to AT are done.
 own = {}
 AT = time.time()
-for which, addr in (("demo", demo_addr), ("faulty", faulty_addr), ("release", release_addr)):
+for which, addr in (("demo", demo_addr), ("faulty", faulty_addr), ("release", release_addr), ("sessions", sessions_addr)):
     start = counters(open(f"{tmp}/start-{which}.txt").read())
     end = counters(urllib.request.urlopen(f"http://{addr}/metrics", timeout=5).read().decode())
     for key, e in end.items():
