@@ -46,8 +46,20 @@ pub const EXIT_INCONCLUSIVE: u8 = 3;
 
 /// `llmprobe release wait`: polls the verdict, prints a line whenever the state or the probes
 /// change, and exits by the verdict. A prober that is unreachable, restarting or has not seen the
-/// release yet is asked again until the timeout; a wrong token fails at once.
+/// release yet is asked again until the timeout; a wrong token, an unreadable token file or a bad
+/// URL fails at once with `EXIT_CONFIG` (2), never with the exit of a verdict: a pipeline must not
+/// roll back (1) or pause (3) a release because of its own mistake.
 pub async fn wait(args: &ReleaseWaitArgs) -> anyhow::Result<std::process::ExitCode> {
+    match poll_verdict(args).await {
+        Ok(code) => Ok(code),
+        Err(err) => {
+            eprintln!("error: {}", crate::util::logsafe::escape_control(&format!("{err:#}")));
+            Ok(std::process::ExitCode::from(crate::EXIT_CONFIG))
+        }
+    }
+}
+
+async fn poll_verdict(args: &ReleaseWaitArgs) -> anyhow::Result<std::process::ExitCode> {
     use std::process::ExitCode;
     let token = crate::client::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
     let url = format!("{}/api/v1/verdict", args.url.trim_end_matches('/'));
@@ -63,7 +75,9 @@ pub async fn wait(args: &ReleaseWaitArgs) -> anyhow::Result<std::process::ExitCo
         let resp = client.get(with_query.clone()).bearer_auth(token.expose()).timeout(std::time::Duration::from_secs(10)).send().await;
         let line = match resp {
             Err(e) => format!("waiting: GET {url}: {}", token.redact(&crate::client::target::error_chain(&e))),
-            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => anyhow::bail!("GET {url}: HTTP 401: wrong or missing token"),
+            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED || r.status() == reqwest::StatusCode::FORBIDDEN => {
+                anyhow::bail!("GET {url}: HTTP {}: wrong or missing token", r.status().as_u16())
+            }
             Ok(r) if !r.status().is_success() => {
                 let status = r.status();
                 let text = bounded_text(r).await;

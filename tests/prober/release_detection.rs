@@ -356,6 +356,14 @@ async fn release_verdicts_for_pipelines() {
     assert_eq!(get(a.metrics_addr, "target=t&version=9.9.9", TOKEN).await.unwrap().status(), 409);
     assert_eq!(get(a.metrics_addr, "target=t", "wrong").await.unwrap().status(), 401);
     assert_eq!(get(a.metrics_addr, "nothing=1", TOKEN).await.unwrap().status(), 400);
+    // A pipeline's own mistake is exit 2, never a verdict's exit (1 would roll the release back).
+    let wrong_file = dir.join("wrong-token");
+    std::fs::write(&wrong_file, "not-the-token-7f3a").unwrap();
+    let (code, out) = release_wait(a.metrics_addr, &wrong_file, "1.0.0").await;
+    assert_eq!(code, 2, "a wrong token:\n{out}");
+    assert!(out.contains("HTTP 401") && !out.contains("not-the-token-7f3a"), "{out}");
+    let (code, out) = release_wait(a.metrics_addr, &dir.join("no-such-token-file"), "1.0.0").await;
+    assert_eq!(code, 2, "an unreadable token file:\n{out}");
     // A 2.5x slower release.
     control(mock, r#"{"engine_version":"2.0.0","slowdown":2.5}"#).await;
     let (code, out) = release_wait(a.metrics_addr, &token_file, "2.0.0").await;
