@@ -1,8 +1,8 @@
 //! The verdict of each configured check on a finished answer: pure functions of the answer.
 
-use crate::config::{Checks, Expect};
+use crate::config::{Agent, Checks, Expect};
 use crate::probe::outcome::{Check, CheckFailure, CheckReport};
-use crate::protocol::{Collected, MAX_TEXT};
+use crate::protocol::{Collected, MAX_TEXT, ToolCall};
 
 /// A finished answer, as the checks see it.
 #[derive(Debug, Clone, Copy)]
@@ -172,14 +172,74 @@ fn tool_call(tool: &crate::config::ToolCallCheck, got: &Collected) -> Option<Str
             format!("no call of {}; called {}", tool.name, named.join(", "))
         });
     };
+    arguments(&tool.parameters, call)
+}
+
+/// A call's arguments: whole JSON, valid against the tool's parameter schema.
+fn arguments(parameters: &crate::config::Schema, call: &ToolCall) -> Option<String> {
     if call.cut > 0 {
         return Some(format!("arguments longer than the {MAX_TEXT} bytes kept: not checked"));
     }
     match serde_json::from_str::<serde_json::Value>(call.arguments.trim()) {
         Err(e) if e.is_eof() => Some(format!("arguments are truncated JSON: {}", excerpt(&call.arguments))),
         Err(e) => Some(format!("arguments are not JSON ({e}): {}", excerpt(&call.arguments))),
-        Ok(args) => schema_error(&tool.parameters, &args).map(|e| format!("arguments {e}")),
+        Ok(args) => schema_error(parameters, &args).map(|e| format!("arguments {e}")),
     }
+}
+
+/// The `tool` name a call is counted under when it names no declared tool.
+pub const UNDECLARED: &str = "undeclared";
+
+/// Judges step `step` of an agent loop that made `calls_made` calls before it: each call names
+/// a declared tool (the expected one, where the loop expects calls) with arguments valid for
+/// its schema (`tool_call`); a step without calls must come after the expected calls and carry
+/// an answer, and a step with calls must leave a step to answer in (`agent_loop`).
+pub fn agent_step(agent: &Agent, step: u32, calls_made: usize, got: &Collected, r: &mut CheckReport) {
+    let mut wrong = Vec::new();
+    for (i, call) in got.tool_calls.iter().enumerate() {
+        let n = calls_made + i;
+        let Some(tool) = agent.tool(&call.name) else {
+            wrong.push(format!("call {} names no declared tool: {}", n + 1, excerpt(&call.name)));
+            r.calls.push(UNDECLARED.to_owned());
+            continue;
+        };
+        r.calls.push(tool.name.clone());
+        match agent.expect_calls.get(n) {
+            Some(expected) if expected != &tool.name => wrong.push(format!("call {} is {}, expected {expected}", n + 1, tool.name)),
+            None if !agent.expect_calls.is_empty() => {
+                wrong.push(format!("call {} ({}) comes after the {} expected calls", n + 1, tool.name, agent.expect_calls.len()))
+            }
+            _ => {}
+        }
+        if let Some(e) = arguments(&tool.parameters, call) {
+            wrong.push(format!("{}: {e}", tool.name));
+        }
+    }
+    let mut run = |check: Check, verdict: Option<String>| {
+        r.ran.push(check);
+        if let Some(detail) = verdict {
+            r.failed.push(CheckFailure { check, detail });
+        }
+    };
+    if !got.tool_calls.is_empty() {
+        run(Check::ToolCall, (!wrong.is_empty()).then(|| wrong.join("; ")));
+    }
+    let verdict = if got.tool_calls.is_empty() {
+        match agent.expect_calls.get(calls_made) {
+            Some(next) => Some(format!(
+                "answered after {calls_made} of {} expected calls (next expected: {next}): {}",
+                agent.expect_calls.len(),
+                excerpt(got.text.trim())
+            )),
+            None if got.text.trim().is_empty() => Some(format!("step {step} made no tool call and gave no answer")),
+            None => None,
+        }
+    } else if step >= agent.max_steps {
+        Some(format!("still calling tools at step {step}, the last of max_steps {}: no answer", agent.max_steps))
+    } else {
+        None
+    };
+    run(Check::AgentLoop, verdict);
 }
 
 fn known_answer(expect: &Expect, got: &Collected) -> Option<String> {

@@ -17,4 +17,4 @@ mod tests;
 
 pub use crate::probe::outcome::{Check, CheckFailure, CheckReport, configured};
 pub use crate::protocol::{Collected, MAX_TEXT};
-pub use judge::{Answer, evaluate, excerpt};
+pub use judge::{Answer, UNDECLARED, agent_step, evaluate, excerpt};

@@ -105,6 +105,13 @@ impl std::fmt::Debug for Schema {
     }
 }
 
+/// Two schemas are the same when their texts are.
+impl PartialEq for Schema {
+    fn eq(&self, other: &Schema) -> bool {
+        self.value == other.value
+    }
+}
+
 impl Schema {
     /// Compiles a schema; `$ref`s to other documents fail (nothing is fetched or read).
     pub fn new(value: serde_json::Value) -> Result<Schema, String> {
@@ -308,10 +315,6 @@ fn function_name(path: &str, name: &str, c: &mut Checker) {
 }
 
 fn tool_call(path: &str, raw: &RawToolCall, c: &mut Checker) -> Option<ToolCallCheck> {
-    function_name(&format!("{path}.name"), &raw.name, c);
-    if raw.description.as_ref().is_some_and(|d| d.len() > MAX_PROMPT) {
-        c.error(format!("{path}.description"), format!("must be at most {MAX_PROMPT} bytes"));
-    }
     let choice = match raw.choice.as_deref() {
         None | Some("required") => ToolChoice::Required,
         Some("auto") => ToolChoice::Auto,
@@ -321,12 +324,23 @@ fn tool_call(path: &str, raw: &RawToolCall, c: &mut Checker) -> Option<ToolCallC
             ToolChoice::Required
         }
     };
-    if raw.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
+    let parameters = function(path, &raw.name, raw.description.as_deref(), &raw.parameters, c)?;
+    Some(ToolCallCheck { name: raw.name.clone(), description: raw.description.clone(), parameters, choice })
+}
+
+/// A function tool's name, description and parameter schema, checked (`path` is the tool's);
+/// the compiled schema, `None` when it is not one.
+pub(super) fn function(path: &str, name: &str, description: Option<&str>, parameters: &serde_json::Value, c: &mut Checker) -> Option<Schema> {
+    function_name(&format!("{path}.name"), name, c);
+    if description.is_some_and(|d| d.len() > MAX_PROMPT) {
+        c.error(format!("{path}.description"), format!("must be at most {MAX_PROMPT} bytes"));
+    }
+    if parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
         c.error(format!("{path}.parameters"), "a function's parameters must be an object schema (type: object)");
         return None;
     }
-    match Schema::new(raw.parameters.clone()) {
-        Ok(parameters) => Some(ToolCallCheck { name: raw.name.clone(), description: raw.description.clone(), parameters, choice }),
+    match Schema::new(parameters.clone()) {
+        Ok(schema) => Some(schema),
         Err(e) => {
             c.error(format!("{path}.parameters"), e);
             None

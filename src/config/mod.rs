@@ -10,12 +10,13 @@
 //! `locate.rs` (path -> line); one file per section, each with its YAML form, its validated form
 //! and its checks: `slo.rs`, `replicas.rs`, `bench.rs`, `detect.rs`, `target.rs`,
 //! `telemetry.rs` (`tracing:`, `sources:`), `jsonl.rs` (`jsonl:`), `checks.rs` (`checks:`), `reasoning.rs` (a scenario's
-//! `reasoning:`), `sequence.rs` (a scenario's `turns:` or `cache_pair:`), `raw_workload.rs` and
+//! `reasoning:`), `agent.rs` (a scenario's `agent:`), `sequence.rs` (a scenario's `turns:`, `cache_pair:` or `agent:`), `raw_workload.rs` and
 //! `workload.rs` (scenarios); then `raw.rs` (the whole file as written), `schema.rs` (its JSON
 //! Schema), `model.rs` (the whole validated `Config`),
 //! `validate.rs` (the file-wide checks) and `load.rs` (`load`, `parse`).
 //! The file format is documented in `config/README.md`.
 
+mod agent;
 mod bench;
 mod bounds;
 mod check;
@@ -43,6 +44,7 @@ mod telemetry;
 mod validate;
 mod workload;
 
+pub use agent::{Agent, AgentTool, MAX_STEPS as MAX_AGENT_STEPS};
 pub use bench::{Bench, BenchMode, Matrix};
 pub use bounds::{MAX_ALIASES, MAX_CONFIG_BYTES, MAX_DEPTH, MAX_NODES};
 pub use check::{ConfigErrors, ConfigIssue, MAX_IN_FLIGHT, MAX_RATE, MAX_SHOWN_ISSUES, MIN_RATE, Resolvers};

@@ -196,6 +196,11 @@ pub struct RawScenario {
     /// as it ended, a warm probe with the same prefix and a new rest. Their TTFTs and cached
     /// tokens are exported apart (`cache="cold"|"warm"`).
     pub cache_pair: Option<RawCachePair>,
+    /// An agent's tool loop: the tools offered, each with a canned result, and how far the loop
+    /// may go. Each arrival starts a loop; every step is a probe (sent as soon as the previous
+    /// one ended) and is checked (declared and expected tools called, arguments valid against
+    /// the tool's schema, an answer within `max_steps`). Chat and Responses APIs only.
+    pub agent: Option<super::agent::RawAgent>,
 }
 
 /// One entry of `turns:` as written.

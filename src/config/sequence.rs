@@ -1,12 +1,14 @@
 //! A scenario whose probes come in a sequence instead of one at a time: a conversation of
 //! `turns:` (each turn sends the earlier prompts and the answers the server gave, after a think
-//! time), or a `cache_pair:` (a cold probe with a fresh prefix, then a warm one that repeats it).
+//! time), a `cache_pair:` (a cold probe with a fresh prefix, then a warm one that repeats it), or
+//! an `agent:` tool loop (`agent.rs`).
 //! The arrival process times a sequence's start; its later probes follow the earlier ones.
 //!
 //! The `///` comments are the user documentation of the format (see `config/README.md`).
 
 use std::time::Duration;
 
+use super::agent::RawAgent;
 use super::check::Checker;
 use super::duration::RawDuration;
 use super::raw_workload::{RawCachePair, RawTurn};
@@ -20,28 +22,38 @@ pub const MAX_THINK_TIME: Duration = Duration::from_secs(600);
 /// Think time when a conversation sets none.
 pub const DEFAULT_THINK_TIME: Duration = Duration::from_secs(1);
 
-/// Checks a scenario's `turns:`, `think_time:` and `cache_pair:`; `None` when it has neither.
-/// `lengths_set`: the scenario sets its own `input_tokens`/`output_tokens`; `others`: the
-/// scenario's other sections that do not combine with a sequence, by name, when set.
-pub fn sequence(
-    path: &str,
-    turns: Option<&[RawTurn]>,
-    think_time: Option<&RawDuration>,
-    pair: Option<&RawCachePair>,
-    others: &[(&str, bool)],
-    c: &mut Checker,
-) -> Option<Sequence> {
+/// A scenario's sequence sections as written.
+pub struct RawSequence<'a> {
+    pub turns: Option<&'a [RawTurn]>,
+    pub think_time: Option<&'a RawDuration>,
+    pub pair: Option<&'a RawCachePair>,
+    pub agent: Option<&'a RawAgent>,
+}
+
+/// Checks a scenario's `turns:`, `think_time:`, `cache_pair:` and `agent:`; `None` when it has
+/// none. `others`: the scenario's other sections that do not combine with a sequence, by name,
+/// when set.
+pub fn sequence(path: &str, raw: RawSequence, others: &[(&str, bool)], c: &mut Checker) -> Option<Sequence> {
+    let RawSequence { turns, think_time, pair, agent } = raw;
     if think_time.is_some() && turns.is_none() {
         c.error(format!("{path}.think_time"), "think_time applies to a conversation (turns:) only");
     }
-    if turns.is_some() && pair.is_some() {
-        c.error(format!("{path}.cache_pair"), "a scenario is a conversation (turns:) or a cache pair (cache_pair:), not both");
+    let set: Vec<&str> = [("turns", turns.is_some()), ("cache_pair", pair.is_some()), ("agent", agent.is_some())]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
+    if set.len() > 1 {
+        c.error(
+            format!("{path}.{}", set[1]),
+            format!("a scenario is one of a conversation (turns:), a cache pair (cache_pair:) or an agent loop (agent:), not {}", set.join(" and ")),
+        );
         return None;
     }
-    let (section, sequence) = match (turns, pair) {
-        (Some(turns), _) => ("turns", conversation(path, turns, think_time, c)?),
-        (None, Some(pair)) => ("cache_pair", cache_pair(path, pair, c)?),
-        (None, None) => return None,
+    let (section, sequence) = match (turns, pair, agent) {
+        (Some(turns), _, _) => ("turns", conversation(path, turns, think_time, c)?),
+        (None, Some(pair), _) => ("cache_pair", cache_pair(path, pair, c)?),
+        (None, None, Some(agent)) => ("agent", Sequence::Agent(std::sync::Arc::new(super::agent::agent(&format!("{path}.agent"), agent, c)?))),
+        (None, None, None) => return None,
     };
     for (name, _) in others.iter().filter(|(_, set)| *set) {
         c.error(format!("{path}.{name}"), format!("{name} does not apply with {section}:"));

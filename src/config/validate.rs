@@ -162,7 +162,9 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
         None => !shared.default_checks.known_answers.is_empty(),
     };
     let has_turns = raw.turns.is_some();
-    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset && !known_answers && !has_turns);
+    // An agent's task, when given, is its prompt.
+    let has_task = raw.agent.as_ref().is_some_and(|a| a.task.is_some());
+    let input_tokens = length("input_tokens", &raw.input_tokens, !has_dataset && !known_answers && !has_turns && !has_task);
     let needs_output = dataset.as_ref().is_none_or(|d| d.entries_without_output() > 0);
     let output_tokens = length("output_tokens", &raw.output_tokens, needs_output && !(has_dataset && dataset.is_none()) && !has_turns);
     if has_dataset && raw.input_tokens.is_some() {
@@ -214,10 +216,16 @@ fn scenario(path: &str, raw: &RawScenario, rate: f64, shared: &Shared, c: &mut C
 /// The scenario's own `checks:`, else the top-level one; checked against its prompts and the
 /// targets' APIs. `None` when nothing is checked.
 fn scenario_checks(path: &str, raw: &RawScenario, dataset: Option<&super::Dataset>, shared: &Shared, c: &mut Checker) -> Option<std::sync::Arc<super::Checks>> {
-    let (at, checks) = match &raw.checks {
+    let (at, mut checks) = match &raw.checks {
         Some(own) => (format!("{path}.checks"), super::checks::checks(&format!("{path}.checks"), own, c)),
         None => ("checks".to_owned(), shared.default_checks.clone()),
     };
+    // An agent's steps that call tools end so: it is the loop's own end, not a failure.
+    if let (Some(_), Some(reasons)) = (&raw.agent, checks.finish_reasons.as_mut()) {
+        if !reasons.iter().any(|r| r == "tool_calls") {
+            reasons.push("tool_calls".to_owned());
+        }
+    }
     if !checks.any() {
         return None;
     }
@@ -237,16 +245,36 @@ fn scenario_checks(path: &str, raw: &RawScenario, dataset: Option<&super::Datase
 /// turn); a pair's prefix must be shorter than its shortest prompt.
 fn scenario_sequence(path: &str, raw: &RawScenario, known_answers: bool, input: &LengthSpec, shared: &Shared, c: &mut Checker) -> Option<super::Sequence> {
     let conversation = raw.turns.is_some();
+    let agent = raw.agent.is_some();
     let others = [
         ("input_tokens", conversation && raw.input_tokens.is_some()),
         ("output_tokens", conversation && raw.output_tokens.is_some()),
         ("dataset", raw.dataset.is_some()),
         ("prefix", raw.prefix.is_some()),
-        ("cache_salt", !conversation && raw.cache_salt.is_some()),
+        ("cache_salt", !conversation && !agent && raw.cache_salt.is_some()),
         ("checks.known_answers", known_answers),
+        ("checks.tool_call", agent && raw.checks.as_ref().is_some_and(|k| k.tool_call.is_some())),
+        ("checks.structured_output", agent && raw.checks.as_ref().is_some_and(|k| k.structured_output.is_some())),
     ];
-    let sequence = super::sequence::sequence(path, raw.turns.as_deref(), raw.think_time.as_ref(), raw.cache_pair.as_ref(), &others, c)?;
+    let sections = super::sequence::RawSequence {
+        turns: raw.turns.as_deref(),
+        think_time: raw.think_time.as_ref(),
+        pair: raw.cache_pair.as_ref(),
+        agent: raw.agent.as_ref(),
+    };
+    let sequence = super::sequence::sequence(path, sections, &others, c)?;
     match &sequence {
+        super::Sequence::Agent(_) => {
+            for (target, api) in &shared.apis {
+                let carries = (c.resolvers.carries)(*api);
+                if !(carries.tool_call && carries.answer_text) {
+                    c.error(
+                        format!("{path}.agent"),
+                        format!("target {target} speaks {}, which carries no function tools (openai-chat and openai-responses do)", api.as_str()),
+                    );
+                }
+            }
+        }
         super::Sequence::Conversation { .. } => {
             for (target, api) in &shared.apis {
                 if !(c.resolvers.carries)(*api).answer_text {

@@ -78,6 +78,8 @@ pub enum Sequence {
     /// `cache_pair:`: a cold probe with a fresh `prefix_tokens` prefix, then a warm one with the
     /// same prefix as soon as the cold one ended.
     CachePair { prefix_tokens: u32 },
+    /// `agent:`: a tool loop; step k+1 sends the calls of step k and the tools' canned results.
+    Agent(Arc<super::agent::Agent>),
 }
 
 /// A token-count distribution; every draw is clamped to `min..=max` (1..=1_000_000).

@@ -130,16 +130,39 @@ fn cut_json(text: &str) -> String {
     text[..end].to_owned()
 }
 
-/// `tools` with a function and a `tool_choice` other than `none`: a call of the function (the
-/// named one, else the first) with arguments valid for its parameters.
+/// Which step of an agent loop a request is: 1 + the tool results it carries (chat `tool`
+/// messages, Responses `function_call_output` items).
+pub fn agent_step(body: &Value) -> u32 {
+    let messages = body.get("messages").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let results = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool") || m.get("type").and_then(Value::as_str) == Some("function_call_output"))
+        .count();
+    u32::try_from(results).unwrap_or(u32::MAX).saturating_add(1)
+}
+
+/// What the mock answers once an agent loop has its tools' results.
+pub const LOOP_ANSWER: &str = "Done: the tools' results answer the request.";
+
+/// `tools` with a function and a `tool_choice` other than `none`: a call of the function with
+/// arguments valid for its parameters. Which function: the named one; else, as an agent loop
+/// goes, the next declared tool after the results so far (`required` wraps around; `auto` answers
+/// with text once every tool was called).
 fn tool_call(body: &Value, fault: Option<Fault>) -> Option<(String, Option<String>)> {
     let tools = body.get("tools").and_then(Value::as_array)?;
     let choice = body.get("tool_choice");
     if choice.and_then(Value::as_str) == Some("none") {
         return None;
     }
+    let functions: Vec<&Value> = tools.iter().filter_map(|t| t.get("function")).collect();
     let wanted = choice.and_then(|c| c.pointer("/function/name")).and_then(Value::as_str);
-    let function = tools.iter().filter_map(|t| t.get("function")).find(|f| wanted.is_none_or(|w| f.get("name").and_then(Value::as_str) == Some(w)))?;
+    let done = agent_step(body) as usize - 1;
+    let function = match wanted {
+        Some(w) => functions.iter().find(|f| f.get("name").and_then(Value::as_str) == Some(w))?,
+        None if choice.and_then(Value::as_str) == Some("required") => functions.get(done % functions.len().max(1))?,
+        None if done >= functions.len() && done > 0 => return Some((LOOP_ANSWER.to_owned(), None)),
+        None => functions.get(done)?,
+    };
     let name = function.get("name").and_then(Value::as_str)?.to_owned();
     let args = value_for(function.get("parameters").unwrap_or(&Value::Null), 0).to_string();
     let args = if fault == Some(Fault::BadToolCall) { cut_json(&args) } else { args };

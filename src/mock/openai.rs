@@ -219,12 +219,14 @@ async fn generate(app: Arc<App>, arrival: RequestArrival, h: HeaderMap, body: ax
         Ok(g) => g,
         Err(r) => return r,
     };
-    let fault = app.fault(&h);
+    let shaped = if responses { super::responses::as_chat(&value) } else { value };
+    // `x-mock-fault-step: k` keeps the fault to step k of an agent loop.
+    let at_step = h.get("x-mock-fault-step").and_then(|v| v.to_str().ok()?.trim().parse::<u32>().ok());
+    let fault = app.fault(&h).filter(|_| at_step.is_none_or(|k| k == super::behaviour::agent_step(&shaped)));
     if let Some(r) = pre_engine_fault(fault, status_error) {
         return r;
     }
     // A request for checked behaviour gets its planned answer, timed by the engine like any.
-    let shaped = if responses { super::responses::as_chat(&value) } else { value };
     let plan = super::behaviour::plan(&shaped, chat, fault).map(std::sync::Arc::new);
     // Reasoning comes first: its tokens are the first ones generated (never for a planned answer).
     let reasoning = match (&plan, chat) {
@@ -343,6 +345,8 @@ struct OpenAi {
     tool: Option<String>,
     /// Whether the call's first delta (id, type, name) went out.
     tool_started: bool,
+    /// The call's id: unique per request, as vLLM's, so an agent loop's calls tell apart.
+    tool_id: String,
     /// The finish reason a planned answer ends with when the engine stops it (`stop`, or
     /// `tool_calls`): the plan's end by EOS.
     eos_finish: Option<&'static str>,
@@ -367,6 +371,7 @@ impl OpenAi {
             reasoning_tokens: 0,
             tool: None,
             tool_started: false,
+            tool_id: format!("chatcmpl-tool-{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0x7001)),
             eos_finish: None,
             finish_error: false,
             prompt_tokens_details: app.opts.prompt_tokens_details,
@@ -421,7 +426,8 @@ impl OpenAi {
         let reasoning = if e.reasoning.is_empty() { "null".to_owned() } else { js(&e.reasoning) };
         if let (true, Some(name)) = (self.chat, &self.tool) {
             format!(
-                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"chatcmpl-tool-0","type":"function","function":{{"name":{},"arguments":{}}}}}]}},"logprobs":null,"finish_reason":{fin},"stop_reason":null}}],{usage}}}"#,
+                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"{}","type":"function","function":{{"name":{},"arguments":{}}}}}]}},"logprobs":null,"finish_reason":{fin},"stop_reason":null}}],{usage}}}"#,
+                self.tool_id,
                 js(name),
                 js(&e.text)
             )
@@ -464,7 +470,9 @@ impl Render for OpenAi {
             // pieces of the arguments.
             f.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,");
             if !self.tool_started {
-                f.push_str("\"id\":\"chatcmpl-tool-0\",\"type\":\"function\",\"function\":{\"name\":");
+                f.push_str("\"id\":\"");
+                f.push_str(&self.tool_id);
+                f.push_str("\",\"type\":\"function\",\"function\":{\"name\":");
                 push_js(&mut f, name);
                 f.push(',');
                 self.tool_started = true;

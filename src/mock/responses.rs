@@ -122,9 +122,10 @@ impl Responses {
 
     fn call_item(&self, name: &str, arguments: &str, status: &str) -> String {
         format!(
-            r#"{{"arguments":{},"call_id":"call_{}","name":{},"type":"function_call","id":"{}","status":"{status}"}}"#,
+            r#"{{"arguments":{},"call_id":"{}","name":{},"type":"function_call","id":"{}","status":"{status}"}}"#,
             js(arguments),
-            self.output_index,
+            // Unique per response, as the real ones are, so an agent loop's calls tell apart.
+            self.item_id().replacen("item_", "call_", 1),
             js(name),
             self.item_id()
         )

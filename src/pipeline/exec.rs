@@ -67,7 +67,7 @@ pub async fn execute_when(probe: Probe, abort: &CancellationToken, send_at: Send
 pub async fn execute_keeping(probe: Probe, abort: &CancellationToken, send_at: SendAt) -> (Outcome, Option<Collected>) {
     let mut outcome = blank_outcome(&probe);
     // The answer's text, kept only when a check or the next turn reads it.
-    let keep = probe.draw.keep_answer || probe.draw.checks.as_ref().is_some_and(|c| c.needs_text());
+    let keep = probe.draw.keep_answer || probe.draw.agent.is_some() || probe.draw.checks.as_ref().is_some_and(|c| c.needs_text());
     let mut collected = keep.then(Collected::new);
     // A bug in a parser or here must cost one probe (`internal`), never the prober.
     let guarded = AssertUnwindSafe(run(&probe, &mut outcome, send_at, &mut collected)).catch_unwind();
@@ -76,8 +76,8 @@ pub async fn execute_keeping(probe: Probe, abort: &CancellationToken, send_at: S
         _ = abort.cancelled() => Err(Failure::new(ErrorClass::Cancelled, "shut down before the probe finished")),
     };
     // A complete answer is judged by the behaviour checks: a failed check is the probe's error.
-    if let (Ok(()), Some(checks)) = (&result, &probe.draw.checks) {
-        let report = judge(&probe, checks, collected.as_ref(), &outcome);
+    if result.is_ok() && (probe.draw.checks.is_some() || probe.draw.agent.is_some()) {
+        let report = judge(&probe, collected.as_ref(), &outcome);
         if let Some(failure) = report.failure() {
             result = Err(failure);
         }
@@ -91,8 +91,11 @@ pub async fn execute_keeping(probe: Probe, abort: &CancellationToken, send_at: S
     (outcome, collected)
 }
 
-/// Runs the probe's behaviour checks on its complete answer, and its fingerprint.
-fn judge(probe: &Probe, checks: &crate::config::Checks, collected: Option<&Collected>, out: &Outcome) -> CheckReport {
+/// Runs the probe's behaviour checks on its complete answer, its fingerprint, and an agent
+/// step's checks.
+fn judge(probe: &Probe, collected: Option<&Collected>, out: &Outcome) -> CheckReport {
+    let none = crate::config::Checks::default();
+    let checks = probe.draw.checks.as_deref().unwrap_or(&none);
     let completion_tokens = out.usage.or(out.api_counter).map(|u| u.completion_tokens).or_else(|| out.streamed.then(|| out.timeline.text_frame_count()));
     let frames = &out.timeline.text_frames;
     let answer = crate::checks::Answer {
@@ -104,6 +107,11 @@ fn judge(probe: &Probe, checks: &crate::config::Checks, collected: Option<&Colle
         reasoned: frames.iter().any(|f| f.reasoning_bytes > 0),
     };
     let mut report = crate::checks::evaluate(checks, probe.draw.expect.as_ref(), &answer);
+    if let (Some(agent), Some(crate::probe::step::Step::Agent(k))) = (&probe.draw.agent, probe.draw.step) {
+        let empty = Collected::new();
+        let got = collected.unwrap_or(&empty);
+        crate::checks::agent_step(agent, k, crate::protocol::Message::calls_made(&probe.draw.history), got, &mut report);
+    }
     for f in &mut report.failed {
         f.detail = probe.target.redact(&f.detail);
     }
@@ -175,6 +183,11 @@ async fn build(probe: &Probe, out: &mut Outcome) -> Result<PreparedRequest, Fail
         checks: probe.draw.checks.as_deref(),
         reasoning: probe.draw.reasoning,
         history: &probe.draw.history,
+        agent: probe
+            .draw
+            .agent
+            .as_deref()
+            .map(|agent| crate::protocol::AgentStep { agent, must_call: agent.must_call(crate::protocol::Message::calls_made(&probe.draw.history)) }),
     };
     let mut body = protocol.body(&target.config, &spec);
     if let (Some(salt), true) = (&probe.draw.cache_salt, family.cache_salt) {

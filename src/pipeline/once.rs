@@ -86,6 +86,7 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
             crate::probe::step::Step::Turn(k) => format!("turn {k} of conversation"),
             crate::probe::step::Step::Cold => "cold probe of cache pair".to_owned(),
             crate::probe::step::Step::Warm => "warm probe of cache pair".to_owned(),
+            crate::probe::step::Step::Agent(k) => format!("step {k} of agent loop"),
         };
         let _ = writeln!(out, "  step           {place} {}", step.sequence);
     }

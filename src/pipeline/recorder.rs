@@ -69,6 +69,12 @@ impl RecorderHandle {
         self.sinks.event(&Event::SequenceCut { target, scenario, reason, probes: unsent });
     }
 
+    /// An agent loop ended (`result`: answered, step_limit, failed, stopped) after `steps`
+    /// probes and `seconds` from its first send to its last probe's end.
+    pub fn agent_loop(&self, target: &str, scenario: &str, result: &'static str, steps: u32, seconds: f64) {
+        self.sinks.event(&Event::AgentLoop { target, scenario, result, steps, seconds });
+    }
+
     /// A conversation's next turn goes to another replica than its earlier ones.
     pub fn moved(&self, target: &str, scenario: &str) {
         self.sinks.event(&Event::ReplicaMoved { target, scenario });

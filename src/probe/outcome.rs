@@ -282,10 +282,13 @@ pub enum Check {
     /// The length limit was spent on reasoning: no answer.
     ReasoningExhausted,
     KnownAnswer,
+    /// An agent loop's step: it must end with an answer within the loop's steps, after the
+    /// expected calls.
+    AgentLoop,
 }
 
 impl Check {
-    pub const ALL: [Check; 8] = [
+    pub const ALL: [Check; 9] = [
         Check::FinishReason,
         Check::OutputCap,
         Check::NaturalStop,
@@ -294,6 +297,7 @@ impl Check {
         Check::ToolCall,
         Check::ReasoningExhausted,
         Check::KnownAnswer,
+        Check::AgentLoop,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -306,6 +310,7 @@ impl Check {
             Check::ToolCall => "tool_call",
             Check::ReasoningExhausted => "reasoning_exhausted",
             Check::KnownAnswer => "known_answer",
+            Check::AgentLoop => "agent_loop",
         }
     }
 
@@ -331,6 +336,8 @@ pub fn configured(checks: &crate::config::Checks) -> Vec<Check> {
             Check::ToolCall => checks.tool_call.is_some(),
             Check::ReasoningExhausted => checks.reasoning_exhausted,
             Check::KnownAnswer => !checks.known_answers.is_empty() || checks.dataset_answers,
+            // An agent scenario's checks come with its `agent:`, not `checks:`.
+            Check::AgentLoop => false,
         })
         .collect()
 }
@@ -354,6 +361,9 @@ pub struct CheckReport {
     pub fingerprint: Option<String>,
     /// The previous fingerprint for this prompt when it differs: a behaviour change.
     pub changed_from: Option<String>,
+    /// An agent step's tool calls, by name in order (declared names only; others as
+    /// `undeclared`).
+    pub calls: Vec<String>,
 }
 
 impl CheckReport {

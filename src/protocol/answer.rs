@@ -19,6 +19,8 @@ const MAX_NAME: usize = 256;
 /// One tool call as assembled from its deltas.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolCall {
+    /// The server's id for the call (sent back with the tool's result), where it gave one.
+    pub id: String,
     pub name: String,
     pub arguments: String,
     /// Bytes of arguments beyond `MAX_TEXT`, not kept.
@@ -48,7 +50,7 @@ impl Collected {
 
     /// Adds to the call at `index` (a streamed delta names it), or to a new call after the
     /// others (`None`: a whole call, as a response `message` carries it).
-    pub fn push_call(&mut self, index: Option<u64>, name: Option<&str>, arguments: Option<&str>) {
+    pub fn push_call(&mut self, index: Option<u64>, id: Option<&str>, name: Option<&str>, arguments: Option<&str>) {
         let i = match index {
             Some(i) => usize::try_from(i).unwrap_or(usize::MAX),
             None => self.tool_calls.len(),
@@ -60,6 +62,9 @@ impl Collected {
             self.tool_calls.resize(i + 1, ToolCall::default());
         }
         let slot = &mut self.tool_calls[i];
+        if let Some(id) = id.filter(|id| slot.id.is_empty() && id.len() <= MAX_NAME) {
+            slot.id.push_str(id);
+        }
         if let Some(n) = name {
             if slot.name.len() + n.len() <= MAX_NAME {
                 slot.name.push_str(n);
@@ -183,11 +188,11 @@ mod tests {
         assert!(c.text.len() <= MAX_TEXT && c.text.len() > MAX_TEXT - 2);
         assert_eq!(c.text.len() + c.cut, 120_000);
         // Far indices are not kept: bounded.
-        c.push_call(Some(4_000_000_000), Some("x"), None);
-        c.push_call(Some(u64::MAX), Some("x"), None);
+        c.push_call(Some(4_000_000_000), None, Some("x"), None);
+        c.push_call(Some(u64::MAX), None, Some("x"), None);
         assert!(c.tool_calls.is_empty());
-        c.push_call(None, Some("f"), Some("{}"));
-        assert_eq!(c.tool_calls, vec![ToolCall { name: "f".into(), arguments: "{}".into(), cut: 0 }]);
+        c.push_call(None, Some("call_1"), Some("f"), Some("{}"));
+        assert_eq!(c.tool_calls, vec![ToolCall { id: "call_1".into(), name: "f".into(), arguments: "{}".into(), cut: 0 }]);
     }
 
     #[test]

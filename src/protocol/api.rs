@@ -27,44 +27,111 @@ pub struct RequestSpec<'a> {
     /// The scenario's reasoning effort (its budget is already in `max_tokens`); refused at
     /// config check time for families that cannot carry it.
     pub reasoning: Option<crate::config::Reasoning>,
-    /// The earlier turns of a conversation, oldest first, sent before `prompt`; empty for a
-    /// probe on its own.
-    pub history: &'a [Exchange],
+    /// The earlier messages of a conversation or agent loop, oldest first, sent before
+    /// `prompt`; empty for a probe on its own.
+    pub history: &'a [Message],
+    /// An agent loop's step: the tools it offers (`None`: no agent).
+    pub agent: Option<AgentStep<'a>>,
 }
 
-/// One earlier turn of a conversation: what was asked and what the server answered.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Exchange {
-    pub prompt: String,
-    pub answer: String,
+/// What an agent loop's step offers the model.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentStep<'a> {
+    pub agent: &'a crate::config::Agent,
+    /// This step must call a tool (`tool_choice: required` while expected calls remain).
+    pub must_call: bool,
 }
 
-impl Exchange {
-    /// The conversation as chat messages: every exchange as a user and an assistant message,
-    /// then `prompt` as the last user message.
-    pub fn messages(history: &[Exchange], prompt: &str) -> serde_json::Value {
-        let mut messages = Vec::with_capacity(history.len() * 2 + 1);
-        for e in history {
-            messages.push(serde_json::json!({"role": "user", "content": e.prompt}));
-            messages.push(serde_json::json!({"role": "assistant", "content": e.answer}));
+/// One earlier message of a conversation or agent loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// What the user asked.
+    User(String),
+    /// What the server answered: text, and the tool calls it made.
+    Assistant { text: String, calls: Vec<Call> },
+    /// A tool's result for the call `call_id`.
+    ToolResult { call_id: String, content: String },
+}
+
+/// A tool call as sent back in the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl Message {
+    /// The history and `prompt` as chat messages (`prompt` last, as a user message, unless
+    /// empty: an agent's later step continues from its tool results).
+    pub fn chat(history: &[Message], prompt: &str) -> serde_json::Value {
+        use serde_json::json;
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        for m in history {
+            messages.push(match m {
+                Message::User(text) => json!({"role": "user", "content": text}),
+                Message::Assistant { text, calls } if calls.is_empty() => json!({"role": "assistant", "content": text}),
+                Message::Assistant { text, calls } => {
+                    let calls: Vec<_> =
+                        calls.iter().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})).collect();
+                    let content = if text.is_empty() { serde_json::Value::Null } else { json!(text) };
+                    json!({"role": "assistant", "content": content, "tool_calls": calls})
+                }
+                Message::ToolResult { call_id, content } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+            });
         }
-        messages.push(serde_json::json!({"role": "user", "content": prompt}));
+        if !prompt.is_empty() {
+            messages.push(json!({"role": "user", "content": prompt}));
+        }
         serde_json::Value::Array(messages)
     }
 
-    /// The conversation as one text for an API that takes a single prompt: each exchange's
-    /// prompt and answer, then `prompt`, a blank line between them (every turn extends the
-    /// previous request's text, so the server's prefix cache can serve it).
-    pub fn transcript(history: &[Exchange], prompt: &str) -> String {
-        let mut out = String::with_capacity(history.iter().map(|e| e.prompt.len() + e.answer.len() + 4).sum::<usize>() + prompt.len());
-        for e in history {
-            out.push_str(&e.prompt);
-            out.push_str("\n\n");
-            out.push_str(&e.answer);
+    /// The history and `prompt` as Responses API input items: messages, and an agent's calls
+    /// and results as `function_call` and `function_call_output` items.
+    pub fn responses_input(history: &[Message], prompt: &str) -> serde_json::Value {
+        use serde_json::json;
+        let mut items = Vec::with_capacity(history.len() + 1);
+        for m in history {
+            match m {
+                Message::User(text) => items.push(json!({"role": "user", "content": text})),
+                Message::Assistant { text, calls } => {
+                    if !text.is_empty() || calls.is_empty() {
+                        items.push(json!({"role": "assistant", "content": text}));
+                    }
+                    for c in calls {
+                        items.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
+                    }
+                }
+                Message::ToolResult { call_id, content } => items.push(json!({"type": "function_call_output", "call_id": call_id, "output": content})),
+            }
+        }
+        if !prompt.is_empty() {
+            items.push(json!({"role": "user", "content": prompt}));
+        }
+        serde_json::Value::Array(items)
+    }
+
+    /// The conversation as one text for an API that takes a single prompt: each message's text
+    /// then `prompt`, a blank line between them (every turn extends the previous request's
+    /// text, so the server's prefix cache can serve it). Tool calls have no text form here.
+    pub fn transcript(history: &[Message], prompt: &str) -> String {
+        let text = |m: &Message| match m {
+            Message::User(t) | Message::Assistant { text: t, .. } | Message::ToolResult { content: t, .. } => t.len(),
+        };
+        let mut out = String::with_capacity(history.iter().map(|m| text(m) + 2).sum::<usize>() + prompt.len());
+        for m in history {
+            match m {
+                Message::User(t) | Message::Assistant { text: t, .. } | Message::ToolResult { content: t, .. } => out.push_str(t),
+            }
             out.push_str("\n\n");
         }
         out.push_str(prompt);
         out
+    }
+
+    /// Tool results in a history: the calls an agent loop made so far.
+    pub fn calls_made(history: &[Message]) -> usize {
+        history.iter().filter(|m| matches!(m, Message::ToolResult { .. })).count()
     }
 }
 

@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::config::{Checks, ToolChoice};
+use super::api::AgentStep;
+use crate::config::{Checks, Schema, ToolChoice};
 
 /// Adds `temperature`, `stop`, and for chat `response_format` and `tools`/`tool_choice`. The
 /// request parameters are pinned, since server defaults (`generation_config.json`) move.
@@ -23,17 +24,45 @@ pub fn add_openai(body: &mut Value, checks: &Checks) {
         body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema.value, "strict": true}});
     }
     if let Some(tool) = &checks.tool_call {
-        let mut function = json!({"name": tool.name, "parameters": tool.parameters.value});
-        if let Some(d) = &tool.description {
-            function["description"] = json!(d);
-        }
-        body["tools"] = json!([{"type": "function", "function": function}]);
+        body["tools"] = json!([{"type": "function", "function": function(&tool.name, tool.description.as_deref(), &tool.parameters)}]);
         body["tool_choice"] = match tool.choice {
             ToolChoice::Required => json!("required"),
             ToolChoice::Auto => json!("auto"),
             ToolChoice::Function => json!({"type": "function", "function": {"name": tool.name}}),
         };
     }
+}
+
+/// A function tool's definition: name, parameters and description where there is one (chat
+/// nests it under `function`, Responses has it flat beside `type`).
+fn function(name: &str, description: Option<&str>, parameters: &Schema) -> Value {
+    let mut f = json!({"name": name, "parameters": parameters.value});
+    if let Some(d) = description {
+        f["description"] = json!(d);
+    }
+    f
+}
+
+/// An agent step's tools and `tool_choice` (`required` while expected calls remain, else
+/// `auto`), in chat's shape or, with `flat`, the Responses API's.
+pub fn add_agent(body: &mut Value, step: &AgentStep, flat: bool) {
+    let tools: Vec<Value> = step
+        .agent
+        .tools
+        .iter()
+        .map(|t| {
+            let f = function(&t.name, t.description.as_deref(), &t.parameters);
+            if flat {
+                let mut f = f;
+                f["type"] = json!("function");
+                f
+            } else {
+                json!({"type": "function", "function": f})
+            }
+        })
+        .collect();
+    body["tools"] = Value::Array(tools);
+    body["tool_choice"] = json!(if step.must_call { "required" } else { "auto" });
 }
 
 /// The Responses API's forms of the same fields: `temperature`, structured output as
@@ -46,10 +75,8 @@ pub fn add_responses(body: &mut Value, checks: &Checks) {
         body["text"] = json!({"format": {"type": "json_schema", "name": name, "schema": schema.value, "strict": true}});
     }
     if let Some(tool) = &checks.tool_call {
-        let mut function = json!({"type": "function", "name": tool.name, "parameters": tool.parameters.value});
-        if let Some(d) = &tool.description {
-            function["description"] = json!(d);
-        }
+        let mut function = function(&tool.name, tool.description.as_deref(), &tool.parameters);
+        function["type"] = json!("function");
         body["tools"] = json!([function]);
         body["tool_choice"] = match tool.choice {
             ToolChoice::Required => json!("required"),
@@ -62,7 +89,7 @@ pub fn add_responses(body: &mut Value, checks: &Checks) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Schema, ToolCallCheck};
+    use crate::config::ToolCallCheck;
 
     #[test]
     fn chat_body_carries_every_field() {
@@ -125,7 +152,7 @@ mod tests {
             let cfg = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
             let target = &cfg.targets[0];
             assert!(target.ignore_eos, "on by default");
-            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None, reasoning: None, history: &[] };
+            let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 4, checks: None, reasoning: None, history: &[], agent: None };
             let plain = api.protocol().body(target, &spec).to_string();
             assert!(plain.contains("ignore_eos"), "{api:?}: {plain}");
             let checked = api.protocol().body(target, &RequestSpec { checks: Some(&checks), ..spec }).to_string();

@@ -95,12 +95,15 @@ pub(super) fn finish_body(body: &mut serde_json::Value, target: &crate::config::
         body["stream_options"] = json!({"include_usage": true});
     }
     // An answer whose end is checked is the model's own: its end by EOS is part of the check.
-    if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
+    if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) && req.agent.is_none() {
         body["ignore_eos"] = json!(true);
         body["min_tokens"] = json!(req.max_tokens);
     }
     if let Some(checks) = req.checks {
         super::checks::add_openai(body, checks);
+    }
+    if let (Some(step), true) = (&req.agent, body.get("messages").is_some()) {
+        super::checks::add_agent(body, step, false);
     }
 }
 

@@ -110,6 +110,7 @@ struct KeptDelta<P> {
 #[serde(expecting = "struct ToolCallDelta", bound(deserialize = "P: Deserialize<'de>"))]
 struct KeptToolCall<P> {
     index: Option<u64>,
+    id: Option<P>,
     function: Option<KeptFunction<P>>,
 }
 
@@ -133,7 +134,7 @@ impl Protocol for OpenAiChat {
         let mut body = if req.history.is_empty() {
             json!({"messages": [{"role": "user", "content": req.prompt}]})
         } else {
-            json!({"messages": super::api::Exchange::messages(req.history, req.prompt)})
+            json!({"messages": super::api::Message::chat(req.history, req.prompt)})
         };
         finish_body(&mut body, target, req);
         if let Some(effort) = req.reasoning.and_then(|r| r.effort) {
@@ -219,7 +220,7 @@ fn keep_delta<P: Piece>(delta: &KeptDelta<P>, a: &mut Collected) {
     }
     for call in delta.tool_calls.iter().flatten() {
         let f = call.function.as_ref();
-        a.push_call(call.index, f.and_then(|f| text(&f.name)), f.and_then(|f| text(&f.arguments)));
+        a.push_call(call.index, text(&call.id), f.and_then(|f| text(&f.name)), f.and_then(|f| text(&f.arguments)));
     }
 }
 
@@ -329,7 +330,10 @@ mod tests {
             OpenAiChat.parse(f.as_bytes(), &mut state).unwrap();
         }
         let a = state.answer.unwrap();
-        assert_eq!(a.tool_calls, vec![crate::protocol::ToolCall { name: "get_weather".into(), arguments: r#"{"city": "Paris"}"#.into(), cut: 0 }]);
+        assert_eq!(
+            a.tool_calls,
+            vec![crate::protocol::ToolCall { id: "call_1".into(), name: "get_weather".into(), arguments: r#"{"city": "Paris"}"#.into(), cut: 0 }]
+        );
         assert_eq!(a.text, "");
         // A whole response's message.
         let mut w = Collected::new();

@@ -73,7 +73,7 @@ impl Protocol for OpenAiCompletions {
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
         let mut body =
-            if req.history.is_empty() { json!({"prompt": req.prompt}) } else { json!({"prompt": super::api::Exchange::transcript(req.history, req.prompt)}) };
+            if req.history.is_empty() { json!({"prompt": req.prompt}) } else { json!({"prompt": super::api::Message::transcript(req.history, req.prompt)}) };
         finish_body(&mut body, target, req);
         body
     }

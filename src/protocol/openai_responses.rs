@@ -114,6 +114,7 @@ struct Event<P> {
 struct Item<P> {
     #[serde(rename = "type", default)]
     function_call: IsFunctionCall,
+    call_id: Option<P>,
     name: Option<P>,
     arguments: Option<P>,
 }
@@ -151,6 +152,7 @@ struct Whole<P> {
 struct OutputItem<P> {
     #[serde(rename = "type", default)]
     function_call: IsFunctionCall,
+    call_id: Option<P>,
     name: Option<P>,
     arguments: Option<P>,
     /// A message's parts (`output_text`) or a reasoning item's (`reasoning_text`).
@@ -175,8 +177,8 @@ impl Protocol for OpenAiResponses {
     }
 
     fn body(&self, target: &Target, req: &RequestSpec) -> serde_json::Value {
-        // A conversation goes as input messages, user and assistant in turn.
-        let input = if req.history.is_empty() { json!(req.prompt) } else { super::api::Exchange::messages(req.history, req.prompt) };
+        // A conversation or agent loop goes as input items: messages, calls and tool results.
+        let input = if req.history.is_empty() { json!(req.prompt) } else { super::api::Message::responses_input(req.history, req.prompt) };
         let mut body = json!({
             "model": req.model,
             "input": input,
@@ -185,7 +187,7 @@ impl Protocol for OpenAiResponses {
         });
         // vLLM's extension, as on its other routes: an answer whose end is checked is the
         // model's own.
-        if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) {
+        if target.ignore_eos && !req.checks.is_some_and(|c| c.natural_end()) && req.agent.is_none() {
             body["ignore_eos"] = json!(true);
         }
         if let Some(effort) = req.reasoning.and_then(|r| r.effort) {
@@ -193,6 +195,9 @@ impl Protocol for OpenAiResponses {
         }
         if let Some(checks) = req.checks {
             super::checks::add_responses(&mut body, checks);
+        }
+        if let Some(step) = &req.agent {
+            super::checks::add_agent(&mut body, step, true);
         }
         body
     }
@@ -242,7 +247,7 @@ fn read<'a, P: Piece + Deserialize<'a>>(frame: &'a [u8], answer: Option<&mut Col
             // Calls stream one after another: the pieces belong to the last one named.
             if let (Some(a), Some(t)) = (answer, text(&ev.delta)) {
                 let last = a.tool_calls.len().checked_sub(1).map(|i| i as u64);
-                a.push_call(last.or(Some(0)), None, Some(t));
+                a.push_call(last.or(Some(0)), None, None, Some(t));
             }
         }
         Kind::ItemAdded => {
@@ -251,7 +256,7 @@ fn read<'a, P: Piece + Deserialize<'a>>(frame: &'a [u8], answer: Option<&mut Col
                 // The name is the call's first generated text, as in chat's first tool delta.
                 out.content_bytes = len(&item.name) + len(&item.arguments);
                 if let Some(a) = answer {
-                    a.push_call(None, text(&item.name).or(Some("")), text(&item.arguments));
+                    a.push_call(None, text(&item.call_id), text(&item.name).or(Some("")), text(&item.arguments));
                 }
             }
         }
@@ -308,7 +313,7 @@ fn whole<'a, P: Piece + Deserialize<'a>>(body: &'a [u8], mut answer: Option<&mut
             tool_call = true;
             out.content_bytes += len(&item.name) + len(&item.arguments);
             if let Some(a) = answer.as_deref_mut() {
-                a.push_call(None, text(&item.name).or(Some("")), text(&item.arguments));
+                a.push_call(None, text(&item.call_id), text(&item.name).or(Some("")), text(&item.arguments));
             }
         }
         for part in item.content.iter().chain(&item.summary) {
@@ -404,7 +409,10 @@ mod tests {
             )
             .unwrap();
         let a = state.answer.unwrap();
-        assert_eq!(a.tool_calls, vec![crate::protocol::ToolCall { name: "get_weather".into(), arguments: r#"{"city": "Paris"}"#.into(), cut: 0 }]);
+        assert_eq!(
+            a.tool_calls,
+            vec![crate::protocol::ToolCall { id: "call_1".into(), name: "get_weather".into(), arguments: r#"{"city": "Paris"}"#.into(), cut: 0 }]
+        );
         assert_eq!(end.finish_reason.as_deref(), Some("tool_calls"));
         let u = end.usage.unwrap();
         assert_eq!((u.prompt_tokens, u.completion_tokens, u.reasoning_tokens, u.cached_tokens), (9, 30, Some(12), Some(8)));
@@ -455,7 +463,7 @@ mod tests {
         )
         .unwrap();
         let reasoning = crate::config::Reasoning { effort: Some(crate::config::ReasoningEffort::Low), budget_tokens: 32 };
-        let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 36, checks: None, reasoning: Some(reasoning), history: &[] };
+        let spec = RequestSpec { model: "m", prompt: "p", max_tokens: 36, checks: None, reasoning: Some(reasoning), history: &[], agent: None };
         let body = OpenAiResponses.body(&cfg.targets[0], &spec);
         assert_eq!(body["input"], "p");
         assert_eq!(body["max_output_tokens"], 36);

@@ -24,6 +24,10 @@ pub enum Event<'a> {
     SequenceCut { target: &'a str, scenario: &'a str, reason: &'static str, probes: u64 },
     /// A conversation's next turn went to another replica (its own left the probed set).
     ReplicaMoved { target: &'a str, scenario: &'a str },
+    /// An agent loop ended: `answered`, `step_limit` (still calling tools at its last step),
+    /// `failed` (a step failed or a check on it did) or `stopped` (the run stopped), after
+    /// `steps` probes and `seconds` from its first send to its last probe's end.
+    AgentLoop { target: &'a str, scenario: &'a str, result: &'static str, steps: u32, seconds: f64 },
 }
 
 impl Event<'_> {
@@ -38,6 +42,7 @@ impl Event<'_> {
             Event::ReplicaGone { target, .. } => ("replica gone", target),
             Event::SequenceCut { target, .. } => ("sequence cut", target),
             Event::ReplicaMoved { target, .. } => ("replica moved", target),
+            Event::AgentLoop { target, .. } => ("agent loop", target),
         };
         format!("{kind} of target {target:?}")
     }

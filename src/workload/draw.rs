@@ -12,7 +12,7 @@ use crate::config::{Dataset, DatasetOrder};
 use crate::config::{LengthSpec, Scenario, Sequence};
 use crate::probe::step::Step;
 use crate::probe::trace::TraceIds;
-use crate::protocol::{Exchange, ProtocolKind};
+use crate::protocol::{Message, ProtocolKind};
 
 /// Lengths and prompt of one probe.
 #[derive(Debug, Clone, Default)]
@@ -41,8 +41,10 @@ pub struct Draw {
     pub step: Option<Step>,
     /// A sequence's first probe: the probes that follow it, drawn with it.
     pub follow: Option<Box<Follow>>,
-    /// A conversation turn: the earlier turns, sent before `prompt`.
-    pub history: Vec<Exchange>,
+    /// A conversation turn or an agent's later step: the earlier messages, sent before `prompt`.
+    pub history: Vec<Message>,
+    /// An agent loop's step: the loop's tools and checks.
+    pub agent: Option<Arc<crate::config::Agent>>,
     /// Keep the answer's text (a conversation sends it back in the next turn).
     pub keep_answer: bool,
     /// A later probe of a sequence: the id of the sequence (its first probe's id) and the trace
@@ -151,6 +153,31 @@ impl Sampler {
                 });
                 pair.into_iter().collect()
             }
+            Sequence::Agent(agent) => {
+                let last = agent.max_steps as usize;
+                let mut drawn = Vec::with_capacity(last);
+                let output = self.scenario.output_tokens.clone();
+                for k in 1..=last {
+                    // Step 1 asks the task; the others continue from the tools' results.
+                    let mut d = match (k, &agent.task) {
+                        (1, Some(task)) => {
+                            let output_tokens = output.sample(&mut self.rng);
+                            Draw { prompt: task.clone(), output_tokens, ..Draw::default() }
+                        }
+                        (1, None) => {
+                            let input = self.scenario.input_tokens.clone();
+                            self.synthetic_of(&input, &output, None)
+                        }
+                        _ => Draw { output_tokens: output.sample(&mut self.rng), ..Draw::default() },
+                    };
+                    d.step = Some(Step::Agent(k as u32));
+                    d.keep_answer = k < last;
+                    d.cache_salt = self.scenario.cache_salt.clone();
+                    d.agent = Some(agent.clone());
+                    drawn.push(d);
+                }
+                drawn
+            }
         };
         for d in &mut steps {
             d.checks = checks.cloned();
@@ -159,7 +186,8 @@ impl Sampler {
         }
         let gap = match sequence {
             Sequence::Conversation { think_time, .. } => *think_time,
-            Sequence::CachePair { .. } => std::time::Duration::ZERO,
+            // A tool's canned result is there at once.
+            Sequence::CachePair { .. } | Sequence::Agent(_) => std::time::Duration::ZERO,
         };
         let mut first = steps.remove(0);
         first.follow = Some(Box::new(Follow { gap, steps }));

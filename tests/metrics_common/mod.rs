@@ -166,15 +166,17 @@ pub fn record_check_series(metrics: &llmprobe::sink::Metrics, t0: Instant) {
         ran: vec![Check::NaturalStop],
         fingerprint: Some("00112233445566ff".into()),
         changed_from: Some("8899aabbccddeeff".into()),
+        calls: Vec::new(),
     };
     let mut o = failed(outcome(t0 + ms(3000), 9, 200, &[40, 50, 60, 70], 80), ErrorClass::InvalidOutput, "natural_stop: ended by length");
     o.checks = Some(Box::new(report));
     metrics.record(&o, None);
 }
 
-/// Series that exist only for conversations and cache pairs: a two-turn conversation (the
-/// second turn served partly from the prefix cache), a cache pair, a conversation cut short and
-/// a turn that moved replicas. Their target and scenarios are their own, so no single probe's
+/// Series that exist only for conversations, cache pairs and agent loops: a two-turn
+/// conversation (the second turn served partly from the prefix cache), a cache pair, a
+/// conversation cut short, a turn that moved replicas, and a two-step agent loop that called a
+/// tool and answered. Their target and scenarios are their own, so no single probe's
 /// series moves.
 pub fn record_sequence_series(metrics: &llmprobe::sink::Metrics, t0: Instant) {
     use llmprobe::probe::step::{Step, StepOf};
@@ -195,6 +197,13 @@ pub fn record_sequence_series(metrics: &llmprobe::sink::Metrics, t0: Instant) {
     ] {
         metrics.record(&o, sample(&o).as_ref());
     }
+    for (seq, k, calls) in [(14, 1, vec!["get_weather".to_owned()]), (15, 2, Vec::new())] {
+        let mut o = probe("agent", seq, Step::Agent(k), 0);
+        let ran = vec![llmprobe::checks::Check::ToolCall, llmprobe::checks::Check::AgentLoop];
+        o.checks = Some(Box::new(llmprobe::checks::CheckReport { ran, calls, ..Default::default() }));
+        metrics.record(&o, sample(&o).as_ref());
+    }
+    metrics.event(&Event::AgentLoop { target: "local-sequences", scenario: "agent", result: "answered", steps: 2, seconds: 0.58 });
     metrics.event(&Event::SequenceCut { target: "local-sequences", scenario: "conversation", reason: "error", probes: 2 });
     metrics.event(&Event::ReplicaMoved { target: "local-sequences", scenario: "conversation" });
 }

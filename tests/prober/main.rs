@@ -11,6 +11,7 @@ mod otlp_receiver;
 #[path = "../props/mod.rs"]
 mod props;
 
+mod agent_loops;
 mod arrival_fidelity;
 mod behaviour_checks;
 mod discover_dns;

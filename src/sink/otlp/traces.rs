@@ -228,6 +228,14 @@ fn probe_attributes(o: &Outcome, sample: Option<&Sample>, slo: &crate::config::S
         a.push(KeyValue::new("gen_ai.conversation.id", step.sequence.to_string()));
         match step.step {
             crate::probe::step::Step::Turn(k) => a.push(KeyValue::new("llmprobe.turn", i64::from(k))),
+            crate::probe::step::Step::Agent(k) => {
+                a.push(KeyValue::new("llmprobe.agent.step", i64::from(k)));
+                // The tools the step called, in order (the loop's tool calls, one span per step).
+                if let Some(calls) = o.checks.as_ref().map(|c| &c.calls).filter(|c| !c.is_empty()) {
+                    let names: Vec<opentelemetry::StringValue> = calls.iter().map(|n| n.clone().into()).collect();
+                    a.push(KeyValue::new("llmprobe.agent.tool_calls", opentelemetry::Value::Array(names.into())));
+                }
+            }
             side => a.extend(side.cache_label().map(|c| KeyValue::new("llmprobe.cache", c))),
         }
     }

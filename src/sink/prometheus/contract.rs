@@ -175,11 +175,31 @@ pub const PREFIX_CACHE_CACHED_TOKENS_TOTAL: FamilySpec = FamilySpec {
 };
 pub const SEQUENCE_PROBES_CUT_TOTAL: FamilySpec = FamilySpec {
     name: "llmprobe_sequence_probes_cut_total",
-    help: "Probes of conversations and cache pairs never sent because the sequence was cut short: reason error (a probe of it failed) or stopped",
+    help: "Probes of conversations, cache pairs and agent loops never sent because the sequence was cut short: reason error (a probe of it failed) or stopped",
+};
+pub const AGENT_STEP_TTFT_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_agent_step_ttft_seconds",
+    help: "TTFT of an agent loop's steps by step index (agent: scenarios; each step re-sends the loop so far; 8+ = the 8th and later)",
+};
+pub const AGENT_STEPS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_agent_steps_total",
+    help: "Agent loop steps sent, by step index and result: goodput (succeeded within every SLO), slo_missed, error (failed, a check on it failed, or dropped)",
+};
+pub const AGENT_TOOL_CALLS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_agent_tool_calls_total",
+    help: "Tool calls made in agent loops, by declared tool name (undeclared: a name the loop does not offer)",
+};
+pub const AGENT_LOOPS_TOTAL: FamilySpec = FamilySpec {
+    name: "llmprobe_agent_loops_total",
+    help: "Agent loops ended, by result: answered, step_limit (still calling tools at max_steps), failed (a step or a check on it failed), stopped",
+};
+pub const AGENT_LOOP_DURATION_SECONDS: FamilySpec = FamilySpec {
+    name: "llmprobe_agent_loop_duration_seconds",
+    help: "Time from an answered agent loop's first send to its answer's end (every step; tool results are canned, so no tool time)",
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 62] = [
+pub const ALL_FAMILIES: [FamilySpec; 67] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -242,6 +262,11 @@ pub const ALL_FAMILIES: [FamilySpec; 62] = [
     PREFIX_CACHE_INPUT_TOKENS_TOTAL,
     PREFIX_CACHE_CACHED_TOKENS_TOTAL,
     SEQUENCE_PROBES_CUT_TOTAL,
+    AGENT_STEP_TTFT_SECONDS,
+    AGENT_STEPS_TOTAL,
+    AGENT_TOOL_CALLS_TOTAL,
+    AGENT_LOOPS_TOTAL,
+    AGENT_LOOP_DURATION_SECONDS,
 ];
 
 // ---- Buckets (seconds) -------------------------------------------------------------------------

@@ -340,6 +340,11 @@ impl Metrics {
                         touch(&self.behaviour_changes, &ts);
                     }
                 }
+                if let Some(crate::config::Sequence::Agent(_)) = &scenario.sequence {
+                    for check in [crate::checks::Check::ToolCall, crate::checks::Check::AgentLoop] {
+                        touch(&self.check_failures, &ts.check(check.as_str()));
+                    }
+                }
                 // Replayed prompts have no requested length, so no error to measure.
                 if scenario.dataset.is_none() {
                     touch(&self.prompt_error, &ts);
@@ -529,6 +534,7 @@ impl Sink for Metrics {
             ReplicaGone { config, target, replica } => self.forget_replica(config, target, replica),
             SequenceCut { target, scenario, reason, probes } => self.sequences.cut(target, scenario, reason, probes),
             ReplicaMoved { target, scenario } => self.sequences.moved(target, scenario),
+            AgentLoop { target, scenario, result, seconds, .. } => self.sequences.agent_loop(target, scenario, result, seconds),
         }
     }
 

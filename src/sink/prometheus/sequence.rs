@@ -5,15 +5,16 @@
 //! the per-probe families like any other.
 
 use super::contract::{
-    CONVERSATION_CACHED_TOKENS_TOTAL, CONVERSATION_INPUT_TOKENS_TOTAL, CONVERSATION_REPLICA_MOVES_TOTAL, CONVERSATION_TPOT_SECONDS, CONVERSATION_TTFT_SECONDS,
-    CONVERSATION_TURNS_TOTAL, PREFIX_CACHE_CACHED_TOKENS_TOTAL, PREFIX_CACHE_INPUT_TOKENS_TOTAL, PREFIX_CACHE_TTFT_SECONDS, SEQUENCE_PROBES_CUT_TOTAL,
+    AGENT_LOOP_DURATION_SECONDS, AGENT_LOOPS_TOTAL, AGENT_STEP_TTFT_SECONDS, AGENT_STEPS_TOTAL, AGENT_TOOL_CALLS_TOTAL, CONVERSATION_CACHED_TOKENS_TOTAL,
+    CONVERSATION_INPUT_TOKENS_TOTAL, CONVERSATION_REPLICA_MOVES_TOTAL, CONVERSATION_TPOT_SECONDS, CONVERSATION_TTFT_SECONDS, CONVERSATION_TURNS_TOTAL,
+    PREFIX_CACHE_CACHED_TOKENS_TOTAL, PREFIX_CACHE_INPUT_TOKENS_TOTAL, PREFIX_CACHE_TTFT_SECONDS, SEQUENCE_PROBES_CUT_TOTAL,
 };
 use super::labels::{TraceExemplar, TsLabels};
-use super::registry::{HistogramFamily, histogram_family, register, touch, tpot_histogram, ttft_histogram};
+use super::registry::{HistogramFamily, e2e_histogram, histogram_family, register, touch, tpot_histogram, ttft_histogram};
 use crate::config::{Config, Sequence};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::Outcome;
-use crate::probe::step::{Step, StepOf, TURN_LABELS};
+use crate::probe::step::{LOOP_ANSWERED, LOOP_RESULTS, Step, StepOf, TURN_LABELS};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -26,6 +27,35 @@ pub const TURN_RESULTS: [&str; 3] = ["goodput", "slo_missed", "error"];
 pub const CUT_REASONS: [&str; 2] = ["error", "stopped"];
 /// The `cache` side of a pair.
 pub const CACHE_SIDES: [&str; 2] = ["cold", "warm"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub target: String,
+    pub scenario: String,
+    pub step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepResultLabels {
+    pub target: String,
+    pub scenario: String,
+    pub step: &'static str,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLabels {
+    pub target: String,
+    pub scenario: String,
+    pub tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoopLabels {
+    pub target: String,
+    pub scenario: String,
+    pub result: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TurnLabels {
@@ -75,6 +105,13 @@ pub struct SequenceFamilies {
     cache_input_tokens: Family<CacheLabels, Counter>,
     cache_cached_tokens: Family<CacheLabels, Counter>,
     cut: Family<CutLabels, Counter>,
+    step_ttft: HistogramFamily<StepLabels>,
+    steps: Family<StepResultLabels, Counter>,
+    tool_calls: Family<ToolLabels, Counter>,
+    loops: Family<LoopLabels, Counter>,
+    loop_duration: HistogramFamily<PairLabels>,
+    /// Each agent scenario's declared tools (what `tool` may be besides `undeclared`).
+    tools: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, Vec<String>>>>,
 }
 
 impl SequenceFamilies {
@@ -90,6 +127,12 @@ impl SequenceFamilies {
             cache_input_tokens: Family::default(),
             cache_cached_tokens: Family::default(),
             cut: Family::default(),
+            step_ttft: histogram_family(ttft_histogram),
+            steps: Family::default(),
+            tool_calls: Family::default(),
+            loops: Family::default(),
+            loop_duration: histogram_family(e2e_histogram),
+            tools: Default::default(),
         }
     }
 
@@ -104,6 +147,11 @@ impl SequenceFamilies {
         register(r, PREFIX_CACHE_INPUT_TOKENS_TOTAL, self.cache_input_tokens.clone());
         register(r, PREFIX_CACHE_CACHED_TOKENS_TOTAL, self.cache_cached_tokens.clone());
         register(r, SEQUENCE_PROBES_CUT_TOTAL, self.cut.clone());
+        register(r, AGENT_STEP_TTFT_SECONDS, self.step_ttft.clone());
+        register(r, AGENT_STEPS_TOTAL, self.steps.clone());
+        register(r, AGENT_TOOL_CALLS_TOTAL, self.tool_calls.clone());
+        register(r, AGENT_LOOPS_TOTAL, self.loops.clone());
+        register(r, AGENT_LOOP_DURATION_SECONDS, self.loop_duration.clone());
     }
 
     /// Creates at zero the series of every configured conversation and cache pair.
@@ -140,6 +188,23 @@ impl SequenceFamilies {
                             }
                         }
                     }
+                    Sequence::Agent(agent) => {
+                        let names: Vec<String> = agent.tools.iter().map(|t| t.name.clone()).collect();
+                        self.tools.write().unwrap_or_else(|e| e.into_inner()).insert(s.to_owned(), names.clone());
+                        for step in TURN_LABELS.into_iter().take(agent.max_steps as usize) {
+                            touch(&self.step_ttft, &StepLabels { target: t.to_owned(), scenario: s.to_owned(), step });
+                            for result in TURN_RESULTS {
+                                touch(&self.steps, &StepResultLabels { target: t.to_owned(), scenario: s.to_owned(), step, result });
+                            }
+                        }
+                        for tool in names.into_iter().chain([crate::checks::UNDECLARED.to_owned()]) {
+                            touch(&self.tool_calls, &ToolLabels { target: t.to_owned(), scenario: s.to_owned(), tool });
+                        }
+                        for result in LOOP_RESULTS {
+                            touch(&self.loops, &LoopLabels { target: t.to_owned(), scenario: s.to_owned(), result });
+                        }
+                        touch(&self.loop_duration, &PairLabels { target: t.to_owned(), scenario: s.to_owned() });
+                    }
                 }
             }
         }
@@ -170,6 +235,20 @@ impl SequenceFamilies {
             self.cache_input_tokens.remove(&labels);
             self.cache_cached_tokens.remove(&labels);
         }
+        for step in TURN_LABELS {
+            self.step_ttft.remove(&StepLabels { target: t.clone(), scenario: s.clone(), step });
+            for result in TURN_RESULTS {
+                self.steps.remove(&StepResultLabels { target: t.clone(), scenario: s.clone(), step, result });
+            }
+        }
+        let names = self.tools.read().unwrap_or_else(|e| e.into_inner()).get(&s).cloned().unwrap_or_default();
+        for tool in names.into_iter().chain([crate::checks::UNDECLARED.to_owned()]) {
+            self.tool_calls.remove(&ToolLabels { target: t.clone(), scenario: s.clone(), tool });
+        }
+        for result in LOOP_RESULTS {
+            self.loops.remove(&LoopLabels { target: t.clone(), scenario: s.clone(), result });
+        }
+        self.loop_duration.remove(&PairLabels { target: t.clone(), scenario: s.clone() });
     }
 
     /// Records one probe of a sequence by its turn or cache side.
@@ -201,6 +280,23 @@ impl SequenceFamilies {
                     self.turn_cached_tokens.get_or_create(&labels).inc_by(n);
                 }
             }
+            Step::Agent(k) => {
+                let step = Step::turn_label(k);
+                let result = match sample {
+                    Some(s) if s.goodput => TURN_RESULTS[0],
+                    Some(_) => TURN_RESULTS[1],
+                    None if outcome.is_success() => TURN_RESULTS[1],
+                    None => TURN_RESULTS[2],
+                };
+                self.steps.get_or_create(&StepResultLabels { target: target.clone(), scenario: scenario.clone(), step, result }).inc();
+                // A failed step's calls count too: they are what the model did.
+                for tool in outcome.checks.iter().flat_map(|c| &c.calls) {
+                    self.tool_calls.get_or_create(&ToolLabels { target: target.clone(), scenario: scenario.clone(), tool: tool.clone() }).inc();
+                }
+                if let Some(s) = sample.filter(|s| s.streamed) {
+                    self.step_ttft.get_or_create(&StepLabels { target, scenario, step }).observe(s.ttft.as_secs_f64(), exemplar.cloned(), None);
+                }
+            }
             Step::Cold | Step::Warm => {
                 let (Some(s), Some(cache)) = (sample, step.step.cache_label()) else { return };
                 let labels = CacheLabels { target, scenario, cache };
@@ -220,6 +316,15 @@ impl SequenceFamilies {
     /// Counts the probes a cut-short sequence will not send.
     pub(super) fn cut(&self, target: &str, scenario: &str, reason: &'static str, probes: u64) {
         self.cut.get_or_create(&CutLabels { target: target.to_owned(), scenario: scenario.to_owned(), reason }).inc_by(probes);
+    }
+
+    /// Counts an ended agent loop, and times it when it answered.
+    pub(super) fn agent_loop(&self, target: &str, scenario: &str, result: &'static str, seconds: f64) {
+        let (t, s) = (target.to_owned(), scenario.to_owned());
+        if result == LOOP_ANSWERED {
+            self.loop_duration.get_or_create(&PairLabels { target: t.clone(), scenario: s.clone() }).observe(seconds, None, None);
+        }
+        self.loops.get_or_create(&LoopLabels { target: t, scenario: s, result }).inc();
     }
 
     pub(super) fn moved(&self, target: &str, scenario: &str) {
