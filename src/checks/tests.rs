@@ -248,3 +248,65 @@ fn reasoning_exhausted_only_without_an_answer() {
         assert!(evaluate(&checks, None, &a(answered, reasoned, finish)).failed.is_empty(), "{answered} {reasoned} {finish}");
     }
 }
+
+/// A two-tool agent loop, the calls expected in order.
+fn agent(expect: &[&str], max_steps: u32) -> crate::config::Agent {
+    let tool = |name: &str| crate::config::AgentTool { name: name.into(), description: None, parameters: city_schema(), result: "{}".into() };
+    crate::config::Agent {
+        tools: vec![tool("get_weather"), tool("get_time")],
+        max_steps,
+        required: false,
+        expect_calls: expect.iter().map(|s| s.to_string()).collect(),
+        task: None,
+    }
+}
+
+fn calls(list: &[(&str, &str)]) -> Collected {
+    let mut c = Collected::new();
+    for (name, args) in list {
+        c.push_call(None, None, Some(name), Some(args));
+    }
+    c
+}
+
+fn step(agent: &crate::config::Agent, k: u32, made: usize, got: &Collected) -> CheckReport {
+    let mut r = CheckReport::default();
+    agent_step(agent, k, made, got, &mut r);
+    r
+}
+
+#[test]
+fn agent_steps_check_every_call_and_the_loops_end() {
+    let a = agent(&["get_weather", "get_time"], 4);
+    let good = r#"{"city": "Paris", "population": 2}"#;
+    // The expected calls, one a step, then an answer.
+    let r = step(&a, 1, 0, &calls(&[("get_weather", good)]));
+    assert!(r.failed.is_empty() && r.ran == [Check::ToolCall, Check::AgentLoop] && r.calls == ["get_weather"], "{r:?}");
+    assert!(step(&a, 2, 1, &calls(&[("get_time", good)])).failed.is_empty());
+    let r = step(&a, 3, 2, &text("It is 18 degrees at 14:05."));
+    assert!(r.failed.is_empty() && r.ran == [Check::AgentLoop] && r.calls.is_empty(), "{r:?}");
+    // Both calls in one step.
+    assert!(step(&a, 1, 0, &calls(&[("get_weather", good), ("get_time", good)])).failed.is_empty());
+    // A call out of order, of an undeclared tool, with bad arguments, or past the expected ones.
+    let r = step(&a, 1, 0, &calls(&[("get_time", good)]));
+    assert_eq!(r.failed[0].detail, "call 1 is get_time, expected get_weather");
+    let r = step(&a, 1, 0, &calls(&[("rm_rf", "{}")]));
+    assert_eq!((failed(&r), r.calls.clone()), (vec!["tool_call"], vec![UNDECLARED.to_owned()]));
+    assert!(r.failed[0].detail.contains("names no declared tool: \"rm_rf\""), "{r:?}");
+    let r = step(&a, 1, 0, &calls(&[("get_weather", r#"{"city": "Paris""#)]));
+    assert!(r.failed[0].detail.contains("get_weather: arguments are truncated JSON"), "{r:?}");
+    let r = step(&a, 1, 0, &calls(&[("get_weather", r#"{"city": 3, "population": 2}"#)]));
+    assert!(r.failed[0].detail.starts_with("get_weather: arguments "), "{r:?}");
+    let r = step(&a, 3, 2, &calls(&[("get_weather", good)]));
+    assert_eq!(r.failed[0].detail, "call 3 (get_weather) comes after the 2 expected calls");
+    // An answer too early, an empty end, and calls at the last step.
+    let r = step(&a, 2, 1, &text("Sunny."));
+    assert_eq!(failed(&r), ["agent_loop"]);
+    assert!(r.failed[0].detail.starts_with("answered after 1 of 2 expected calls (next expected: get_time)"), "{r:?}");
+    let free = agent(&[], 2);
+    assert_eq!(step(&free, 2, 1, &text("  ")).failed[0].detail, "step 2 made no tool call and gave no answer");
+    let r = step(&free, 2, 1, &calls(&[("get_time", good)]));
+    assert_eq!((failed(&r), r.failed[0].detail.as_str()), (vec!["agent_loop"], "still calling tools at step 2, the last of max_steps 2: no answer"));
+    // Without expected calls, any declared tool in any order.
+    assert!(step(&free, 1, 0, &calls(&[("get_time", good), ("get_weather", good)])).failed.is_empty());
+}

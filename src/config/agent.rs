@@ -146,3 +146,122 @@ pub fn agent(path: &str, raw: &RawAgent, c: &mut Checker) -> Option<Agent> {
     }
     (tools.len() == raw.tools.len()).then(|| Agent { tools, max_steps, required, expect_calls, task: raw.task.clone() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Sequence;
+
+    fn load(api: &str, scenario: &str) -> Result<super::super::Config, String> {
+        let text =
+            format!("targets:\n  - name: a\n    base_url: http://127.0.0.1:18000\n    api: {api}\nscenarios:\n  - name: s\n    output_tokens: 16\n{scenario}");
+        crate::app::loader::parse(&text, "t.yaml").map_err(|e| e.to_string())
+    }
+
+    const TOOLS: &str = "      tools:\n        - {name: get_weather, parameters: {type: object, properties: {city: {type: string}}}, result: {t: 18}}\n        - {name: get_time, description: Local time., parameters: {type: object}, result: '14:05'}\n";
+
+    fn agent_of(c: &super::super::Config) -> &Agent {
+        match &c.scenarios[0].sequence {
+            Some(Sequence::Agent(a)) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn absent_empty_and_full() {
+        let c = load("openai-chat", "    input_tokens: 8\n").unwrap();
+        assert_eq!(c.scenarios[0].sequence, None);
+        // A key with no value is the same as no key.
+        assert_eq!(load("openai-chat", "    input_tokens: 8\n    agent:\n").unwrap().scenarios[0].sequence, None);
+        let e = load("openai-chat", "    input_tokens: 8\n    agent: {}\n").unwrap_err();
+        assert!(e.contains("scenarios[0].agent: missing field `tools` (t.yaml:9)"), "{e}");
+        let full = format!(
+            "    agent:\n      task: What is the weather in Paris?\n      max_steps: 5\n      tool_choice: required\n      expect_calls: [get_weather, get_time]\n{TOOLS}"
+        );
+        let c = load("openai-responses", &full).unwrap();
+        let a = agent_of(&c);
+        assert_eq!((a.max_steps, a.required, a.expect_calls.len(), a.task.as_deref()), (5, true, 2, Some("What is the weather in Paris?")));
+        assert_eq!(a.tools[0].result, r#"{"t":18}"#, "a mapping is sent as JSON text");
+        assert_eq!(a.tools[1].result, "14:05", "a string as it is");
+        assert_eq!(a.tools[1].description.as_deref(), Some("Local time."));
+        assert!(a.must_call(1) && !a.must_call(2));
+        // A task is the prompt: no input_tokens needed; without one, a synthetic prompt is.
+        let c = load("openai-chat", &format!("    input_tokens: 8\n    agent:\n{TOOLS}")).unwrap();
+        let a = agent_of(&c);
+        assert_eq!((a.max_steps, a.required, a.task.clone()), (DEFAULT_STEPS, false, None));
+        assert!(load("openai-chat", &format!("    agent:\n{TOOLS}")).unwrap_err().contains("scenarios[0]: missing field `input_tokens`"));
+    }
+
+    #[test]
+    fn an_agents_finish_reasons_accept_tool_calls() {
+        let c = load("openai-chat", &format!("    input_tokens: 8\n    checks: {{finish_reasons: [stop]}}\n    agent:\n{TOOLS}")).unwrap();
+        let reasons = c.scenarios[0].checks.as_ref().and_then(|k| k.finish_reasons.clone());
+        assert_eq!(reasons, Some(vec!["stop".to_owned(), "tool_calls".to_owned()]));
+    }
+
+    #[test]
+    fn bad_loops_name_the_field() {
+        let bad = |yaml: &str, want: &str| {
+            let e = load("openai-chat", &format!("    input_tokens: 8\n    agent:\n{yaml}")).unwrap_err();
+            assert!(e.contains(want), "{want}\n{e}");
+        };
+        bad("      tools: []\n", "scenarios[0].agent.tools: an agent offers 1 to 8 tools, got 0");
+        let nine: String = (0..9).map(|i| format!("        - {{name: f{i}, parameters: {{type: object}}, result: x}}\n")).collect();
+        bad(&format!("      tools:\n{nine}"), "got 9");
+        bad(
+            &format!("{TOOLS}        - {{name: get_time, parameters: {{type: object}}, result: x}}\n"),
+            "scenarios[0].agent.tools[2].name: tool \"get_time\" is declared twice",
+        );
+        bad(
+            "      tools: [{name: 'get weather', parameters: {type: object}, result: x}]\n",
+            "scenarios[0].agent.tools[0].name: \"get weather\" is not a function name",
+        );
+        bad(
+            "      tools: [{name: f, parameters: {type: string}, result: x}]\n",
+            "scenarios[0].agent.tools[0].parameters: a function's parameters must be an object schema",
+        );
+        bad(
+            "      tools: [{name: f, parameters: {type: object, minProperties: x}, result: x}]\n",
+            "scenarios[0].agent.tools[0].parameters: not a valid JSON Schema",
+        );
+        bad("      tools: [{name: f, parameters: {type: object}}]\n", "scenarios[0].agent.tools[0]: missing field `result`");
+        let big = "x".repeat(MAX_RESULT_BYTES + 1);
+        bad(
+            &format!("      tools: [{{name: f, parameters: {{type: object}}, result: {big}}}]\n"),
+            "scenarios[0].agent.tools[0].result: must be at most 16384 bytes",
+        );
+        bad(&format!("      max_steps: 1\n{TOOLS}"), "scenarios[0].agent.max_steps: must be 2 to 16, got 1");
+        bad(&format!("      max_steps: 17\n{TOOLS}"), "got 17");
+        bad(&format!("      tool_choice: always\n{TOOLS}"), "scenarios[0].agent.tool_choice: unknown tool choice \"always\"");
+        bad(&format!("      tool_choice: required\n{TOOLS}"), "scenarios[0].agent.tool_choice: required forces a call at every step: set expect_calls");
+        bad(&format!("      expect_calls: [get_weather, search]\n{TOOLS}"), "scenarios[0].agent.expect_calls[1]: \"search\" is not one of the declared tools");
+        bad(
+            &format!("      max_steps: 2\n      tool_choice: required\n      expect_calls: [get_weather, get_time]\n{TOOLS}"),
+            "scenarios[0].agent.expect_calls: 2 forced calls leave no step of max_steps 2 to answer in",
+        );
+        bad(&format!("      task: ''\n{TOOLS}"), "scenarios[0].agent.task: must be 1 to 16384 bytes");
+        bad(&format!("      steps: 3\n{TOOLS}"), "unknown field `steps`");
+    }
+
+    #[test]
+    fn a_loop_combines_with_nothing_that_shapes_its_requests() {
+        let agent = format!("    agent:\n{TOOLS}");
+        for api in ["tgi", "openai-completions", "ollama-chat"] {
+            let e = load(api, &format!("    input_tokens: 8\n{agent}")).unwrap_err();
+            assert!(e.contains("scenarios[0].agent: target a speaks"), "{api}: {e}");
+        }
+        let turns = "    turns: [{input_tokens: 8, output_tokens: 8}, {input_tokens: 8, output_tokens: 8}]\n";
+        let e = load("openai-chat", &format!("{turns}{agent}")).unwrap_err();
+        assert!(
+            e.contains(
+                "scenarios[0].agent: a scenario is one of a conversation (turns:), a cache pair (cache_pair:) or an agent loop (agent:), not turns and agent"
+            ),
+            "{e}"
+        );
+        let tool = "    checks: {tool_call: {name: f, parameters: {type: object}}}\n";
+        let e = load("openai-chat", &format!("    input_tokens: 8\n{tool}{agent}")).unwrap_err();
+        assert!(e.contains("scenarios[0].checks.tool_call: checks.tool_call does not apply with agent:"), "{e}");
+        let e = load("openai-chat", &format!("    input_tokens: 8\n    prefix: {{tokens: 4}}\n{agent}")).unwrap_err();
+        assert!(e.contains("scenarios[0].prefix: prefix does not apply with agent:"), "{e}");
+    }
+}

@@ -169,6 +169,6 @@ mod tests {
         let salted = "    input_tokens: 256\n    output_tokens: 8\n    cache_salt: x\n    cache_pair: {prefix_tokens: 20}\n";
         assert!(load("openai-chat", salted).unwrap_err().contains("scenarios[0].cache_salt: cache_salt does not apply with cache_pair:"));
         let both = "    input_tokens: 256\n    output_tokens: 8\n    cache_pair: {prefix_tokens: 20}\n    turns: [{input_tokens: 8, output_tokens: 8}, {input_tokens: 8, output_tokens: 8}]\n";
-        assert!(load("openai-chat", both).unwrap_err().contains("not both"));
+        assert!(load("openai-chat", both).unwrap_err().contains("scenarios[0].cache_pair: a scenario is one of a conversation (turns:), a cache pair (cache_pair:) or an agent loop (agent:), not turns and cache_pair"));
     }
 }

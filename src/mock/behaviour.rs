@@ -313,6 +313,34 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_loop_calls_the_next_tool_then_answers() {
+        let tools = json!([
+            {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+        ]);
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "{}"});
+        let call = |name: &str| json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}]});
+        let step = |history: Vec<Value>, choice: &str| {
+            let mut messages = vec![json!({"role": "user", "content": "weather and time?"})];
+            messages.extend(history);
+            json!({"messages": messages, "tools": tools, "tool_choice": choice})
+        };
+        let body = step(vec![], "auto");
+        assert_eq!((agent_step(&body), plan(&body, true, None).unwrap().tool.as_deref()), (1, Some("get_weather")));
+        let body = step(vec![call("get_weather"), result("a")], "auto");
+        assert_eq!((agent_step(&body), plan(&body, true, None).unwrap().tool.as_deref()), (2, Some("get_time")));
+        let body = step(vec![call("get_weather"), result("a"), call("get_time"), result("b")], "auto");
+        let p = plan(&body, true, None).unwrap();
+        assert_eq!((p.tool.as_deref(), text(&p).as_str(), p.eos), (None, LOOP_ANSWER, true));
+        // `required` never answers: it goes round the tools.
+        let body = step(vec![call("get_weather"), result("a"), call("get_time"), result("b")], "required");
+        assert_eq!(plan(&body, true, None).unwrap().tool.as_deref(), Some("get_weather"));
+        // Responses items count as results too.
+        let items = json!({"messages": [{"type": "function_call", "call_id": "a"}, {"type": "function_call_output", "call_id": "a", "output": "{}"}]});
+        assert_eq!(agent_step(&items), 2);
+    }
+
+    #[test]
     fn eos_and_the_no_eos_fault() {
         let body = chat("How many days are in a week?", json!({}));
         let p = plan(&body, true, None).unwrap();

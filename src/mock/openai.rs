@@ -586,6 +586,7 @@ mod frame_tests {
             reasoning_tokens,
             tool: None,
             tool_started: false,
+            tool_id: "chatcmpl-tool-0".into(),
             eos_finish: None,
             finish_error: false,
             prompt_tokens_details: false,

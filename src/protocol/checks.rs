@@ -161,4 +161,62 @@ mod tests {
             assert!(api.protocol().body(target, &RequestSpec { checks: Some(&cap_only), ..spec }).to_string().contains("ignore_eos"));
         }
     }
+
+    #[test]
+    fn an_agent_step_carries_its_tools_and_the_loop_so_far() {
+        use crate::protocol::{Call, Message};
+        let tool = |name: &str| crate::config::AgentTool {
+            name: name.into(),
+            description: Some("d".into()),
+            parameters: Schema::new(json!({"type": "object"})).unwrap(),
+            result: "{}".into(),
+        };
+        let agent = crate::config::Agent {
+            tools: vec![tool("get_weather"), tool("get_time")],
+            max_steps: 3,
+            required: true,
+            expect_calls: vec!["get_weather".into()],
+            task: None,
+        };
+        let mut chat = json!({"messages": []});
+        add_agent(&mut chat, &AgentStep { agent: &agent, must_call: true }, false);
+        assert_eq!(chat["tools"][1], json!({"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}, "description": "d"}}));
+        assert_eq!(chat["tool_choice"], "required");
+        let mut flat = json!({"input": []});
+        add_agent(&mut flat, &AgentStep { agent: &agent, must_call: false }, true);
+        assert_eq!(flat["tools"][0], json!({"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "description": "d"}));
+        assert_eq!(flat["tool_choice"], "auto");
+
+        let call = Call { id: "call_9".into(), name: "get_weather".into(), arguments: "{\"city\":\"Paris\"}".into() };
+        let history = [
+            Message::User("weather?".into()),
+            Message::Assistant { text: String::new(), calls: vec![call] },
+            Message::ToolResult { call_id: "call_9".into(), content: "{\"t\":18}".into() },
+        ];
+        assert_eq!(Message::calls_made(&history), 1);
+        // A later step sends no new user message: it continues from the results.
+        assert_eq!(
+            Message::chat(&history, ""),
+            json!([
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_9", "content": "{\"t\":18}"}
+            ])
+        );
+        assert_eq!(
+            Message::responses_input(&history, ""),
+            json!([
+                {"role": "user", "content": "weather?"},
+                {"type": "function_call", "call_id": "call_9", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+                {"type": "function_call_output", "call_id": "call_9", "output": "{\"t\":18}"}
+            ])
+        );
+        // A conversation's turns are unchanged: user and assistant, then the new prompt.
+        let turns = [Message::User("a".into()), Message::Assistant { text: "b".into(), calls: vec![] }];
+        assert_eq!(
+            Message::chat(&turns, "c"),
+            json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])
+        );
+        assert_eq!(Message::transcript(&turns, "c"), "a\n\nb\n\nc");
+    }
 }
