@@ -105,4 +105,9 @@ fn sessions_probe_the_responses_api_with_reasoning() {
     });
     assert_eq!(turns, Some(4), "a four-turn conversation");
     assert!(c.scenarios.iter().any(|s| matches!(s.sequence, Some(config::Sequence::CachePair { .. }))), "a cache pair");
+    let tools = c.scenarios.iter().find_map(|s| match &s.sequence {
+        Some(config::Sequence::Agent(a)) => Some(a.tools.len()),
+        _ => None,
+    });
+    assert_eq!(tools, Some(2), "an agent loop with two tools");
 }

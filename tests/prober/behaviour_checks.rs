@@ -166,35 +166,53 @@ async fn the_top_level_checks_judge_a_plain_scenario() {
 }
 
 /// `config/sessions.yaml` against the mock: the Responses API, reasoning within its budget, a
-/// tool call, a four-turn conversation and a cache pair, every check passing; with
-/// `endless_reasoning`, the reasoning scenario fails its check.
+/// tool call, a four-turn conversation, an agent loop with two tools and a cache pair, every
+/// check passing; under each fault of theirs, the scenario it breaks fails its check (or, for a
+/// disabled cache, its warm probe reports no cached tokens) and the others still pass.
 #[tokio::test]
 async fn sessions_example_passes_every_check_on_the_mock() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sessions.yaml");
-    for fault in [None, Some(Fault::EndlessReasoning)] {
+    for fault in [None, Some(Fault::EndlessReasoning), Some(Fault::BadToolCall), Some(Fault::CacheDisabled)] {
         let (addr, stop) = start_mock(MockOptions { fault_rates: fault.map(|f| (f, 1.0)).into_iter().collect(), ..MockOptions::default() }).await;
-        let text = std::fs::read_to_string(&path).unwrap().replace("127.0.0.1:18000", &addr.to_string());
+        // The conversation's think time shortened: the test reads answers, not pauses.
+        let text = std::fs::read_to_string(&path).unwrap().replace("127.0.0.1:18000", &addr.to_string()).replace("think_time: 1s", "think_time: 10ms");
         let config = llmprobe::app::loader::parse(&text, "sessions.yaml").unwrap_or_else(|e| panic!("{e}"));
         let mut out = String::new();
         llmprobe::pipeline::once::run(&config, &mut out).await.unwrap();
         stop.cancel();
         let verdicts: Vec<&str> = out.lines().filter_map(|l| l.trim_start().strip_prefix("verdict")).map(str::trim).collect();
-        // One probe of each single scenario, four turns, a cold and a warm probe.
-        assert_eq!(verdicts.len(), 9, "{out}");
+        let failed: Vec<&&str> = verdicts.iter().filter(|v| !v.starts_with("success")).collect();
+        // The usage line of the pair's warm probe.
+        let warm = out.split("step           warm probe of cache pair").nth(1).and_then(|b| b.lines().find(|l| l.contains("usage"))).unwrap_or("");
         match fault {
-            None => {
-                assert!(verdicts.iter().all(|v| v.starts_with("success")), "{out}");
+            None | Some(Fault::CacheDisabled) => {
+                // One probe of each single scenario, four turns, three agent steps, a cold and a
+                // warm probe.
+                assert_eq!(verdicts.len(), 12, "{out}");
+                assert!(failed.is_empty(), "{out}");
                 for k in 1..=4 {
                     assert!(out.contains(&format!("step           turn {k} of conversation")), "{out}");
                 }
-                assert!(out.contains("step           warm probe of cache pair"), "{out}");
+                for k in 1..=3 {
+                    assert!(out.contains(&format!("step           step {k} of agent loop")), "{out}");
+                }
                 assert!(out.contains("checks         finish_reason, output_cap, reasoning_exhausted (all passed)"), "{out}");
                 assert!(out.contains("checks         finish_reason, tool_call (all passed)"), "{out}");
+                assert!(out.contains("checks         finish_reason, output_cap, tool_call, agent_loop (all passed)"), "{out}");
+                let cached = warm.contains("(cached 0)");
+                assert_eq!(cached, fault.is_some(), "the warm probe is served from the cache unless it is disabled: {warm}");
+            }
+            Some(Fault::EndlessReasoning) => {
+                assert_eq!(verdicts.len(), 12, "{out}");
+                let exhausted =
+                    failed.iter().filter(|v| v.starts_with("error invalid_output: reasoning_exhausted: reasoning used the whole length limit")).count();
+                assert_eq!((exhausted, failed.len()), (1, 1), "only the scenario that checks it fails:\n{out}");
             }
             Some(_) => {
-                let exhausted =
-                    verdicts.iter().filter(|v| v.starts_with("error invalid_output: reasoning_exhausted: reasoning used the whole length limit")).count();
-                assert_eq!(exhausted, 1, "only the scenario that checks it fails:\n{out}");
+                // The agent loop's first step fails, so it sends no second one.
+                assert_eq!(verdicts.len(), 10, "{out}");
+                let broken = failed.iter().filter(|v| v.starts_with("error invalid_output: tool_call:") && v.contains("arguments are truncated JSON")).count();
+                assert_eq!((broken, failed.len()), (2, 2), "the tool call and the loop's first step fail:\n{out}");
             }
         }
     }
