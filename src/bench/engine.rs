@@ -56,7 +56,7 @@ pub struct Scraper {
 
 impl Scraper {
     pub fn new(url: String) -> anyhow::Result<Scraper> {
-        let client = crate::client::target::plain_client()?;
+        let client = crate::client::plain_client()?;
         Ok(Scraper { client, url })
     }
 
@@ -67,7 +67,7 @@ impl Scraper {
             .timeout(std::time::Duration::from_secs(10))
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::client::target::error_chain(&e)))?;
+            .map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::client::error_chain(&e)))?;
         anyhow::ensure!(resp.status().is_success(), "GET {}: HTTP {}", self.url, resp.status());
         let text = resp.text().await.with_context(|| format!("reading {}", self.url))?;
         Counters::read(&promtext::parse(&text))

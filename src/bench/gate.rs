@@ -18,7 +18,7 @@ use super::plan::Plan;
 use super::records::{self, Epoch, Place, Record};
 use super::run::{discover, new_manifest, prepare_dir};
 use super::{report, summary};
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
 use crate::probe::arrival::{self, stream_seed};
 use crate::replicas::Endpoints;
@@ -120,7 +120,7 @@ pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> 
 
     // Prompt lengths follow the baseline's tokenizer; both sides get the same prompts.
     let calibration = Arc::new(Calibration::new(target_cfg.api));
-    if let Err(e) = crate::workload::tokenize::calibrate_with_tokenize(&runtimes[0], &calibration).await {
+    if let Err(e) = crate::client::tokenize::calibrate_with_tokenize(&runtimes[0], &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
     let mut mix = Mix::new(&plan.config.scenarios, stream_seed(seed, "gate"), &calibration);

@@ -16,7 +16,7 @@ use super::records::{self, Epoch, Place, Record};
 use super::side::{self, SideSource};
 use super::summary::{self, SummaryFile};
 use super::{engine, progress, report, shard};
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::config::{ArrivalKind, ArrivalSpec, Bench, BenchMode, Target};
 use crate::pipeline::scheduler::{self, Pacing, StopRule, StoppedBy, Stream};
 use crate::probe::arrival::{self, stream_seed};
@@ -135,7 +135,7 @@ async fn sweep(
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
     let calibration = Arc::new(Calibration::new(target.config.api));
-    if let Err(e) = crate::workload::tokenize::calibrate_with_tokenize(target, &calibration).await {
+    if let Err(e) = crate::client::tokenize::calibrate_with_tokenize(target, &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
     for (point, &configured) in b.points.iter().enumerate() {

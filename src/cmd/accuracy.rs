@@ -7,12 +7,12 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
+use crate::client::tokenize::calibrate_with_tokenize;
 use crate::config::{LengthSpec, Scenario, Slo, SloTable, Target};
 use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
 use crate::replicas::Endpoints;
 use crate::sink::Collect;
-use crate::workload::tokenize::calibrate_with_tokenize;
 use crate::workload::{Calibration, Mix, Sampler};
 
 /// Accuracy has no latency objective: only the token counts matter.

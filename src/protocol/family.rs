@@ -66,14 +66,16 @@ impl Family {
         }
     }
 
-    /// The `/tokenize` body that counts `text` as this family's request would (vLLM and SGLang
-    /// take `prompt` or chat `messages`; llama.cpp's `content` is tried when that fails).
-    pub fn tokenize_body(&self, model: &str, text: &str) -> serde_json::Value {
-        if self.chat {
+    /// The `/tokenize` bodies that count `text` as this family's request would, in the order
+    /// tried: vLLM's and SGLang's (`prompt`, or chat `messages` so the template is counted), then
+    /// llama.cpp's (`content`), since llama.cpp's server also serves the OpenAI APIs.
+    pub fn tokenize_bodies(&self, model: &str, text: &str) -> [serde_json::Value; 2] {
+        let own = if self.chat {
             serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
         } else {
             serde_json::json!({"model": model, "prompt": text})
-        }
+        };
+        [own, serde_json::json!({"content": text, "add_special": true})]
     }
 }
 
