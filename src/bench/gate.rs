@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::json::write_json;
 use super::manifest;
-use super::paired::{GateSettings, Looks, SignalResult, Verdict};
+use super::paired::{GateSettings, GateVerdict, Looks, SignalResult};
 use super::plan::Plan;
 use super::records::{self, Epoch, Place, Record};
 use super::run::{discover, new_manifest, prepare_dir};
@@ -65,7 +65,7 @@ pub struct GateOptions {
 /// What a run found.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateReport {
-    pub verdict: Verdict,
+    pub verdict: GateVerdict,
     pub baseline_url: String,
     pub candidate_url: String,
     pub rate_per_s: f64,
@@ -157,7 +157,7 @@ pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> 
             let (b, c) = sink.peek(split);
             let verdict = looks.look(&b, &c, false);
             eprintln!("{}", progress_line(&looks, begin.elapsed().as_secs_f64()));
-            if matches!(verdict, Verdict::Regressed | Verdict::Passed) {
+            if matches!(verdict, GateVerdict::Regressed | GateVerdict::Passed) {
                 stop.cancel();
                 return Some(begin.elapsed().as_secs_f64());
             }
@@ -234,7 +234,7 @@ fn progress_line(looks: &Looks, elapsed_s: f64) -> String {
     for r in &looks.results {
         let est = match (r.signal, r.estimate) {
             (_, None) => "-".to_owned(),
-            (super::paired::Signal::Goodput | super::paired::Signal::Checks, Some(v)) => format!("{:+.1}pt", v * 100.0),
+            (super::paired::GateSignal::Goodput | super::paired::GateSignal::Checks, Some(v)) => format!("{:+.1}pt", v * 100.0),
             (_, Some(v)) => format!("{v:.2}x"),
         };
         s.push_str(&format!(" {} {est} {} ({} pairs);", r.signal.as_str(), r.decision.as_str(), r.pairs));

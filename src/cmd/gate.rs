@@ -11,7 +11,7 @@ use clap::Args;
 use crate::app::loader;
 use crate::bench::Plan;
 use crate::bench::gate::{GateOptions, GateReport};
-use crate::bench::paired::{Decision, GateSettings, Signal, Verdict};
+use crate::bench::paired::{Decision, GateSettings, GateSignal, GateVerdict};
 use crate::config::{Bench, BenchMode, Config, parse_duration};
 
 /// The built-in workload without `--config`.
@@ -102,9 +102,9 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         print!("{}", table(&report));
     }
     Ok(match report.verdict {
-        Verdict::Passed => ExitCode::SUCCESS,
-        Verdict::Regressed => ExitCode::FAILURE,
-        Verdict::Undecided | Verdict::Inconclusive => ExitCode::from(EXIT_INCONCLUSIVE),
+        GateVerdict::Passed => ExitCode::SUCCESS,
+        GateVerdict::Regressed => ExitCode::FAILURE,
+        GateVerdict::Undecided | GateVerdict::Inconclusive => ExitCode::from(EXIT_INCONCLUSIVE),
     })
 }
 
@@ -210,11 +210,11 @@ pub fn table(r: &GateReport) -> String {
     let _ = writeln!(out, "{:<12} {:>6} {:>10} {:>10} {:>9} {:>20}  verdict", "signal", "pairs", "baseline", "candidate", "ratio", "interval");
     for x in &r.signals {
         let (name, value, change): (&str, Shown, Shown) = match x.signal {
-            Signal::Ttft => ("ttft_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
-            Signal::Tpot => ("tpot_ms", |v| format!("{v:.2}"), |v| format!("{v:.3}x")),
-            Signal::E2e => ("e2e_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
-            Signal::Goodput => ("goodput", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
-            Signal::Checks => ("checks_fail", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
+            GateSignal::Ttft => ("ttft_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
+            GateSignal::Tpot => ("tpot_ms", |v| format!("{v:.2}"), |v| format!("{v:.3}x")),
+            GateSignal::E2e => ("e2e_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
+            GateSignal::Goodput => ("goodput", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
+            GateSignal::Checks => ("checks_fail", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
         };
         let verdict = match (x.decision, x.decided_at_look) {
             (Decision::Regressed | Decision::Passed, Some(k)) if s.looks > 1 => format!("{} (look {k})", x.decision.as_str()),
