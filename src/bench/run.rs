@@ -233,7 +233,7 @@ async fn engine_scraper(b: &Bench, t: &Target) -> anyhow::Result<Option<engine::
     }
 }
 
-async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::Counters)> {
+async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::AgreementCounters)> {
     match s.read().await {
         Ok(c) => Some((unix_now(), c)),
         Err(e) => {
@@ -246,7 +246,7 @@ async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::C
 /// Counters after a repeat. The engine may record a request's figures a moment after its last
 /// byte left, so the page is re-read (up to ~1 s) until it has counted every first token the
 /// prober saw.
-async fn settled_counters(s: &engine::Scraper, before: &engine::Counters, first_tokens: f64, tag: &str) -> Option<(f64, engine::Counters)> {
+async fn settled_counters(s: &engine::Scraper, before: &engine::AgreementCounters, first_tokens: f64, tag: &str) -> Option<(f64, engine::AgreementCounters)> {
     let mut last = None;
     for _ in 0..10 {
         last = read_counters(s, tag).await;
