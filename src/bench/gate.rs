@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::json::write_json;
 use super::manifest;
 use super::paired::{GateSettings, GateVerdict, Looks, SignalResult};
-use super::plan::Plan;
+use super::plan::BenchPlan;
 use super::records::{self, Epoch, Place, Record};
 use super::run::{discover, new_manifest, prepare_dir};
 use super::{report, summary};
@@ -94,7 +94,7 @@ pub fn prepare_output(output: &Path) -> anyhow::Result<[PathBuf; 2]> {
 }
 
 /// Runs the gate and writes its results under `opts.output`.
-pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> {
+pub async fn run(plan: &BenchPlan, opts: &GateOptions) -> anyhow::Result<GateReport> {
     let dirs = prepare_output(&opts.output)?;
     let target_cfg = plan.target(opts.target.as_deref())?;
     let sides = [(Side::Baseline, &opts.baseline_url), (Side::Candidate, &opts.candidate_url)];

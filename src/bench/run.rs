@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::json::write_json;
 use super::manifest::{self, Manifest, SideSampleFile, SloManifest, TargetManifest};
-use super::plan::Plan;
+use super::plan::BenchPlan;
 use super::records::{self, Epoch, Place, Record};
 use super::side::{self, SideSource};
 use super::summary::{self, SummaryFile};
@@ -37,13 +37,13 @@ pub struct BenchOptions {
 }
 
 /// Runs the sweep, writes the result directory, and returns its summary.
-pub async fn run(plan: &Plan, opts: &BenchOptions) -> anyhow::Result<SummaryFile> {
+pub async fn run(plan: &BenchPlan, opts: &BenchOptions) -> anyhow::Result<SummaryFile> {
     run_sharded(plan, opts, &shard::Sharding::default()).await
 }
 
 /// As [`run`], as one shard of a run split over several load generators (`bench --shard I/N`),
 /// or with a given run ID and start time.
-pub async fn run_sharded(plan: &Plan, opts: &BenchOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
+pub async fn run_sharded(plan: &BenchPlan, opts: &BenchOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
     shard::check(plan, sharding)?;
     if let Some(at) = sharding.start_at_unix_s {
         let late = unix_now() - at;
@@ -117,7 +117,7 @@ pub async fn run_sharded(plan: &Plan, opts: &BenchOptions, sharding: &shard::Sha
 /// Every point: warm-up, then the repeats; records appended to the file as each ends.
 #[allow(clippy::too_many_arguments)]
 async fn sweep(
-    plan: &Plan,
+    plan: &BenchPlan,
     target: &Arc<TargetRuntime>,
     run_id: &str,
     seed: u64,
@@ -290,7 +290,7 @@ fn slo_manifest(slo: &crate::config::Slo) -> SloManifest {
     SloManifest { ttft_ms: ms(slo.ttft), tpot_ms: ms(slo.tpot), e2e_ms: ms(slo.e2e), objective: slo.objective }
 }
 
-pub(super) fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
+pub(super) fn new_manifest(plan: &BenchPlan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
     let b = &plan.bench;
     let target_slo = plan.config.slo.overridden(&t.slo);
     Manifest {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::app::loader;
-use crate::bench::Plan;
+use crate::bench::BenchPlan;
 use crate::bench::gate::{GateOptions, GateReport};
 use crate::bench::paired::{Decision, GateSettings, GateSignal, GateVerdict};
 use crate::config::{Bench, BenchMode, Config, parse_duration};
@@ -109,7 +109,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The plan and options from the flags and the config; `Err` names what is wrong.
-fn prepare(args: &GateArgs) -> Result<(Plan, GateOptions), String> {
+fn prepare(args: &GateArgs) -> Result<(BenchPlan, GateOptions), String> {
     let (text, file) = match &args.config {
         Some(path) => (std::fs::read_to_string(path).map_err(|e| format!("cannot read config file: {e} ({})", path.display()))?, path.display().to_string()),
         None => (GATE_YAML.to_owned(), "built-in config/gate.yaml".to_owned()),
@@ -165,7 +165,7 @@ fn prepare(args: &GateArgs) -> Result<(Plan, GateOptions), String> {
 
 /// A gate run as a bench plan: one rate point, one repeat of `duration`; requests still running
 /// when the target's total timeout has passed after it are cancelled.
-fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -> Plan {
+fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -> BenchPlan {
     let longest = config.targets.iter().map(|t| t.timeouts.total).max().unwrap_or_default();
     let bench = Bench {
         mode: BenchMode::Rate,
@@ -182,7 +182,7 @@ fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -
         engine_metrics_url: None,
         matrix: None,
     };
-    Plan { config, bench, config_file: file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) }
+    BenchPlan { config, bench, config_file: file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) }
 }
 
 /// How a figure is printed.
