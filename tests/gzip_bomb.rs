@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::outcome::ErrorClass;
 use llmprobe::workload::Draw;

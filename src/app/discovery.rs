@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::release::Releases;
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::sink::{Event, Sinks};
 
 /// A failed discovery is retried this soon (or at `probe.discovery_interval`, if shorter).
@@ -14,7 +14,7 @@ const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
 
 /// Discovers a target's model and engine, and re-reads them so a release shows up.
 pub(super) async fn keep_discovering(target: Arc<TargetRuntime>, every: Duration, sinks: Sinks, releases: Arc<Releases>, stop: CancellationToken) {
-    let mut last: Option<crate::client::target::ServerIdentity> = None;
+    let mut last: Option<crate::client::ServerIdentity> = None;
     loop {
         let wait = match target.discover().await {
             Ok(found) => {

@@ -159,7 +159,7 @@ pub(super) fn launch(
         let calibration = Arc::new(Calibration::new(target.config.api));
         let (t, c, stop) = (target.clone(), calibration.clone(), shutdown.clone());
         loops.push(spawn_supervised("calibration", target.name.to_string(), health.clone(), move || {
-            crate::workload::tokenize::run(t.clone(), c.clone(), stop.clone())
+            crate::client::tokenize::run(t.clone(), c.clone(), stop.clone())
         }));
         per_target.push((endpoints, calibration));
     }
@@ -245,7 +245,7 @@ fn start_sources(
     health: Arc<Health>,
     stop: CancellationToken,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let client = crate::client::target::plain_client().context("building the sources' HTTP client")?;
+    let client = crate::client::plain_client().context("building the sources' HTTP client")?;
     let mut scrapers = Vec::new();
     for spec in &config.sources {
         let spec = spec.clone();

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicUsize;
 
 use anyhow::Context;
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::config::Config;
 use crate::sink::Exporters;
 use crate::source::SnapshotCache;

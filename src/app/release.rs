@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::ServerIdentity;
 use crate::client::secret::Secret;
-use crate::client::target::ServerIdentity;
 use crate::sink::{Event, Sinks};
 use crate::util::clock::unix_now;
 

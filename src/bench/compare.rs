@@ -56,7 +56,7 @@ impl Default for Thresholds {
 
 /// One compared figure at one point.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub struct ComparedFigure {
     pub load: f64,
     pub figure: String,
     pub base: Option<f64>,
@@ -71,19 +71,19 @@ pub struct Row {
 
 /// The comparison: rows and points present on one side only.
 #[derive(Debug, Clone)]
-pub struct Comparison {
-    pub rows: Vec<Row>,
+pub struct ResultComparison {
+    pub rows: Vec<ComparedFigure>,
     pub unmatched: Vec<String>,
 }
 
-impl Comparison {
+impl ResultComparison {
     pub fn regressed(&self) -> bool {
         self.rows.iter().any(|r| r.regression)
     }
 }
 
 /// Compares every load present in both results.
-pub fn compare(base: &ResultSet, new: &ResultSet, t: &Thresholds) -> Comparison {
+pub fn compare(base: &ResultSet, new: &ResultSet, t: &Thresholds) -> ResultComparison {
     let mut rows = Vec::new();
     let mut unmatched = Vec::new();
     let mut rng = StdRng::seed_from_u64(t.seed);
@@ -106,7 +106,7 @@ pub fn compare(base: &ResultSet, new: &ResultSet, t: &Thresholds) -> Comparison 
             unmatched.push(format!("load {} only in the new result", fmt(np.load)));
         }
     }
-    Comparison { rows, unmatched }
+    ResultComparison { rows, unmatched }
 }
 
 fn measured(records: &[Record], point: usize) -> Vec<&Record> {
@@ -153,8 +153,9 @@ fn bootstrap(base: &[f64], new: &[f64], t: &Thresholds, rng: &mut StdRng, stat: 
     (crate::util::stats::percentile(&reps, 0.025).unwrap_or(0.0), crate::util::stats::percentile(&reps, 0.975).unwrap_or(0.0))
 }
 
-fn latency_row(load: f64, figure: &str, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mut StdRng) -> Row {
-    let mut row = Row { load, figure: format!("{figure}_ms"), base: None, new: None, change: None, interval: None, regression: false, note: String::new() };
+fn latency_row(load: f64, figure: &str, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mut StdRng) -> ComparedFigure {
+    let mut row =
+        ComparedFigure { load, figure: format!("{figure}_ms"), base: None, new: None, change: None, interval: None, regression: false, note: String::new() };
     let (Some((mut bv, q)), Some((mut nv, _))) = (values(b, figure), values(n, figure)) else {
         row.note = "unknown figure (use ttft|tpot|itl|e2e _pNN)".into();
         return row;
@@ -177,7 +178,7 @@ fn latency_row(load: f64, figure: &str, b: &[&Record], n: &[&Record], t: &Thresh
 }
 
 /// Applies the absolute floor and the repeats' separation to a latency row the bootstrap flagged.
-fn separate(row: &mut Row, b: &PointSummary, n: &PointSummary, figure: &str, t: &Thresholds) {
+fn separate(row: &mut ComparedFigure, b: &PointSummary, n: &PointSummary, figure: &str, t: &Thresholds) {
     if !row.regression {
         return;
     }
@@ -198,10 +199,11 @@ fn separate(row: &mut Row, b: &PointSummary, n: &PointSummary, figure: &str, t: 
     }
 }
 
-fn goodput_row(load: f64, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mut StdRng) -> Row {
+fn goodput_row(load: f64, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mut StdRng) -> ComparedFigure {
     let flags = |rs: &[&Record]| rs.iter().map(|r| if r.is_goodput() { 1.0 } else { 0.0 }).collect::<Vec<f64>>();
     let (bv, nv) = (flags(b), flags(n));
-    let mut row = Row { load, figure: "goodput_ratio".into(), base: None, new: None, change: None, interval: None, regression: false, note: String::new() };
+    let mut row =
+        ComparedFigure { load, figure: "goodput_ratio".into(), base: None, new: None, change: None, interval: None, regression: false, note: String::new() };
     if bv.is_empty() || nv.is_empty() {
         row.note = "no requests on one side".into();
         return row;
@@ -219,9 +221,9 @@ fn goodput_row(load: f64, b: &[&Record], n: &[&Record], t: &Thresholds, rng: &mu
     row
 }
 
-fn throughput_row(b: &PointSummary, n: &PointSummary, t: &Thresholds) -> Row {
+fn throughput_row(b: &PointSummary, n: &PointSummary, t: &Thresholds) -> ComparedFigure {
     let figure = Figure::OutputTokenThroughput;
-    let mut row = Row {
+    let mut row = ComparedFigure {
         load: b.load,
         figure: figure.name().into(),
         base: b.median(figure),
@@ -260,7 +262,7 @@ fn verdict(regression: bool, beyond: bool, significant: bool) -> String {
 }
 
 /// The side-by-side table.
-pub fn table(c: &Comparison, t: &Thresholds) -> String {
+pub fn table(c: &ResultComparison, t: &Thresholds) -> String {
     let mut s = format!(
         "gate: latency +{:.0}% (and +{} ms) max, goodput ratio -{:.3} max, output throughput -{:.0}% max; bootstrap {} resamples, seed {}, 95% interval; repeats must separate\n",
         t.latency_increase * 100.0,

@@ -34,17 +34,17 @@ pub const TTFT_TOLERANCE_REL: f64 = 0.15;
 
 /// Cumulative engine counters at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Counters {
+pub struct AgreementCounters {
     pub ttft_sum_s: f64,
     pub ttft_count: f64,
     pub generation_tokens: f64,
 }
 
-impl Counters {
+impl AgreementCounters {
     /// The counters on a page; `None` when it lacks the vLLM names.
-    pub fn read(page: &Page) -> Option<Counters> {
+    pub fn read(page: &Page) -> Option<AgreementCounters> {
         let first = |names: &[&str], suffix: &str| names.iter().find_map(|n| page.sum(&format!("{n}{suffix}")));
-        Some(Counters { ttft_sum_s: first(TTFT, "_sum")?, ttft_count: first(TTFT, "_count")?, generation_tokens: first(GENERATION_TOKENS, "")? })
+        Some(AgreementCounters { ttft_sum_s: first(TTFT, "_sum")?, ttft_count: first(TTFT, "_count")?, generation_tokens: first(GENERATION_TOKENS, "")? })
     }
 }
 
@@ -56,21 +56,21 @@ pub struct Scraper {
 
 impl Scraper {
     pub fn new(url: String) -> anyhow::Result<Scraper> {
-        let client = crate::client::target::plain_client()?;
+        let client = crate::client::plain_client()?;
         Ok(Scraper { client, url })
     }
 
-    pub async fn read(&self) -> anyhow::Result<Counters> {
+    pub async fn read(&self) -> anyhow::Result<AgreementCounters> {
         let resp = self
             .client
             .get(&self.url)
             .timeout(std::time::Duration::from_secs(10))
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::client::target::error_chain(&e)))?;
+            .map_err(|e| anyhow::anyhow!("GET {}: {}", self.url, crate::client::error_chain(&e)))?;
         anyhow::ensure!(resp.status().is_success(), "GET {}: HTTP {}", self.url, resp.status());
         let text = resp.text().await.with_context(|| format!("reading {}", self.url))?;
-        Counters::read(&promtext::parse(&text))
+        AgreementCounters::read(&promtext::parse(&text))
             .with_context(|| format!("{}: no vllm:time_to_first_token_seconds_sum/_count and vllm:generation_tokens_total on the page", self.url))
     }
 }
@@ -84,8 +84,8 @@ pub struct Window {
     pub url: String,
     pub before_unix_s: f64,
     pub after_unix_s: f64,
-    pub before: Counters,
-    pub after: Counters,
+    pub before: AgreementCounters,
+    pub after: AgreementCounters,
 }
 
 /// Appends one window line.
@@ -168,13 +168,13 @@ mod tests {
             "vllm:time_to_first_token_seconds_sum{engine=\"0\"} 1.5\nvllm:time_to_first_token_seconds_sum{engine=\"1\"} 0.5\n\
              vllm:time_to_first_token_seconds_count{engine=\"0\"} 10\nvllm:generation_tokens_total{engine=\"0\"} 640\n",
         );
-        assert_eq!(Counters::read(&page), Some(Counters { ttft_sum_s: 2.0, ttft_count: 10.0, generation_tokens: 640.0 }));
-        assert_eq!(Counters::read(&promtext::parse("vllm:num_requests_running 1\n")), None);
+        assert_eq!(AgreementCounters::read(&page), Some(AgreementCounters { ttft_sum_s: 2.0, ttft_count: 10.0, generation_tokens: 640.0 }));
+        assert_eq!(AgreementCounters::read(&promtext::parse("vllm:num_requests_running 1\n")), None);
     }
 
     #[test]
     fn a_counter_reset_gives_no_agreement() {
-        let c = |s, n, t| Counters { ttft_sum_s: s, ttft_count: n, generation_tokens: t };
+        let c = |s, n, t| AgreementCounters { ttft_sum_s: s, ttft_count: n, generation_tokens: t };
         let w = Window {
             run_id: "r".into(),
             point: 0,

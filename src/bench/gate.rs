@@ -13,12 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::json::write_json;
 use super::manifest;
-use super::paired::{GateSettings, Looks, SignalResult, Verdict};
-use super::plan::Plan;
+use super::paired::{GateSettings, GateVerdict, Looks, SignalResult};
+use super::plan::BenchPlan;
 use super::records::{self, Epoch, Place, Record};
 use super::run::{discover, new_manifest, prepare_dir};
 use super::{report, summary};
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
 use crate::probe::arrival::{self, stream_seed};
 use crate::replicas::Endpoints;
@@ -65,7 +65,7 @@ pub struct GateOptions {
 /// What a run found.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateReport {
-    pub verdict: Verdict,
+    pub verdict: GateVerdict,
     pub baseline_url: String,
     pub candidate_url: String,
     pub rate_per_s: f64,
@@ -94,7 +94,7 @@ pub fn prepare_output(output: &Path) -> anyhow::Result<[PathBuf; 2]> {
 }
 
 /// Runs the gate and writes its results under `opts.output`.
-pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> {
+pub async fn run(plan: &BenchPlan, opts: &GateOptions) -> anyhow::Result<GateReport> {
     let dirs = prepare_output(&opts.output)?;
     let target_cfg = plan.target(opts.target.as_deref())?;
     let sides = [(Side::Baseline, &opts.baseline_url), (Side::Candidate, &opts.candidate_url)];
@@ -120,7 +120,7 @@ pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> 
 
     // Prompt lengths follow the baseline's tokenizer; both sides get the same prompts.
     let calibration = Arc::new(Calibration::new(target_cfg.api));
-    if let Err(e) = crate::workload::tokenize::calibrate_with_tokenize(&runtimes[0], &calibration).await {
+    if let Err(e) = crate::client::tokenize::calibrate_with_tokenize(&runtimes[0], &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
     let mut mix = Mix::new(&plan.config.scenarios, stream_seed(seed, "gate"), &calibration);
@@ -157,7 +157,7 @@ pub async fn run(plan: &Plan, opts: &GateOptions) -> anyhow::Result<GateReport> 
             let (b, c) = sink.peek(split);
             let verdict = looks.look(&b, &c, false);
             eprintln!("{}", progress_line(&looks, begin.elapsed().as_secs_f64()));
-            if matches!(verdict, Verdict::Regressed | Verdict::Passed) {
+            if matches!(verdict, GateVerdict::Regressed | GateVerdict::Passed) {
                 stop.cancel();
                 return Some(begin.elapsed().as_secs_f64());
             }
@@ -234,7 +234,7 @@ fn progress_line(looks: &Looks, elapsed_s: f64) -> String {
     for r in &looks.results {
         let est = match (r.signal, r.estimate) {
             (_, None) => "-".to_owned(),
-            (super::paired::Signal::Goodput | super::paired::Signal::Checks, Some(v)) => format!("{:+.1}pt", v * 100.0),
+            (super::paired::GateSignal::Goodput | super::paired::GateSignal::Checks, Some(v)) => format!("{:+.1}pt", v * 100.0),
             (_, Some(v)) => format!("{v:.2}x"),
         };
         s.push_str(&format!(" {} {est} {} ({} pairs);", r.signal.as_str(), r.decision.as_str(), r.pairs));

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::plan::Plan;
+use super::plan::BenchPlan;
 use crate::config::LengthSpec;
 
 /// One planned run.
@@ -24,11 +24,11 @@ pub struct Run {
     /// SHA-256 over the config file's hash and this run's overrides.
     pub run_sha256: String,
     #[serde(skip)]
-    pub plan: Plan,
+    pub plan: BenchPlan,
 }
 
 /// The runs of a plan: the matrix's cells, or the one sweep when there is no matrix.
-pub fn expand(plan: &Plan) -> Vec<Run> {
+pub fn expand(plan: &BenchPlan) -> Vec<Run> {
     let b = &plan.bench;
     let Some(m) = &b.matrix else { return vec![run(plan, "sweep", b.points.clone(), None, None)] };
     let points = if m.points.is_empty() { b.points.clone() } else { m.points.clone() };
@@ -44,7 +44,7 @@ pub fn expand(plan: &Plan) -> Vec<Run> {
     runs
 }
 
-fn run(plan: &Plan, name: &str, points: Vec<f64>, input: Option<u32>, output: Option<u32>) -> Run {
+fn run(plan: &BenchPlan, name: &str, points: Vec<f64>, input: Option<u32>, output: Option<u32>) -> Run {
     let mut p = plan.clone();
     p.bench.points = points.clone();
     p.bench.matrix = None;

@@ -34,6 +34,6 @@ pub mod summary;
 pub mod svg;
 
 pub use json::{read_json, write_json};
-pub use plan::Plan;
+pub use plan::BenchPlan;
 pub use run::{BenchOptions, run, run_sharded};
 pub use summarize::summarize;

@@ -49,8 +49,8 @@ pub struct GateSettings {
 
 impl GateSettings {
     /// The signals this gate judges.
-    pub fn signals(&self) -> Vec<Signal> {
-        Signal::ALL.into_iter().filter(|s| *s != Signal::Checks || !self.checked_scenarios.is_empty()).collect()
+    pub fn signals(&self) -> Vec<GateSignal> {
+        GateSignal::ALL.into_iter().filter(|s| *s != GateSignal::Checks || !self.checked_scenarios.is_empty()).collect()
     }
 
     /// One-sided level of each test at each look.
@@ -86,7 +86,7 @@ impl GateSettings {
 /// What is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Signal {
+pub enum GateSignal {
     Ttft,
     Tpot,
     E2e,
@@ -94,25 +94,25 @@ pub enum Signal {
     Checks,
 }
 
-impl Signal {
-    pub const ALL: [Signal; 5] = [Signal::Ttft, Signal::Tpot, Signal::E2e, Signal::Goodput, Signal::Checks];
+impl GateSignal {
+    pub const ALL: [GateSignal; 5] = [GateSignal::Ttft, GateSignal::Tpot, GateSignal::E2e, GateSignal::Goodput, GateSignal::Checks];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Signal::Ttft => "ttft",
-            Signal::Tpot => "tpot",
-            Signal::E2e => "e2e",
-            Signal::Goodput => "goodput",
-            Signal::Checks => "checks",
+            GateSignal::Ttft => "ttft",
+            GateSignal::Tpot => "tpot",
+            GateSignal::E2e => "e2e",
+            GateSignal::Goodput => "goodput",
+            GateSignal::Checks => "checks",
         }
     }
 
     fn latency(self, r: &Record) -> Option<f64> {
         match self {
-            Signal::Ttft => r.ttft_ms,
-            Signal::Tpot => r.tpot_ms,
-            Signal::E2e => r.e2e_ms,
-            Signal::Goodput | Signal::Checks => None,
+            GateSignal::Ttft => r.ttft_ms,
+            GateSignal::Tpot => r.tpot_ms,
+            GateSignal::E2e => r.e2e_ms,
+            GateSignal::Goodput | GateSignal::Checks => None,
         }
         .filter(|v| v.is_finite() && *v > 0.0)
     }
@@ -143,7 +143,7 @@ impl Decision {
 /// One signal at one look.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SignalResult {
-    pub signal: Signal,
+    pub signal: GateSignal,
     /// Pairs and time blocks used.
     pub pairs: usize,
     pub blocks: usize,
@@ -166,33 +166,33 @@ pub struct SignalResult {
 /// The gate's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum GateVerdict {
     Regressed,
     Passed,
     Undecided,
     Inconclusive,
 }
 
-impl Verdict {
+impl GateVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Regressed => "regressed",
-            Verdict::Passed => "passed",
-            Verdict::Undecided => "undecided",
-            Verdict::Inconclusive => "inconclusive",
+            GateVerdict::Regressed => "regressed",
+            GateVerdict::Passed => "passed",
+            GateVerdict::Undecided => "undecided",
+            GateVerdict::Inconclusive => "inconclusive",
         }
     }
 
     /// Regressed if any signal regressed, passed if every signal passed.
-    pub fn of(results: &[SignalResult]) -> Verdict {
+    pub fn of(results: &[SignalResult]) -> GateVerdict {
         if results.iter().any(|r| r.decision == Decision::Regressed) {
-            Verdict::Regressed
+            GateVerdict::Regressed
         } else if !results.is_empty() && results.iter().all(|r| r.decision == Decision::Passed) {
-            Verdict::Passed
+            GateVerdict::Passed
         } else if results.iter().any(|r| r.decision == Decision::Undecided) {
-            Verdict::Undecided
+            GateVerdict::Undecided
         } else {
-            Verdict::Inconclusive
+            GateVerdict::Inconclusive
         }
     }
 }
@@ -229,7 +229,7 @@ pub fn judge(pairs: &[Pair], settings: &GateSettings) -> Vec<SignalResult> {
     settings.signals().into_iter().map(|s| judge_signal(s, pairs, settings)).collect()
 }
 
-fn judge_signal(signal: Signal, pairs: &[Pair], s: &GateSettings) -> SignalResult {
+fn judge_signal(signal: GateSignal, pairs: &[Pair], s: &GateSettings) -> SignalResult {
     let alpha = s.alpha_per_test();
     let mut r = SignalResult {
         signal,
@@ -245,7 +245,7 @@ fn judge_signal(signal: Signal, pairs: &[Pair], s: &GateSettings) -> SignalResul
         note: String::new(),
     };
     match signal {
-        Signal::Ttft | Signal::Tpot | Signal::E2e => {
+        GateSignal::Ttft | GateSignal::Tpot | GateSignal::E2e => {
             let both: Vec<(f64, f64, f64)> = pairs.iter().filter_map(|p| Some((p.at_s, signal.latency(p.baseline)?, signal.latency(p.candidate)?))).collect();
             r.pairs = both.len();
             r.baseline = median(both.iter().map(|x| x.1).collect());
@@ -273,9 +273,9 @@ fn judge_signal(signal: Signal, pairs: &[Pair], s: &GateSettings) -> SignalResul
                 r.note = format!("interval spans {}x or {}x", s.latency_tolerance, s.latency_effect);
             }
         }
-        Signal::Goodput | Signal::Checks => {
+        GateSignal::Goodput | GateSignal::Checks => {
             // (time, baseline bad, candidate bad)
-            let flags: Vec<(f64, bool, bool)> = if signal == Signal::Goodput {
+            let flags: Vec<(f64, bool, bool)> = if signal == GateSignal::Goodput {
                 pairs.iter().map(|p| (p.at_s, !p.baseline.is_goodput(), !p.candidate.is_goodput())).collect()
             } else {
                 pairs
@@ -309,7 +309,7 @@ fn binary(r: &mut SignalResult, flags: &[(f64, bool, bool)], s: &GateSettings, a
     let p = if worse + better == 0 { 1.0 } else { binomial_sf(worse as f64, (worse + better) as f64, 0.5) };
     r.p_value = Some(p);
     // Shown as goodput (good fractions) or failing fractions; judged as "bad rose by".
-    let goodput = r.signal == Signal::Goodput;
+    let goodput = r.signal == GateSignal::Goodput;
     let shown = |bad: f64| if goodput { 1.0 - bad } else { bad };
     r.baseline = Some(shown(base_bad));
     r.candidate = Some(shown(cand_bad));
@@ -398,7 +398,7 @@ impl Looks {
 
     /// One look at everything recorded so far; a signal decided before keeps its decision (and
     /// the figures it was decided on). `last`: what is still undecided becomes inconclusive.
-    pub fn look(&mut self, baseline: &[Record], candidate: &[Record], last: bool) -> Verdict {
+    pub fn look(&mut self, baseline: &[Record], candidate: &[Record], last: bool) -> GateVerdict {
         self.done += 1;
         let fresh = judge(&pairs(baseline, candidate), &self.settings);
         let before = std::mem::take(&mut self.results);
@@ -419,8 +419,8 @@ impl Looks {
         self.verdict()
     }
 
-    pub fn verdict(&self) -> Verdict {
-        Verdict::of(&self.results)
+    pub fn verdict(&self) -> GateVerdict {
+        GateVerdict::of(&self.results)
     }
 
     /// The run stopped at a decided verdict: what was still undecided is inconclusive, `why`.
@@ -493,7 +493,7 @@ mod tests {
         (b, c)
     }
 
-    fn decision(results: &[SignalResult], s: Signal) -> Decision {
+    fn decision(results: &[SignalResult], s: GateSignal) -> Decision {
         results.iter().find(|r| r.signal == s).unwrap().decision
     }
 
@@ -502,15 +502,15 @@ mod tests {
         let s = settings();
         let (b, c) = sides(1, 400, 1.25, 0.0);
         let res = judge(&pairs(&b, &c), &s);
-        assert_eq!(decision(&res, Signal::Ttft), Decision::Regressed, "{res:#?}");
-        let ttft = res.iter().find(|r| r.signal == Signal::Ttft).unwrap();
+        assert_eq!(decision(&res, GateSignal::Ttft), Decision::Regressed, "{res:#?}");
+        let ttft = res.iter().find(|r| r.signal == GateSignal::Ttft).unwrap();
         let (lo, hi) = ttft.interval.unwrap();
         assert!(lo < 1.25 && 1.25 < hi, "{lo} {hi}");
-        assert_eq!(Verdict::of(&res), Verdict::Regressed);
+        assert_eq!(GateVerdict::of(&res), GateVerdict::Regressed);
 
         let (b, c) = sides(2, 400, 1.0, 0.0);
         let res = judge(&pairs(&b, &c), &s);
-        assert_eq!(Verdict::of(&res), Verdict::Passed, "{res:#?}");
+        assert_eq!(GateVerdict::of(&res), GateVerdict::Passed, "{res:#?}");
     }
 
     #[test]
@@ -520,7 +520,7 @@ mod tests {
         let false_alarms = (0..200)
             .filter(|seed| {
                 let (b, c) = sides(100 + seed, 200, 1.0, 0.0);
-                Verdict::of(&judge(&pairs(&b, &c), &s)) == Verdict::Regressed
+                GateVerdict::of(&judge(&pairs(&b, &c), &s)) == GateVerdict::Regressed
             })
             .count();
         assert!(false_alarms <= 10, "{false_alarms} of 200");
@@ -531,9 +531,9 @@ mod tests {
         let s = settings();
         let (b, c) = sides(3, 400, 1.0, 0.3);
         let res = judge(&pairs(&b, &c), &s);
-        assert_eq!(decision(&res, Signal::Checks), Decision::Regressed, "{res:#?}");
-        assert_eq!(decision(&res, Signal::Goodput), Decision::Regressed, "{res:#?}");
-        let checks = res.iter().find(|r| r.signal == Signal::Checks).unwrap();
+        assert_eq!(decision(&res, GateSignal::Checks), Decision::Regressed, "{res:#?}");
+        assert_eq!(decision(&res, GateSignal::Goodput), Decision::Regressed, "{res:#?}");
+        let checks = res.iter().find(|r| r.signal == GateSignal::Checks).unwrap();
         assert!(checks.p_value.unwrap() < 1e-10 && checks.estimate.unwrap() > 0.2, "{checks:?}");
     }
 
@@ -546,20 +546,20 @@ mod tests {
         // 40 pairs, none bad: the exact bound (about 11%) cannot rule out a 2-point drop.
         let (b, c) = sides(5, 40, 1.0, 0.0);
         let res = judge(&pairs(&b, &c), &s);
-        assert_eq!(decision(&res, Signal::Goodput), Decision::Undecided, "{res:#?}");
+        assert_eq!(decision(&res, GateSignal::Goodput), Decision::Undecided, "{res:#?}");
     }
 
     #[test]
     fn decisions_latch_and_the_last_look_closes_the_rest() {
         let mut looks = Looks::new(GateSettings { looks: 3, ..settings() });
         let (b, c) = sides(6, 400, 1.25, 0.0);
-        assert_eq!(looks.look(&b[..30], &c[..30], false), Verdict::Undecided);
-        assert_eq!(looks.look(&b, &c, false), Verdict::Regressed);
-        let at = looks.results.iter().find(|r| r.signal == Signal::Ttft).unwrap().decided_at_look;
+        assert_eq!(looks.look(&b[..30], &c[..30], false), GateVerdict::Undecided);
+        assert_eq!(looks.look(&b, &c, false), GateVerdict::Regressed);
+        let at = looks.results.iter().find(|r| r.signal == GateSignal::Ttft).unwrap().decided_at_look;
         assert_eq!(at, Some(2));
         // A later look on equal data cannot undo it.
         let (b2, c2) = sides(7, 400, 1.0, 0.0);
-        assert_eq!(looks.look(&b2, &c2, true), Verdict::Regressed);
+        assert_eq!(looks.look(&b2, &c2, true), GateVerdict::Regressed);
         assert!(looks.exhausted());
     }
 

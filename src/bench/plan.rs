@@ -6,18 +6,18 @@ use crate::config::{Bench, Config, Target};
 
 /// A loaded bench config: the validated config, its `bench:` section and the file's hash.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct BenchPlan {
     pub config: Config,
     pub bench: Bench,
     pub config_file: String,
     pub config_sha256: String,
 }
 
-impl Plan {
+impl BenchPlan {
     /// From a validated config and the exact file text it came from.
-    pub fn new(config: Config, config_file: &str, text: &str) -> anyhow::Result<Plan> {
+    pub fn new(config: Config, config_file: &str, text: &str) -> anyhow::Result<BenchPlan> {
         let bench = config.bench.clone().with_context(|| format!("{config_file} has no bench: section (see config/README.md, \"bench\")"))?;
-        Ok(Plan { config, bench, config_file: config_file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) })
+        Ok(BenchPlan { config, bench, config_file: config_file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) })
     }
 
     /// The one target of a bench run: `--target NAME`, or the only one in the file.

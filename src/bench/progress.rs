@@ -30,7 +30,7 @@ impl Progress {
     }
 
     /// A warm-up or repeat starts: a bar on a terminal, a log line every `LOG_EVERY` otherwise.
-    pub fn phase(&self, point: usize, load: f64, repeat: Option<u32>, goal: PhaseGoal, quiet: bool) -> Phase {
+    pub fn phase(&self, point: usize, load: f64, repeat: Option<u32>, goal: PhaseGoal, quiet: bool) -> PhaseProgress {
         let done = Arc::new(AtomicU64::new(0));
         let what = match repeat {
             None => "warm-up".to_owned(),
@@ -55,10 +55,10 @@ impl Progress {
                     b.set_message(text);
                 }
             });
-            return Phase { done, bar: Some(bar), ticker: Some(ticker) };
+            return PhaseProgress { done, bar: Some(bar), ticker: Some(ticker) };
         }
         if quiet {
-            return Phase { done, bar: None, ticker: None };
+            return PhaseProgress { done, bar: None, ticker: None };
         }
         let d = done.clone();
         let ticker = tokio::spawn(async move {
@@ -69,7 +69,7 @@ impl Progress {
                 tracing::info!("{head} | {text}");
             }
         });
-        Phase { done, bar: None, ticker: Some(ticker) }
+        PhaseProgress { done, bar: None, ticker: Some(ticker) }
     }
 
     /// A repeat finished.
@@ -148,13 +148,13 @@ pub fn clock(s: f64) -> String {
 
 /// A running warm-up or repeat: count its requests with `done`; the bar or log ticker stops when
 /// it is dropped.
-pub struct Phase {
+pub struct PhaseProgress {
     pub done: Arc<AtomicU64>,
     bar: Option<indicatif::ProgressBar>,
     ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Drop for Phase {
+impl Drop for PhaseProgress {
     fn drop(&mut self) {
         if let Some(t) = self.ticker.take() {
             t.abort();

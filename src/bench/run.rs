@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::json::write_json;
 use super::manifest::{self, Manifest, SideSampleFile, SloManifest, TargetManifest};
-use super::plan::Plan;
+use super::plan::BenchPlan;
 use super::records::{self, Epoch, Place, Record};
 use super::side::{self, SideSource};
 use super::summary::{self, SummaryFile};
 use super::{engine, progress, report, shard};
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::config::{ArrivalKind, ArrivalSpec, Bench, BenchMode, Target};
 use crate::pipeline::scheduler::{self, Pacing, StopRule, StoppedBy, Stream};
 use crate::probe::arrival::{self, stream_seed};
@@ -37,13 +37,13 @@ pub struct BenchOptions {
 }
 
 /// Runs the sweep, writes the result directory, and returns its summary.
-pub async fn run(plan: &Plan, opts: &BenchOptions) -> anyhow::Result<SummaryFile> {
+pub async fn run(plan: &BenchPlan, opts: &BenchOptions) -> anyhow::Result<SummaryFile> {
     run_sharded(plan, opts, &shard::Sharding::default()).await
 }
 
 /// As [`run`], as one shard of a run split over several load generators (`bench --shard I/N`),
 /// or with a given run ID and start time.
-pub async fn run_sharded(plan: &Plan, opts: &BenchOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
+pub async fn run_sharded(plan: &BenchPlan, opts: &BenchOptions, sharding: &shard::Sharding) -> anyhow::Result<SummaryFile> {
     shard::check(plan, sharding)?;
     if let Some(at) = sharding.start_at_unix_s {
         let late = unix_now() - at;
@@ -117,7 +117,7 @@ pub async fn run_sharded(plan: &Plan, opts: &BenchOptions, sharding: &shard::Sha
 /// Every point: warm-up, then the repeats; records appended to the file as each ends.
 #[allow(clippy::too_many_arguments)]
 async fn sweep(
-    plan: &Plan,
+    plan: &BenchPlan,
     target: &Arc<TargetRuntime>,
     run_id: &str,
     seed: u64,
@@ -135,7 +135,7 @@ async fn sweep(
     let progress = progress::Progress::new(b.points.len(), b.repeats, quiet);
     // Prompt lengths follow the server's tokenizer: fit once with /tokenize before any load.
     let calibration = Arc::new(Calibration::new(target.config.api));
-    if let Err(e) = crate::workload::tokenize::calibrate_with_tokenize(target, &calibration).await {
+    if let Err(e) = crate::client::tokenize::calibrate_with_tokenize(target, &calibration).await {
         tracing::info!("prompt length not calibrated with /tokenize ({e}); using the default estimate");
     }
     for (point, &configured) in b.points.iter().enumerate() {
@@ -233,7 +233,7 @@ async fn engine_scraper(b: &Bench, t: &Target) -> anyhow::Result<Option<engine::
     }
 }
 
-async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::Counters)> {
+async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::AgreementCounters)> {
     match s.read().await {
         Ok(c) => Some((unix_now(), c)),
         Err(e) => {
@@ -246,7 +246,7 @@ async fn read_counters(s: &engine::Scraper, tag: &str) -> Option<(f64, engine::C
 /// Counters after a repeat. The engine may record a request's figures a moment after its last
 /// byte left, so the page is re-read (up to ~1 s) until it has counted every first token the
 /// prober saw.
-async fn settled_counters(s: &engine::Scraper, before: &engine::Counters, first_tokens: f64, tag: &str) -> Option<(f64, engine::Counters)> {
+async fn settled_counters(s: &engine::Scraper, before: &engine::AgreementCounters, first_tokens: f64, tag: &str) -> Option<(f64, engine::AgreementCounters)> {
     let mut last = None;
     for _ in 0..10 {
         last = read_counters(s, tag).await;
@@ -290,7 +290,7 @@ fn slo_manifest(slo: &crate::config::Slo) -> SloManifest {
     SloManifest { ttft_ms: ms(slo.ttft), tpot_ms: ms(slo.tpot), e2e_ms: ms(slo.e2e), objective: slo.objective }
 }
 
-pub(super) fn new_manifest(plan: &Plan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
+pub(super) fn new_manifest(plan: &BenchPlan, t: &Target, run_id: &str, seed: u64, epoch: &Epoch) -> Manifest {
     let b = &plan.bench;
     let target_slo = plan.config.slo.overridden(&t.slo);
     Manifest {

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::manifest::Manifest;
-use super::plan::Plan;
+use super::plan::BenchPlan;
 use super::summary::SummaryFile;
 use crate::config::{ArrivalKind, Bench, BenchMode};
 
@@ -71,7 +71,7 @@ pub fn superposition(b: &Bench, n: u32) -> String {
 }
 
 /// Checks a sharded run's options against the plan before anything is sent.
-pub fn check(plan: &Plan, s: &Sharding) -> anyhow::Result<()> {
+pub fn check(plan: &BenchPlan, s: &Sharding) -> anyhow::Result<()> {
     let Some(shard) = s.shard else { return Ok(()) };
     let b = &plan.bench;
     anyhow::ensure!(

@@ -121,7 +121,7 @@ impl SideSource for TelemetrySource {
 /// The side sources for one target: every `sources:` entry for it (or for all targets), and the
 /// agreement check's engine page as `engine` when no engine source is configured.
 pub fn telemetry(specs: &[SourceSpec], target: &Target, engine_url: Option<&str>) -> anyhow::Result<Vec<Box<dyn SideSource>>> {
-    let client = crate::client::target::plain_client()?;
+    let client = crate::client::plain_client()?;
     let mut out: Vec<Box<dyn SideSource>> = Vec::new();
     let mine = specs.iter().filter(|s| s.target.as_deref().is_none_or(|t| t == target.name));
     for spec in mine {

@@ -316,6 +316,15 @@ fn build_client(config: &Target, user_agent: &'static str, pool_idle: Duration) 
     Ok(b.build()?)
 }
 
+/// The project's user agent on every request it makes.
+pub const USER_AGENT: &str = concat!("llmprobe/", env!("CARGO_PKG_VERSION"));
+
+/// A client for pages that are not a target's API (engine and GPU sources): no redirects, so
+/// a request never goes to a host the config did not name.
+pub fn plain_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().user_agent(USER_AGENT).redirect(reqwest::redirect::Policy::none()).build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

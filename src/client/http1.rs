@@ -711,7 +711,7 @@ pub enum Chunked {
 
 /// What one [`TransferDecoder::decode`] step took from its input.
 #[derive(Debug, PartialEq)]
-pub struct Step {
+pub struct DecodeStep {
     /// Input bytes consumed.
     pub used: usize,
     /// Body data within the input (always inside the consumed bytes).
@@ -731,17 +731,17 @@ impl TransferDecoder {
     /// Takes framing bytes from `input` up to the next body data, and that data as far as it
     /// is in `input`. Never panics on any input; a framing error is the reason the body broke
     /// off.
-    pub fn decode(&mut self, input: &[u8]) -> Result<Step, String> {
+    pub fn decode(&mut self, input: &[u8]) -> Result<DecodeStep, String> {
         match self {
-            TransferDecoder::Done => Ok(Step { used: 0, data: None }),
-            TransferDecoder::ToEnd => Ok(Step { used: input.len(), data: (!input.is_empty()).then_some(0..input.len()) }),
+            TransferDecoder::Done => Ok(DecodeStep { used: 0, data: None }),
+            TransferDecoder::ToEnd => Ok(DecodeStep { used: input.len(), data: (!input.is_empty()).then_some(0..input.len()) }),
             TransferDecoder::Length(left) => {
                 let n = (*left).min(input.len() as u64) as usize;
                 *left -= n as u64;
                 if *left == 0 {
                     *self = TransferDecoder::Done;
                 }
-                Ok(Step { used: n, data: (n > 0).then_some(0..n) })
+                Ok(DecodeStep { used: n, data: (n > 0).then_some(0..n) })
             }
             TransferDecoder::Chunked(state) => {
                 let (step, end) = decode_chunked(state, input)?;
@@ -755,7 +755,7 @@ impl TransferDecoder {
 }
 
 /// [`TransferDecoder::decode`] for a chunked body; `true` once its end is taken.
-fn decode_chunked(state: &mut Chunked, input: &[u8]) -> Result<(Step, bool), String> {
+fn decode_chunked(state: &mut Chunked, input: &[u8]) -> Result<(DecodeStep, bool), String> {
     let mut i = 0;
     while i < input.len() {
         if let Chunked::Data(left) = state {
@@ -764,15 +764,15 @@ fn decode_chunked(state: &mut Chunked, input: &[u8]) -> Result<(Step, bool), Str
             if *left == 0 {
                 *state = Chunked::DataCr;
             }
-            return Ok((Step { used: i + n, data: Some(i..i + n) }, false));
+            return Ok((DecodeStep { used: i + n, data: Some(i..i + n) }, false));
         }
         let b = input[i];
         i += 1;
         if chunk_byte(state, b)? {
-            return Ok((Step { used: i, data: None }, true));
+            return Ok((DecodeStep { used: i, data: None }, true));
         }
     }
-    Ok((Step { used: i, data: None }, false))
+    Ok((DecodeStep { used: i, data: None }, false))
 }
 
 /// One framing byte of a chunked body; `true` at the end of the body.
@@ -872,7 +872,7 @@ mod tests {
         let (data, done) = decode_all(TransferDecoder::Length(5), &[b"hel", b"lo"]).unwrap();
         assert_eq!((data.as_slice(), done), (&b"hello"[..], true));
         let mut d = TransferDecoder::Length(2);
-        assert_eq!(d.decode(b"abcd").unwrap(), Step { used: 2, data: Some(0..2) });
+        assert_eq!(d.decode(b"abcd").unwrap(), DecodeStep { used: 2, data: Some(0..2) });
         assert!(d.is_done());
     }
 

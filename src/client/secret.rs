@@ -170,11 +170,11 @@ mod tests {
 
         let mut target = crate::config::Target::new("t", "http://127.0.0.1:1", crate::config::ProtocolKind::OpenaiChat).unwrap();
         target.headers_from = vec![("X-Token".into(), SecretRef::File(missing.clone()))];
-        let text = format!("{:#}", crate::client::target::TargetRuntime::new(target.clone()).err().unwrap());
+        let text = format!("{:#}", crate::client::TargetRuntime::new(target.clone()).err().unwrap());
         assert!(text.starts_with("target t: headers_from.X-Token: cannot read ") && text.matches("os error 2").count() == 1, "{text}");
         target.headers_from.clear();
         target.api_key = Some(SecretRef::File(missing));
-        let text = format!("{:#}", crate::client::target::TargetRuntime::new(target).err().unwrap());
+        let text = format!("{:#}", crate::client::TargetRuntime::new(target).err().unwrap());
         assert!(text.starts_with("target t: api_key_file: cannot read ") && text.matches("os error 2").count() == 1, "{text}");
     }
 

@@ -7,12 +7,12 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
+use crate::client::tokenize::calibrate_with_tokenize;
 use crate::config::{LengthSpec, Scenario, Slo, SloTable, Target};
 use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
 use crate::replicas::Endpoints;
 use crate::sink::Collect;
-use crate::workload::tokenize::calibrate_with_tokenize;
 use crate::workload::{Calibration, Mix, Sampler};
 
 /// Accuracy has no latency objective: only the token counts matter.
@@ -20,7 +20,7 @@ const NO_SLO: Slo = Slo { ttft: None, tpot: None, e2e: None, objective: 0.99 };
 
 /// Figures for one requested length.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row {
+pub struct LengthFigures {
     pub requested: u32,
     /// Server prompt counts, in send order (the first `warmup` are before warm-up ends).
     pub prompt_tokens: Vec<u64>,
@@ -29,7 +29,7 @@ pub struct Row {
     pub failures: Vec<String>,
 }
 
-impl Row {
+impl LengthFigures {
     /// Largest |usage − requested| after the warm-up probes.
     pub fn max_abs_error(&self, warmup: usize) -> Option<u64> {
         self.prompt_tokens.iter().skip(warmup).map(|&p| p.abs_diff(self.requested as u64)).max()
@@ -46,7 +46,7 @@ impl Row {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub calibration: String,
-    pub rows: Vec<Row>,
+    pub rows: Vec<LengthFigures>,
     pub warmup: usize,
 }
 
@@ -79,7 +79,7 @@ pub async fn check(target: Target, lengths: &[u32], output: u32, probes: usize, 
         }));
         let stop = StopRule { requests: Some(probes as u64), ..StopRule::default() };
         scheduler::drive(vec![stream], stop, vec![seen.clone()], SloTable::uniform(NO_SLO)).await?;
-        let mut row = Row { requested, prompt_tokens: vec![], output_requested: output, output_tokens: vec![], failures: vec![] };
+        let mut row = LengthFigures { requested, prompt_tokens: vec![], output_requested: output, output_tokens: vec![], failures: vec![] };
         for result in seen.take() {
             match result {
                 Ok((prompt, completion)) => {

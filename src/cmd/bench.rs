@@ -10,7 +10,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::loader;
-use crate::bench::{BenchOptions, Plan};
+use crate::bench::{BenchOptions, BenchPlan};
 
 /// `llmprobe bench` flags.
 #[derive(Debug, Args)]
@@ -50,7 +50,7 @@ pub struct BenchArgs {
 }
 
 /// Loads a config for a bench command; `Err(code)` after printing the problems.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan, ExitCode> {
+pub fn load_plan(path: &std::path::Path) -> Result<BenchPlan, ExitCode> {
     let file = path.display().to_string();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -69,7 +69,7 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, ExitCode> {
     for w in &cfg.warnings {
         eprintln!("warning: {}", w.display_in(&file));
     }
-    Plan::new(cfg, &file, &text).map_err(|e| {
+    BenchPlan::new(cfg, &file, &text).map_err(|e| {
         eprintln!("{e:#}");
         ExitCode::from(crate::EXIT_CONFIG)
     })
@@ -137,7 +137,7 @@ async fn run_all(runs: &[crate::bench::matrix::Run], matrix: bool, opts: &BenchO
 type MockTask = tokio::task::JoinHandle<std::io::Result<()>>;
 
 /// Starts the built-in mock engine on the target's address (`bench.mock: true`).
-async fn start_mock(plan: &Plan, target: Option<&str>, profile: &str) -> anyhow::Result<(CancellationToken, MockTask)> {
+async fn start_mock(plan: &BenchPlan, target: Option<&str>, profile: &str) -> anyhow::Result<(CancellationToken, MockTask)> {
     let t = plan.target(target)?;
     let addr = super::demo::mock_address(&t.base_url).context("bench.mock: true needs a target base_url of the form http://IP:port")?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the mock engine to {addr}"))?;

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::config::DetectSettings;
-use crate::detect::sim::{self, ColdCache, Load, LoadReading, PlanParams, Ramp, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
+use crate::detect::sim::{self, ColdCache, LoadOffset, LoadReading, PlanParams, Ramp, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
 
 #[derive(Debug, Subcommand)]
 pub enum DetectCommand {
@@ -353,7 +353,7 @@ pub fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) ->
     p.drift = pick(a.drift, d.drift.as_ref().and_then(|k| k.amplitude), p.drift);
     p.drift_period_s = pick(a.drift_period_h, d.drift.as_ref().and_then(|k| k.period_h), 24.0) * 3600.0;
     let load = d.load.as_ref();
-    p.load = Load {
+    p.load = LoadOffset {
         sd: pick(a.load_sd, load.and_then(|k| k.sd), 0.0),
         tau_s: pick(a.load_tau_min, load.and_then(|k| k.tau_min), 5.0) * 60.0,
         tpot_share: pick(a.tpot_load_share, load.and_then(|k| k.tpot_share), 0.5),

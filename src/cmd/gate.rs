@@ -9,9 +9,9 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::app::loader;
-use crate::bench::Plan;
+use crate::bench::BenchPlan;
 use crate::bench::gate::{GateOptions, GateReport};
-use crate::bench::paired::{Decision, GateSettings, Signal, Verdict};
+use crate::bench::paired::{Decision, GateSettings, GateSignal, GateVerdict};
 use crate::config::{Bench, BenchMode, Config, parse_duration};
 
 /// The built-in workload without `--config`.
@@ -102,14 +102,14 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         print!("{}", table(&report));
     }
     Ok(match report.verdict {
-        Verdict::Passed => ExitCode::SUCCESS,
-        Verdict::Regressed => ExitCode::FAILURE,
-        Verdict::Undecided | Verdict::Inconclusive => ExitCode::from(EXIT_INCONCLUSIVE),
+        GateVerdict::Passed => ExitCode::SUCCESS,
+        GateVerdict::Regressed => ExitCode::FAILURE,
+        GateVerdict::Undecided | GateVerdict::Inconclusive => ExitCode::from(EXIT_INCONCLUSIVE),
     })
 }
 
 /// The plan and options from the flags and the config; `Err` names what is wrong.
-fn prepare(args: &GateArgs) -> Result<(Plan, GateOptions), String> {
+fn prepare(args: &GateArgs) -> Result<(BenchPlan, GateOptions), String> {
     let (text, file) = match &args.config {
         Some(path) => (std::fs::read_to_string(path).map_err(|e| format!("cannot read config file: {e} ({})", path.display()))?, path.display().to_string()),
         None => (GATE_YAML.to_owned(), "built-in config/gate.yaml".to_owned()),
@@ -165,7 +165,7 @@ fn prepare(args: &GateArgs) -> Result<(Plan, GateOptions), String> {
 
 /// A gate run as a bench plan: one rate point, one repeat of `duration`; requests still running
 /// when the target's total timeout has passed after it are cancelled.
-fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -> Plan {
+fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -> BenchPlan {
     let longest = config.targets.iter().map(|t| t.timeouts.total).max().unwrap_or_default();
     let bench = Bench {
         mode: BenchMode::Rate,
@@ -182,7 +182,7 @@ fn plan(config: Config, file: &str, text: &str, rate: f64, duration: Duration) -
         engine_metrics_url: None,
         matrix: None,
     };
-    Plan { config, bench, config_file: file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) }
+    BenchPlan { config, bench, config_file: file.to_owned(), config_sha256: crate::workload::sha256_hex(text.as_bytes()) }
 }
 
 /// How a figure is printed.
@@ -210,11 +210,11 @@ pub fn table(r: &GateReport) -> String {
     let _ = writeln!(out, "{:<12} {:>6} {:>10} {:>10} {:>9} {:>20}  verdict", "signal", "pairs", "baseline", "candidate", "ratio", "interval");
     for x in &r.signals {
         let (name, value, change): (&str, Shown, Shown) = match x.signal {
-            Signal::Ttft => ("ttft_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
-            Signal::Tpot => ("tpot_ms", |v| format!("{v:.2}"), |v| format!("{v:.3}x")),
-            Signal::E2e => ("e2e_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
-            Signal::Goodput => ("goodput", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
-            Signal::Checks => ("checks_fail", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
+            GateSignal::Ttft => ("ttft_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
+            GateSignal::Tpot => ("tpot_ms", |v| format!("{v:.2}"), |v| format!("{v:.3}x")),
+            GateSignal::E2e => ("e2e_ms", |v| format!("{v:.1}"), |v| format!("{v:.3}x")),
+            GateSignal::Goodput => ("goodput", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
+            GateSignal::Checks => ("checks_fail", |v| format!("{:.1}%", v * 100.0), |v| format!("{:+.1}pt", v * 100.0)),
         };
         let verdict = match (x.decision, x.decided_at_look) {
             (Decision::Regressed | Decision::Passed, Some(k)) if s.looks > 1 => format!("{} (look {k})", x.decision.as_str()),

@@ -63,7 +63,7 @@ async fn poll_verdict(args: &ReleaseWaitArgs) -> anyhow::Result<std::process::Ex
     use std::process::ExitCode;
     let token = crate::client::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
     let url = format!("{}/api/v1/verdict", args.url.trim_end_matches('/'));
-    let client = crate::client::target::plain_client()?;
+    let client = crate::client::plain_client()?;
     let deadline = tokio::time::Instant::now() + args.timeout;
     let mut query = vec![("target", args.target.clone())];
     if let Some(v) = &args.version {
@@ -74,7 +74,7 @@ async fn poll_verdict(args: &ReleaseWaitArgs) -> anyhow::Result<std::process::Ex
     loop {
         let resp = client.get(with_query.clone()).bearer_auth(token.expose()).timeout(std::time::Duration::from_secs(10)).send().await;
         let line = match resp {
-            Err(e) => format!("waiting: GET {url}: {}", token.redact(&crate::client::target::error_chain(&e))),
+            Err(e) => format!("waiting: GET {url}: {}", token.redact(&crate::client::error_chain(&e))),
             Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED || r.status() == reqwest::StatusCode::FORBIDDEN => {
                 anyhow::bail!("GET {url}: HTTP {}: wrong or missing token", r.status().as_u16())
             }
@@ -197,7 +197,7 @@ pub async fn mark(args: &ReleaseMarkArgs) -> anyhow::Result<()> {
     let token = crate::client::secret::resolve(&crate::config::SecretRef::File(args.token_file.clone())).context("--token-file")?;
     let url = format!("{}/api/v1/releases", args.url.trim_end_matches('/'));
     let body = serde_json::json!({"target": args.target, "version": args.version, "note": args.note, "at": args.at});
-    let client = crate::client::target::plain_client()?;
+    let client = crate::client::plain_client()?;
     let resp = client
         .post(&url)
         .bearer_auth(token.expose())
@@ -206,7 +206,7 @@ pub async fn mark(args: &ReleaseMarkArgs) -> anyhow::Result<()> {
         .timeout(std::time::Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("POST {url}: {}", token.redact(&crate::client::target::error_chain(&e))))?;
+        .map_err(|e| anyhow::anyhow!("POST {url}: {}", token.redact(&crate::client::error_chain(&e))))?;
     let status = resp.status();
     let text = resp.text().await.unwrap_or_default();
     anyhow::ensure!(status.is_success(), "POST {url}: HTTP {status}: {}", crate::protocol::truncate_chars(text.trim(), 200));

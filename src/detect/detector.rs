@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::baseline::{Ewma, GoodBin, GoodFrozen, LatencyFrozen, LatencyPost, Part};
-use super::history::{Adjust, Dependence, HistBin, History, MIN_VARIANCE_CUT, OpenBin, Trend, adjusted, bin_index, contrast_var};
+use super::history::{Adjust, BinnedHistory, Dependence, HistBin, MIN_VARIANCE_CUT, OpenBin, Trend, adjusted, bin_index, contrast_var};
 use super::math::{Z95, binomial_sf, normal_quantile, normal_sf, proportion_delta, quantile_se};
 use crate::config::DetectSettings;
 
@@ -306,7 +306,7 @@ pub(super) struct GoodputKey {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Row {
+pub(super) struct SignalState {
     pub(super) state: State,
     pub(super) source: Option<Cause>,
     pub(super) changed: Option<f64>,
@@ -314,9 +314,9 @@ pub(super) struct Row {
     pub(super) max_log_e: f64,
 }
 
-impl Default for Row {
+impl Default for SignalState {
     fn default() -> Self {
-        Row { state: State::Watching, source: None, changed: None, log_e: 0.0, max_log_e: 0.0 }
+        SignalState { state: State::Watching, source: None, changed: None, log_e: 0.0, max_log_e: 0.0 }
     }
 }
 
@@ -326,7 +326,7 @@ pub(super) struct ScenarioState {
     pub(super) first_seen: f64,
     pub(super) latency: [LatencyKey; 3],
     pub(super) goodput: GoodputKey,
-    pub(super) rows: [Row; 4],
+    pub(super) rows: [SignalState; 4],
 }
 
 #[derive(Debug, Clone)]
@@ -346,7 +346,7 @@ pub(super) struct TargetState {
     /// Per signal, the smallest effect the last look could have found (latency: a ratio;
     /// goodput: a rise of the bad fraction).
     pub(super) detectable: [Option<f64>; 4],
-    pub(super) pooled: [Row; 4],
+    pub(super) pooled: [SignalState; 4],
     /// The pooled goodput baseline frozen at the marker.
     pub(super) good_frozen: Option<GoodFrozen>,
     /// Per signal: the reference bins of the recovery test while the pooled row is regressed,
@@ -378,7 +378,7 @@ pub(super) struct TargetState {
     pub(super) post_first: Option<f64>,
     pub(super) post_hit: (f64, u64),
     pub(super) cold_now: bool,
-    pub(super) hist: History,
+    pub(super) hist: BinnedHistory,
 }
 
 /// Post-grace bins counted as looks (bins after the grace window): every 2 from 4 up to 12, every
@@ -516,7 +516,7 @@ impl Detector {
             armed_until: None,
             looked: false,
             detectable: [None; 4],
-            pooled: [Row::default(); 4],
+            pooled: [SignalState::default(); 4],
             good_frozen: None,
             recovery_ref: [None; 4],
             continuous: [(0.0, 0.0); 4],
@@ -531,7 +531,7 @@ impl Detector {
             post_first: None,
             post_hit: (0.0, 0),
             cold_now: false,
-            hist: History::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
+            hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
         }
     }
 
@@ -570,7 +570,7 @@ impl Detector {
         if t.armed_until.is_some() && t.version.as_deref() == Some(version) {
             return Marked::Repeated { first_at: t.marker.unwrap_or(at) };
         }
-        let regressed = |r: &Row| r.state == State::Regressed;
+        let regressed = |r: &SignalState| r.state == State::Regressed;
         let chained =
             t.frozen_at.is_some() && (t.armed_until.is_some() || t.pooled.iter().any(regressed) || t.scenarios.iter().any(|sc| sc.rows.iter().any(regressed)));
         // A marker dated before the one it follows would test probes of the older version.
@@ -601,7 +601,7 @@ impl Detector {
     /// the window and looks at once if the window already holds a look.
     fn arm(&mut self, ti: usize, version: &str, at: f64, now: f64) {
         let s = self.settings.clone();
-        let regressed = |r: &Row| r.state == State::Regressed;
+        let regressed = |r: &SignalState| r.state == State::Regressed;
         let t = &mut self.targets[ti];
         t.version = Some(version.to_owned());
         t.marker = Some(at);
@@ -612,9 +612,9 @@ impl Detector {
         t.post_first = None;
         t.post_hit = (0.0, 0);
         t.cold_now = false;
-        let keep = |r: &mut Row| {
+        let keep = |r: &mut SignalState| {
             if !regressed(r) {
-                *r = Row::default();
+                *r = SignalState::default();
             }
         };
         t.pooled.iter_mut().for_each(keep);
@@ -689,9 +689,9 @@ impl Detector {
             if t.armed_until.is_some_and(|u| now >= u) {
                 t.armed_until = None;
             }
-            let age = |r: &mut Row| {
+            let age = |r: &mut SignalState| {
                 if r.state == State::Recovered && r.changed.is_some_and(|c| now - c >= window) {
-                    *r = Row::default();
+                    *r = SignalState::default();
                 }
             };
             t.pooled.iter_mut().for_each(age);
@@ -749,7 +749,7 @@ impl Detector {
                     first_seen: now,
                     latency: Default::default(),
                     goodput: GoodputKey::default(),
-                    rows: [Row::default(); 4],
+                    rows: [SignalState::default(); 4],
                 });
                 t.scenarios.len() - 1
             }
@@ -1066,7 +1066,7 @@ impl Detector {
                 r.max_log_e = r.max_log_e.max(best);
             }
             if r.state == State::Watching && any_pass {
-                *r = Row { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
+                *r = SignalState { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
                 t.recovery_ref[k] = baseline;
                 events.push((None, State::Regressed));
             }
@@ -1081,7 +1081,7 @@ impl Detector {
             let own = v.iter().any(|x| x.passes(alpha));
             let attributed = pooled_pass && pooled_release && v.iter().any(|x| x.p <= attribution && x.confirmed);
             if r.state == State::Watching && (own || attributed) {
-                *r = Row { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
+                *r = SignalState { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
                 events.push((Some(sc.name.clone()), State::Regressed));
             }
         }
@@ -1173,7 +1173,7 @@ impl Detector {
         t.continuous_passed[k] = passes;
         if persisted {
             let name = t.name.clone();
-            t.pooled[k] = Row { state: State::Regressed, source: Some(Cause::Continuous), changed: Some(now), ..t.pooled[k] };
+            t.pooled[k] = SignalState { state: State::Regressed, source: Some(Cause::Continuous), changed: Some(now), ..t.pooled[k] };
             t.recovery_ref[k] = Some((reference.0, reference.1, p_ref));
             t.alarm_deff[k] = deff;
             self.events.push(StateChange { target: name, scenario: None, signal, state: State::Regressed, source: Cause::Continuous, at: now });
@@ -1194,7 +1194,7 @@ impl Detector {
         let z_rec = normal_quantile(1.0 - s.recovery_alpha);
         let continuous = pooled.source == Some(Cause::Continuous);
         let recent = (bin + 1 - RECOVERY_BINS, bin + 1);
-        let since = |r: &Row| r.changed.map_or(i64::MAX, |c| self.bin_after(c));
+        let since = |r: &SignalState| r.changed.map_or(i64::MAX, |c| self.bin_after(c));
         let mut recovered_pooled = false;
         if pooled.state == State::Regressed
             && recent.0 >= since(&pooled)
@@ -1308,7 +1308,7 @@ impl Detector {
         Some(ChecksReport { baseline_probes, baseline_failed, probes, failed, p_value, threshold, regressed })
     }
 
-    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &Row) -> SignalReport {
+    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &SignalState) -> SignalReport {
         let s = &self.settings;
         let scs: Vec<&ScenarioState> = match only {
             Some(sc) => vec![sc],
@@ -1554,7 +1554,7 @@ mod tests {
         // independent probes would say; without load the factor stays near 1.
         let mut rng = SmallRng::seed_from_u64(3);
         for (load_sd, lo, hi) in [(0.0, 1.0, 1.3), (0.1, 4.0, 60.0)] {
-            let mut h = History::new(150, 720, 0);
+            let mut h = BinnedHistory::new(150, 720, 0);
             let rho = (-1.0f64 / 5.0).exp();
             let mut l = 0.0;
             for bin in 0..720 {

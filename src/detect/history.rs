@@ -420,7 +420,7 @@ impl Dependence {
 /// bins (the continuous test's recent window), so a change being tested does not inflate the
 /// variance it is tested against.
 #[derive(Debug, Clone)]
-pub(super) struct History {
+pub(super) struct BinnedHistory {
     /// Bin index of `bins[0]`.
     pub(super) first: i64,
     pub(super) bins: VecDeque<HistBin>,
@@ -431,9 +431,9 @@ pub(super) struct History {
     pub(super) delay: usize,
 }
 
-impl History {
+impl BinnedHistory {
     pub(super) fn new(k_max: usize, cap: usize, delay: usize) -> Self {
-        History { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
+        BinnedHistory { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
     }
 
     /// The dependence of signal `k`'s residuals, or of the load-adjusted residuals r − b·x.

@@ -108,7 +108,7 @@ pub enum RegressionTarget {
 /// A load offset shared by all scenarios of the target: L(t), an Ornstein–Uhlenbeck process in
 /// log latency. TTFT × e^L, TPOT × e^(tpot_share·L).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Load {
+pub struct LoadOffset {
     /// Stationary standard deviation of L (0: no shared load).
     pub sd: f64,
     /// Time constant (s): the autocorrelation at lag τ is 1/e.
@@ -183,7 +183,7 @@ pub struct PlanParams {
     /// Relative amplitude of the daily latency cycle (0.2 = ±20%).
     pub drift: f64,
     pub drift_period_s: f64,
-    pub load: Load,
+    pub load: LoadOffset,
     /// Share of prefix-cache hits (0: unimodal TTFT); a miss's TTFT median is × `miss_factor`.
     pub cache_hit_share: f64,
     pub miss_factor: f64,
@@ -255,7 +255,7 @@ impl PlanParams {
             good_after: 0.995,
             drift: 0.2,
             drift_period_s: DAY_S,
-            load: Load { sd: 0.0, tau_s: 300.0, tpot_share: 0.5 },
+            load: LoadOffset { sd: 0.0, tau_s: 300.0, tpot_share: 0.5 },
             cache_hit_share: 0.0,
             miss_factor: 3.0,
             outlier_share: 0.01,
@@ -1124,7 +1124,7 @@ mod tests {
     #[test]
     fn load_offset_is_an_ou_process_with_the_requested_sd_and_time_constant() {
         let mut p = params();
-        p.load = Load { sd: 0.1, tau_s: 300.0, tpot_share: 0.5 };
+        p.load = LoadOffset { sd: 0.1, tau_s: 300.0, tpot_share: 0.5 };
         let mut g = gen_for(&p, 1e12, 1e12, false);
         let (dt, lag) = (10.0, 30); // lag 30 × 10 s = τ
         let xs: Vec<f64> = (0..200_000)
@@ -1147,7 +1147,7 @@ mod tests {
     fn load_is_shared_and_tpot_moves_by_its_share() {
         let mut p = params();
         (p.ttft_sigma, p.tpot_sigma, p.drift, p.outlier_share, p.good_before) = (0.0, 0.0, 0.0, 0.0, 1.0);
-        p.load = Load { sd: 0.3, tau_s: 300.0, tpot_share: 0.5 };
+        p.load = LoadOffset { sd: 0.3, tau_s: 300.0, tpot_share: 0.5 };
         let mut g = gen_for(&p, 1e12, 1e12, false);
         for _ in 0..1000 {
             let probe = g.next();

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::baseline::{Ewma, GoodBin};
-use super::detector::{Detector, GoodputKey, Row, ScenarioState};
+use super::detector::{Detector, GoodputKey, ScenarioState, SignalState};
 use super::history::HistBin;
 // ---- snapshot ----
 
@@ -164,7 +164,7 @@ impl Detector {
                     first_seen: ss.first_seen,
                     latency: Default::default(),
                     goodput: GoodputKey::default(),
-                    rows: [Row::default(); 4],
+                    rows: [SignalState::default(); 4],
                 };
                 for (lk, sl) in sc.latency.iter_mut().zip(ss.latency) {
                     if sl.times.len() != sl.values.len() {

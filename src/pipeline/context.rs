@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::pipeline::recorder::RecorderHandle;
 
 /// Called with (target, in-flight count) whenever the count changes.

@@ -11,7 +11,7 @@ use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
 
 use crate::checks::CheckReport;
-use crate::client::target::{Answer, PreparedRequest, TargetRuntime};
+use crate::client::{PreparedRequest, ProbeResponse, TargetRuntime};
 use crate::probe::deadline::after;
 use crate::probe::handover::{Opened, Written};
 use crate::probe::outcome::{ErrorClass, Failure, Outcome, TextFrame, Timeline};
@@ -380,7 +380,7 @@ fn unterminated_event(tail: &[u8], protocol: &dyn Protocol, state: &mut StreamSt
 
 /// A non-streaming answer: the whole body (bounded in size and time) read as one event.
 async fn read_whole(
-    mut response: Answer,
+    mut response: ProbeResponse,
     protocol: &dyn Protocol,
     coding: ContentCoding,
     deadline: Instant,
@@ -606,7 +606,7 @@ fn header_value(text: &str) -> Result<HeaderValue, Failure> {
 }
 
 /// `framing`: the stream's framing, or `None` for a whole JSON answer.
-fn check_content_type(response: &Answer, framing: Option<Framing>) -> Result<(), Failure> {
+fn check_content_type(response: &ProbeResponse, framing: Option<Framing>) -> Result<(), Failure> {
     let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -620,7 +620,7 @@ fn check_content_type(response: &Answer, framing: Option<Framing>) -> Result<(),
 }
 
 /// Reads at most `ERROR_BODY_BYTES` of an error body (bounded in time too) as one log line.
-async fn read_error_body(response: &mut Answer, total_deadline: Instant) -> String {
+async fn read_error_body(response: &mut ProbeResponse, total_deadline: Instant) -> String {
     let deadline = total_deadline.min(Instant::now() + Duration::from_secs(2));
     let mut body = Vec::new();
     while body.len() < ERROR_BODY_BYTES {

@@ -6,7 +6,8 @@ use std::fmt::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
+use crate::client::tokenize::calibrate_with_tokenize;
 use crate::config::{Config, Slo};
 use crate::pipeline::scheduler::{self, Pacing, StopRule, Stream};
 use crate::probe::measure::Sample;
@@ -14,7 +15,6 @@ use crate::probe::outcome::Outcome;
 use crate::replicas::Endpoints;
 use crate::sink::Collect;
 use crate::util::logsafe::escape_control;
-use crate::workload::tokenize::calibrate_with_tokenize;
 use crate::workload::{Calibration, Mix, Sampler};
 
 /// Runs the probes one after another and returns the printed report; `Ok(false)` if any failed.

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::config::SloTable;
 pub use crate::pipeline::context::{InFlightHook, RunContext};
 use crate::pipeline::context::{InFlightSlot, SlotCell};

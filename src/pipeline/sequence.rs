@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::pipeline::context::{InFlightSlot, RunContext};
 use crate::pipeline::exec::{self, Probe, SendAt};
 use crate::probe::outcome::Outcome;

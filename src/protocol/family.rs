@@ -8,7 +8,6 @@ use crate::config::{Carries, ProtocolKind};
 
 /// One API family.
 pub struct Family {
-    pub kind: ProtocolKind,
     /// Request path, body and the frame parsers.
     pub protocol: &'static dyn Protocol,
     /// Sends `messages` (the server applies a chat template, which counts as prompt tokens).
@@ -66,14 +65,16 @@ impl Family {
         }
     }
 
-    /// The `/tokenize` body that counts `text` as this family's request would (vLLM and SGLang
-    /// take `prompt` or chat `messages`; llama.cpp's `content` is tried when that fails).
-    pub fn tokenize_body(&self, model: &str, text: &str) -> serde_json::Value {
-        if self.chat {
+    /// The `/tokenize` bodies that count `text` as this family's request would, in the order
+    /// tried: vLLM's and SGLang's (`prompt`, or chat `messages` so the template is counted), then
+    /// llama.cpp's (`content`), since llama.cpp's server also serves the OpenAI APIs.
+    pub fn tokenize_bodies(&self, model: &str, text: &str) -> [serde_json::Value; 2] {
+        let own = if self.chat {
             serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
         } else {
             serde_json::json!({"model": model, "prompt": text})
-        }
+        };
+        [own, serde_json::json!({"content": text, "add_special": true})]
     }
 }
 
@@ -108,127 +109,131 @@ const OLLAMA_DISCOVERY: Discovery = Discovery {
     version_of: |v| text_at(v, "/version"),
 };
 
-/// Every family, in `ProtocolKind::ALL` order.
-pub static FAMILIES: [Family; 8] = [
-    Family {
-        kind: ProtocolKind::OpenaiCompletions,
-        protocol: &openai_completions::OpenAiCompletions,
-        chat: false,
-        framing: Framing::Sse,
-        server_phases: &[],
-        implied_engine: None,
-        discovery: OPENAI_DISCOVERY,
-        cache_salt: true,
-        carries: Carries { stop: true, answer_text: true, structured_output: false, tool_call: false, reasoning: false },
+static OPENAI_COMPLETIONS: Family = Family {
+    protocol: &openai_completions::OpenAiCompletions,
+    chat: false,
+    framing: Framing::Sse,
+    server_phases: &[],
+    implied_engine: None,
+    discovery: OPENAI_DISCOVERY,
+    cache_salt: true,
+    carries: Carries { stop: true, answer_text: true, structured_output: false, tool_call: false, reasoning: false },
+};
+
+static OPENAI_CHAT: Family = Family {
+    protocol: &openai_chat::OpenAiChat,
+    chat: true,
+    framing: Framing::Sse,
+    server_phases: &[],
+    implied_engine: None,
+    discovery: OPENAI_DISCOVERY,
+    cache_salt: true,
+    carries: Carries { stop: true, answer_text: true, structured_output: true, tool_call: true, reasoning: true },
+};
+
+static OLLAMA_GENERATE: Family = Family {
+    protocol: &ollama::Ollama { chat: false },
+    chat: false,
+    framing: Framing::Ndjson,
+    server_phases: &["prefill", "decode", "total", "load"],
+    implied_engine: Some("ollama"),
+    discovery: OLLAMA_DISCOVERY,
+    cache_salt: false,
+    carries: NATIVE,
+};
+
+static OLLAMA_CHAT: Family = Family {
+    protocol: &ollama::Ollama { chat: true },
+    chat: true,
+    framing: Framing::Ndjson,
+    server_phases: &["prefill", "decode", "total", "load"],
+    implied_engine: Some("ollama"),
+    discovery: OLLAMA_DISCOVERY,
+    cache_salt: false,
+    carries: NATIVE,
+};
+
+static LLAMACPP: Family = Family {
+    protocol: &llamacpp::LlamaCpp,
+    chat: false,
+    framing: Framing::Sse,
+    server_phases: &["prefill", "decode", "total"],
+    implied_engine: Some("llamacpp"),
+    discovery: Discovery {
+        model: ModelSource::Info,
+        model_path: "/props",
+        model_of: |v| text_at(v, "/model_alias").or_else(|| text_at(v, "/model_path")).map(|p| model_name(&p)),
+        engine_of: none,
+        version_path: "/props",
+        version_of: |v| text_at(v, "/build_info"),
     },
-    Family {
-        kind: ProtocolKind::OpenaiChat,
-        protocol: &openai_chat::OpenAiChat,
-        chat: true,
-        framing: Framing::Sse,
-        server_phases: &[],
-        implied_engine: None,
-        discovery: OPENAI_DISCOVERY,
-        cache_salt: true,
-        carries: Carries { stop: true, answer_text: true, structured_output: true, tool_call: true, reasoning: true },
+    cache_salt: false,
+    carries: NATIVE,
+};
+
+static TGI: Family = Family {
+    protocol: &tgi::Tgi,
+    chat: false,
+    framing: Framing::Sse,
+    server_phases: &["queue", "total"],
+    implied_engine: Some("tgi"),
+    discovery: Discovery {
+        model: ModelSource::Info,
+        model_path: "/info",
+        model_of: |v| text_at(v, "/model_id"),
+        engine_of: none,
+        version_path: "/info",
+        version_of: |v| text_at(v, "/version"),
     },
-    Family {
-        kind: ProtocolKind::OllamaGenerate,
-        protocol: &ollama::Ollama { chat: false },
-        chat: false,
-        framing: Framing::Ndjson,
-        server_phases: &["prefill", "decode", "total", "load"],
-        implied_engine: Some("ollama"),
-        discovery: OLLAMA_DISCOVERY,
-        cache_salt: false,
-        carries: NATIVE,
+    cache_salt: false,
+    carries: NATIVE,
+};
+
+static SGLANG: Family = Family {
+    protocol: &sglang::Sglang,
+    chat: false,
+    framing: Framing::Sse,
+    server_phases: &[],
+    implied_engine: Some("sglang"),
+    discovery: Discovery {
+        model: ModelSource::Info,
+        model_path: "/get_model_info",
+        model_of: |v| text_at(v, "/model_path").map(|p| model_name(&p)),
+        engine_of: none,
+        version_path: "/get_server_info",
+        version_of: |v| text_at(v, "/version"),
     },
-    Family {
-        kind: ProtocolKind::OllamaChat,
-        protocol: &ollama::Ollama { chat: true },
-        chat: true,
-        framing: Framing::Ndjson,
-        server_phases: &["prefill", "decode", "total", "load"],
-        implied_engine: Some("ollama"),
-        discovery: OLLAMA_DISCOVERY,
-        cache_salt: false,
-        carries: NATIVE,
-    },
-    Family {
-        kind: ProtocolKind::Llamacpp,
-        protocol: &llamacpp::LlamaCpp,
-        chat: false,
-        framing: Framing::Sse,
-        server_phases: &["prefill", "decode", "total"],
-        implied_engine: Some("llamacpp"),
-        discovery: Discovery {
-            model: ModelSource::Info,
-            model_path: "/props",
-            model_of: |v| text_at(v, "/model_alias").or_else(|| text_at(v, "/model_path")).map(|p| model_name(&p)),
-            engine_of: none,
-            version_path: "/props",
-            version_of: |v| text_at(v, "/build_info"),
-        },
-        cache_salt: false,
-        carries: NATIVE,
-    },
-    Family {
-        kind: ProtocolKind::Tgi,
-        protocol: &tgi::Tgi,
-        chat: false,
-        framing: Framing::Sse,
-        server_phases: &["queue", "total"],
-        implied_engine: Some("tgi"),
-        discovery: Discovery {
-            model: ModelSource::Info,
-            model_path: "/info",
-            model_of: |v| text_at(v, "/model_id"),
-            engine_of: none,
-            version_path: "/info",
-            version_of: |v| text_at(v, "/version"),
-        },
-        cache_salt: false,
-        carries: NATIVE,
-    },
-    Family {
-        kind: ProtocolKind::Sglang,
-        protocol: &sglang::Sglang,
-        chat: false,
-        framing: Framing::Sse,
-        server_phases: &[],
-        implied_engine: Some("sglang"),
-        discovery: Discovery {
-            model: ModelSource::Info,
-            model_path: "/get_model_info",
-            model_of: |v| text_at(v, "/model_path").map(|p| model_name(&p)),
-            engine_of: none,
-            version_path: "/get_server_info",
-            version_of: |v| text_at(v, "/version"),
-        },
-        cache_salt: false,
-        carries: NATIVE,
-    },
-    Family {
-        kind: ProtocolKind::OpenaiResponses,
-        protocol: &openai_responses::OpenAiResponses,
-        // `input` is applied to the chat template as a user message.
-        chat: true,
-        framing: Framing::Sse,
-        server_phases: &[],
-        implied_engine: None,
-        discovery: OPENAI_DISCOVERY,
-        cache_salt: true,
-        // No `stop` field in the Responses API.
-        carries: Carries { stop: false, answer_text: true, structured_output: true, tool_call: true, reasoning: true },
-    },
-];
+    cache_salt: false,
+    carries: NATIVE,
+};
+
+static OPENAI_RESPONSES: Family = Family {
+    protocol: &openai_responses::OpenAiResponses,
+    // `input` is applied to the chat template as a user message.
+    chat: true,
+    framing: Framing::Sse,
+    server_phases: &[],
+    implied_engine: None,
+    discovery: OPENAI_DISCOVERY,
+    cache_salt: true,
+    // No `stop` field in the Responses API.
+    carries: Carries { stop: false, answer_text: true, structured_output: true, tool_call: true, reasoning: true },
+};
 
 impl ProtocolKind {
-    /// This family's row.
+    /// This family's row. The match is the table's index: a kind without a row does not
+    /// compile, and there is no order to keep.
     pub fn family(self) -> &'static Family {
-        // FAMILIES is in declaration order (`one_row_per_kind_in_order`), so the discriminant
-        // is the row: no search on the per-probe path.
-        &FAMILIES[self as usize]
+        match self {
+            ProtocolKind::OpenaiCompletions => &OPENAI_COMPLETIONS,
+            ProtocolKind::OpenaiChat => &OPENAI_CHAT,
+            ProtocolKind::OllamaGenerate => &OLLAMA_GENERATE,
+            ProtocolKind::OllamaChat => &OLLAMA_CHAT,
+            ProtocolKind::Llamacpp => &LLAMACPP,
+            ProtocolKind::Tgi => &TGI,
+            ProtocolKind::Sglang => &SGLANG,
+            ProtocolKind::OpenaiResponses => &OPENAI_RESPONSES,
+        }
     }
 
     /// The protocol implementation for this kind.
@@ -266,10 +271,28 @@ fn engine_from_owner(owner: Option<&str>) -> String {
 mod tests {
     use super::*;
 
+    /// `ProtocolKind::ALL` (what config parses and lists) names every kind once, as serde
+    /// does: the kinds serde knows are read from the enum's JSON schema.
     #[test]
-    fn one_row_per_kind_in_order() {
-        let kinds: Vec<ProtocolKind> = FAMILIES.iter().map(|f| f.kind).collect();
-        assert_eq!(kinds, ProtocolKind::ALL);
+    fn all_lists_every_kind_once() {
+        fn names(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    out.extend(m.get("const").and_then(|c| c.as_str()).map(str::to_owned));
+                    out.extend(m.get("enum").and_then(|e| e.as_array()).into_iter().flatten().filter_map(|e| e.as_str().map(str::to_owned)));
+                    m.values().for_each(|x| names(x, out));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|x| names(x, out)),
+                _ => {}
+            }
+        }
+        let mut serde_names = Vec::new();
+        names(&serde_json::to_value(schemars::schema_for!(ProtocolKind)).unwrap(), &mut serde_names);
+        let listed: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(serde_names, listed);
+        for k in ProtocolKind::ALL {
+            assert_eq!(ProtocolKind::parse(k.as_str()), Some(k));
+        }
     }
 
     #[test]

@@ -21,5 +21,5 @@ mod tgi;
 pub use crate::config::ProtocolKind;
 pub use answer::{Collected, MAX_CALLS, MAX_TEXT, ToolCall};
 pub use api::*;
-pub use family::{Discovery, FAMILIES, Family, ModelSource};
+pub use family::{Discovery, Family, ModelSource};
 pub(crate) use openai::{error_summary, truncate_chars};

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::config::ReplicaRate;
 
 /// Where one target's probes go.

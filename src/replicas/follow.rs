@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::discover::Replica;
 use super::endpoints::Endpoints;
-use crate::client::target::TargetRuntime;
+use crate::client::TargetRuntime;
 use crate::config::{Config, Replicas};
 use crate::sink::{Event, Sinks};
 

@@ -4,11 +4,11 @@
 
 pub use crate::config::GpuFilter;
 
-use super::promtext::{Page, Sample};
+use super::promtext::{Page, SampleLine};
 use super::reading::Reading;
 
 impl GpuFilter {
-    pub fn selects(&self, s: &Sample) -> bool {
+    pub fn selects(&self, s: &SampleLine) -> bool {
         let any = |list: &[String], label: &str| list.is_empty() || s.label(label).is_some_and(|v| list.iter().any(|x| x == v));
         any(&self.gpus, "gpu")
             && any(&self.uuids, "UUID")

@@ -8,7 +8,7 @@ pub const DCGM_BLANK: f64 = 9_223_372_036_854_775_794.0;
 
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub struct SampleLine {
     pub name: String,
     /// Label pairs in page order, values unescaped.
     pub labels: Vec<(String, String)>,
@@ -17,7 +17,7 @@ pub struct Sample {
     pub timestamp: Option<f64>,
 }
 
-impl Sample {
+impl SampleLine {
     pub fn label(&self, name: &str) -> Option<&str> {
         self.labels.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
@@ -26,7 +26,7 @@ impl Sample {
 /// A parsed page.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Page {
-    pub samples: Vec<Sample>,
+    pub samples: Vec<SampleLine>,
     /// Lines that were neither comments nor readable samples.
     pub bad_lines: usize,
     /// Samples dropped because they carried the DCGM blank sentinel.
@@ -35,7 +35,7 @@ pub struct Page {
 
 impl Page {
     /// Every sample of a metric name.
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SampleLine> + 'a {
         self.samples.iter().filter(move |s| s.name == name)
     }
 
@@ -87,7 +87,7 @@ pub fn parse_limited(text: &str, max_series: usize) -> Result<Page, String> {
 }
 
 /// `name{labels} value [timestamp] [# exemplar]`.
-fn parse_line(line: &str) -> Option<Sample> {
+fn parse_line(line: &str) -> Option<SampleLine> {
     let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
     let name = &line[..name_end];
     if !valid_name(name) {
@@ -111,7 +111,7 @@ fn parse_line(line: &str) -> Option<Sample> {
     if fields.next().is_some() {
         return None;
     }
-    Some(Sample { name: name.to_owned(), labels, value, timestamp })
+    Some(SampleLine { name: name.to_owned(), labels, value, timestamp })
 }
 
 fn valid_name(name: &str) -> bool {

@@ -147,7 +147,7 @@ impl HttpSource {
     }
 
     async fn fetch(&self) -> Result<String, String> {
-        let mut resp = self.client.get(&self.url).send().await.map_err(|e| crate::client::target::error_chain(&e))?;
+        let mut resp = self.client.get(&self.url).send().await.map_err(|e| crate::client::error_chain(&e))?;
         if !resp.status().is_success() {
             return Err(format!("GET {}: HTTP {}", self.url, resp.status()));
         }
@@ -155,7 +155,7 @@ impl HttpSource {
             return Err(format!("GET {}: page larger than {MAX_PAGE_BYTES} bytes", self.url));
         }
         let mut page = PageReader::with_length(resp.content_length());
-        while let Some(chunk) = resp.chunk().await.map_err(|e| crate::client::target::error_chain(&e))? {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| crate::client::error_chain(&e))? {
             page.take(&chunk).map_err(|e| format!("GET {}: {e}", self.url))?;
         }
         page.finish()

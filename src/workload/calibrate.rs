@@ -10,7 +10,7 @@
 //! After a `/tokenize` fit, usage only corrects the overhead (e.g. a server whose `/tokenize`
 //! leaves out BOS). Probes before any fit use the prior (1 token per word plus BOS and, on chat,
 //! a small template). Calibration runs off the probes' clock: in a background task, or before
-//! `--once` sends. The `/tokenize` calls themselves are made by `crate::workload::tokenize`.
+//! `--once` sends. The `/tokenize` calls themselves are made by `crate::client::tokenize`.
 
 use std::sync::Mutex;
 

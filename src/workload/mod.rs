@@ -4,7 +4,7 @@
 //! Files: `dist.rs` (length sampling), `prompt.rs` (prompt text), `calibrate.rs` (words per
 //! token per target), `dataset.rs` (reading JSONL / ShareGPT replay files), `fingerprint.rs`
 //! (workload SHA-256), `preview.rs` (`llmprobe workload preview`), `draw.rs` (one probe's draw). No network I/O: the
-//! `/tokenize` calls are `crate::workload::tokenize`, `llmprobe workload accuracy` is `crate::cmd::accuracy`.
+//! `/tokenize` calls are `crate::client::tokenize`, `llmprobe workload accuracy` is `crate::cmd::accuracy`.
 
 pub mod calibrate;
 mod dataset;
@@ -14,7 +14,6 @@ mod fingerprint;
 mod mix;
 pub mod preview;
 pub mod prompt;
-pub mod tokenize;
 
 pub use crate::config::{Dataset, DatasetEntry, DatasetFormat, DatasetOrder};
 pub use calibrate::{Calibration, Fit, FitSource};

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::{Target, Timeouts};
 use llmprobe::mock::{self, Fault, FaultParams, MockOptions, Profile};
 use llmprobe::pipeline::exec::{Probe, execute};

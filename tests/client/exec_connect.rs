@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::{Target, Timeouts};
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::outcome::{ErrorClass, Outcome};

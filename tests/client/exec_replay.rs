@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::{Slo, Target, Timeouts};
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::measure::{TokenSource, measure};

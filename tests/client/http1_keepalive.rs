@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::{SecretRef, Target};
 use llmprobe::pipeline::exec::{Probe, SendAt, execute, execute_when};
 use llmprobe::probe::handover;

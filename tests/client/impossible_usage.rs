@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::{Slo, Target};
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::measure::{TokenSource, measure};

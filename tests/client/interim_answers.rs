@@ -7,8 +7,8 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use llmprobe::client::TargetRuntime;
 use llmprobe::client::http1::MAX_INTERIM_ANSWERS;
-use llmprobe::client::target::TargetRuntime;
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::outcome::ErrorClass;
 use llmprobe::workload::Draw;
@@ -46,7 +46,7 @@ fn target(addr: std::net::SocketAddr) -> Arc<TargetRuntime> {
 async fn up_to_the_cap_interim_answers_are_skipped() {
     let t = target(server(Some(MAX_INTERIM_ANSWERS)).await);
     let prepared = t.prepare("/v1/chat/completions", Default::default(), b"{}".to_vec()).unwrap();
-    assert!(matches!(prepared, llmprobe::client::target::PreparedRequest::Lean(_)), "the lean client sends");
+    assert!(matches!(prepared, llmprobe::client::PreparedRequest::Lean(_)), "the lean client sends");
     let answer = t.send(prepared, None).await.unwrap_or_else(|f| panic!("{f:?}"));
     assert_eq!(answer.status(), 200);
 }
@@ -55,7 +55,7 @@ async fn up_to_the_cap_interim_answers_are_skipped() {
 async fn endless_100_continue_is_a_malformed_answer() {
     let t = target(server(None).await);
     let prepared = t.prepare("/v1/chat/completions", Default::default(), b"{}".to_vec()).unwrap();
-    assert!(matches!(prepared, llmprobe::client::target::PreparedRequest::Lean(_)), "the lean client sends");
+    assert!(matches!(prepared, llmprobe::client::PreparedRequest::Lean(_)), "the lean client sends");
     // A guard so that a regression fails instead of hanging; not an assertion on time.
     let failure = match tokio::time::timeout(Duration::from_secs(60), t.send(prepared, None)).await.expect("send returned") {
         Ok(answer) => panic!("an answer with status {}", answer.status()),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::Target;
 use llmprobe::pipeline::exec::{Probe, SendAt, execute_when};
 use llmprobe::probe::handover;

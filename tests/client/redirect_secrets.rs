@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::response::IntoResponse;
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 
 type Seen = Arc<Mutex<Vec<(String, HashMap<String, String>)>>>;
 

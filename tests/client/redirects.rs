@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::start_mock;
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::mock::MockOptions;
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::outcome::ErrorClass;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llmprobe::app::loader;
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::outcome::{ErrorClass, Outcome};
 use llmprobe::workload::Draw;

@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use llmprobe::bench::{self, BenchOptions, Plan, schema};
+use llmprobe::bench::{self, BenchOptions, BenchPlan, schema};
 use llmprobe::mock::{MockOptions, Profile};
 use serde_json::Value;
 
@@ -28,7 +28,7 @@ async fn run_with(dir: &Path, mode: &str, sources: &str) {
         if sources.is_empty() { String::new() } else { format!("sources:\n{}", sources.replace("{mock}", &addr.to_string())) }
     );
     let cfg = llmprobe::app::loader::parse(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
-    let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
+    let plan = BenchPlan::new(cfg, "t.yaml", &text).unwrap();
     let opts =
         BenchOptions { output: dir.to_path_buf(), target: None, server_pid: Some(std::process::id()), sample_every: Duration::from_millis(50), quiet: true };
     bench::run(&plan, &opts).await.unwrap();

@@ -13,7 +13,7 @@ use llmprobe::bench::records::{self, Phase, Record};
 use llmprobe::bench::report;
 use llmprobe::bench::shard::{self, Shard, Sharding};
 use llmprobe::bench::summary::SummaryFile;
-use llmprobe::bench::{self, BenchOptions, Plan, schema};
+use llmprobe::bench::{self, BenchOptions, BenchPlan, schema};
 use llmprobe::mock::{MockOptions, Profile};
 use llmprobe::util::stats::{percentile, sort_f64};
 
@@ -21,12 +21,12 @@ fn temp_dir(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("llmprobe-{tag}-{}", uuid::Uuid::new_v4()))
 }
 
-fn plan(base_url: &str, bench_yaml: &str) -> Plan {
+fn plan(base_url: &str, bench_yaml: &str) -> BenchPlan {
     let text = format!(
         "probe: {{seed: 11}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: openai-chat\n    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: a, weight: 3, input_tokens: 32, output_tokens: 4}}\n  - {{name: b, weight: 1, input_tokens: 64, output_tokens: 4}}\nslo: {{ttft: 2s, tpot: 500ms, objective: 0.9}}\nbench:\n{bench_yaml}"
     );
     let cfg = llmprobe::app::loader::parse(&text, "shards.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Plan::new(cfg, "shards.yaml", &text).unwrap()
+    BenchPlan::new(cfg, "shards.yaml", &text).unwrap()
 }
 
 fn opts(dir: &Path) -> BenchOptions {
@@ -35,7 +35,7 @@ fn opts(dir: &Path) -> BenchOptions {
 
 /// Runs `n` shards of `plan` concurrently with one run ID, starting `lead` from now; returns
 /// their directories, summaries and the common start.
-async fn run_shards(plan: &Plan, n: u32, run_id: &str, tag: &str) -> (Vec<PathBuf>, Vec<SummaryFile>, f64) {
+async fn run_shards(plan: &BenchPlan, n: u32, run_id: &str, tag: &str) -> (Vec<PathBuf>, Vec<SummaryFile>, f64) {
     let start = llmprobe::util::clock::unix_now() + 2.0;
     let dirs: Vec<PathBuf> = (0..n).map(|i| temp_dir(&format!("{tag}-shard{i}"))).collect();
     let runs = dirs.iter().enumerate().map(|(i, d)| {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use llmprobe::bench::records::{self, Phase, Record};
 use llmprobe::bench::summary::SummaryFile;
-use llmprobe::bench::{self, BenchOptions, Plan};
+use llmprobe::bench::{self, BenchOptions, BenchPlan};
 use llmprobe::mock::{MockOptions, Profile};
 use llmprobe::util::stats::{percentile, sort_f64};
 
@@ -19,19 +19,19 @@ fn temp_dir(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("llmprobe-{tag}-{}", uuid::Uuid::new_v4()))
 }
 
-fn plan(base_url: &str, bench_yaml: &str, output_tokens: u32) -> Plan {
+fn plan(base_url: &str, bench_yaml: &str, output_tokens: u32) -> BenchPlan {
     plan_for("openai-chat", base_url, bench_yaml, output_tokens)
 }
 
 /// A plan for a target of API family `api` (native families name their model: they have no
 /// model list to discover it from).
-fn plan_for(api: &str, base_url: &str, bench_yaml: &str, output_tokens: u32) -> Plan {
+fn plan_for(api: &str, base_url: &str, bench_yaml: &str, output_tokens: u32) -> BenchPlan {
     let model = if api.starts_with("openai") { "" } else { "    model: mock-llama\n" };
     let text = format!(
         "probe: {{seed: 3}}\ntargets:\n  - name: t\n    base_url: {base_url}\n    api: {api}\n{model}    timeouts: {{connect: 1s, ttft: 5s, idle: 5s, total: 10s}}\nscenarios:\n  - {{name: a, weight: 3, input_tokens: 32, output_tokens: {output_tokens}}}\n  - {{name: b, weight: 1, input_tokens: 64, output_tokens: {output_tokens}}}\nslo: {{ttft: 2s, tpot: 500ms, objective: 0.9}}\nbench:\n{bench_yaml}"
     );
     let cfg = llmprobe::app::loader::parse(&text, "bench-test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
-    Plan::new(cfg, "bench-test.yaml", &text).unwrap()
+    BenchPlan::new(cfg, "bench-test.yaml", &text).unwrap()
 }
 
 fn opts(dir: &Path) -> BenchOptions {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use llmprobe::bench::records::{self, Phase, Record, SloVerdict};
 use llmprobe::bench::summary::SummaryFile;
-use llmprobe::bench::{self, BenchOptions, Plan, knee};
+use llmprobe::bench::{self, BenchOptions, BenchPlan, knee};
 use llmprobe::mock::{MockOptions, Profile};
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -29,7 +29,7 @@ async fn sweep(dir: &Path) {
         "targets:\n  - {{name: t, base_url: 'http://{addr}', api: openai-completions}}\nscenarios:\n  - {{name: s, input_tokens: 32, output_tokens: 4}}\nslo: {{ttft: 2s, objective: 0.9}}\nbench: {{mode: concurrency, concurrency: [1, 2], repeats: 2, requests: 15}}\n"
     );
     let cfg = llmprobe::app::loader::parse(&text, "t.yaml").unwrap();
-    let plan = Plan::new(cfg, "t.yaml", &text).unwrap();
+    let plan = BenchPlan::new(cfg, "t.yaml", &text).unwrap();
     let opts = BenchOptions { output: dir.to_path_buf(), target: None, server_pid: None, sample_every: Duration::from_secs(1), quiet: true };
     bench::run(&plan, &opts).await.unwrap();
     stop.cancel();

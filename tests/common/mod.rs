@@ -83,10 +83,10 @@ pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
 
 /// A target named `t` at `addr` with the given flow-mapping fields (`api: openai-chat, model: m`,
 /// ...) and one small scenario, as the prober would build it.
-pub fn target_runtime(addr: SocketAddr, fields: &str) -> std::sync::Arc<llmprobe::client::target::TargetRuntime> {
+pub fn target_runtime(addr: SocketAddr, fields: &str) -> std::sync::Arc<llmprobe::client::TargetRuntime> {
     let yaml = format!("targets:\n  - {{name: t, base_url: \"http://{addr}\", {fields}}}\nscenarios:\n  - {{name: s, input_tokens: 8, output_tokens: 4}}\n");
     let cfg = loader::parse(&yaml, "t.yaml").unwrap();
-    std::sync::Arc::new(llmprobe::client::target::TargetRuntime::new(cfg.targets[0].clone()).unwrap())
+    std::sync::Arc::new(llmprobe::client::TargetRuntime::new(cfg.targets[0].clone()).unwrap())
 }
 
 /// A raw HTTP/1.1 server on a free loopback port: for each connection it reads one request (the

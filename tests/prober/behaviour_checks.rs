@@ -128,7 +128,7 @@ async fn counters_goodput_and_behaviour_changes() {
     let releases = Arc::new(llmprobe::app::release::Releases::new(None));
     // Markers go out as events to the generation's sinks, here the metrics.
     releases.set_generation(llmprobe::sink::Sinks::new(vec![metrics.clone()]), vec!["mock".into()], Default::default(), None);
-    let target = Arc::new(llmprobe::client::target::TargetRuntime::new(config.targets[0].clone()).unwrap());
+    let target = Arc::new(llmprobe::client::TargetRuntime::new(config.targets[0].clone()).unwrap());
     let scenario = config.scenarios.iter().find(|s| s.name == "known-answers").unwrap().clone();
     let sampler = llmprobe::workload::Sampler::uncalibrated(scenario, 1, target.config.api);
     let stream = Stream {

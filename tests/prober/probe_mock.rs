@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use common::{config, metric, run_until, start_mock, wait_for_metrics};
 use llmprobe::app::{self, RunOptions};
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::mock::MockOptions;
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::measure::{TokenSource, measure};

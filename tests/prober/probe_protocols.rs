@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{config, metric, start_mock};
 use llmprobe::app::{self, RunOptions};
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::config::Slo;
 use llmprobe::mock::MockOptions;
 use llmprobe::pipeline::exec::{Probe, execute};

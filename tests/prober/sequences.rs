@@ -58,7 +58,7 @@ fn seen(o: &Outcome, _: Option<&Sample>) -> Seen {
 async fn run(config: &Config, starts: u64, stop: Option<tokio_util::sync::CancellationToken>) -> (Arc<Metrics>, Vec<Seen>) {
     let metrics = Arc::new(Metrics::new(config));
     let collect = Arc::new(Collect::new(seen));
-    let target = Arc::new(llmprobe::client::target::TargetRuntime::new(config.targets[0].clone()).unwrap());
+    let target = Arc::new(llmprobe::client::TargetRuntime::new(config.targets[0].clone()).unwrap());
     let scenario = config.scenarios[0].clone();
     let name = scenario.name.clone();
     let sampler = Sampler::uncalibrated(scenario, 7, target.config.api);
@@ -127,7 +127,7 @@ async fn a_conversation_is_one_trace_with_a_span_per_turn() {
     let config = config(addr, "openai-chat", CONVERSATION);
     let metrics = Arc::new(Metrics::new(&config));
     let collect = Arc::new(Collect::new(seen));
-    let target = Arc::new(llmprobe::client::target::TargetRuntime::new(config.targets[0].clone()).unwrap());
+    let target = Arc::new(llmprobe::client::TargetRuntime::new(config.targets[0].clone()).unwrap());
     let sampler = Sampler::uncalibrated(config.scenarios[0].clone(), 3, target.config.api);
     let stream = Stream {
         endpoints: Arc::new(Endpoints::new(target)),
@@ -217,7 +217,7 @@ async fn a_conversation_cut_short_counts_its_unsent_turns() {
         Arc::new(Collect::new(move |_: &Outcome, _: Option<&Sample>| halt.cancel()))
     };
     let metrics = Arc::new(Metrics::new(&config));
-    let target = Arc::new(llmprobe::client::target::TargetRuntime::new(config.targets[0].clone()).unwrap());
+    let target = Arc::new(llmprobe::client::TargetRuntime::new(config.targets[0].clone()).unwrap());
     let sampler = Sampler::uncalibrated(config.scenarios[0].clone(), 5, target.config.api);
     let stream = Stream {
         endpoints: Arc::new(Endpoints::new(target)),

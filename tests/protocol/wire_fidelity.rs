@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{config, start_mock};
-use llmprobe::client::target::TargetRuntime;
+use llmprobe::client::TargetRuntime;
 use llmprobe::mock::MockOptions;
 use llmprobe::pipeline::exec::{Probe, execute};
 use llmprobe::probe::outcome::{ErrorClass, Outcome};

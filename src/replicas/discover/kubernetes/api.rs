@@ -100,7 +100,7 @@ impl Api {
             None => None,
         };
         let mut builder = reqwest::Client::builder()
-            .user_agent(crate::client::target::USER_AGENT)
+            .user_agent(crate::client::USER_AGENT)
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(Duration::from_secs(90));
@@ -109,7 +109,7 @@ impl Api {
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("CA file {} is not PEM certificates: {e}", ca.display()))?;
             builder = builder.tls_certs_merge(certs);
         }
-        let client = builder.build().map_err(|e| format!("building the HTTP client: {}", crate::client::target::error_chain(&e)))?;
+        let client = builder.build().map_err(|e| format!("building the HTTP client: {}", crate::client::error_chain(&e)))?;
         Ok(Api { client, base, token, namespace, service: spec.service.clone() })
     }
 
@@ -132,7 +132,7 @@ impl Api {
         if let Some(token) = &self.token {
             req = req.bearer_auth(token.current().expose());
         }
-        let resp = req.send().await.map_err(|e| ApiError::Transport(self.redact(&crate::client::target::error_chain(&e))))?;
+        let resp = req.send().await.map_err(|e| ApiError::Transport(self.redact(&crate::client::error_chain(&e))))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -212,7 +212,7 @@ async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body),
-            Err(e) => return Err(ApiError::Transport(format!("answer broke off: {}", crate::client::target::error_chain(&e)))),
+            Err(e) => return Err(ApiError::Transport(format!("answer broke off: {}", crate::client::error_chain(&e)))),
         }
     }
 }

@@ -134,7 +134,7 @@ impl Watcher<'_> {
                 },
                 Ok(None) => (lines.finish().into_iter().collect(), Some(WatchEnd::Ended { events: 0 })),
                 Err(e) if e.is_timeout() => (Vec::new(), Some(WatchEnd::Ended { events: 0 })),
-                Err(e) => (Vec::new(), Some(WatchEnd::Broken(format!("stream broke off: {}", crate::client::target::error_chain(&e))))),
+                Err(e) => (Vec::new(), Some(WatchEnd::Broken(format!("stream broke off: {}", crate::client::error_chain(&e))))),
             };
             let mut changed = false;
             for line in batch {

@@ -5,17 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
-
-use crate::client::target::TargetRuntime;
+use super::discovery::{MAX_INFO_BYTES, read_limited};
+use super::runtime::TargetRuntime;
 use crate::workload::prompt::synthesize;
 use crate::workload::{Calibration, Fit};
 
 /// Word counts tokenized to fit the line (span the usual prompt sizes).
 const TOKENIZE_WORDS: [u32; 3] = [32, 256, 1024];
 
-/// Fits `cal` from the target's `/tokenize`. Tries the vLLM/SGLang body (`prompt` or
-/// `messages`), then llama.cpp's (`content`). The error says why it could not.
+/// Fits `cal` from the target's `/tokenize`, with the bodies its API family names
+/// (`Family::tokenize_bodies`). The error says why it could not.
 pub async fn calibrate_with_tokenize(target: &TargetRuntime, cal: &Calibration) -> Result<Fit, String> {
     let model = target.model().await.map_err(|f| format!("model discovery: {}", f.detail))?;
     let mut points = Vec::new();
@@ -29,10 +28,10 @@ pub async fn calibrate_with_tokenize(target: &TargetRuntime, cal: &Calibration) 
 }
 
 async fn tokenize(target: &TargetRuntime, model: &str, text: &str) -> Result<u32, String> {
-    let vllm = target.config.api.family().tokenize_body(model, text);
-    match post_count(target, &vllm).await {
+    let [own, fallback] = target.config.api.family().tokenize_bodies(model, text);
+    match post_count(target, &own).await {
         Ok(n) => Ok(n),
-        Err(first) => post_count(target, &json!({"content": text, "add_special": true})).await.map_err(|_| first),
+        Err(first) => post_count(target, &fallback).await.map_err(|_| first),
     }
 }
 
@@ -48,7 +47,7 @@ async fn post_count(target: &TargetRuntime, body: &serde_json::Value) -> Result<
     if !status.is_success() {
         return Err(format!("POST /tokenize: HTTP {status}"));
     }
-    let bytes = tokio::time::timeout(timeout, crate::client::target::read_limited(resp, crate::client::target::MAX_INFO_BYTES))
+    let bytes = tokio::time::timeout(timeout, read_limited(resp, MAX_INFO_BYTES))
         .await
         .map_err(|_| "POST /tokenize body timed out".to_owned())?
         .map_err(|f| target.redact(&format!("POST /tokenize: {}", f.detail)))?;
