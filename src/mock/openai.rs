@@ -345,8 +345,9 @@ struct OpenAi {
     tool: Option<String>,
     /// Whether the call's first delta (id, type, name) went out.
     tool_started: bool,
-    /// The call's id: unique per request, as vLLM's, so an agent loop's calls tell apart.
-    tool_id: String,
+    /// The call's id (`chatcmpl-tool-` and these hex digits): unique per request, as vLLM's, so
+    /// an agent loop's calls tell apart; formatted only when a call is written.
+    tool_id: u64,
     /// The finish reason a planned answer ends with when the engine stops it (`stop`, or
     /// `tool_calls`): the plan's end by EOS.
     eos_finish: Option<&'static str>,
@@ -371,7 +372,7 @@ impl OpenAi {
             reasoning_tokens: 0,
             tool: None,
             tool_started: false,
-            tool_id: format!("chatcmpl-tool-{:016x}", super::tokenizer::mix(app.opts.seed ^ id ^ 0x7001)),
+            tool_id: super::tokenizer::mix(app.opts.seed ^ id ^ 0x7001),
             eos_finish: None,
             finish_error: false,
             prompt_tokens_details: app.opts.prompt_tokens_details,
@@ -426,7 +427,7 @@ impl OpenAi {
         let reasoning = if e.reasoning.is_empty() { "null".to_owned() } else { js(&e.reasoning) };
         if let (true, Some(name)) = (self.chat, &self.tool) {
             format!(
-                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"{}","type":"function","function":{{"name":{},"arguments":{}}}}}]}},"logprobs":null,"finish_reason":{fin},"stop_reason":null}}],{usage}}}"#,
+                r#"{head},"choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"chatcmpl-tool-{:016x}","type":"function","function":{{"name":{},"arguments":{}}}}}]}},"logprobs":null,"finish_reason":{fin},"stop_reason":null}}],{usage}}}"#,
                 self.tool_id,
                 js(name),
                 js(&e.text)
@@ -471,7 +472,7 @@ impl Render for OpenAi {
             f.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,");
             if !self.tool_started {
                 f.push_str("\"id\":\"");
-                f.push_str(&self.tool_id);
+                f.push_str(&format!("chatcmpl-tool-{:016x}", self.tool_id));
                 f.push_str("\",\"type\":\"function\",\"function\":{\"name\":");
                 push_js(&mut f, name);
                 f.push(',');
@@ -586,7 +587,7 @@ mod frame_tests {
             reasoning_tokens,
             tool: None,
             tool_started: false,
-            tool_id: "chatcmpl-tool-0".into(),
+            tool_id: 0,
             eos_finish: None,
             finish_error: false,
             prompt_tokens_details: false,

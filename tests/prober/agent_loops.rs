@@ -75,7 +75,7 @@ fn seen(o: &Outcome, _: Option<&Sample>) -> Seen {
 async fn run(config: &Config, starts: u64) -> (String, Vec<Seen>) {
     let metrics = Arc::new(Metrics::new(config));
     let collect = Arc::new(Collect::new(seen));
-    let target = Arc::new(llmprobe::client::target::TargetRuntime::new(config.targets[0].clone()).unwrap());
+    let target = Arc::new(llmprobe::client::TargetRuntime::new(config.targets[0].clone()).unwrap());
     let scenario = config.scenarios[0].clone();
     let name = scenario.name.clone();
     let stream = Stream {
