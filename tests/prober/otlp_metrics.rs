@@ -23,15 +23,16 @@ async fn run(endpoint: &str, protocol: &str) {
     let yaml = format!(
         "listen: 127.0.0.1:0\nprobe: {{rate: 10, seed: 3, shutdown_grace: 5s}}\n\
          targets:\n  - {{name: t, base_url: \"http://{mock}\", api: openai-chat}}\n\
-         scenarios:\n  - {{name: s, input_tokens: 16, output_tokens: 6}}\n\
+         scenarios:\n  - {{name: s, input_tokens: 16, output_tokens: 6}}\n  - {{name: agent, weight: 0.2, input_tokens: 16, output_tokens: 16, agent: {{tools: [{{name: f, parameters: {{type: object}}, result: ok}}]}}}}\n\
          slo: {{ttft: 1us}}\n\
          tracing: {{enabled: false, metrics: true, endpoint: \"{endpoint}\", protocol: {protocol}}}\n"
     );
     let config = llmprobe::app::loader::parse(&yaml, "m.yaml").unwrap_or_else(|e| panic!("{e}"));
     let stop = CancellationToken::new();
     let running = llmprobe::app::start(config, Default::default(), stop.clone()).await.unwrap();
-    let successes = |t: &str| common::metric(t, "llmprobe_requests_total", &["outcome=\"success\""]);
-    common::wait_for_metrics(running.metrics_addr, "4 successes", |t| successes(t) >= 4.0).await;
+    let successes = |t: &str| common::metric(t, "llmprobe_requests_total", &["scenario=\"s\"", "outcome=\"success\""]);
+    let answered = |t: &str| common::metric(t, "llmprobe_agent_loops_total", &["result=\"answered\""]);
+    common::wait_for_metrics(running.metrics_addr, "4 successes and an answered agent loop", |t| successes(t) >= 4.0 && answered(t) >= 1.0).await;
     stop.cancel();
     running.wait().await.unwrap();
     mock_stop.cancel();
@@ -69,7 +70,8 @@ fn check(received: &Received) {
             assert_eq!(string(a, "gen_ai.request.model"), Some("mock-llama"));
             assert_eq!(string(a, "server.address"), Some("127.0.0.1"));
             assert!(a.iter().any(|kv| kv.key == "server.port"));
-            assert_eq!((string(a, "llmprobe.target"), string(a, "llmprobe.scenario")), (Some("t"), Some("s")));
+            assert_eq!(string(a, "llmprobe.target"), Some("t"));
+            assert!(matches!(string(a, "llmprobe.scenario"), Some("s" | "agent")));
             token_types.extend(string(a, "gen_ai.token.type"));
         }
         if name == "gen_ai.client.token.usage" {
@@ -78,7 +80,7 @@ fn check(received: &Received) {
     }
     let sum_of = |name: &str, want: &[(&str, &str)]| -> u64 {
         let m = find(&all, name);
-        assert_eq!(m.unit, "{request}");
+        assert_eq!(m.unit, if name.starts_with("llmprobe.agent") { "{loop}" } else { "{request}" });
         let Some(metric::Data::Sum(s)) = &m.data else { panic!("{name} is not a sum") };
         assert!(s.is_monotonic);
         s.data_points
@@ -90,10 +92,14 @@ fn check(received: &Received) {
             })
             .sum()
     };
-    let ok = sum_of("llmprobe.requests", &[("llmprobe.target", "t"), ("llmprobe.outcome", "success")]);
+    // Agent loops: counted by result, answered ones timed.
+    assert!(sum_of("llmprobe.agent.loops", &[("llmprobe.scenario", "agent"), ("llmprobe.agent.result", "answered")]) >= 1);
+    let loops = find(&all, "llmprobe.agent.loop.duration");
+    assert!(matches!(&loops.data, Some(metric::Data::Histogram(h)) if h.data_points.iter().any(|p| p.count >= 1)), "{loops:?}");
+    let ok = sum_of("llmprobe.requests", &[("llmprobe.target", "t"), ("llmprobe.scenario", "s"), ("llmprobe.outcome", "success")]);
     assert!(ok >= 4, "llmprobe.requests success = {ok}");
     // A 1 us TTFT threshold fails every probe: no goodput, one violation each.
-    let violations = sum_of("llmprobe.slo.violations", &[("llmprobe.slo", "ttft")]);
+    let violations = sum_of("llmprobe.slo.violations", &[("llmprobe.scenario", "s"), ("llmprobe.slo", "ttft")]);
     assert_eq!(violations, ok);
     assert!(all.iter().filter(|m| m.name == "llmprobe.goodput.requests").all(|m| match &m.data {
         Some(metric::Data::Sum(s)) =>

@@ -70,6 +70,11 @@ impl Sink for Otlp {
                     t.release(target, before, after);
                 }
             }
+            Event::AgentLoop { target, scenario, result, seconds, .. } => {
+                if let Some(m) = &self.metrics {
+                    m.agent_loop(target, scenario, result, seconds);
+                }
+            }
             _ => {}
         }
     }

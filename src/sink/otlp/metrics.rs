@@ -13,7 +13,10 @@
 //! `server.address`, `server.port`, `error.type` (failures), `llmprobe.target`, `llmprobe.scenario`.
 //! Own counters: `llmprobe.requests` ({request}; `llmprobe.outcome`, `error.type`; every scheduled
 //! probe, dropped ones too), `llmprobe.goodput.requests` ({request}) and `llmprobe.slo.violations`
-//! ({request}; `llmprobe.slo` = ttft | tpot | e2e).
+//! ({request}; `llmprobe.slo` = ttft | tpot | e2e). Agent loops (`agent:`): `llmprobe.agent.loops`
+//! ({loop}; `llmprobe.agent.result` = answered | step_limit | failed | stopped) and
+//! `llmprobe.agent.loop.duration` (s; answered loops, first send to the answer's end). Each step
+//! is a probe, so it is in the GenAI metrics above like any other.
 //!
 //! Switch (`settings.rs`): `tracing.metrics`, else `OTEL_METRICS_EXPORTER` (`otlp` on, `none` or unset off);
 //! `OTEL_SDK_DISABLED=true` turns it off. Transport and endpoint as for traces (`tracing.protocol`
@@ -44,6 +47,8 @@ pub const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
 pub const REQUESTS: &str = "llmprobe.requests";
 pub const GOODPUT_REQUESTS: &str = "llmprobe.goodput.requests";
 pub const SLO_VIOLATIONS: &str = "llmprobe.slo.violations";
+pub const AGENT_LOOPS: &str = "llmprobe.agent.loops";
+pub const AGENT_LOOP_DURATION: &str = "llmprobe.agent.loop.duration";
 
 /// Recommended explicit buckets for the GenAI durations (s): 0.01 doubling to 81.92.
 pub const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
@@ -61,6 +66,8 @@ pub(super) struct MetricExport {
     requests: Counter<u64>,
     goodput: Counter<u64>,
     slo_violations: Counter<u64>,
+    agent_loops: Counter<u64>,
+    agent_loop_duration: Histogram<f64>,
     targets: Arc<Targets>,
     slo: SloTable,
 }
@@ -95,6 +102,8 @@ impl MetricExport {
             requests: requests(REQUESTS, "Scheduled probes by outcome and error type; every probe lands here once"),
             goodput: requests(GOODPUT_REQUESTS, "Probes that succeeded and met every SLO threshold of their target and scenario"),
             slo_violations: requests(SLO_VIOLATIONS, "Successful probes that missed the given SLO threshold"),
+            agent_loops: meter.u64_counter(AGENT_LOOPS).with_unit("{loop}").with_description("Agent loops ended, by result").build(),
+            agent_loop_duration: seconds(AGENT_LOOP_DURATION, "Answered agent loops, first send to the answer's end"),
             targets,
             slo: config.slo_table(),
             provider,
@@ -115,6 +124,17 @@ impl MetricExport {
         if let Err(e) = self.provider.shutdown_with_timeout(within) {
             tracing::warn!("metric export shutdown: {e}");
         }
+    }
+
+    /// An agent loop ended.
+    pub(super) fn agent_loop(&self, target: &str, scenario: &str, result: &'static str, seconds: f64) {
+        let ts = [KeyValue::new("llmprobe.target", target.to_owned()), KeyValue::new("llmprobe.scenario", scenario.to_owned())];
+        if result == crate::probe::step::LOOP_ANSWERED {
+            self.agent_loop_duration.record(seconds, &ts);
+        }
+        let mut a = ts.to_vec();
+        a.push(KeyValue::new("llmprobe.agent.result", result));
+        self.agent_loops.add(1, &a);
     }
 
     fn genai_attributes(&self, o: &Outcome) -> Vec<KeyValue> {
