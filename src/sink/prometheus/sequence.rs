@@ -92,7 +92,17 @@ pub struct PairLabels {
     pub scenario: String,
 }
 
-/// Conversations and cache pairs.
+/// The `result` of a turn or agent step (`TURN_RESULTS`); `sample` is a success's.
+fn step_result(outcome: &Outcome, sample: Option<&Sample>) -> &'static str {
+    match sample {
+        Some(s) if s.goodput => TURN_RESULTS[0],
+        Some(_) => TURN_RESULTS[1],
+        None if outcome.is_success() => TURN_RESULTS[1],
+        None => TURN_RESULTS[2],
+    }
+}
+
+/// Conversations, cache pairs and agent loops.
 #[derive(Debug, Clone)]
 pub struct SequenceFamilies {
     turn_ttft: HistogramFamily<TurnLabels>,
@@ -258,12 +268,7 @@ impl SequenceFamilies {
         match step.step {
             Step::Turn(k) => {
                 let turn = Step::turn_label(k);
-                let result = match sample {
-                    Some(s) if s.goodput => TURN_RESULTS[0],
-                    Some(_) => TURN_RESULTS[1],
-                    None if outcome.is_success() => TURN_RESULTS[1],
-                    None => TURN_RESULTS[2],
-                };
+                let result = step_result(outcome, sample);
                 self.turns.get_or_create(&TurnResultLabels { target: target.clone(), scenario: scenario.clone(), turn, result }).inc();
                 let Some(s) = sample else { return };
                 let labels = TurnLabels { target, scenario, turn };
@@ -282,12 +287,7 @@ impl SequenceFamilies {
             }
             Step::Agent(k) => {
                 let step = Step::turn_label(k);
-                let result = match sample {
-                    Some(s) if s.goodput => TURN_RESULTS[0],
-                    Some(_) => TURN_RESULTS[1],
-                    None if outcome.is_success() => TURN_RESULTS[1],
-                    None => TURN_RESULTS[2],
-                };
+                let result = step_result(outcome, sample);
                 self.steps.get_or_create(&StepResultLabels { target: target.clone(), scenario: scenario.clone(), step, result }).inc();
                 // A failed step's calls count too: they are what the model did.
                 for tool in outcome.checks.iter().flat_map(|c| &c.calls) {
