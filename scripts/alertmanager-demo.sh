@@ -55,12 +55,14 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ports() { scripts/wait-ports.py "$@"; }
 started=$(date +%s)
 NS=(quiet outage partial release dies)
 declare -A mock_port probe_port
-for ns in "${NS[@]}"; do mock_port[$ns]=$(free_port); probe_port[$ns]=$(free_port); done
+# Every port this drill listens on, picked together (scripts/free-ports.py says why).
+read -r -a ports < <(scripts/free-ports.py $((2 * ${#NS[@]} + 3)))
+for i in "${!NS[@]}"; do mock_port[${NS[$i]}]=${ports[$((2 * i))]}; probe_port[${NS[$i]}]=${ports[$((2 * i + 1))]}; done
+hook_port=${ports[-3]} am_port=${ports[-2]} prom_port=${ports[-1]}
 start_mock() {  # start_mock NS [mock args...]
   local ns=$1; shift
   "$bin" mock --listen "127.0.0.1:${mock_port[$ns]}" "$@" >>"$tmp/mock-$ns.log" 2>&1 &
@@ -103,7 +105,6 @@ YAML
 done
 
 # --- webhook receiver ----------------------------------------------------------------------------
-hook_port=$(free_port)
 cat >"$tmp/hook.py" <<'PY'
 import http.server, json, sys, time
 out = open(sys.argv[2], "a")
@@ -124,7 +125,6 @@ pids+=($!)
 # --- Alertmanager: kps's default route and inhibit rules, plus the chart's ----------------------
 helm template llmprobe helm/llmprobe --set alertmanagerConfig.enabled=true \
   --show-only templates/alertmanagerconfig.yaml >"$tmp/amc.yaml"
-am_port=$(free_port)
 python3 - "$tmp/amc.yaml" "$hook_port" "$scale" >"$tmp/alertmanager.yml" <<'PY'
 import sys, yaml
 amc = yaml.safe_load(open(sys.argv[1]))
@@ -157,7 +157,6 @@ PY
 pids+=($!)
 
 # --- Prometheus: the shipped rules, every duration divided by SCALE, groups evaluated every second
-prom_port=$(free_port)
 python3 - "$scale" alerts/llmprobe-rules.yml >"$tmp/rules.yml" <<'PY'
 import re, sys
 scale = float(sys.argv[1])

@@ -36,13 +36,13 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Every port this drill listens on, picked together (scripts/free-ports.py says why).
+declare -A mock_port probe_port
+read -r mock_port[team-a] probe_port[team-a] mock_port[team-b] probe_port[team-b] prom_port < <(scripts/free-ports.py 5)
 started=$(date +%s)
 
 # one mock engine and one prober per namespace; both targets are named vllm
-declare -A mock_port probe_port
 for ns in team-a team-b; do
-  mock_port[$ns]=$(free_port); probe_port[$ns]=$(free_port)
   fault=()
   [ "$ns" = team-b ] && fault=(--fault http_500=1.0)
   "$bin" mock --listen "127.0.0.1:${mock_port[$ns]}" "${fault[@]}" >"$tmp/mock-$ns.log" 2>&1 &
@@ -69,7 +69,6 @@ for ns in team-a team-b; do
   pids+=($!)
 done
 
-prom_port=$(free_port)
 # the shipped rules, groups evaluated every second for this short run
 sed -E 's/^    interval: [0-9]+[a-z]+$/    interval: 1s/' alerts/llmprobe-rules.yml >"$tmp/rules.yml"
 cat >"$tmp/prometheus.yml" <<YAML

@@ -61,10 +61,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Nine distinct free ports, held open together while they are picked (one at a time, the kernel may
-# hand out a port just released twice).
-read -r demo_port mock_port probe_port prom_port static_port rel_mock_port rel_probe_port seq_mock_port seq_probe_port < <(
-  python3 -c 'import socket; ss = [socket.socket() for _ in range(9)]; [s.bind(("127.0.0.1", 0)) for s in ss]; print(" ".join(str(s.getsockname()[1]) for s in ss))')
+# Nine distinct free ports, picked together (scripts/free-ports.py says why).
+read -r demo_port mock_port probe_port prom_port static_port rel_mock_port rel_probe_port seq_mock_port seq_probe_port < <(scripts/free-ports.py 9)
 
 # --- static scrape pages (dcgm-exporter in Kubernetes, llama-server) -------------------------------
 python3 -m http.server --bind 127.0.0.1 --directory "$ROOT/tests/fixtures/ops/scrape" "$static_port" >"$tmp/static.log" 2>&1 &

@@ -24,9 +24,8 @@ if [ "$limit" != unlimited ] && [ $((IDLE + SLOW_BODY + SLOWLORIS + 500)) -gt "$
   echo "ulimit -n is $limit: IDLE scaled down to $IDLE" >&2
 fi
 out=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-mock_port=$(free_port)
-port=$(free_port)
+# Both ports picked together (scripts/free-ports.py says why).
+read -r mock_port port < <(scripts/free-ports.py 2)
 echo "attack-test-token" >"$out/token"
 cat >"$out/config.yaml" <<YAML
 listen: 127.0.0.1:$port
