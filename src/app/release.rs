@@ -58,7 +58,7 @@ pub struct Marker {
 /// Seconds between two behaviour markers of one target: a release changes many prompts'
 /// answers over a few minutes, and each would re-arm the detector; every change is still logged
 /// and counted (`llmprobe_behaviour_changes_total`).
-pub const BEHAVIOUR_MARKER_GAP: f64 = 300.0;
+const BEHAVIOUR_MARKER_GAP: f64 = 300.0;
 
 #[derive(Default)]
 struct MarkerSettings {
@@ -92,7 +92,7 @@ pub enum Refused {
 /// The body of `POST /api/v1/releases`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MarkRequest {
+struct MarkRequest {
     pub target: String,
     pub version: String,
     #[serde(default)]

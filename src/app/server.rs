@@ -55,13 +55,13 @@ const JSON_CONTENT_TYPE: &str = "application/json";
 
 /// A request head must arrive within this, counted from its first byte (from accept for a
 /// connection's first request).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// A request, its body included, must be read and answered within this.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// A kept-alive connection with no request for this long is closed (Prometheus reconnects).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Open connections at most; Prometheus and a few humans need far fewer.
-pub const MAX_CONNECTIONS: usize = 256;
+const MAX_CONNECTIONS: usize = 256;
 /// The largest request head (hyper answers 431 beyond it); also bounds a connection's read buffer.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// On shutdown, open connections get this long to finish their request.
@@ -496,7 +496,7 @@ async fn runbook_markdown() -> Response {
 /// The runbook as a plain HTML page: every Markdown heading an `<hN>` with the anchor GitHub would
 /// give it (what the alerts' `runbook_url#section` links name), the text between them as
 /// preformatted Markdown. Headings inside code blocks stay text.
-pub fn runbook_html(markdown: &str) -> String {
+fn runbook_html(markdown: &str) -> String {
     let mut out = String::from(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>llmprobe alert runbook</title>\n\
          <style>body{font-family:sans-serif;max-width:60em;margin:auto}pre{white-space:pre-wrap}</style></head><body>\n",

@@ -17,7 +17,7 @@ use super::records::{Phase, Record};
 use crate::source::promtext::{self, Page};
 
 /// The window file inside a result directory.
-pub const WINDOW_FILE: &str = "engine_window.jsonl";
+const WINDOW_FILE: &str = "engine_window.jsonl";
 
 /// TTFT histogram names, newest first (the family name has been stable across vLLM releases;
 /// listed as a map so a rename is one line).

@@ -26,7 +26,7 @@ use crate::sink::Collect;
 use crate::workload::{Calibration, Mix};
 
 /// The verdict file in the output directory.
-pub const GATE_FILE: &str = "gate.json";
+const GATE_FILE: &str = "gate.json";
 
 /// Which deployment a probe went to (its `replica` label while the gate runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

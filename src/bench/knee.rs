@@ -6,9 +6,9 @@ use super::figure::Figure;
 use super::summary::{Knee, PointSummary};
 
 /// Throughput must grow by more than this from one point to the next to count as a gain.
-pub const MIN_THROUGHPUT_GAIN: f64 = 0.10;
+const MIN_THROUGHPUT_GAIN: f64 = 0.10;
 /// A TTFT p95 rise of more than this (relative) at no gain marks saturation.
-pub const MAX_TTFT_RISE: f64 = 0.50;
+const MAX_TTFT_RISE: f64 = 0.50;
 
 /// Finds the knee of points sorted by load.
 pub fn find(points: &[PointSummary], objective: f64) -> Knee {

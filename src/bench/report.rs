@@ -296,7 +296,7 @@ fn series(s: &SummaryFile, figures: &[(&str, Figure)]) -> Vec<Series> {
 }
 
 /// The plots, in report order.
-pub fn charts(rs: &ResultSet) -> Vec<Chart> {
+fn charts(rs: &ResultSet) -> Vec<Chart> {
     let s = &rs.summary;
     let x = rs.load_label().to_owned();
     let chart = |title: &str, y: &str, series: Vec<Series>| Chart { title: title.into(), x_label: x.clone(), y_label: y.into(), series, step: false };
@@ -377,7 +377,7 @@ fn ttft_cdfs(rs: &ResultSet) -> Vec<Series> {
 }
 
 /// The self-contained HTML page.
-pub fn html_page(rs: &ResultSet) -> String {
+fn html_page(rs: &ResultSet) -> String {
     let md = markdown(rs);
     let mut h = String::from(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmprobe benchmark report</title><style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:0 3px}svg{display:block;margin:1em 0}.plots{display:grid;grid-template-columns:1fr 1fr;gap:0 1em}.plots svg{width:100%;height:auto}</style></head><body>\n",

@@ -27,7 +27,7 @@ use crate::config::{ArrivalKind, Bench, BenchMode};
 
 /// Time added to `point_timeout` for a phase's slot: the record write and the engine counter
 /// re-reads after the last request (up to ~1 s) happen inside the slot.
-pub const SLOT_GUARD_S: f64 = 2.0;
+const SLOT_GUARD_S: f64 = 2.0;
 
 /// How late (seconds) a shard may reach `--start-at` and still start: beyond it the shards would
 /// not be aligned, and the run is refused.

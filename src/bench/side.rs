@@ -90,7 +90,7 @@ fn status_kb(status: &str, key: &str) -> Option<u64> {
 /// (`requests_running`, `requests_waiting`, `kv_cache_usage`, `prefix_cache_hit_rate`,
 /// `gpu_utilization`, `gpu_memory_used_bytes`, `gpu_power_watts`), each present when the source
 /// reports it. A failed scrape skips the line.
-pub struct TelemetrySource {
+struct TelemetrySource {
     name: String,
     description: String,
     timeout: Duration,

@@ -12,7 +12,7 @@ use super::Collected;
 
 /// Prompts remembered per target (a dataset of more distinct prompts is fingerprinted for its
 /// first `MAX_PROMPTS` only, so memory stays bounded).
-pub const MAX_PROMPTS: usize = 4096;
+const MAX_PROMPTS: usize = 4096;
 
 /// Whitespace runs become one space and the ends are trimmed (a server that adds a trailing
 /// newline has not changed behaviour); tool calls count with their name and arguments.

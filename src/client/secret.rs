@@ -63,7 +63,7 @@ pub fn resolve(reference: &SecretRef) -> Result<Secret, SecretError> {
 }
 
 /// How often a key file's modification time is looked at.
-pub const RECHECK: Duration = Duration::from_secs(5);
+const RECHECK: Duration = Duration::from_secs(5);
 
 /// A resolved API key that follows its file when the file changes.
 pub struct KeySource {

@@ -50,7 +50,7 @@ pub struct BenchArgs {
 }
 
 /// Loads a config for a bench command; `Err(code)` after printing the problems.
-pub fn load_plan(path: &std::path::Path) -> Result<BenchPlan, ExitCode> {
+fn load_plan(path: &std::path::Path) -> Result<BenchPlan, ExitCode> {
     let file = path.display().to_string();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,

@@ -228,7 +228,7 @@ pub struct SimulateArgs {
 /// The `--day` file: the conditions of a simulated day. Every key optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DayFile {
+struct DayFile {
     pub ttft: Option<LatencyKeys>,
     pub tpot: Option<LatencyKeys>,
     pub output_tokens: Option<f64>,
@@ -247,21 +247,21 @@ pub struct DayFile {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LatencyKeys {
+struct LatencyKeys {
     pub median_ms: Option<f64>,
     pub sigma: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DriftKeys {
+struct DriftKeys {
     pub amplitude: Option<f64>,
     pub period_h: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OutlierKeys {
+struct OutlierKeys {
     pub share: Option<f64>,
     pub factor: Option<f64>,
     pub pareto_alpha: Option<f64>,
@@ -269,7 +269,7 @@ pub struct OutlierKeys {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LoadKeys {
+struct LoadKeys {
     pub sd: Option<f64>,
     pub tau_min: Option<f64>,
     pub tpot_share: Option<f64>,
@@ -277,28 +277,28 @@ pub struct LoadKeys {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CacheKeys {
+struct CacheKeys {
     pub hit_share: Option<f64>,
     pub miss_factor: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BurstKeys {
+struct BurstKeys {
     pub s: Option<f64>,
     pub error_share: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IncidentKeys {
+struct IncidentKeys {
     pub s: Option<f64>,
     pub factor: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RolloutKeys {
+struct RolloutKeys {
     pub factor_min: Option<f64>,
     pub factor_max: Option<f64>,
     pub duration_min_s: Option<f64>,
@@ -308,7 +308,7 @@ pub struct RolloutKeys {
 }
 
 /// Parses a day file; an error names the key (with its path) and the line.
-pub fn parse_day(text: &str) -> anyhow::Result<DayFile> {
+fn parse_day(text: &str) -> anyhow::Result<DayFile> {
     // serde_norway's message already carries the path of the key and its line and column.
     Ok(serde_norway::from_str::<Option<DayFile>>(text)?.unwrap_or_default())
 }
@@ -320,7 +320,7 @@ pub fn run(cmd: DetectCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Flags over the day file over the defaults, checked; an error names the flag.
-pub fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> anyhow::Result<PlanParams> {
+fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> anyhow::Result<PlanParams> {
     let mut p = PlanParams::new(settings);
     let d = day;
     let pick = |flag: Option<f64>, file: Option<f64>, default: f64| flag.or(file).unwrap_or(default);
@@ -545,7 +545,7 @@ pub fn parse_replay(text: &str) -> anyhow::Result<Vec<Vec<ReplayProbe>>> {
 
 /// `parse_replay` with the send-order timeline; time order needs every record's time
 /// (`intended_unix_s`, else `sent_unix_s`). A bad line is an error naming it.
-pub fn parse_records(text: &str, order: ReplayOrder) -> anyhow::Result<Replay> {
+fn parse_records(text: &str, order: ReplayOrder) -> anyhow::Result<Replay> {
     let mut names: Vec<String> = Vec::new();
     let mut records: Vec<(usize, ReplayProbe)> = Vec::new();
     for (i, line) in text.lines().enumerate() {

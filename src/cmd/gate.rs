@@ -15,7 +15,7 @@ use crate::bench::paired::{Decision, GateSettings, GateSignal, GateVerdict};
 use crate::config::{Bench, BenchMode, Config, parse_duration};
 
 /// The built-in workload without `--config`.
-pub const GATE_YAML: &str = include_str!("../../config/gate.yaml");
+const GATE_YAML: &str = include_str!("../../config/gate.yaml");
 
 /// Exit code of an inconclusive gate (as `release wait`).
 pub const EXIT_INCONCLUSIVE: u8 = 3;

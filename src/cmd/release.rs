@@ -40,7 +40,7 @@ pub struct ReleaseWaitArgs {
 }
 
 /// Exit code of `release wait` for a regressed release.
-pub const EXIT_REGRESSED: u8 = 1;
+const EXIT_REGRESSED: u8 = 1;
 /// Exit code of `release wait` for an inconclusive verdict or a timeout.
 pub const EXIT_INCONCLUSIVE: u8 = 3;
 

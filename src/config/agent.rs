@@ -11,14 +11,14 @@ use super::check::Checker;
 use super::checks::Schema;
 
 /// Most tools one loop offers.
-pub const MAX_TOOLS: usize = 8;
+const MAX_TOOLS: usize = 8;
 /// Most steps of one loop: every step re-sends the whole loop so far, so a bound keeps requests
 /// bounded.
 pub const MAX_STEPS: u32 = 16;
 /// Steps when `max_steps` is not set.
-pub const DEFAULT_STEPS: u32 = 4;
+const DEFAULT_STEPS: u32 = 4;
 /// Longest canned result (as JSON text) and task.
-pub const MAX_RESULT_BYTES: usize = 16 * 1024;
+const MAX_RESULT_BYTES: usize = 16 * 1024;
 
 /// `agent:` as written.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]

@@ -176,7 +176,7 @@ pub struct Matrix {
 }
 
 /// Default rate-mode in-flight cap.
-pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
+const DEFAULT_MAX_CONCURRENCY: usize = 256;
 
 /// Validates `bench:`; `None` when the section is absent.
 pub(super) fn bench(raw: Option<&RawBench>, c: &mut Checker) -> Option<Bench> {

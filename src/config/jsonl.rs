@@ -7,10 +7,10 @@ use serde::Deserialize;
 use super::check::Checker;
 
 /// Default size at which the file rotates: 64 MiB.
-pub const DEFAULT_JSONL_MAX_BYTES: u64 = 64 << 20;
+const DEFAULT_JSONL_MAX_BYTES: u64 = 64 << 20;
 
 /// Smallest `max_bytes`: a few lines.
-pub const MIN_JSONL_MAX_BYTES: u64 = 4096;
+const MIN_JSONL_MAX_BYTES: u64 = 4096;
 
 /// `jsonl:` section. An empty section is the same as none: no file is written.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

@@ -74,9 +74,9 @@ pub struct Replicas {
     pub grace: Duration,
 }
 
-pub const DEFAULT_MAX_REPLICAS: u64 = 16;
+const DEFAULT_MAX_REPLICAS: u64 = 16;
 /// More replicas than this per target is a config error (series per replica add up).
-pub const MAX_REPLICAS: u64 = 256;
+const MAX_REPLICAS: u64 = 256;
 
 pub(super) fn replicas(path: &str, discover: Option<&RawDiscover>, raw: Option<&RawReplicas>, c: &mut Checker) -> Option<Replicas> {
     let Some(d) = discover else {

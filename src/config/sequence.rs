@@ -18,9 +18,9 @@ use super::workload::{Sequence, TurnSpec, length};
 /// bounded.
 pub const MAX_TURNS: usize = 32;
 /// Longest think time between two turns.
-pub const MAX_THINK_TIME: Duration = Duration::from_secs(600);
+const MAX_THINK_TIME: Duration = Duration::from_secs(600);
 /// Think time when a conversation sets none.
-pub const DEFAULT_THINK_TIME: Duration = Duration::from_secs(1);
+const DEFAULT_THINK_TIME: Duration = Duration::from_secs(1);
 
 /// A scenario's sequence sections as written.
 pub struct RawSequence<'a> {

@@ -13,12 +13,12 @@ use super::workload::Scenario;
 pub const MAX_SERIES: u64 = 250_000;
 /// Upper estimate of the series of one target × scenario pair (measured: 227 with every
 /// outcome class seen, detector on).
-pub const SERIES_PER_PAIR: u64 = 256;
+const SERIES_PER_PAIR: u64 = 256;
 /// Upper estimate of the series of one target beyond its pairs (measured: 64).
-pub const SERIES_PER_TARGET: u64 = 72;
+const SERIES_PER_TARGET: u64 = 72;
 /// Series of the prober itself and of each telemetry source.
-pub const SERIES_BASE: u64 = 64;
-pub const SERIES_PER_SOURCE: u64 = 8;
+const SERIES_BASE: u64 = 64;
+const SERIES_PER_SOURCE: u64 = 8;
 
 /// The estimate: each target counts once for itself and once per replica it may probe.
 pub fn estimate(targets: &[Target], scenarios: usize, sources: usize) -> u64 {

@@ -42,7 +42,7 @@ pub fn proportion_delta(pre_bad: u64, pre_n: u64, post_bad: u64, post_n: u64) ->
 }
 
 /// ln P(Z > z) for a standard normal Z, accurate in the far tail (no underflow to -inf).
-pub fn ln_normal_sf(z: f64) -> f64 {
+fn ln_normal_sf(z: f64) -> f64 {
     if !z.is_finite() {
         return if z > 0.0 { f64::NEG_INFINITY } else { 0.0 };
     }
@@ -151,7 +151,7 @@ pub fn ln_gamma(x: f64) -> f64 {
 
 /// The regularized incomplete beta function I_x(a, b) (a, b > 0, x in [0, 1]), by its continued
 /// fraction (modified Lentz), on the side where it converges fast.
-pub fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
+fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
     if !(a > 0.0 && b > 0.0) || x.is_nan() {
         return f64::NAN;
     }
@@ -201,7 +201,7 @@ pub fn binomial_sf(k: f64, n: f64, p: f64) -> f64 {
 }
 
 /// P(T > t) for Student's t with `df` degrees of freedom (df > 0), from the incomplete beta.
-pub fn student_t_sf(t: f64, df: f64) -> f64 {
+fn student_t_sf(t: f64, df: f64) -> f64 {
     if t.is_nan() || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }

@@ -10,7 +10,7 @@ use super::detector::Detector;
 /// The file inside `state_dir`.
 pub const STATE_FILE: &str = "detect-state.json";
 
-pub fn state_path(dir: &Path) -> PathBuf {
+fn state_path(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
 

@@ -832,7 +832,7 @@ pub fn min_detectable(p: &PlanParams, grid: &[f64], trials: usize) -> MinDetecta
 }
 
 /// Upper end of a one-sided 95% Poisson interval for a count (for "≤ x per 30 days" claims).
-pub fn poisson_upper95(k: u64) -> f64 {
+fn poisson_upper95(k: u64) -> f64 {
     // Wilson–Hilferty approximation of the chi-square quantile, 2(k+1) degrees of freedom.
     let df = 2.0 * (k as f64 + 1.0);
     let z = 1.644_853_626_951_472_2;

@@ -12,7 +12,7 @@ use super::history::HistBin;
 const MAX_VERSION_CHARS: usize = 128;
 
 /// Format version of `Detector::snapshot`.
-pub const SNAPSHOT_VERSION: u32 = 2;
+const SNAPSHOT_VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 pub(super) struct Snapshot {

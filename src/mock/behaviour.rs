@@ -11,7 +11,7 @@ use super::faults::Fault;
 
 /// The known-answer questions the mock answers (matched case-insensitively anywhere in the last
 /// user message or the prompt), and its answers. Documented in `README.md`.
-pub const KNOWN_ANSWERS: &[(&str, &str)] = &[
+const KNOWN_ANSWERS: &[(&str, &str)] = &[
     ("what is the capital of france", "The capital of France is Paris."),
     ("what is 2 + 2", "2 + 2 = 4."),
     ("what color is a clear daytime sky", "Blue."),
@@ -142,7 +142,7 @@ pub fn agent_step(body: &Value) -> u32 {
 }
 
 /// What the mock answers once an agent loop has its tools' results.
-pub const LOOP_ANSWER: &str = "Done: the tools' results answer the request.";
+const LOOP_ANSWER: &str = "Done: the tools' results answer the request.";
 
 /// `tools` with a function and a `tool_choice` other than `none`: a call of the function with
 /// arguments valid for its parameters. Which function: the named one; else, as an agent loop
@@ -173,7 +173,7 @@ fn tool_call(body: &Value, fault: Option<Fault>) -> Option<(String, Option<Strin
 /// (within `minLength`/`maxLength`), numbers and integers (within `minimum`/`maximum`), booleans,
 /// `enum`/`const` (the first value), arrays (`minItems` items, at least one). Deeper than 8
 /// levels, or a kind it does not know: `null`.
-pub fn value_for(schema: &Value, depth: u32) -> Value {
+fn value_for(schema: &Value, depth: u32) -> Value {
     if depth > 8 {
         return Value::Null;
     }

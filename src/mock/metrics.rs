@@ -43,7 +43,7 @@ fn counter(out: &mut String, name: &str, help: &str, labels: &str, v: u64) {
 }
 
 /// The engine's state as vLLM names it.
-pub fn render_vllm(e: &Engine, l: &str) -> String {
+fn render_vllm(e: &Engine, l: &str) -> String {
     let s = &e.stats;
     let mut o = String::with_capacity(16 * 1024);
     gauge(&mut o, "vllm:num_requests_running", "Number of requests in model execution batches.", l, e.num_running() as f64);
@@ -131,7 +131,7 @@ impl Load {
 }
 
 /// dcgm-exporter's page shape: one line per field with its device labels.
-pub fn render_dcgm(p: &super::Profile, l: &Load) -> String {
+fn render_dcgm(p: &super::Profile, l: &Load) -> String {
     let labels = format!(
         "gpu=\"0\",UUID=\"GPU-6d6f636b-0000-4000-8000-000000000000\",pci_bus_id=\"00000000:00:02.0\",device=\"nvidia0\",modelName=\"{}\",Hostname=\"mock-host\",hostname=\"mock-host\",DCGM_FI_DRIVER_VERSION=\"580.95.05\"",
         p.gpu_name

@@ -56,7 +56,7 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
 }
 
 /// vLLM's error object.
-pub fn error_body(status: u16, kind: &str, msg: &str, param: Option<&str>) -> String {
+fn error_body(status: u16, kind: &str, msg: &str, param: Option<&str>) -> String {
     let param = param.map(js).unwrap_or_else(|| "null".into());
     format!(r#"{{"error":{{"message":{},"type":"{kind}","param":{param},"code":{status}}}}}"#, js(msg))
 }

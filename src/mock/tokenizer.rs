@@ -5,11 +5,6 @@
 //! `CHAT_TOKENS_GENERATION_PROMPT` once, standing in for a chat template. Generated tokens are
 //! words from a fixed vocabulary, each emitted with a leading space.
 
-/// Template tokens around each chat message (role marker, start and end delimiters, newline).
-pub const CHAT_TOKENS_PER_MESSAGE: u32 = 4;
-/// Template tokens that open the assistant turn.
-pub const CHAT_TOKENS_GENERATION_PROMPT: u32 = 3;
-
 const VOCAB: &[&str] = &[
     "the", "model", "token", "cache", "batch", "stream", "latency", "server", "prompt", "queue", "block", "step", "prefill", "decode", "engine", "request",
     "answer", "simple", "quick", "data", "graph", "signal", "value", "metric", "window", "budget", "river", "stone", "light", "cloud", "north", "paper",
@@ -74,16 +69,6 @@ pub fn gen_token(seed: u64, index: u32) -> (u32, &'static str) {
     (100 + i as u32, VOCAB[i])
 }
 
-/// Concatenated text of generated tokens `from..to`, each with a leading space.
-pub fn gen_text(seed: u64, from: u32, to: u32) -> String {
-    let mut s = String::new();
-    for i in from..to {
-        s.push(' ');
-        s.push_str(gen_token(seed, i).1);
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +78,11 @@ mod tests {
         assert_eq!(encode("hello  big\nworld").len(), 3);
         assert_eq!(encode("a b"), encode("a   b"));
     }
+
+    /// Template tokens around each chat message (role marker, start and end delimiters, newline).
+    const CHAT_TOKENS_PER_MESSAGE: u32 = 4;
+    /// Template tokens that open the assistant turn.
+    const CHAT_TOKENS_GENERATION_PROMPT: u32 = 3;
 
     #[test]
     fn chat_adds_template_tokens() {

@@ -20,10 +20,8 @@ use crate::protocol::framing::FrameDecoder;
 use crate::protocol::{Collected, Framing, MAX_REPORTED_TOKENS, Protocol, ProtocolError, RequestSpec, ServerTiming, StreamEvent, StreamState, Usage};
 use crate::workload::Draw;
 
-/// Default cap on a whole response (`max_response_bytes` per target overrides it).
-pub const MAX_RESPONSE_BYTES: usize = crate::config::DEFAULT_MAX_RESPONSE_BYTES;
 /// One frame may not exceed this.
-pub const MAX_FRAME_BYTES: usize = 1 << 20;
+const MAX_FRAME_BYTES: usize = 1 << 20;
 /// Bytes of an HTTP error body kept for the log line.
 const ERROR_BODY_BYTES: usize = 2048;
 

@@ -18,8 +18,8 @@ use crate::replicas::Endpoints;
 use crate::workload::{Calibration, Follow};
 
 /// Why the rest of a sequence was not sent (the `reason` label).
-pub const CUT_ERROR: &str = "error";
-pub const CUT_STOPPED: &str = "stopped";
+const CUT_ERROR: &str = "error";
+const CUT_STOPPED: &str = "stopped";
 
 /// A sequence's first probe, ended: what its followers need of it.
 pub struct First {

@@ -43,7 +43,7 @@ impl Arrival for Poisson {
 
 /// The longest gap between two arrivals: beyond any rate config allows (≥ 1e-4/s), so it only
 /// guards the conversion against a degenerate draw.
-pub const MAX_GAP: Duration = Duration::from_secs(30 * 24 * 3600);
+const MAX_GAP: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Seconds as a gap, never panicking: negative or NaN is 0, huge or infinite is `MAX_GAP`.
 fn gap(seconds: f64) -> Duration {
@@ -96,7 +96,7 @@ impl Arrival for Gamma {
 /// `rate × (1 + a·cos(2π (t − peak_at) / period))`. The unit-rate base process runs in
 /// "operational time" Λ; each arrival's wall time t solves Λ(t) = Λ_n (time-rescaling theorem:
 /// exact for Poisson, and the standard modulated renewal process for the others).
-pub struct Modulated {
+struct Modulated {
     base: Box<dyn Arrival>,
     rate: f64,
     amplitude: f64,

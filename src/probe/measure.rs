@@ -44,11 +44,11 @@ impl TokenSource {
 }
 
 /// Fewest text frames for the buffered-stream rule.
-pub const BUFFERED_MIN_FRAMES: usize = 4;
+const BUFFERED_MIN_FRAMES: usize = 4;
 /// Largest mean gap between text frames (first to last) for a burst.
-pub const BUFFERED_MAX_MEAN_GAP: Duration = Duration::from_millis(1);
+const BUFFERED_MAX_MEAN_GAP: Duration = Duration::from_millis(1);
 /// Largest share of E2E the text frames may span for a burst.
-pub const BUFFERED_MAX_SPAN_RATIO: f64 = 0.05;
+const BUFFERED_MAX_SPAN_RATIO: f64 = 0.05;
 
 /// Which SLO thresholds a successful request missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -182,7 +182,7 @@ fn per(total: Duration, n: u64) -> Duration {
 }
 
 /// The buffered-stream rule (see the module header).
-pub fn is_buffered(tl: &Timeline, e2e: Duration) -> bool {
+fn is_buffered(tl: &Timeline, e2e: Duration) -> bool {
     let frames = &tl.text_frames;
     if frames.len() < BUFFERED_MIN_FRAMES {
         return false;

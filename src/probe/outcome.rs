@@ -162,7 +162,7 @@ pub struct Timeline {
 
 /// Text frames whose timestamps a probe keeps (~3 MiB at most): a stream of millions of tiny
 /// frames cannot take the prober's memory, and 65,536 frames cover any real answer's ITL.
-pub const MAX_TEXT_FRAMES: usize = 65_536;
+const MAX_TEXT_FRAMES: usize = 65_536;
 
 impl Timeline {
     /// A timeline with no frames yet, everything at `sent`.

@@ -50,9 +50,9 @@ const STEP_OUTPUT: usize = 64 << 10;
 /// `RATIO_FREE_BYTES`: real answers (JSON, SSE, even a model repeating one token) stay well
 /// under it; a bomb (zeros compress ~1000:1) is refused after about 1 MiB decoded, before the
 /// decoded-size cap (the caller's `limit`, `max_response_bytes`) is near.
-pub const MAX_RATIO: u64 = 256;
+const MAX_RATIO: u64 = 256;
 /// Decoded bytes allowed before the ratio is checked (short, very repetitive answers are fine).
-pub const RATIO_FREE_BYTES: u64 = 1 << 20;
+const RATIO_FREE_BYTES: u64 = 1 << 20;
 
 /// Decodes one response body, chunk by chunk.
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::source::SnapshotCache;
 
 /// The `scenario` label of a target's pooled rows (no scenario name can contain `*`).
-pub const POOLED: &str = "*";
+const POOLED: &str = "*";
 
 pub struct DetectSink {
     detector: Mutex<Detector>,

@@ -12,8 +12,8 @@ use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 
 /// Default sizes of the two rings.
-pub const RECENT_CAPACITY: usize = 200;
-pub const FAILURE_CAPACITY: usize = 200;
+const RECENT_CAPACITY: usize = 200;
+const FAILURE_CAPACITY: usize = 200;
 /// Error details are bounded at the source; this is a second bound for the debug page.
 const DETAIL_MAX_BYTES: usize = 512;
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// The smallest size a file may grow to before it rotates.
-pub const MIN_MAX_BYTES: u64 = 4096;
+const MIN_MAX_BYTES: u64 = 4096;
 
 pub struct RotatingFile {
     path: PathBuf,

@@ -11,7 +11,7 @@ use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::util::stats::{percentile, sort_f64};
 
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(30);
+const DEFAULT_WINDOW: Duration = Duration::from_secs(30);
 /// Upper bound on kept entries, so a very high rate cannot grow memory without limit.
 const MAX_ENTRIES: usize = 100_000;
 
@@ -121,7 +121,7 @@ fn compute(entries: &[Entry], span: Duration) -> SummaryStats {
 }
 
 /// e.g. `rate 4.9/s | ok 147/150 (98.0%) | goodput 95.3% | ttft p50 123ms p95 340ms | tpot p50 21.0ms | errors: timeout_ttft=2 http_5xx=1`
-pub fn format_line(s: &SummaryStats) -> String {
+fn format_line(s: &SummaryStats) -> String {
     let pct = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{:.1}%", r * 100.0));
     let dur = |v: Option<f64>, decimals: usize| v.map_or("-".to_owned(), |v| format!("{v:.decimals$}ms"));
     let mut line = format!(

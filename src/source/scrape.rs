@@ -26,7 +26,7 @@ pub const MAX_SERIES: usize = 50_000;
 /// they arrive, within `MAX_SERIES`. A page over either is refused at the chunk that crosses
 /// it, so it costs what was read by then, never the whole page or its parse.
 #[derive(Default)]
-pub struct PageReader {
+struct PageReader {
     body: Vec<u8>,
     series: usize,
     line: LineStart,

@@ -69,7 +69,7 @@ impl Fit {
 /// Most words a prompt of N requested tokens may get, whatever the server reports: a server
 /// that always says `prompt_tokens: 1` must not grow prompts without bound. The synthetic
 /// words are one or two tokens on every tokenizer seen, so 4 leaves room for any real fit.
-pub const MAX_WORDS_PER_TOKEN: f64 = 4.0;
+const MAX_WORDS_PER_TOKEN: f64 = 4.0;
 
 fn bounded_words(words: f64, tokens: u32) -> u32 {
     let cap = (f64::from(tokens) * MAX_WORDS_PER_TOKEN).max(1.0);

@@ -10,7 +10,7 @@ use super::{fingerprint, quantile};
 use crate::config::{ArrivalKind, ArrivalSpec, Config, LengthSpec, Scenario};
 
 /// Draws per distribution.
-pub const SAMPLES: usize = 20_000;
+const SAMPLES: usize = 20_000;
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 const HIST_BINS: usize = 24;
 
@@ -49,7 +49,7 @@ pub fn summarize(spec: &LengthSpec, seed: u64) -> LengthSummary {
     }
 }
 
-pub fn sparkline(bins: &[usize]) -> String {
+fn sparkline(bins: &[usize]) -> String {
     let top = bins.iter().copied().max().unwrap_or(0).max(1);
     bins.iter().map(|&n| if n == 0 { ' ' } else { SPARK[((n * (SPARK.len() - 1)) as f64 / top as f64).round() as usize] }).collect()
 }

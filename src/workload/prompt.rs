@@ -17,7 +17,7 @@ pub const NONCE_WORDS: u32 = 13;
 
 /// Appends `n` words walking the vocabulary with a `seed`-dependent start and stride, so texts
 /// with different seeds differ everywhere.
-pub fn push_words(out: &mut String, n: u32, seed: u64) {
+fn push_words(out: &mut String, n: u32, seed: u64) {
     let stride = (seed % 8) as usize * 2 + 1; // odd, so coprime with 32: visits every word
     let start = (seed >> 3) as usize % WORDS.len();
     for i in 0..n as usize {
@@ -26,7 +26,7 @@ pub fn push_words(out: &mut String, n: u32, seed: u64) {
 }
 
 /// Appends the nonce as `NONCE_WORDS` words.
-pub fn push_nonce(out: &mut String, nonce: u64) {
+fn push_nonce(out: &mut String, nonce: u64) {
     for i in 0..NONCE_WORDS {
         push_word(out, WORDS[((nonce >> (5 * i)) & 31) as usize]);
     }

@@ -39,21 +39,21 @@ use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 
 /// The GenAI client metric names.
-pub const OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
-pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai.client.operation.time_to_first_chunk";
-pub const TIME_PER_OUTPUT_CHUNK: &str = "gen_ai.client.operation.time_per_output_chunk";
-pub const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+const OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
+const TIME_TO_FIRST_CHUNK: &str = "gen_ai.client.operation.time_to_first_chunk";
+const TIME_PER_OUTPUT_CHUNK: &str = "gen_ai.client.operation.time_per_output_chunk";
+const TOKEN_USAGE: &str = "gen_ai.client.token.usage";
 /// llmprobe's own counters.
-pub const REQUESTS: &str = "llmprobe.requests";
-pub const GOODPUT_REQUESTS: &str = "llmprobe.goodput.requests";
-pub const SLO_VIOLATIONS: &str = "llmprobe.slo.violations";
-pub const AGENT_LOOPS: &str = "llmprobe.agent.loops";
-pub const AGENT_LOOP_DURATION: &str = "llmprobe.agent.loop.duration";
+const REQUESTS: &str = "llmprobe.requests";
+const GOODPUT_REQUESTS: &str = "llmprobe.goodput.requests";
+const SLO_VIOLATIONS: &str = "llmprobe.slo.violations";
+const AGENT_LOOPS: &str = "llmprobe.agent.loops";
+const AGENT_LOOP_DURATION: &str = "llmprobe.agent.loop.duration";
 
 /// Recommended explicit buckets for the GenAI durations (s): 0.01 doubling to 81.92.
-pub const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 /// Recommended explicit buckets for token usage: powers of 4 from 1 to 4^13.
-pub const TOKEN_BUCKETS: [f64; 14] = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0, 67108864.0];
+const TOKEN_BUCKETS: [f64; 14] = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0, 67108864.0];
 
 /// The metric export of a run: the instruments behind a periodic reader. Its shutdown exports
 /// what the last interval collected.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::config::{OtlpProtocol, Tracing};
 
 /// Default `OTEL_METRIC_EXPORT_INTERVAL`.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Resolved export settings of both signals; a signal that is `None` is not exported.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,21 +22,21 @@ use prometheus_client::registry::Registry;
 
 /// The `result` of a turn: goodput (succeeded within every SLO), a success that missed one, or
 /// a failure (an error or a drop).
-pub const TURN_RESULTS: [&str; 3] = ["goodput", "slo_missed", "error"];
+const TURN_RESULTS: [&str; 3] = ["goodput", "slo_missed", "error"];
 /// The `reason` a sequence was cut short.
-pub const CUT_REASONS: [&str; 2] = ["error", "stopped"];
+const CUT_REASONS: [&str; 2] = ["error", "stopped"];
 /// The `cache` side of a pair.
-pub const CACHE_SIDES: [&str; 2] = ["cold", "warm"];
+const CACHE_SIDES: [&str; 2] = ["cold", "warm"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StepLabels {
+struct StepLabels {
     pub target: String,
     pub scenario: String,
     pub step: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StepResultLabels {
+struct StepResultLabels {
     pub target: String,
     pub scenario: String,
     pub step: &'static str,
@@ -44,28 +44,28 @@ pub struct StepResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ToolLabels {
+struct ToolLabels {
     pub target: String,
     pub scenario: String,
     pub tool: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LoopLabels {
+struct LoopLabels {
     pub target: String,
     pub scenario: String,
     pub result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TurnLabels {
+struct TurnLabels {
     pub target: String,
     pub scenario: String,
     pub turn: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TurnResultLabels {
+struct TurnResultLabels {
     pub target: String,
     pub scenario: String,
     pub turn: &'static str,
@@ -73,21 +73,21 @@ pub struct TurnResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CacheLabels {
+struct CacheLabels {
     pub target: String,
     pub scenario: String,
     pub cache: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CutLabels {
+struct CutLabels {
     pub target: String,
     pub scenario: String,
     pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PairLabels {
+struct PairLabels {
     pub target: String,
     pub scenario: String,
 }

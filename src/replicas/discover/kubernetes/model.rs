@@ -226,7 +226,7 @@ pub enum SliceProblem {
 
 /// The port of a slice that `port` names: a TCP port (protocol absent means TCP) with that name
 /// or number.
-pub fn slice_port(slice: &EndpointSlice, port: &PortRef) -> Option<u16> {
+fn slice_port(slice: &EndpointSlice, port: &PortRef) -> Option<u16> {
     slice.ports.iter().filter(|p| p.protocol.as_deref().is_none_or(|proto| proto == "TCP")).find_map(|p| {
         let number = p.port.and_then(|n| u16::try_from(n).ok()).filter(|n| *n != 0)?;
         let matches = match port {
@@ -240,7 +240,7 @@ pub fn slice_port(slice: &EndpointSlice, port: &PortRef) -> Option<u16> {
 /// The ready members of one slice. Ready: `conditions.ready` not false and not terminating.
 /// An endpoint's first address is used (the API: addresses are interchangeable); one that is not
 /// an IP (an FQDN slice) is skipped.
-pub fn slice_members(slice: &EndpointSlice, port: &PortRef) -> Result<Vec<Member>, SliceProblem> {
+fn slice_members(slice: &EndpointSlice, port: &PortRef) -> Result<Vec<Member>, SliceProblem> {
     let Some(number) = slice_port(slice, port) else {
         if slice.endpoints.is_empty() {
             return Ok(Vec::new());
