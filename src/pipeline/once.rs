@@ -136,6 +136,10 @@ pub fn render(o: &Outcome, sample: Option<&Sample>, slo: &Slo, out: &mut String)
         for f in &r.failed {
             let _ = writeln!(out, "    {:<20} {}", f.check.as_str(), escape_control(&f.detail));
         }
+        if !r.calls.is_empty() {
+            // Declared names only (others are `undeclared`): nothing the server wrote.
+            let _ = writeln!(out, "  tool calls     {}", r.calls.join(", "));
+        }
         if let Some(fp) = &r.fingerprint {
             let change = r.changed_from.as_ref().map(|b| format!(" (changed from {b}: a behaviour change)")).unwrap_or_default();
             let _ = writeln!(out, "  fingerprint    {fp}{change}");

@@ -199,6 +199,7 @@ async fn sessions_example_passes_every_check_on_the_mock() {
                 assert!(out.contains("checks         finish_reason, output_cap, reasoning_exhausted (all passed)"), "{out}");
                 assert!(out.contains("checks         finish_reason, tool_call (all passed)"), "{out}");
                 assert!(out.contains("checks         finish_reason, output_cap, tool_call, agent_loop (all passed)"), "{out}");
+                assert!(out.contains("tool calls     get_weather\n") && out.contains("tool calls     get_time\n"), "{out}");
                 let cached = warm.contains("(cached 0)");
                 assert_eq!(cached, fault.is_some(), "the warm probe is served from the cache unless it is disabled: {warm}");
             }
