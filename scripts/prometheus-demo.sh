@@ -132,8 +132,8 @@ detect:
 EOF
 "$bin" check-config "$tmp/release.yaml" >/dev/null
 
-# --- sessions: conversations and a prefix-cache pair against a mock that reports cached tokens
-# (as vLLM with --enable-prompt-tokens-details), 5% HTTP 500 so some conversations are cut -------
+# --- sessions: conversations, a prefix-cache pair and an agent loop against a mock that reports
+# cached tokens (as vLLM with --enable-prompt-tokens-details), 5% HTTP 500 so some are cut -------
 "$bin" mock --listen "127.0.0.1:$seq_mock_port" --enable-prompt-tokens-details --fault http_500=0.05 >"$tmp/seq-mock.log" 2>&1 &
 pids+=($!)
 cat >"$tmp/sessions.yaml" <<EOF
@@ -156,6 +156,14 @@ scenarios:
     input_tokens: 256
     output_tokens: 8
     cache_pair: {prefix_tokens: 192}
+  - name: agent-two-tools
+    input_tokens: 32
+    output_tokens: 32
+    agent:
+      expect_calls: [get_weather, get_time]
+      tools:
+        - {name: get_weather, parameters: {type: object, properties: {city: {type: string}}, required: [city]}, result: {temperature: 18}}
+        - {name: get_time, parameters: {type: object, properties: {city: {type: string}}, required: [city]}, result: "14:05"}
 slo: {ttft: 5s, e2e: 15s, objective: 0.99}
 EOF
 "$bin" check-config "$tmp/sessions.yaml" >/dev/null
