@@ -29,8 +29,8 @@ PY
 # scripts/check-ops.sh checks against, has them. Likewise the replica series: only targets with
 # `discover:` have replicas (the demo's has not), the canary series only exist during a rollout
 # (replicas on more than one version) and the outlier flags once replicas are compared. The
-# conversation and prefix-cache families exist only for scenarios with `turns:` or `cache_pair:`
-# (config/sessions.yaml), which the demo's single requests are not.
+# conversation, prefix-cache and agent-loop families exist only for scenarios with `turns:`,
+# `cache_pair:` or `agent:` (config/sessions.yaml), which the demo's single requests are not.
 python3 scripts/check-metric-names.py "$out/metrics.txt" --after-event \
   llmprobe_release_info llmprobe_release_timestamp_seconds llmprobe_target_info_change_timestamp_seconds \
   llmprobe_replica_info llmprobe_replicas llmprobe_canary_state llmprobe_canary_effect llmprobe_canary_evidence \
@@ -38,4 +38,6 @@ python3 scripts/check-metric-names.py "$out/metrics.txt" --after-event \
   llmprobe_conversation_ttft_seconds_bucket llmprobe_conversation_turns_total llmprobe_conversation_input_tokens_total \
   llmprobe_conversation_cached_tokens_total llmprobe_conversation_replica_moves_total llmprobe_sequence_probes_cut_total \
   llmprobe_prefix_cache_ttft_seconds_sum llmprobe_prefix_cache_ttft_seconds_count \
-  llmprobe_prefix_cache_input_tokens_total llmprobe_prefix_cache_cached_tokens_total
+  llmprobe_prefix_cache_input_tokens_total llmprobe_prefix_cache_cached_tokens_total \
+  llmprobe_agent_step_ttft_seconds_bucket llmprobe_agent_tool_calls_total llmprobe_agent_loops_total \
+  llmprobe_agent_loop_duration_seconds_bucket
