@@ -20,8 +20,8 @@ use crate::util::clock::unix_now;
 
 /// The file in `detect.state_dir` that keeps each target's last discovered identity.
 pub const IDENTITY_FILE: &str = "release-identities.json";
-/// Longest version or note taken from a marker request.
-const MAX_TEXT: usize = 128;
+/// Longest note taken from a marker request (its version: the detector's `MAX_VERSION_CHARS`).
+const MAX_NOTE: usize = 128;
 
 /// What a target was last seen as.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,11 +207,11 @@ impl Releases {
         if !targets.contains(&req.target) {
             return Err(Refused::Bad(format!("unknown target {:?}", crate::protocol::truncate_chars(&req.target, 64))));
         }
-        let version: String = req.version.chars().take(MAX_TEXT).collect();
+        let version: String = req.version.chars().take(crate::detect::MAX_VERSION_CHARS).collect();
         if version.is_empty() {
             return Err(Refused::Bad("version must not be empty".into()));
         }
-        let note: String = req.note.unwrap_or_default().chars().take(MAX_TEXT).collect();
+        let note: String = req.note.unwrap_or_default().chars().take(MAX_NOTE).collect();
         let now = unix_now();
         let at = match req.at.as_deref() {
             None => now,

@@ -441,6 +441,10 @@ pub struct Detector {
     pub(super) last_now: f64,
 }
 
+/// Longest release version the detector keeps: a longer one (from a marker, a snapshot or
+/// discovery) is cut to it, so no version text grows the detector's state.
+pub const MAX_VERSION_CHARS: usize = 128;
+
 impl Detector {
     /// A detector with no baselines. Call `settings.validate()` first; invalid numbers make the
     /// tests meaningless but never panic.
@@ -555,6 +559,8 @@ impl Detector {
         if !(at.is_finite() && now.is_finite()) {
             return Marked::Ignored;
         }
+        let version: String = version.chars().take(MAX_VERSION_CHARS).collect();
+        let version = version.as_str();
         self.tick(now);
         let s = self.settings.clone();
         let at = at.min(now).max(now - s.marker_max_delay_s.min(s.armed_window_s));
@@ -1750,6 +1756,19 @@ mod tests {
 
     fn ttft_alarm(events: &[StateChange]) -> bool {
         events.iter().any(|e| e.scenario.is_none() && e.signal == Signal::Ttft && e.state == State::Regressed)
+    }
+
+    #[test]
+    fn a_version_longer_than_the_bound_is_kept_cut_and_still_one_release() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 600, |r, _, _| probe(r, 1.0));
+        let long = "v".repeat(10 * MAX_VERSION_CHARS);
+        assert!(matches!(d.mark_release("t", &long, t, t), Marked::Armed { .. }));
+        // The same long version again is the same release, as cut.
+        assert_eq!(d.mark_release("t", &long, t + 1.0, t + 1.0), Marked::Repeated { first_at: t });
+        let kept = d.targets[0].version.clone().unwrap_or_default();
+        assert_eq!(kept.chars().count(), MAX_VERSION_CHARS);
     }
 
     #[test]

@@ -17,5 +17,7 @@ pub mod snapshot;
 pub mod verdict;
 
 pub use crate::config::DetectSettings;
-pub use detector::{CacheWarmup, Cause, ChecksReport, Detector, Estimate, Ignored, Marked, Observation, Signal, SignalReport, State, StateChange};
+pub use detector::{
+    CacheWarmup, Cause, ChecksReport, Detector, Estimate, Ignored, MAX_VERSION_CHARS, Marked, Observation, Signal, SignalReport, State, StateChange,
+};
 pub use snapshot::Restored;

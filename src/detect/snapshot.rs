@@ -8,8 +8,7 @@ use super::detector::{Detector, GoodputKey, ScenarioState, SignalState};
 use super::history::HistBin;
 // ---- snapshot ----
 
-/// Longest version taken back from a snapshot (as from a marker request).
-const MAX_VERSION_CHARS: usize = 128;
+use super::detector::MAX_VERSION_CHARS;
 
 /// Format version of `Detector::snapshot`.
 const SNAPSHOT_VERSION: u32 = 2;
