@@ -60,7 +60,7 @@ started=$(date +%s)
 NS=(quiet outage partial release dies)
 declare -A mock_port probe_port
 # Every port this drill listens on, picked together (scripts/free-ports.py says why).
-read -r -a ports < <(scripts/free-ports.py $((2 * ${#NS[@]} + 3)))
+read -r -a ports <<<"$(scripts/free-ports.py $((2 * ${#NS[@]} + 3)) 2)"
 for i in "${!NS[@]}"; do mock_port[${NS[$i]}]=${ports[$((2 * i))]}; probe_port[${NS[$i]}]=${ports[$((2 * i + 1))]}; done
 hook_port=${ports[-3]} am_port=${ports[-2]} prom_port=${ports[-1]}
 start_mock() {  # start_mock NS [mock args...]

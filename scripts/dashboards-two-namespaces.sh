@@ -38,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 # Every port this drill listens on, picked together (scripts/free-ports.py says why).
 declare -A mock_port probe_port
-read -r mock_port[team-a] probe_port[team-a] mock_port[team-b] probe_port[team-b] prom_port < <(scripts/free-ports.py 5)
+read -r mock_port[team-a] probe_port[team-a] mock_port[team-b] probe_port[team-b] prom_port <<<"$(scripts/free-ports.py 5 1)"
 started=$(date +%s)
 
 # one mock engine and one prober per namespace; both targets are named vllm

@@ -62,7 +62,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Nine distinct free ports, picked together (scripts/free-ports.py says why).
-read -r demo_port mock_port probe_port prom_port static_port rel_mock_port rel_probe_port seq_mock_port seq_probe_port < <(scripts/free-ports.py 9)
+read -r demo_port mock_port probe_port prom_port static_port rel_mock_port rel_probe_port seq_mock_port seq_probe_port <<<"$(scripts/free-ports.py 9 0)"
 
 # --- static scrape pages (dcgm-exporter in Kubernetes, llama-server) -------------------------------
 python3 -m http.server --bind 127.0.0.1 --directory "$ROOT/tests/fixtures/ops/scrape" "$static_port" >"$tmp/static.log" 2>&1 &

@@ -25,7 +25,7 @@ if [ "$limit" != unlimited ] && [ $((IDLE + SLOW_BODY + SLOWLORIS + 500)) -gt "$
 fi
 out=$(mktemp -d)
 # Both ports picked together (scripts/free-ports.py says why).
-read -r mock_port port < <(scripts/free-ports.py 2)
+read -r mock_port port <<<"$(scripts/free-ports.py 2 3)"
 echo "attack-test-token" >"$out/token"
 cat >"$out/config.yaml" <<YAML
 listen: 127.0.0.1:$port
