@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints N distinct free TCP ports on 127.0.0.1, space-separated.
 
-Usage: scripts/free-ports.py N [BAND]
+Usage: scripts/free-ports.py N BAND
 
 BAND (0-3) is the caller's own range of ports below Linux's ephemeral range (32768 and up):
 the live demos run side by side, and a port one of them picked and let go could otherwise be
@@ -14,27 +14,20 @@ import random
 import socket
 import sys
 
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-band = int(sys.argv[2]) if len(sys.argv) > 2 else None
+n, band = int(sys.argv[1]), int(sys.argv[2])
+lo = 20000 + 3000 * band
+candidates = list(range(lo, lo + 3000))
+random.shuffle(candidates)
 sockets = []
-if band is None:
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+for port in candidates:
+    if len(sockets) == n:
+        break
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
         sockets.append(s)
-else:
-    lo = 20000 + 3000 * band
-    candidates = list(range(lo, lo + 3000))
-    random.shuffle(candidates)
-    for port in candidates:
-        if len(sockets) == n:
-            break
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            sockets.append(s)
-        except OSError:
-            s.close()
-    if len(sockets) < n:
-        sys.exit(f"only {len(sockets)} of {n} free ports in band {band} ({lo}-{lo + 2999})")
+    except OSError:
+        s.close()
+if len(sockets) < n:
+    sys.exit(f"only {len(sockets)} of {n} free ports in band {band} ({lo}-{lo + 2999})")
 print(" ".join(str(s.getsockname()[1]) for s in sockets))

@@ -1,7 +1,7 @@
 //! The verdict of each configured check on a finished answer: pure functions of the answer.
 
 use crate::config::{Agent, Checks, Expect};
-use crate::probe::outcome::{Check, CheckFailure, CheckReport};
+use crate::probe::outcome::{Check, CheckReport};
 use crate::protocol::{Collected, MAX_TEXT, ToolCall};
 
 /// A finished answer, as the checks see it.
@@ -41,35 +41,29 @@ pub fn evaluate(checks: &Checks, expect: Option<&Expect>, a: &Answer) -> CheckRe
     let mut r = CheckReport::default();
     let empty = Collected::new();
     let got = a.collected.unwrap_or(&empty);
-    let mut run = |check: Check, verdict: Option<String>| {
-        r.ran.push(check);
-        if let Some(detail) = verdict {
-            r.failed.push(CheckFailure { check, detail });
-        }
-    };
     if let Some(allowed) = &checks.finish_reasons {
-        run(Check::FinishReason, finish_reason(allowed, a.finish_reason));
+        r.add(Check::FinishReason, finish_reason(allowed, a.finish_reason));
     }
     if checks.output_cap {
-        run(Check::OutputCap, output_cap(a));
+        r.add(Check::OutputCap, output_cap(a));
     }
     if let Some(within) = checks.natural_stop {
-        run(Check::NaturalStop, natural_stop(within, a));
+        r.add(Check::NaturalStop, natural_stop(within, a));
     }
     if !checks.stop.is_empty() {
-        run(Check::Stop, stop(&checks.stop, got));
+        r.add(Check::Stop, stop(&checks.stop, got));
     }
     if let Some((_, schema)) = &checks.structured_output {
-        run(Check::StructuredOutput, structured(schema, got, a.finish_reason));
+        r.add(Check::StructuredOutput, structured(schema, got, a.finish_reason));
     }
     if let Some(tool) = &checks.tool_call {
-        run(Check::ToolCall, tool_call(tool, got));
+        r.add(Check::ToolCall, tool_call(tool, got));
     }
     if checks.reasoning_exhausted {
-        run(Check::ReasoningExhausted, reasoning_exhausted(a));
+        r.add(Check::ReasoningExhausted, reasoning_exhausted(a));
     }
     if let Some(expect) = expect {
-        run(Check::KnownAnswer, known_answer(expect, got));
+        r.add(Check::KnownAnswer, known_answer(expect, got));
     }
     r
 }
@@ -215,14 +209,8 @@ pub fn agent_step(agent: &Agent, step: u32, calls_made: usize, got: &Collected, 
             wrong.push(format!("{}: {e}", tool.name));
         }
     }
-    let mut run = |check: Check, verdict: Option<String>| {
-        r.ran.push(check);
-        if let Some(detail) = verdict {
-            r.failed.push(CheckFailure { check, detail });
-        }
-    };
     if !got.tool_calls.is_empty() {
-        run(Check::ToolCall, (!wrong.is_empty()).then(|| wrong.join("; ")));
+        r.add(Check::ToolCall, (!wrong.is_empty()).then(|| wrong.join("; ")));
     }
     let verdict = if got.tool_calls.is_empty() {
         match agent.expect_calls.get(calls_made) {
@@ -239,7 +227,7 @@ pub fn agent_step(agent: &Agent, step: u32, calls_made: usize, got: &Collected, 
     } else {
         None
     };
-    run(Check::AgentLoop, verdict);
+    r.add(Check::AgentLoop, verdict);
 }
 
 fn known_answer(expect: &Expect, got: &Collected) -> Option<String> {

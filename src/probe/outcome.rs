@@ -367,6 +367,14 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// Records that `check` ran, and its failure when `verdict` says why it failed.
+    pub fn add(&mut self, check: Check, verdict: Option<String>) {
+        self.ran.push(check);
+        if let Some(detail) = verdict {
+            self.failed.push(CheckFailure { check, detail });
+        }
+    }
+
     /// The probe's failure: the first failed check's class, every failure in the detail.
     pub fn failure(&self) -> Option<Failure> {
         let first = self.failed.first()?;

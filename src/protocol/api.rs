@@ -111,18 +111,20 @@ impl Message {
         serde_json::Value::Array(items)
     }
 
+    /// The message's text (a tool result's content; an assistant's calls have no text form).
+    fn text(&self) -> &str {
+        match self {
+            Message::User(t) | Message::Assistant { text: t, .. } | Message::ToolResult { content: t, .. } => t,
+        }
+    }
+
     /// The conversation as one text for an API that takes a single prompt: each message's text
     /// then `prompt`, a blank line between them (every turn extends the previous request's
-    /// text, so the server's prefix cache can serve it). Tool calls have no text form here.
+    /// text, so the server's prefix cache can serve it).
     pub fn transcript(history: &[Message], prompt: &str) -> String {
-        let text = |m: &Message| match m {
-            Message::User(t) | Message::Assistant { text: t, .. } | Message::ToolResult { content: t, .. } => t.len(),
-        };
-        let mut out = String::with_capacity(history.iter().map(|m| text(m) + 2).sum::<usize>() + prompt.len());
+        let mut out = String::with_capacity(history.iter().map(|m| m.text().len() + 2).sum::<usize>() + prompt.len());
         for m in history {
-            match m {
-                Message::User(t) | Message::Assistant { text: t, .. } | Message::ToolResult { content: t, .. } => out.push_str(t),
-            }
+            out.push_str(m.text());
             out.push_str("\n\n");
         }
         out.push_str(prompt);

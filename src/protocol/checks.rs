@@ -24,7 +24,7 @@ pub fn add_openai(body: &mut Value, checks: &Checks) {
         body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema.value, "strict": true}});
     }
     if let Some(tool) = &checks.tool_call {
-        body["tools"] = json!([{"type": "function", "function": function(&tool.name, tool.description.as_deref(), &tool.parameters)}]);
+        body["tools"] = json!([function(&tool.name, tool.description.as_deref(), &tool.parameters, false)]);
         body["tool_choice"] = match tool.choice {
             ToolChoice::Required => json!("required"),
             ToolChoice::Auto => json!("auto"),
@@ -33,34 +33,25 @@ pub fn add_openai(body: &mut Value, checks: &Checks) {
     }
 }
 
-/// A function tool's definition: name, parameters and description where there is one (chat
-/// nests it under `function`, Responses has it flat beside `type`).
-fn function(name: &str, description: Option<&str>, parameters: &Schema) -> Value {
+/// A function tool's entry in `tools`: name, parameters and description where there is one,
+/// nested under `function` (chat) or, with `flat`, beside `type` (Responses).
+fn function(name: &str, description: Option<&str>, parameters: &Schema, flat: bool) -> Value {
     let mut f = json!({"name": name, "parameters": parameters.value});
     if let Some(d) = description {
         f["description"] = json!(d);
     }
-    f
+    if flat {
+        f["type"] = json!("function");
+        f
+    } else {
+        json!({"type": "function", "function": f})
+    }
 }
 
 /// An agent step's tools and `tool_choice` (`required` while expected calls remain, else
 /// `auto`), in chat's shape or, with `flat`, the Responses API's.
 pub fn add_agent(body: &mut Value, step: &AgentStep, flat: bool) {
-    let tools: Vec<Value> = step
-        .agent
-        .tools
-        .iter()
-        .map(|t| {
-            let f = function(&t.name, t.description.as_deref(), &t.parameters);
-            if flat {
-                let mut f = f;
-                f["type"] = json!("function");
-                f
-            } else {
-                json!({"type": "function", "function": f})
-            }
-        })
-        .collect();
+    let tools: Vec<Value> = step.agent.tools.iter().map(|t| function(&t.name, t.description.as_deref(), &t.parameters, flat)).collect();
     body["tools"] = Value::Array(tools);
     body["tool_choice"] = json!(if step.must_call { "required" } else { "auto" });
 }
@@ -75,9 +66,7 @@ pub fn add_responses(body: &mut Value, checks: &Checks) {
         body["text"] = json!({"format": {"type": "json_schema", "name": name, "schema": schema.value, "strict": true}});
     }
     if let Some(tool) = &checks.tool_call {
-        let mut function = function(&tool.name, tool.description.as_deref(), &tool.parameters);
-        function["type"] = json!("function");
-        body["tools"] = json!([function]);
+        body["tools"] = json!([function(&tool.name, tool.description.as_deref(), &tool.parameters, true)]);
         body["tool_choice"] = match tool.choice {
             ToolChoice::Required => json!("required"),
             ToolChoice::Auto => json!("auto"),

@@ -203,7 +203,7 @@ impl Metrics {
             for scenario in &old.scenarios {
                 let ts = TsLabels::new(&target.name, &scenario.name);
                 if kept.is_none() || !new.scenarios.iter().any(|s| s.name == scenario.name) {
-                    self.forget_pair(&ts, target.api);
+                    self.forget_pair(&ts, target.api, scenario);
                     self.detect.forget_row(&ts.target, &ts.scenario);
                 } else if let Some(t) = kept {
                     // SLO thresholds or the API may have changed: drop what no longer applies.
@@ -256,7 +256,7 @@ impl Metrics {
     }
 
     /// Removes every series of one target×scenario pair.
-    fn forget_pair(&self, ts: &TsLabels, api: crate::protocol::ProtocolKind) {
+    fn forget_pair(&self, ts: &TsLabels, api: crate::protocol::ProtocolKind, scenario: &crate::config::Scenario) {
         for class in std::iter::once(None).chain(ErrorClass::ALL.into_iter().map(Some)) {
             let (outcome, error) = outcome_labels(class);
             self.requests.remove(&ts.request(outcome, error));
@@ -283,7 +283,7 @@ impl Metrics {
             self.server_time.remove(&ts.phase(phase));
         }
         if ts.replica.is_none() {
-            self.sequences.forget(ts);
+            self.sequences.forget(ts, scenario);
         }
     }
 
@@ -316,7 +316,7 @@ impl Metrics {
         self.replicas.forget_info(target, replica);
         let Some(t) = config.targets.iter().find(|t| t.name == target) else { return };
         for scenario in &config.scenarios {
-            self.forget_pair(&TsLabels::new(target, &scenario.name).with_replica(Some(replica)), t.api);
+            self.forget_pair(&TsLabels::new(target, &scenario.name).with_replica(Some(replica)), t.api, scenario);
         }
     }
 

@@ -11,7 +11,7 @@ use super::contract::{
 };
 use super::labels::{TraceExemplar, TsLabels};
 use super::registry::{HistogramFamily, e2e_histogram, histogram_family, register, touch, tpot_histogram, ttft_histogram};
-use crate::config::{Config, Sequence};
+use crate::config::{Config, Scenario, Sequence};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::Outcome;
 use crate::probe::step::{LOOP_ANSWERED, LOOP_RESULTS, Step, StepOf, TURN_LABELS};
@@ -92,6 +92,14 @@ struct PairLabels {
     pub scenario: String,
 }
 
+/// The `tool` values of an agent scenario: its declared tools and `undeclared` (none for others).
+fn tool_labels(scenario: &Scenario) -> Vec<String> {
+    match &scenario.sequence {
+        Some(Sequence::Agent(agent)) => agent.tools.iter().map(|t| t.name.clone()).chain([crate::checks::UNDECLARED.to_owned()]).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The `result` of a turn or agent step (`TURN_RESULTS`); `sample` is a success's.
 fn step_result(outcome: &Outcome, sample: Option<&Sample>) -> &'static str {
     match sample {
@@ -120,8 +128,6 @@ pub struct SequenceFamilies {
     tool_calls: Family<ToolLabels, Counter>,
     loops: Family<LoopLabels, Counter>,
     loop_duration: HistogramFamily<PairLabels>,
-    /// Each agent scenario's declared tools (what `tool` may be besides `undeclared`).
-    tools: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, Vec<String>>>>,
 }
 
 impl SequenceFamilies {
@@ -142,7 +148,6 @@ impl SequenceFamilies {
             tool_calls: Family::default(),
             loops: Family::default(),
             loop_duration: histogram_family(e2e_histogram),
-            tools: Default::default(),
         }
     }
 
@@ -199,15 +204,13 @@ impl SequenceFamilies {
                         }
                     }
                     Sequence::Agent(agent) => {
-                        let names: Vec<String> = agent.tools.iter().map(|t| t.name.clone()).collect();
-                        self.tools.write().unwrap_or_else(|e| e.into_inner()).insert(s.to_owned(), names.clone());
                         for step in TURN_LABELS.into_iter().take(agent.max_steps as usize) {
                             touch(&self.step_ttft, &StepLabels { target: t.to_owned(), scenario: s.to_owned(), step });
                             for result in TURN_RESULTS {
                                 touch(&self.steps, &StepResultLabels { target: t.to_owned(), scenario: s.to_owned(), step, result });
                             }
                         }
-                        for tool in names.into_iter().chain([crate::checks::UNDECLARED.to_owned()]) {
+                        for tool in tool_labels(scenario) {
                             touch(&self.tool_calls, &ToolLabels { target: t.to_owned(), scenario: s.to_owned(), tool });
                         }
                         for result in LOOP_RESULTS {
@@ -221,7 +224,7 @@ impl SequenceFamilies {
     }
 
     /// Removes every series of a target×scenario pair.
-    pub(super) fn forget(&self, ts: &TsLabels) {
+    pub(super) fn forget(&self, ts: &TsLabels, scenario: &Scenario) {
         let (t, s) = (ts.target.clone(), ts.scenario.clone());
         for reason in CUT_REASONS {
             self.cut.remove(&CutLabels { target: t.clone(), scenario: s.clone(), reason });
@@ -251,8 +254,7 @@ impl SequenceFamilies {
                 self.steps.remove(&StepResultLabels { target: t.clone(), scenario: s.clone(), step, result });
             }
         }
-        let names = self.tools.read().unwrap_or_else(|e| e.into_inner()).get(&s).cloned().unwrap_or_default();
-        for tool in names.into_iter().chain([crate::checks::UNDECLARED.to_owned()]) {
+        for tool in tool_labels(scenario) {
             self.tool_calls.remove(&ToolLabels { target: t.clone(), scenario: s.clone(), tool });
         }
         for result in LOOP_RESULTS {
