@@ -11,8 +11,8 @@
 
 use std::collections::VecDeque;
 
-use super::detector::{Estimate, Signal};
 use super::math::Z95;
+use super::state::{Estimate, Signal};
 
 /// Latency slowdowns (multiples of the tolerance) the evidence is mixed over.
 const LATENCY_GRID: [f64; 4] = [1.10, 1.21, 1.46, 2.14];
@@ -49,7 +49,7 @@ pub struct Group {
 }
 
 /// One observation (the detector's `Observation`: seconds, `good: None` = not counted).
-pub use super::detector::Observation;
+pub use super::state::Observation;
 
 impl Group {
     pub fn observe(&mut self, obs: &Observation, now: f64) {

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use super::covariates::{Adjust, adjusted};
 use super::math::isotonic_increasing;
 // ---- the dependence model: a target's probes pooled in time bins --------------------------------
 
@@ -58,26 +59,10 @@ impl HistBin {
     }
 }
 
-/// A load adjustment frozen at a marker: latency residuals move by `slope` per unit of the load
-/// reading; values are compared at the reading `x_ref` (the baseline's mean).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Adjust {
-    pub(super) slope: f64,
-    pub(super) x_ref: f64,
-}
-
 /// The bin of time `t` (bins of `bin_s`); a time no clock gives is bin 0.
 pub(super) fn bin_index(t: f64, bin_s: f64) -> i64 {
     let b = (t / bin_s).floor();
     if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
-}
-
-/// A log latency adjusted to the reference load (unchanged without a reading or an adjustment).
-pub(super) fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
-    match adjust {
-        Some(a) if load.is_finite() => y - a.slope * (load as f64 - a.x_ref),
-        _ => y,
-    }
 }
 
 /// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
@@ -565,5 +550,52 @@ impl BinnedHistory {
             }
         }
         (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+    use rand_distr::{Distribution, StandardNormal};
+
+    #[test]
+    fn contrast_variance_of_independent_bins_is_the_textbook_one() {
+        let gamma = vec![0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0];
+        let v = contrast_var(&gamma, (0, 4), (4, 6));
+        assert!((v - 2.0 * (1.0 / 4.0 + 1.0 / 2.0)).abs() < 1e-12, "{v}");
+        // A random walk (γ(k) = k/2): mean of [2, 4) minus mean of [0, 2) has variance 1.5.
+        let walk: Vec<f64> = (0..10).map(|k| k as f64 / 2.0).collect();
+        let v = contrast_var(&walk, (0, 2), (2, 4));
+        assert!((v - 1.5).abs() < 1e-12, "{v}");
+    }
+
+    #[test]
+    fn load_that_lasts_minutes_raises_the_design_effect() {
+        // Bins of 30 probes (sd 0.5) under an AR(1) load offset (sd 0.1, lag-1 correlation
+        // e^(-1/5)): a before/after comparison of an hour and half an hour varies far more than
+        // independent probes would say; without load the factor stays near 1.
+        let mut rng = SmallRng::seed_from_u64(3);
+        for (load_sd, lo, hi) in [(0.0, 1.0, 1.3), (0.1, 4.0, 60.0)] {
+            let mut h = BinnedHistory::new(150, 720, 0);
+            let rho = (-1.0f64 / 5.0).exp();
+            let mut l = 0.0;
+            for bin in 0..720 {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                l = rho * l + load_sd * (1.0 - rho * rho).sqrt() * z;
+                let mut open = OpenBin::default();
+                for _ in 0..30 {
+                    let e: f64 = StandardNormal.sample(&mut rng);
+                    let r = l + 0.5 * e;
+                    open.n[0] += 1;
+                    open.sum[0] += r;
+                    open.sum_sq[0] += r * r;
+                }
+                h.push(bin, open.close());
+            }
+            let deff = h.dependence(0, None).expect("enough history").design_effect((600, 660), (663, 693));
+            assert!(deff >= lo && deff <= hi, "load sd {load_sd}: design effect {deff}");
+        }
     }
 }

@@ -3,21 +3,32 @@
 //! planner. The method, its assumptions in plain words and its measured false alarms and power
 //! live in one place: docs/detection.md.
 //!
+//! The detector in layers, each file naming only those below it: `state` (types and state),
+//! `covariates` (load adjustment, cache warm-up), `history` and `baseline` (binned history,
+//! frozen baselines), `release` (release-armed tests, recovery), `continuous` (the marker-free
+//! test), `report` (the exported rows), and `detector` on top (probes, markers, time).
+//!
 //! Memory: at most `max_keys` target × scenario keys, each with 3 × `baseline_max_samples` latency
 //! values plus as many post-release values and 7 hours of goodput bins, and per target the bins
 //! of `history_s` with a variogram per latency signal.
 pub mod baseline;
 pub mod compare;
+pub mod continuous;
+pub mod covariates;
 pub mod detector;
+#[cfg(test)]
+mod fixtures;
 pub mod history;
 pub mod math;
 pub mod persist;
+pub mod release;
+pub mod report;
 pub mod sim;
 pub mod snapshot;
+pub mod state;
 pub mod verdict;
 
 pub use crate::config::DetectSettings;
-pub use detector::{
-    CacheWarmup, Cause, ChecksReport, Detector, Estimate, Ignored, MAX_VERSION_CHARS, Marked, Observation, Signal, SignalReport, State, StateChange,
-};
+pub use covariates::CacheWarmup;
 pub use snapshot::Restored;
+pub use state::{Cause, ChecksReport, Detector, Estimate, Ignored, MAX_VERSION_CHARS, Marked, Observation, Signal, SignalReport, State, StateChange};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::detector::Detector;
+use super::state::Detector;
 
 /// The file inside `state_dir`.
 pub const STATE_FILE: &str = "detect-state.json";

@@ -19,7 +19,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
-use super::detector::{Cause, Detector, Observation, Signal, State};
+use super::state::{Cause, Detector, Observation, Signal, State};
 use crate::config::DetectSettings;
 
 const DAY_S: f64 = 86_400.0;
@@ -611,7 +611,7 @@ fn scenario_names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("s{i}")).collect()
 }
 
-fn pooled_regressed(e: &super::detector::StateChange) -> bool {
+fn pooled_regressed(e: &super::state::StateChange) -> bool {
     e.scenario.is_none() && e.state == State::Regressed
 }
 

@@ -4,11 +4,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::baseline::{Ewma, GoodBin};
-use super::detector::{Detector, GoodputKey, ScenarioState, SignalState};
 use super::history::HistBin;
+use super::state::{Detector, GoodputKey, ScenarioState, SignalState};
 // ---- snapshot ----
 
-use super::detector::MAX_VERSION_CHARS;
+use super::state::MAX_VERSION_CHARS;
 
 /// Format version of `Detector::snapshot`.
 const SNAPSHOT_VERSION: u32 = 2;
@@ -209,5 +209,71 @@ impl Detector {
             }
         }
         Ok(Restored { keys, latency_samples: samples, releases: reopened })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::state::{Detector, Marked, Signal, State};
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    #[test]
+    fn snapshot_round_trips_and_restart_still_detects() {
+        let mut rng = SmallRng::seed_from_u64(17);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        let bytes = d.snapshot();
+        let mut e = Detector::new(quiet());
+        let restored = e.restore(&bytes, t - 1.0).expect("restore");
+        assert_eq!(restored.keys, 3);
+        // The values of a baseline window before the oldest marker whose window may still be
+        // open (two hours), up to the cap per key.
+        assert_eq!(restored.latency_samples, 3 * quiet().baseline_max_samples, "{restored:?}");
+        assert_eq!(restored.releases, 0);
+        // Restoring what a restored detector saves changes nothing.
+        let again = e.snapshot();
+        let mut f = Detector::new(quiet());
+        f.restore(&again, t - 1.0).expect("restore");
+        assert!(f.snapshot() == again, "snapshot of the restored detector is the same");
+        // The restarted detector has the baseline: a release right away is tested.
+        e.mark_release("t", "v2", t + 10.0, t + 10.0);
+        feed(&mut e, &mut rng, t + 10.0, 600, |r, _, _| probe(r, 2.0));
+        assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
+        assert!(e.restore(b"{not json", t).is_err());
+        let future = String::from_utf8(bytes).unwrap().replacen("\"version\":2", "\"version\":99", 1);
+        assert!(e.restore(future.as_bytes(), t).unwrap_err().contains("version 99"));
+    }
+
+    #[test]
+    fn a_release_window_open_at_a_restart_is_judged_after_it() {
+        // Released 2x slower; the prober restarts 8 minutes later, before any look. The restored
+        // window keeps its version and baselines, judges the probes from before and after the
+        // restart, and the same version marked again (discovery, a pipeline's retry) is the same
+        // release.
+        let mut rng = SmallRng::seed_from_u64(29);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        assert!(matches!(d.mark_release("t", "v2", t, t), Marked::Armed { .. }));
+        let t2 = feed(&mut d, &mut rng, t, 480, |r, _, _| probe(r, 2.0));
+        assert_eq!(pooled(&d, Signal::Ttft).state, State::Watching, "no look before the restart");
+        let bytes = d.snapshot();
+        let mut e = Detector::new(quiet());
+        let restored = e.restore(&bytes, t2 + 30.0).expect("restore");
+        assert_eq!(restored.releases, 1);
+        let row = pooled(&e, Signal::Ttft);
+        assert!(row.armed && row.version.as_deref() == Some("v2"), "{row:?}");
+        assert_eq!(e.mark_release("t", "v2", t2 + 40.0, t2 + 40.0), Marked::Repeated { first_at: t });
+        feed(&mut e, &mut rng, t2 + 30.0, 900, |r, _, _| probe(r, 2.0));
+        assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
+        let alarm = first_alarm(&mut e, Signal::Ttft, t).expect("an alarm event after the restart");
+        assert!(alarm < 1800.0, "{alarm}");
+
+        // A window that closed before the restart is not opened again.
+        let mut f = Detector::new(quiet());
+        let restored = f.restore(&bytes, t + 3600.0 + 60.0).expect("restore");
+        assert_eq!(restored.releases, 0);
+        assert!(!pooled(&f, Signal::Ttft).armed);
     }
 }

@@ -5,8 +5,9 @@
 
 use serde::Serialize;
 
-use super::detector::{CacheWarmup, Cause, Estimate, Signal, SignalReport, State};
+use super::covariates::CacheWarmup;
 use super::math::{Z95, proportion_delta};
+use super::state::{Cause, Estimate, Signal, SignalReport, State};
 use crate::config::DetectSettings;
 
 /// The verdict of a target's last release.

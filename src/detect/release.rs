@@ -1,0 +1,738 @@
+//! The release-armed tests: arming a release window at a marker and freezing the baselines
+//! before it, the looks of the window and the tests at each look (per scenario and pooled), and
+//! the recovery test that clears a regressed row (docs/detection.md, "Release-armed tests").
+
+use super::baseline::{GoodFrozen, LatencyFrozen, LatencyPost, Part};
+use super::covariates::{Adjust, CacheRef};
+use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var};
+use super::math::{binomial_sf, normal_quantile, normal_sf};
+use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
+use crate::config::DetectSettings;
+
+/// Post-grace bins counted as looks (bins after the grace window): every 2 from 4 up to 12, every
+/// 5 up to 30, every 10 up to 120, then every 30. The tests spend their error level over the looks
+/// a window holds (Bonferroni), so each look is valid whatever the dependence between looks. The
+/// first look waits for 4 bins: the persistence check needs two halves of at least 2 bins, so a
+/// warm-up that outlasts the grace window by up to 2 bins is never a regression.
+pub(super) fn is_look(e: i64) -> bool {
+    match e {
+        ..=3 => false,
+        4..=12 => e % 2 == 0,
+        13..=30 => e % 5 == 0,
+        31..=120 => e % 10 == 0,
+        _ => e % 30 == 0,
+    }
+}
+
+pub(super) fn looks_within(bins: i64) -> usize {
+    (0..=bins).filter(|e| is_look(*e)).count().max(1)
+}
+
+/// The power at which `SignalReport::detectable` is the smallest effect found.
+pub const DETECTABLE_POWER: f64 = 0.8;
+
+/// Bins of the recovery test's recent window.
+const RECOVERY_BINS: i64 = 10;
+/// Post-release probes a scenario needs before it takes part in a latency test.
+const MIN_POST: f64 = 5.0;
+
+/// One test at one look.
+#[derive(Debug, Clone, Copy)]
+struct TestResult {
+    /// One-look p-value, and adjusted for the looks and the test's share of the error level.
+    p: f64,
+    p_adj: f64,
+    /// Both halves of the post-grace probes show the effect on their own (persistence).
+    confirmed: bool,
+}
+
+impl TestResult {
+    fn passes(&self, alpha: f64) -> bool {
+        self.p_adj <= alpha && self.confirmed
+    }
+}
+
+impl Detector {
+    /// Opens target `ti`'s release window for `version` at `at` against the baselines frozen
+    /// before (`freeze`): resets the rows not held as regressed, takes the probes since `at` into
+    /// the window and looks at once if the window already holds a look.
+    pub(super) fn arm(&mut self, ti: usize, version: &str, at: f64, now: f64) {
+        let s = self.settings.clone();
+        let regressed = |r: &SignalState| r.state == State::Regressed;
+        let t = &mut self.targets[ti];
+        t.version = Some(version.to_owned());
+        t.marker = Some(at);
+        t.armed_until = Some(at + s.armed_window_s);
+        t.looked = false;
+        t.detectable = [None; 4];
+        t.warm_held = 0;
+        t.post_first = None;
+        t.post_hit = (0.0, 0);
+        t.cold_now = false;
+        let keep = |r: &mut SignalState| {
+            if !regressed(r) {
+                *r = SignalState::default();
+            }
+        };
+        t.pooled.iter_mut().for_each(keep);
+        for (k, r) in t.pooled.iter().enumerate() {
+            if !regressed(r) {
+                t.recovery_ref[k] = None;
+            }
+        }
+        // The new version's probes so far (a late marker): into its window as if on time. A
+        // probe's cache reading is its bin's mean here (the values keep no reading of their own).
+        let post_from = at + s.release_grace_s;
+        let (hist, cache_ref) = (&t.hist, t.cache_ref);
+        let bin_s = s.bin_s;
+        let cold_at = |time: f64| {
+            time < post_from + s.cache_warmup_max_s
+                && cache_ref.is_some_and(|c| c.cold(hist.get(bin_index(time, bin_s)).filter(|b| b.h_n > 0).map(|b| b.h as f64)))
+        };
+        for (b, h) in (bin_index(post_from, bin_s).max(hist.first)..hist.end()).filter_map(|b| hist.get(b).map(|h| (b, h))) {
+            if h.h_n > 0 && (b as f64 + 1.0) * bin_s > post_from {
+                t.post_hit.0 += h.h as f64 * h.h_n as f64;
+                t.post_hit.1 += h.h_n as u64;
+            }
+        }
+        for sc in &mut t.scenarios {
+            sc.rows.iter_mut().for_each(keep);
+            for (k, lk) in sc.latency.iter_mut().enumerate() {
+                let mut post = LatencyPost::default();
+                if let Some(f) = &lk.frozen {
+                    for i in (0..lk.times.len()).filter(|&i| lk.times[i] >= post_from) {
+                        let time = lk.times[i];
+                        if cold_at(time) {
+                            if k == 0 {
+                                t.warm_held += 1;
+                            }
+                            continue;
+                        }
+                        t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
+                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref());
+                        post.add(f, y);
+                        post.recent.push_back((lk.times[i], y as f32));
+                    }
+                } else if regressed(&sc.rows[k]) {
+                    post.recent = lk.post.recent.iter().copied().filter(|(time, _)| *time >= post_from).collect();
+                }
+                lk.post = post;
+            }
+        }
+        // The look the window would have had last by now, so a late marker judges at once.
+        let current = self.bin_of(now);
+        let post0 = self.bin_after(post_from);
+        if let Some(e) = (0..=current - post0).rev().find(|e| is_look(*e)) {
+            let end = (post0 + e) as f64 * s.bin_s;
+            for signal in Signal::ALL {
+                self.release_look(ti, signal, at, end, (post0, post0 + e));
+            }
+        }
+    }
+
+    /// The release-armed tests of one signal at a look: per scenario and pooled, the mean of
+    /// winsorized log latency and the share above the baseline quantile (latency), or the capped
+    /// bad count per bin (goodput).
+    pub(super) fn release_look(&mut self, ti: usize, signal: Signal, marker: f64, end: f64, post: (i64, i64)) {
+        self.targets[ti].looked = true;
+        let mut detectable = None;
+        let s = &self.settings;
+        let alpha = self.alpha(signal);
+        // Latency probes held as cache warm-up do not count: the window starts after them.
+        let post_start = match self.targets[ti].post_first {
+            Some(first) if signal != Signal::Goodput => (marker + s.release_grace_s).max(first),
+            _ => marker + s.release_grace_s,
+        };
+        let post = if signal == Signal::Goodput { post } else { (post.0.max(self.bin_of(post_start)).min(post.1 - 1), post.1) };
+        let mid = (post_start + end) / 2.0;
+        let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
+        let looks = looks_within(window_bins) as f64;
+        let t = &self.targets[ti];
+        let mut scen: Vec<Option<[TestResult; 2]>> = vec![None; t.scenarios.len()];
+        let mut pooled: Vec<TestResult> = Vec::new();
+        if signal == Signal::Goodput {
+            let outage = |bin: i64| t.hist.get(bin).is_some_and(HistBin::outage);
+            let mid_bin = (post.0 + post.1) / 2;
+            let split = |bins: Vec<(i64, u32, u32)>| {
+                let all: Vec<(u32, u32)> = bins.iter().map(|b| (b.1, b.2)).collect();
+                let early: Vec<(u32, u32)> = bins.iter().filter(|b| b.0 < mid_bin).map(|b| (b.1, b.2)).collect();
+                let late: Vec<(u32, u32)> = bins.iter().filter(|b| b.0 >= mid_bin).map(|b| (b.1, b.2)).collect();
+                (all, early, late)
+            };
+            let verdict = |f: &GoodFrozen, bins: Vec<(i64, u32, u32)>, share: f64| {
+                let (all, early, late) = split(bins);
+                let p = f.tail(&all);
+                let confirmed = !early.is_empty() && !late.is_empty() && f.tail(&early) <= s.confirm_alpha && f.tail(&late) <= s.confirm_alpha;
+                TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed }
+            };
+            let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
+            if let Some(f) = &t.good_frozen {
+                let bins: Vec<(i64, u32, u32)> =
+                    (post.0.max(t.hist.first)..post.1).filter_map(|b| t.hist.get(b).filter(|h| !h.outage()).map(|h| (b, h.good, h.bad))).collect();
+                if !bins.is_empty() {
+                    let n: u32 = bins.iter().map(|b| b.1 + b.2).sum();
+                    let p0 = f.p_bad();
+                    let sd = (p0 * (1.0 - p0) * (1.0 / f64::from(n.max(1)) + 1.0 / f.n.max(1) as f64)).sqrt();
+                    detectable = Some(sd * (normal_quantile(1.0 - alpha * 0.5 / looks) + normal_quantile(DETECTABLE_POWER)));
+                    pooled.push(verdict(f, bins, 0.5));
+                }
+            }
+            for (i, sc) in t.scenarios.iter().enumerate() {
+                let Some(f) = &sc.goodput.frozen else { continue };
+                let bins: Vec<(i64, u32, u32)> =
+                    sc.goodput.bins.iter().filter(|b| b.bin >= post.0 && b.bin < post.1 && !outage(b.bin)).map(|b| (b.bin, b.good, b.bad)).collect();
+                if !bins.is_empty() {
+                    let v = verdict(f, bins, 0.5 / k);
+                    scen[i] = Some([v, v]);
+                }
+            }
+        } else {
+            let k = signal.index();
+            let tol = s.latency_tolerance.ln();
+            let frozen_at = t.frozen_at.unwrap_or(marker);
+            let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
+            let (deff, shared) = t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s));
+            let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
+            // (part, frozen) per scenario in the test: all post probes, early half, late half.
+            let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
+            for (i, sc) in t.scenarios.iter().enumerate() {
+                let lk = &sc.latency[k];
+                let Some(f) = &lk.frozen else { continue };
+                let all = lk.post.all(f);
+                if all.n >= MIN_POST {
+                    parts.push((i, [all, lk.post.span(f, post_start, mid), lk.post.span(f, mid, f64::INFINITY)], f));
+                }
+            }
+            let kk = parts.len().max(1) as f64;
+            // For a weighted set of scenarios, per statistic (mean, exceedance): z of "no slower
+            // than the baseline", and whether the estimate reaches the tolerance. The pooled
+            // set's probe variance is scaled by the design effect; one scenario's gets the shared
+            // load's variance added (its own probe noise is larger than the pooled set's, so the
+            // pooled ratio would overstate its dependence many times).
+            let z = |sel: &[(f64, Part, &LatencyFrozen)], own: bool| -> Option<[(f64, bool); 2]> {
+                let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
+                if total <= 0.0 {
+                    return None;
+                }
+                let (mut d, mut v, mut de, mut ve, mut tol_e) = (0.0, 0.0, 0.0, 0.0, 0.0);
+                for (w, p, f) in sel {
+                    if p.n < 2.0 {
+                        continue;
+                    }
+                    let w = w / total;
+                    let var = p.var.max(f.var);
+                    d += w * (p.mean - f.mean);
+                    v += w * w * (var / p.n + f.var / f.m as f64);
+                    de += w * (p.above - f.above);
+                    ve += w * w * f.above * (1.0 - f.above) * (1.0 / p.n + 1.0 / f.m as f64);
+                    tol_e += w * f.above_tolerance;
+                }
+                // The exceedance share keeps the design effect either way (conservative: its load
+                // part has no simple form in share units).
+                let (v, ve) = if own { (v + shared, ve * deff) } else { (v * deff, ve * deff) };
+                Some([(d / v.sqrt(), d >= tol), (de / ve.max(1e-12).sqrt(), de >= tol_e)])
+            };
+            // The tail test on the scenarios together: probes above each scenario's own high
+            // quantile, after against before. The counts are small (1% of an hour's baseline), so
+            // the test is exact: given the total above, the post count is binomial with the post
+            // share of the probes (two Poisson rates compared), counts and sizes divided by the
+            // design effect. Returns p and whether the share's rise reaches the tolerance.
+            let tail = |sel: &[(Part, &LatencyFrozen)]| -> Option<(f64, bool)> {
+                let (mut k1, mut m, mut k2, mut n, mut tol_e) = (0.0, 0.0, 0.0, 0.0, 0.0);
+                for (p, f) in sel {
+                    k1 += f.above_tail * f.m as f64;
+                    m += f.m as f64;
+                    k2 += p.above_tail * p.n;
+                    n += p.n;
+                    tol_e += p.n * f.tail_tolerance;
+                }
+                if n < 1.0 || m < 1.0 {
+                    return None;
+                }
+                let p = binomial_sf(k2 / deff, (k1 + k2) / deff, n / (n + m));
+                Some((p, k2 / n - k1 / m >= tol_e / n))
+            };
+            // The post-grace probes of the window and of each half: all, early, late.
+            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64, own: bool| -> Option<[TestResult; 2]> {
+                let pick = |j: usize| sel.iter().map(|(w, p, f)| (*w * p[j].n / p[0].n.max(1.0), p[j], *f)).collect::<Vec<_>>();
+                let all = z(&pick(0), own)?;
+                let halves = [z(&pick(1), own), z(&pick(2), own)];
+                let confirmed = |j: usize| halves.iter().all(|h| h.is_some_and(|h| normal_sf(h[j].0) <= s.confirm_alpha && h[j].1));
+                let make = |j: usize| {
+                    let (zz, large) = all[j];
+                    let p = normal_sf(zz);
+                    TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed(j) && large }
+                };
+                Some([make(0), make(1)])
+            };
+            let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
+            // The smallest slowdown the pooled mean test would find with DETECTABLE_POWER at this
+            // look: its standard error (probe-weighted, times the design effect) times the sum
+            // of the two normal quantiles.
+            let total: f64 = all.iter().map(|x| x.1[0].n).sum();
+            if total >= 2.0 {
+                let var: f64 = all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.m as f64)).sum();
+                let z = normal_quantile(1.0 - alpha * 0.2 / looks) + normal_quantile(DETECTABLE_POWER);
+                detectable = Some((z * (var * deff).sqrt()).exp());
+            }
+            // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
+            if let Some(v) = verdicts(&all, 0.2, false) {
+                pooled.extend(v);
+            }
+            let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
+            if let Some((p, large)) = tail(&pick(0)) {
+                let confirmed = [1, 2].iter().all(|j| tail(&pick(*j)).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
+                pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
+            }
+            for (i, p, f) in &parts {
+                scen[*i] = verdicts(&[(1.0, *p, *f)], 0.25 / kk, true);
+            }
+            self.targets[ti].alarm_deff[k] = deff_raw;
+        }
+        self.targets[ti].detectable[signal.index()] = detectable;
+        self.apply_release_look(ti, signal, end, &pooled, &scen, alpha);
+    }
+
+    fn apply_release_look(&mut self, ti: usize, signal: Signal, now: f64, pooled: &[TestResult], scen: &[Option<[TestResult; 2]>], alpha: f64) {
+        let k = signal.index();
+        let attribution = self.settings.attribution_alpha;
+        let baseline = self.baseline_ref(ti, signal);
+        let t = &mut self.targets[ti];
+        let evidence = |v: &TestResult| -(v.p_adj.max(1e-300)).ln();
+        let mut events = Vec::new();
+        let all = pooled.iter().chain(scen.iter().flatten().flatten());
+        let best = all.clone().map(evidence).fold(f64::NEG_INFINITY, f64::max);
+        let any_pass = all.clone().any(|v| v.passes(alpha));
+        let pooled_pass = pooled.iter().any(|v| v.passes(alpha));
+        {
+            let r = &mut t.pooled[k];
+            if best.is_finite() {
+                r.log_e = best;
+                r.max_log_e = r.max_log_e.max(best);
+            }
+            if r.state == State::Watching && any_pass {
+                *r = SignalState { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
+                t.recovery_ref[k] = baseline;
+                events.push((None, State::Regressed));
+            }
+        }
+        let pooled_release = t.pooled[k].state == State::Regressed && t.pooled[k].source == Some(Cause::Release);
+        for (i, sc) in t.scenarios.iter_mut().enumerate() {
+            let Some(v) = scen.get(i).copied().flatten() else { continue };
+            let r = &mut sc.rows[k];
+            let le = v.iter().map(evidence).fold(f64::NEG_INFINITY, f64::max);
+            r.log_e = le;
+            r.max_log_e = r.max_log_e.max(le);
+            let own = v.iter().any(|x| x.passes(alpha));
+            let attributed = pooled_pass && pooled_release && v.iter().any(|x| x.p <= attribution && x.confirmed);
+            if r.state == State::Watching && (own || attributed) {
+                *r = SignalState { state: State::Regressed, source: Some(Cause::Release), changed: Some(now), ..*r };
+                events.push((Some(sc.name.clone()), State::Regressed));
+            }
+        }
+        let name = t.name.clone();
+        for (scenario, state) in events {
+            self.events.push(StateChange { target: name.clone(), scenario, signal, state, source: Cause::Release, at: now });
+        }
+    }
+
+    /// The reference of a release alarm's recovery test: the baseline bins, and the baseline bad
+    /// fraction (goodput).
+    fn baseline_ref(&self, ti: usize, signal: Signal) -> Option<(i64, i64, f64)> {
+        let s = &self.settings;
+        let t = &self.targets[ti];
+        let marker = t.frozen_at?;
+        if signal == Signal::Goodput {
+            let f = t.good_frozen.as_ref()?;
+            Some((self.bin_of(marker - s.goodput_baseline_s), self.bin_of(marker), f.p_bad()))
+        } else {
+            Some((self.bin_of(marker - s.latency_baseline_s), self.bin_of(marker), 0.0))
+        }
+    }
+
+    /// "No longer worse": a regressed row recovers when its last `RECOVERY_BINS` bins are below
+    /// the still-regressed alternative with confidence 1 − `recovery_alpha`.
+    pub(super) fn recovery(&mut self, ti: usize, signal: Signal, bin: i64, now: f64) {
+        let s = &self.settings;
+        let k = signal.index();
+        let t = &self.targets[ti];
+        let pooled = t.pooled[k];
+        let any = pooled.state == State::Regressed || t.scenarios.iter().any(|sc| sc.rows[k].state == State::Regressed);
+        if !any {
+            return;
+        }
+        let z_rec = normal_quantile(1.0 - s.recovery_alpha);
+        let continuous = pooled.source == Some(Cause::Continuous);
+        let recent = (bin + 1 - RECOVERY_BINS, bin + 1);
+        let since = |r: &SignalState| r.changed.map_or(i64::MAX, |c| self.bin_after(c));
+        let mut recovered_pooled = false;
+        if pooled.state == State::Regressed
+            && recent.0 >= since(&pooled)
+            && let Some((a, b, p0)) = t.recovery_ref[k]
+        {
+            recovered_pooled = if signal == Signal::Goodput {
+                let me = if continuous { s.continuous_goodput_min_effect } else { s.goodput_min_effect };
+                let bins: Vec<(u32, u32)> = (recent.0..recent.1).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| (h.good, h.bad)).collect();
+                bad_share_below(&bins, p0 + me, z_rec)
+            } else {
+                let me = if continuous { s.continuous_latency_min_effect } else { s.latency_min_effect }.ln();
+                // The variance of independent bins times the design effect at the alarm: the
+                // history now holds the regression itself, which would inflate a fresh estimate.
+                match t.hist.vario[k].nugget() {
+                    Some(nugget) => {
+                        let (mr, nr) = t.hist.block_mean(k, (a, b), true);
+                        let (mb, nb) = t.hist.block_mean(k, recent, false);
+                        let var = nugget * (1.0 / nr.max(1) as f64 + 1.0 / nb.max(1) as f64) * t.alarm_deff[k];
+                        nr > 0 && nb as i64 * 2 >= RECOVERY_BINS && (mb - mr - me) / var.sqrt() <= -z_rec
+                    }
+                    None => false,
+                }
+            };
+        }
+        // Scenario rows: their own recent probes against their frozen baseline.
+        let from = recent.0 as f64 * s.bin_s;
+        let mut recovered_scen = vec![false; t.scenarios.len()];
+        for (i, sc) in t.scenarios.iter().enumerate() {
+            let r = &sc.rows[k];
+            if r.state != State::Regressed || recent.0 < since(r) {
+                continue;
+            }
+            recovered_scen[i] = if signal == Signal::Goodput {
+                let Some(f) = &sc.goodput.frozen else { continue };
+                let bins: Vec<(u32, u32)> = sc.goodput.bins.iter().filter(|b| b.bin >= recent.0 && b.bin < recent.1).map(|b| (b.good, b.bad)).collect();
+                bad_share_below(&bins, f.p_bad() + s.goodput_min_effect, z_rec)
+            } else {
+                let lk = &sc.latency[k];
+                let Some(f) = &lk.frozen else { continue };
+                let p = lk.post.span(f, from, f64::INFINITY);
+                p.n >= MIN_POST && {
+                    let var = (p.var.max(f.var) / p.n + f.var / f.m as f64) * t.alarm_deff[k];
+                    (p.mean - f.mean - s.latency_min_effect.ln()) / var.sqrt() <= -z_rec
+                }
+            };
+        }
+        let t = &mut self.targets[ti];
+        let mut events = Vec::new();
+        if recovered_pooled {
+            t.pooled[k].state = State::Recovered;
+            t.pooled[k].changed = Some(now);
+            t.recovery_ref[k] = None;
+            events.push((None, t.pooled[k].source.unwrap_or(Cause::Release)));
+        }
+        for (sc, rec) in t.scenarios.iter_mut().zip(recovered_scen) {
+            if rec {
+                sc.rows[k].state = State::Recovered;
+                sc.rows[k].changed = Some(now);
+                events.push((Some(sc.name.clone()), Cause::Release));
+            }
+        }
+        let name = t.name.clone();
+        for (scenario, source) in events {
+            self.events.push(StateChange { target: name.clone(), scenario, signal, state: State::Recovered, source, at: now });
+        }
+    }
+}
+
+/// Freezes target `t`'s baselines at `at`: the load adjustment, cache reference, trend and
+/// dependence from the history before it, each scenario's latency values and goodput bins of the
+/// baseline windows before it.
+pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
+    t.frozen_at = Some(at);
+    // The load adjustment: the slope from the history's increments, compared at the
+    // baseline hour's mean reading; taken only where it narrows the test (the variance of
+    // the baseline against the first ten minutes after the grace window, adjusted against
+    // raw, both from the history before the marker).
+    let (b0, b1) = (bin_index(at - s.latency_baseline_s, s.bin_s), bin_index(at, s.bin_s));
+    let (xs, xn) = (b0..b1).filter_map(|b| t.hist.get(b)).filter(|b| b.x_n > 0).fold((0.0, 0usize), |(a, n), b| (a + b.x as f64, n + 1));
+    let p0 = b1 + (s.release_grace_s / s.bin_s).ceil() as i64;
+    t.dependence_raw = std::array::from_fn(|k| t.hist.dependence(k, None));
+    t.adjust = std::array::from_fn(|k| {
+        let slope = t.hist.vario[k].load_slope()?;
+        let adj = t.hist.dependence(k, Some(slope))?;
+        let raw = t.dependence_raw[k].as_ref()?;
+        let narrower = contrast_var(&adj.gamma, (b0, b1), (p0, p0 + 10)) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, (b0, b1), (p0, p0 + 10));
+        (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
+    });
+    t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)).map(|b| (b.h, b.h_n)));
+    t.trend = std::array::from_fn(|k| t.hist.trend(k, b1, t.adjust[k], s.bin_s));
+    t.dependence = std::array::from_fn(|k| match t.adjust[k] {
+        Some(a) => t.hist.dependence(k, Some(a.slope)),
+        None => t.dependence_raw[k].clone(),
+    });
+    let (g0, g1) = (bin_index(at - s.goodput_baseline_s, s.bin_s), bin_index(at, s.bin_s));
+    let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
+    let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
+    t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
+    for sc in &mut t.scenarios {
+        for (k, lk) in sc.latency.iter_mut().enumerate() {
+            let from = at - s.latency_baseline_s;
+            let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
+            let vals: Vec<f32> =
+                (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32).collect();
+            lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), s) } else { None };
+        }
+        let hist = &t.hist;
+        let g = &mut sc.goodput;
+        let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !hist.get(b.bin).is_some_and(HistBin::outage)).map(|b| (b.good, b.bad));
+        let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
+        g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
+    }
+}
+
+/// A log latency with the release window's frozen trend taken out (unchanged without one).
+pub(super) fn detrended(y: f64, time: f64, trend: Option<&Trend>) -> f64 {
+    trend.map_or(y, |tr| tr.detrend(y, time))
+}
+
+/// Whether the bad share of `bins` is below `limit` with confidence given by `z` (normal
+/// approximation, the variance at the larger of the share and the limit). Needs 20 probes.
+fn bad_share_below(bins: &[(u32, u32)], limit: f64, z: f64) -> bool {
+    let n: f64 = bins.iter().map(|(g, b)| (g + b) as f64).sum();
+    if n < 20.0 {
+        return false;
+    }
+    let p = bins.iter().map(|(_, b)| *b as f64).sum::<f64>() / n;
+    let v = (p * (1.0 - p)).max(limit.clamp(0.0, 1.0) * (1.0 - limit.clamp(0.0, 1.0))).max(1e-9);
+    (p - limit) / (v / n).sqrt() <= -z
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::state::{Marked, Observation};
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
+    use rand_distr::{Distribution, StandardNormal};
+
+    #[test]
+    fn quiet_streams_stay_watching() {
+        // 10 release windows without a change; the budget is 1.5% per window for the target.
+        let mut alarms = 0;
+        for seed in 0..10 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+            d.mark_release("t", "v2", t, t);
+            let end = feed(&mut d, &mut rng, t, 3600, |r, _, _| probe(r, 1.0));
+            alarms += d.drain_events().iter().filter(|e| e.state == State::Regressed).count();
+            d.tick(end);
+            assert!(!pooled(&d, Signal::Ttft).armed, "the window closed");
+        }
+        assert_eq!(alarms, 0, "{alarms} false alarms in 10 windows");
+    }
+
+    #[test]
+    fn doubling_is_detected_at_the_first_look_after_the_grace_window() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
+        let at = first_alarm(&mut d, Signal::Ttft, t).expect("2x detected within 10 min");
+        assert!((540.0..=600.0).contains(&at), "detected {at} s after the marker");
+        let r = pooled(&d, Signal::Ttft);
+        assert_eq!((r.state, r.source), (State::Regressed, Some(Cause::Release)));
+        assert!(r.log_evidence >= r.threshold && r.p_value <= 0.015 / 6.0, "{r:?}");
+        let m = r.median_ratio.expect("median ratio");
+        assert!(m.low < 2.0 && 2.0 < m.high && m.low > 1.5, "{m:?}");
+        let regressed = d.report().iter().filter(|r| r.scenario.is_some() && r.signal == Signal::Ttft && r.state == State::Regressed).count();
+        assert_eq!(regressed, 3, "every scenario is named");
+    }
+
+    #[test]
+    fn a_rollout_warm_up_is_no_regression() {
+        // 2x for 5 minutes and 10% errors for 2 minutes after the marker, then healed.
+        let mut alarms = 0;
+        for seed in 0..5 {
+            let mut rng = SmallRng::seed_from_u64(100 + seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 3600, |r, _, now| {
+                if now - t < 120.0 && r.random_bool(0.1) {
+                    return Observation { good: Some(false), ..Observation::default() };
+                }
+                probe(r, if now - t < 300.0 { 2.0 } else { 1.0 })
+            });
+            alarms += d.drain_events().iter().filter(|e| e.state == State::Regressed).count();
+        }
+        assert_eq!(alarms, 0);
+    }
+
+    #[test]
+    fn one_slower_scenario_is_found_and_named() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 1200, |r, s, _| probe(r, if s == 1 { 1.6 } else { 1.0 }));
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the pooled row regressed");
+        let rows = d.report();
+        let state = |name: &str| rows.iter().find(|r| r.scenario.as_deref() == Some(name) && r.signal == Signal::Ttft).map(|r| r.state);
+        assert_eq!(state("b"), Some(State::Regressed));
+        assert_eq!((state("a"), state("c")), (Some(State::Watching), Some(State::Watching)));
+    }
+
+    #[test]
+    fn a_slower_cache_miss_mode_is_detected() {
+        // 70% prefix-cache hits at 100 ms, misses at 3x; the release makes misses 1.5x slower.
+        let bimodal = |r: &mut SmallRng, miss_factor: f64| {
+            let miss = r.random_bool(0.3);
+            let median = if miss { 0.3 * miss_factor } else { 0.1 };
+            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
+        };
+        let mut rng = SmallRng::seed_from_u64(21);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| bimodal(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 1800, |r, _, _| bimodal(r, 1.5));
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some_and(|at| at <= 1800.0));
+    }
+
+    #[test]
+    fn a_ramp_before_the_marker_is_taken_out_and_a_regression_on_it_still_found() {
+        // Latency rises 1.4x an hour (a morning ramp) from two hours before the marker on.
+        let ramp = |now: f64| (1.4f64.ln() * (now - 7200.0).max(0.0) / 3600.0).exp();
+        let run = |factor: f64, seed: u64| {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 14_400, |r, _, now| probe(r, ramp(now)));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 1800, |r, _, now| probe(r, ramp(now) * factor));
+            let trend = pooled(&d, Signal::Ttft).trend_per_hour;
+            (first_alarm(&mut d, Signal::Ttft, t), trend)
+        };
+        let (alarm, trend) = run(1.0, 41);
+        assert_eq!(alarm, None, "the ramp alone is no regression");
+        assert!(trend.is_some_and(|f| (f - 1.4).abs() < 0.15), "{trend:?}");
+        assert!(run(1.5, 42).0.is_some(), "a 1.5x release during the ramp is still found");
+    }
+
+    #[test]
+    fn a_late_marker_tests_the_probes_since_its_time() {
+        let mut rng = SmallRng::seed_from_u64(32);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        // Released at t, 2x slower from then on; the marker comes 20 minutes later with its time.
+        let told = feed(&mut d, &mut rng, t, 1200, |r, _, _| probe(r, 2.0));
+        assert_eq!(d.mark_release("t", "v2", t, told), Marked::Armed { at: t, chained: false });
+        assert!(ttft_alarm(&d.drain_events()), "judged at once from the probes since its time");
+        let row = pooled(&d, Signal::Ttft);
+        assert_eq!((row.marker_s, row.armed), (Some(t), true));
+        assert!(row.samples >= 800, "the post-grace probes since t count: {}", row.samples);
+        // A time older than marker_max_delay_s is taken as that long ago; a future one as now.
+        let mut e = Detector::new(quiet());
+        let max = e.settings().marker_max_delay_s;
+        assert_eq!(e.mark_release("t", "v2", 0.0, 10_000.0), Marked::Armed { at: 10_000.0 - max, chained: false });
+        assert_eq!(e.mark_release("u", "v2", 20_000.0, 10_000.0), Marked::Armed { at: 10_000.0, chained: false });
+        assert_eq!(e.mark_release("u", "v2", f64::NAN, 10_000.0), Marked::Ignored);
+    }
+
+    #[test]
+    fn an_incident_earlier_in_the_day_does_not_widen_the_release_test() {
+        // 15 minutes at 3x, two hours before the release; the release is 1.3x slower.
+        let deff_and_alarm = |incident: bool| {
+            let mut rng = SmallRng::seed_from_u64(33);
+            let mut d = Detector::new(quiet());
+            let slow = |t: f64| if incident && (14_400.0..15_300.0).contains(&t) { 3.0 } else { 1.0 };
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, t| probe(r, slow(t)));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 1800, |r, _, _| probe(r, 1.3));
+            let tt = &d.targets[0];
+            let base = (d.bin_of(t - 3600.0), d.bin_of(t));
+            let deff = tt.dependence[0].as_ref().expect("dependence").design_effect(base, (base.1 + 5, base.1 + 30));
+            let excluded = tt.hist.bins.iter().filter(|b| b.excluded[0]).count();
+            (deff, ttft_alarm(&d.drain_events()), excluded)
+        };
+        let (clean, found_clean, _) = deff_and_alarm(false);
+        let (after_incident, found, excluded) = deff_and_alarm(true);
+        assert!((13..=17).contains(&excluded), "the incident's bins are left out: {excluded}");
+        assert!(after_incident < 1.5 * clean, "design effect {after_incident} after the incident, {clean} without");
+        assert!(found_clean && found, "the release is found with and without the incident");
+    }
+
+    #[test]
+    fn the_slowest_few_percent_made_slower_is_found_by_the_tail_test() {
+        // The median holds; the slowest 5% of requests (their own draw) become 3x slower. (The
+        // planner measures the power for 3%: docs/detection.md.)
+        let tailed = |r: &mut SmallRng, slower: bool| {
+            let z: f64 = StandardNormal.sample(r);
+            let f = if slower && z > normal_quantile(0.95) { 3.0 } else { 1.0 };
+            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
+        };
+        let mut rng = SmallRng::seed_from_u64(34);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| tailed(r, false));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3600, |r, _, _| tailed(r, true));
+        assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the tail test sees it");
+        let median = pooled(&d, Signal::Ttft).median_ratio.expect("median ratio");
+        assert!((0.9..1.1).contains(&median.value), "the median held: {median:?}");
+    }
+
+    #[test]
+    fn a_release_is_pending_from_its_marker_until_the_first_look() {
+        let mut rng = SmallRng::seed_from_u64(36);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        assert!(!pooled(&d, Signal::Ttft).pending, "no marker, nothing pending");
+        d.mark_release("t", "v2", t, t);
+        // The grace window (300 s) and 3 of the 4 bins before the first look.
+        let t2 = feed(&mut d, &mut rng, t, 480, |r, _, _| probe(r, 1.0));
+        assert!(pooled(&d, Signal::Goodput).pending && pooled(&d, Signal::Ttft).pending);
+        feed(&mut d, &mut rng, t2, 120, |r, _, _| probe(r, 1.0));
+        assert!(!pooled(&d, Signal::Ttft).pending, "the first look has come");
+        assert!(pooled(&d, Signal::Ttft).armed);
+    }
+
+    fn flaky(r: &mut SmallRng, p: f64) -> Observation {
+        if r.random_bool(p) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) }
+    }
+
+    #[test]
+    fn goodput_drop_is_detected_and_an_outage_is_not_a_goodput_regression() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 1200, |r, _, _| flaky(r, 0.05));
+        assert!(first_alarm(&mut d, Signal::Goodput, t).is_some());
+        let r = pooled(&d, Signal::Goodput);
+        let delta = r.bad_delta.expect("bad delta");
+        assert!(delta.low > 0.0 && delta.value > 0.02, "{delta:?}");
+        assert_eq!(pooled(&d, Signal::Ttft).state, State::Watching);
+
+        // A 90 s total outage ten minutes after a release: availability, not a regression.
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3600, |r, _, now| if (600.0..690.0).contains(&(now - t)) { flaky(r, 1.0) } else { flaky(r, 0.005) });
+        assert_eq!(first_alarm(&mut d, Signal::Goodput, t), None);
+    }
+
+    #[test]
+    fn regression_recovers_and_window_ends() {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        let t1 = feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
+        assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
+        // Rolled back: the next probes look like the baseline again.
+        let t2 = feed(&mut d, &mut rng, t1, 1200, |r, _, _| probe(r, 1.0));
+        let r = pooled(&d, Signal::Ttft);
+        assert_eq!(r.state, State::Recovered, "{r:?}");
+        assert!(d.drain_events().iter().any(|e| e.state == State::Recovered && e.scenario.is_none()));
+        d.tick(t2 + 2.0 * 3600.0);
+        let r = pooled(&d, Signal::Ttft);
+        assert_eq!((r.state, r.armed), (State::Watching, false));
+    }
+
+    #[test]
+    fn looks_are_spread_over_the_window() {
+        let looks: Vec<i64> = (0..=57).filter(|e| is_look(*e)).collect();
+        assert_eq!(looks, [4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50]);
+        assert_eq!(looks_within(57), 11);
+    }
+}

@@ -1,0 +1,237 @@
+//! The exported state: per target the pooled rows and per scenario the rows of each signal,
+//! with their estimates, the release window and the behaviour-check comparison
+//! (`Detector::report`).
+
+use super::covariates::CacheWarmup;
+use super::math::{Z95, binomial_sf, proportion_delta, quantile_se};
+use super::release::looks_within;
+use super::state::{ChecksReport, Detector, Estimate, ScenarioState, Signal, SignalReport, SignalState, TargetState};
+
+impl Detector {
+    /// The exported state: per target, the four pooled rows (scenario `None`) then four rows per
+    /// scenario, in first-seen order.
+    pub fn report(&self) -> Vec<SignalReport> {
+        let mut out = Vec::new();
+        for t in &self.targets {
+            for signal in Signal::ALL {
+                let k = signal.index();
+                let mut row = self.row_report(t, None, signal, &t.pooled[k]);
+                (row.continuous_evidence, row.continuous_threshold) = t.continuous[k];
+                out.push(row);
+            }
+            for sc in &t.scenarios {
+                for signal in Signal::ALL {
+                    out.push(self.row_report(t, Some(sc), signal, &sc.rows[signal.index()]));
+                }
+            }
+        }
+        out
+    }
+
+    /// Behaviour-check failures of the release window (from the grace window on) against the
+    /// goodput baseline's bins before the (first) marker of the chain; outage bins left out.
+    fn checks_report(&self, t: &TargetState) -> Option<ChecksReport> {
+        let s = &self.settings;
+        let (marker, frozen_at) = (t.marker?, t.frozen_at?);
+        let count = |(a, b): (i64, i64)| {
+            (a.max(t.hist.first)..b)
+                .filter_map(|x| t.hist.get(x))
+                .filter(|h| !h.outage())
+                .fold((0u64, 0u64), |(n, f), h| (n + (h.good + h.bad) as u64, f + h.check_bad as u64))
+        };
+        let (baseline_probes, baseline_failed) = count((self.bin_of(frozen_at - s.goodput_baseline_s), self.bin_of(frozen_at)));
+        let post0 = self.bin_after(marker + s.release_grace_s);
+        let (probes, failed) = count((post0, t.hist.end()));
+        if baseline_probes < s.min_goodput_baseline as u64 || probes == 0 {
+            return None;
+        }
+        let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
+        let p = binomial_sf(failed as f64, (failed + baseline_failed) as f64, probes as f64 / (probes + baseline_probes) as f64);
+        let p_value = (p * looks_within(window_bins) as f64).min(1.0);
+        let threshold = (6.0 / s.armed_alpha).ln();
+        let rise = failed as f64 / probes as f64 - baseline_failed as f64 / baseline_probes as f64;
+        let regressed = t.looked && rise >= s.goodput_min_effect && -(p_value.max(1e-300)).ln() >= threshold;
+        Some(ChecksReport { baseline_probes, baseline_failed, probes, failed, p_value, threshold, regressed })
+    }
+
+    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &SignalState) -> SignalReport {
+        let s = &self.settings;
+        let scs: Vec<&ScenarioState> = match only {
+            Some(sc) => vec![sc],
+            None => t.scenarios.iter().collect(),
+        };
+        let k = signal.index();
+        let (mut samples, mut baseline) = (0u64, 0u64);
+        let (mut median_ratio, mut p95_ratio, mut bad_delta) = (None, None, None);
+        if signal == Signal::Goodput {
+            let post0 = t.marker.map(|m| self.bin_after(m + s.release_grace_s));
+            let frozen = match only {
+                Some(sc) => sc.goodput.frozen.as_ref(),
+                None => t.good_frozen.as_ref(),
+            };
+            let (mut n, mut bad) = (0u64, 0u64);
+            if let Some(p0) = post0 {
+                match only {
+                    Some(sc) => sc.goodput.bins.iter().filter(|b| b.bin >= p0).for_each(|b| {
+                        n += (b.good + b.bad) as u64;
+                        bad += b.bad as u64;
+                    }),
+                    None => (p0.max(t.hist.first)..t.hist.end()).filter_map(|b| t.hist.get(b)).for_each(|b| {
+                        n += (b.good + b.bad) as u64;
+                        bad += b.bad as u64;
+                    }),
+                }
+            }
+            samples = n;
+            match frozen {
+                Some(f) => {
+                    baseline = f.n;
+                    if let Some((point, centre, var)) = proportion_delta(f.bad, f.n, bad, n) {
+                        let half = Z95 * var.sqrt();
+                        bad_delta = Some(Estimate { value: point, low: centre - half, high: centre + half });
+                    }
+                }
+                None => baseline = scs.iter().flat_map(|sc| sc.goodput.bins.iter()).map(|b| (b.good + b.bad) as u64).sum(),
+            }
+        } else {
+            let (mut med, mut p95) = (Vec::new(), Vec::new());
+            for sc in &scs {
+                let lk = &sc.latency[k];
+                samples += lk.post.n;
+                match &lk.frozen {
+                    Some(f) => {
+                        baseline += f.m as u64;
+                        if lk.post.recent.len() >= 5 {
+                            let mut v: Vec<f32> = lk.post.recent.iter().map(|x| x.1).collect();
+                            v.sort_by(|a, b| a.total_cmp(b));
+                            if let (Some((m, sm)), Some((q, sq))) = (quantile_se(&v, 0.5), quantile_se(&v, 0.95)) {
+                                med.push((m - f.median, sm * sm + f.se_median * f.se_median));
+                                p95.push((q - f.p95, sq * sq + f.se_p95 * f.se_p95));
+                            }
+                        }
+                    }
+                    None => baseline += lk.values.len() as u64,
+                }
+            }
+            median_ratio = combine_log_ratios(&med);
+            p95_ratio = combine_log_ratios(&p95);
+        }
+        SignalReport {
+            target: t.name.clone(),
+            scenario: only.map(|s| s.name.clone()),
+            signal,
+            state: r.state,
+            source: r.source,
+            armed: t.armed_until.is_some(),
+            pending: t.armed_until.is_some() && !t.looked,
+            version: t.version.clone(),
+            detectable: if only.is_none() { t.detectable[k] } else { None },
+            marker_s: t.marker,
+            changed_s: r.changed,
+            samples,
+            baseline_samples: baseline,
+            median_ratio,
+            p95_ratio,
+            bad_delta,
+            log_evidence: r.log_e,
+            p_value: (-r.max_log_e).exp().min(1.0),
+            threshold: self.threshold(signal),
+            continuous_evidence: 0.0,
+            continuous_threshold: 0.0,
+            load_slope: if signal == Signal::Goodput {
+                0.0
+            } else {
+                match (t.armed_until, t.adjust[k]) {
+                    (Some(_), Some(a)) => a.slope,
+                    (Some(_), None) => 0.0,
+                    (None, _) => t.hist.vario[k].load_slope().unwrap_or(0.0),
+                }
+            },
+            trend_per_hour: if signal == Signal::Goodput {
+                None
+            } else {
+                t.trend[k].as_ref().filter(|_| t.marker.is_some()).map(|tr| (tr.slope * 3600.0).exp())
+            },
+            checks: if signal == Signal::Goodput && only.is_none() { self.checks_report(t) } else { None },
+            warmup: t.cache_ref.filter(|_| t.marker.is_some()).map(|c| CacheWarmup {
+                hit_rate_before: c.mean,
+                margin: c.margin,
+                hit_rate_after: (t.post_hit.1 > 0).then(|| t.post_hit.0 / t.post_hit.1 as f64),
+                held_probes: t.warm_held,
+                cold: t.cold_now,
+            }),
+        }
+    }
+}
+
+/// Inverse-variance weighted mean of log ratios, as a ratio with its 95% interval.
+fn combine_log_ratios(parts: &[(f64, f64)]) -> Option<Estimate> {
+    if parts.is_empty() {
+        return None;
+    }
+    let (mut sw, mut swx) = (0.0, 0.0);
+    for (x, v) in parts {
+        let w = 1.0 / v.max(1e-12);
+        sw += w;
+        swx += w * x;
+    }
+    let (mean, se) = (swx / sw, (1.0 / sw).sqrt());
+    Some(Estimate { value: mean.exp(), low: (mean - Z95 * se).exp(), high: (mean + Z95 * se).exp() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::state::{Cause, Detector, Observation, Signal, State};
+    use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
+
+    #[test]
+    fn a_release_that_breaks_answers_is_regressed_on_checks() {
+        let mut rng = SmallRng::seed_from_u64(51);
+        let mut d = Detector::new(quiet());
+        // 6 hours of baseline, 0.5% failures none of which a check failure.
+        let t =
+            feed(
+                &mut d,
+                &mut rng,
+                0.0,
+                21_600,
+                |r, _, _| if r.random_bool(0.005) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) },
+            );
+        d.mark_release("t", "v2", t, t);
+        let checks = |d: &Detector| pooled(d, Signal::Goodput).checks.expect("a goodput baseline");
+        // A version whose answers fail a check 10% of the time.
+        let end = feed(&mut d, &mut rng, t, 900, |r, _, _| {
+            if r.random_bool(0.1) { Observation { good: Some(false), check_failed: true, ..Observation::default() } } else { probe(r, 1.0) }
+        });
+        d.tick(end);
+        let c = checks(&d);
+        assert!(c.regressed && c.failed > 20 && c.baseline_failed == 0, "{c:?}");
+        let v = super::super::verdict::verdict(&d.report(), "t", Some("v2"), d.settings()).expect("a verdict");
+        assert_eq!(v.state, super::super::verdict::VerdictState::Regressed);
+        assert!(v.signals.iter().any(|s| s.signal == "checks" && s.state == "regressed"));
+        // The same window without check failures: not regressed on checks.
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        let end = feed(&mut d, &mut rng, t, 900, |r, _, _| probe(r, 1.0));
+        d.tick(end);
+        assert!(!checks(&d).regressed);
+    }
+
+    #[test]
+    fn report_has_pooled_and_scenario_rows_and_labels() {
+        let mut rng = SmallRng::seed_from_u64(19);
+        let mut d = Detector::new(quiet());
+        feed(&mut d, &mut rng, 0.0, 30, |r, _, _| probe(r, 1.0));
+        let rows = d.report();
+        assert_eq!(rows.len(), 4 + 4 * 3);
+        assert_eq!(rows.iter().filter(|r| r.scenario.is_none()).count(), 4);
+        let labels: Vec<&str> = rows[..4].iter().map(|r| r.signal.as_str()).collect();
+        assert_eq!(labels, ["ttft", "tpot", "e2e", "goodput"]);
+        assert_eq!(rows[0].state.as_str(), "watching");
+        assert_eq!(Cause::Continuous.as_str(), "continuous");
+        assert_eq!(State::Recovered.as_str(), "recovered");
+    }
+}
