@@ -347,6 +347,7 @@ pub struct Detector {
 /// discovery) is cut to it, so no version text grows the detector's state.
 pub const MAX_VERSION_CHARS: usize = 128;
 
+// What the tests, the report and the lifecycle share: error levels, bins, a new target's state.
 impl Detector {
     /// The release test's error level for one signal (per release and target).
     pub(super) fn alpha(&self, signal: Signal) -> f64 {
