@@ -367,6 +367,12 @@ pub(super) struct Dependence {
 }
 
 impl Dependence {
+    /// The load's own variance (the variogram's sill above the probe noise of a bin mean): what
+    /// two probes sent at the same moment share.
+    pub(super) fn load_var(&self) -> f64 {
+        (self.gamma.last().copied().unwrap_or(0.0) - self.nugget).max(0.0)
+    }
+
     /// The design effect of a before/after comparison of blocks `a` and `b`: the variance of the
     /// difference of their means under this dependence, over what independent probes would give
     /// (at least 1).

@@ -185,6 +185,38 @@ fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
     (ln_front.exp() * f / a).clamp(0.0, 1.0)
 }
 
+/// How a correlation between probes carries over to their exceedances: for standard normals X, Y
+/// with correlation ρ, Cov(1[X > z], 1[Y > z]) / ρ (Gaussian copula; the covariance is the
+/// integral of the bivariate density at (z, z) over the correlation, Simpson's rule). At ρ → 0 it
+/// is φ(z)²: far in the tail a shared load shift moves the exceedances much less than the mean.
+/// It grows with ρ (the covariance is convex in ρ ≥ 0), so evaluated at the largest correlation
+/// of any two probes it bounds every smaller one's ratio.
+pub fn exceedance_cov_ratio(z: f64, rho: f64) -> f64 {
+    let density = |r: f64| (-z * z / (1.0 + r)).exp() / (std::f64::consts::TAU * (1.0 - r * r).sqrt());
+    let rho = if rho.is_finite() { rho.clamp(0.0, 0.95) } else { 0.0 };
+    if !z.is_finite() {
+        return 0.0;
+    }
+    if rho < 1e-9 {
+        return density(0.0);
+    }
+    const STEPS: usize = 64;
+    let h = rho / STEPS as f64;
+    let sum: f64 = (0..=STEPS)
+        .map(|i| {
+            density(i as f64 * h)
+                * if i == 0 || i == STEPS {
+                    1.0
+                } else if i % 2 == 1 {
+                    4.0
+                } else {
+                    2.0
+                }
+        })
+        .sum();
+    sum * h / 3.0 / rho
+}
+
 /// P(X ≥ k) for X ~ Binomial(n, p), continued to real k and n (k ≤ 0: 1; k > n: 0), so counts
 /// divided by a design effect keep an exact small-count tail.
 pub fn binomial_sf(k: f64, n: f64, p: f64) -> f64 {
@@ -277,6 +309,22 @@ pub fn isotonic_increasing(y: &[f64], w: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exceedance_covariance_matches_the_orthant_probability() {
+        // At z = 0, P(X > 0, Y > 0) = 1/4 + asin(ρ)/2π: the covariance is asin(ρ)/2π.
+        for rho in [0.1_f64, 0.5, 0.9] {
+            let want = rho.asin() / std::f64::consts::TAU / rho;
+            assert!((exceedance_cov_ratio(0.0, rho) - want).abs() < 1e-6, "rho {rho}");
+        }
+        // Small correlations: φ(z)², and growing with ρ; far in the tail much below the mean's 1.
+        let phi = (-1.2816_f64 * 1.2816 / 2.0).exp() / (std::f64::consts::TAU).sqrt();
+        assert!((exceedance_cov_ratio(1.2816, 0.0) - phi * phi).abs() < 1e-9);
+        assert!(exceedance_cov_ratio(2.326, 0.3) > exceedance_cov_ratio(2.326, 0.1));
+        assert!(exceedance_cov_ratio(2.326, 0.1) < 0.01);
+        assert_eq!(exceedance_cov_ratio(f64::INFINITY, 0.2), 0.0);
+        assert!(exceedance_cov_ratio(1.0, f64::NAN).is_finite());
+    }
 
     #[test]
     fn log_sum_exp_matches_direct_sum() {
