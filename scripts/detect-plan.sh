@@ -7,7 +7,8 @@
 # day, no regression) under independent probes; shared load (sd 0.1 at 2, 5, 15 min; sd 0.2 at
 # 5 min, also with an offered-load reading of R² 0.9); bimodal TTFT; a 40 s outage, a 2-min error
 # burst or a 15-min 2x latency incident a day; a rollout warm-up; a second marker of the same
-# version 12 minutes after each release; 10 scenarios at 0.1 probes/s. Power: TTFT x1.25
+# version 12 minutes after each release; 10 scenarios at 0.1 probes/s; goodput that counts TTFT
+# SLO misses (independent probes, and load sd 0.1 at 5 and 15 min). Power: TTFT x1.25
 # (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
 # 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day; with the
 # marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
@@ -66,8 +67,14 @@ null "(e) one 40 s outage a day" --outage-s 40
 null "(f) one 2-min 25% error burst a day" --burst-s 120 --burst-error-share 0.25
 null "(g) rollout warm-up, no regression" --rollout
 null "(h) one 15-min 2x latency incident a day" --incident-s 900 --incident-factor 2
+null "(h) the same, no release" --incident-s 900 --incident-factor 2 --no-marker
 null "(i) a second marker 12 min after each" --second-marker-s 720
 null "(j) 10 scenarios at 0.1 probes/s" --rate 0.1 --scenarios 10
+# Goodput that counts SLO misses, which rise and fall with load (TTFT above 600 ms: about 2% of
+# probes, more under load).
+null "(m) goodput counts TTFT SLO misses (600 ms)" --slo-ttft-ms 600
+null "(m) the same, load sd 0.1, tau 5 min" --slo-ttft-ms 600 --load-sd 0.1 --load-tau-min 5
+null "(m) the same, load sd 0.1, tau 15 min" --slo-ttft-ms 600 --load-sd 0.1 --load-tau-min 15
 power "TTFT x1.25, independent" 15,60 --regression 1.25
 power "TTFT x1.25, independent, no daily cycle" 15 --regression 1.25 --drift 0
 power "TTFT x1.25, load sd 0.1 tau 5 min" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5

@@ -69,31 +69,14 @@ pids+=($!)
 python3 scripts/wait-ports.py 18311 18312
 
 python3 - "$mock" "$pairs" <<'PY'
-import json, math, random, sys, threading, time, urllib.request
+import json, sys, threading, time, urllib.request
+
+sys.path.insert(0, "scripts")
+import bursty_load
 
 mock, pairs = sys.argv[1], int(sys.argv[2])
 probers = {"with readings": "http://127.0.0.1:18311/metrics", "without": "http://127.0.0.1:18312/metrics"}
 stop = threading.Event()
-rng = random.Random(11)
-
-def request():
-    body = json.dumps({"model": "mock-llama", "max_tokens": 48,
-                       "messages": [{"role": "user", "content": " ".join("w%d" % rng.randrange(10**6) for _ in range(600))}]}).encode()
-    try:
-        urllib.request.urlopen(urllib.request.Request("http://%s/v1/chat/completions" % mock, body, {"content-type": "application/json"}), timeout=60).read()
-    except Exception:
-        pass
-
-def load():
-    # Open arrival at a rate that swings: log rate an OU process (sd 0.5, tau 60 s) around 6/s.
-    x, last = 0.0, time.time()
-    while not stop.is_set():
-        now = time.time()
-        a = math.exp(-(now - last) / 60.0)
-        x = x * a + 0.5 * math.sqrt(1 - a * a) * rng.gauss(0, 1)
-        last = now
-        time.sleep(rng.expovariate(6.0 * math.exp(x)))
-        threading.Thread(target=request, daemon=True).start()
 
 def control(version, slowdown):
     body = json.dumps({"engine_version": version, "slowdown": slowdown}).encode()
@@ -120,7 +103,8 @@ def watch(seconds, t0):
         time.sleep(2)
     return first
 
-threading.Thread(target=load, daemon=True).start()
+# Around 6 requests/s of 600-word prompts, the log rate swinging with sd 0.5 over about a minute.
+bursty_load.start("http://" + mock, "mock-llama", stop)
 print("warming up the baselines under bursty load (6 min)", flush=True)
 time.sleep(360)
 results = {name: {"null": 0, "slow": []} for name in probers}

@@ -100,6 +100,10 @@ pub struct SimulateArgs {
     /// `--regression 1 --no-marker` only the continuous test can see it) [default: 1].
     #[arg(long)]
     pub creep_per_h: Option<f64>,
+    /// Goodput counts a probe with TTFT above this (ms) as bad: an SLO miss, more frequent
+    /// under load [default: only errors are bad].
+    #[arg(long)]
+    pub slo_ttft_ms: Option<f64>,
     /// The ramp's duration (minutes) [default: 120].
     #[arg(long)]
     pub ramp_min: Option<f64>,
@@ -346,6 +350,7 @@ fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> any
     p.ramp = a.ramp_factor.map(|factor| Ramp { factor, duration_s: a.ramp_min.unwrap_or(120.0) * 60.0 });
     p.cache_reading = a.cache_reading;
     p.creep_per_h = a.creep_per_h.unwrap_or(1.0);
+    p.slo_ttft_s = a.slo_ttft_ms.map(|ms| ms / 1e3);
     p.cold_cache = a.cold_cache_min.as_deref().and_then(minutes_range).map(|(lo, hi)| ColdCache { min_s: lo * 60.0, max_s: hi * 60.0 });
     p.regression_scenarios = a.regression_scenarios;
     p.good_before = pick(a.good_before, d.goodput, p.good_before);
@@ -453,6 +458,7 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     );
     need(a.ramp_min.is_none() || a.ramp_factor.is_some(), "--ramp-min needs --ramp-factor");
     need(pos(p.creep_per_h) && p.creep_per_h < 100.0, "--creep-per-h must be a positive factor below 100");
+    need(p.slo_ttft_s.is_none_or(pos), "--slo-ttft-ms must be positive");
     need(a.cold_cache_min.is_none() || p.cold_cache.is_some(), "--cold-cache-min must be MIN..MAX minutes, 0 < MIN <= MAX < 1440");
     need(p.cold_cache.is_none() || p.cache_hit_share > 0.0, "--cold-cache-min needs --cache-hit-share (a cache to go cold)");
     need(nonneg(p.burst_s), "--burst-s (burst.s) must be >= 0");

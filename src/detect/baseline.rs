@@ -98,10 +98,24 @@ impl GoodFrozen {
         (self.bad as f64 + 0.5) / (self.n as f64 + 1.0)
     }
 
-    /// P(sum of capped bad counts over these bins ≥ observed) under the baseline.
-    pub(super) fn tail(&self, bins: &[(u32, u32)]) -> f64 {
+    /// P(sum of capped bad counts over these bins ≥ observed) under the baseline, with bins that
+    /// move together counted as fewer: the sum and the number of bins divided by the design
+    /// effect `deff` (the null mean of the sum kept, its variance times `deff`).
+    pub(super) fn tail(&self, bins: &[(u32, u32)], deff: f64) -> f64 {
         let s: u32 = bins.iter().map(|(_, b)| (*b).min(self.cap)).sum();
-        sum_tail(&self.pmf, bins.len(), s as usize)
+        let n = bins.len();
+        if deff.is_nan() || deff <= 1.0 || n == 0 {
+            return sum_tail(&self.pmf, n, s as usize);
+        }
+        let n_eff = ((n as f64 / deff).round() as usize).max(1);
+        sum_tail(&self.pmf, n_eff, (f64::from(s) * n_eff as f64 / n as f64).ceil() as usize)
+    }
+
+    /// The variance of one bin's capped count under the baseline: what the test assumes of
+    /// independent bins.
+    pub(super) fn var(&self) -> f64 {
+        let mean: f64 = self.pmf.iter().enumerate().map(|(k, p)| k as f64 * p).sum();
+        self.pmf.iter().enumerate().map(|(k, p)| (k as f64 - mean).powi(2) * p).sum()
     }
 }
 

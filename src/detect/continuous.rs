@@ -3,7 +3,7 @@
 //! "Continuous test").
 
 use super::baseline::GoodFrozen;
-use super::history::contrast_var;
+use super::history::{contrast_var, independent_design_effect};
 use super::math::normal_sf;
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange};
 
@@ -40,7 +40,7 @@ impl Detector {
         if t.pooled[k].state == State::Regressed || t.hist.first > reference.0 {
             return;
         }
-        let mut deff = 1.0;
+        let deff;
         let (p, confirmed, p_ref) = if signal == Signal::Goodput {
             let bins = |(a, b): (i64, i64)| (a..b).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| (h.good, h.bad)).collect::<Vec<_>>();
             let refs = bins(reference);
@@ -50,11 +50,13 @@ impl Detector {
             if now_bins.is_empty() {
                 return;
             }
+            // The bins' dependence from the counts' variogram before the recent window.
+            deff = t.hist.count_dependence(f.cap, reference.1).map_or(1.0, |gamma| independent_design_effect(&gamma, f.var(), reference, recent));
             let confirmed = thirds.iter().all(|x| {
                 let part = bins(*x);
-                !part.is_empty() && f.tail(&part) <= s.confirm_alpha
+                !part.is_empty() && f.tail(&part, deff) <= s.confirm_alpha
             });
-            (f.tail(&now_bins), confirmed, f.p_bad())
+            (f.tail(&now_bins, deff), confirmed, f.p_bad())
         } else {
             let tol = s.latency_tolerance.ln();
             // Unadjusted for load: adjusted by the current slope, this test raised a false alarm

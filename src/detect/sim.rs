@@ -213,6 +213,9 @@ pub struct PlanParams {
     /// A creep (a leak): in detection trials latency × this factor per hour from the release on
     /// (1: none), on top of `regression`.
     pub creep_per_h: f64,
+    /// A TTFT SLO (s): a probe slower than it counts as bad for goodput (an SLO miss, which load
+    /// makes more frequent), its latency still observed. `None`: only errors are bad.
+    pub slo_ttft_s: Option<f64>,
     pub cold_cache: Option<ColdCache>,
     /// Join the engine's prefix-cache hit rate (the current hit share, ±0.02) to each probe.
     pub cache_reading: bool,
@@ -273,6 +276,7 @@ impl PlanParams {
             second_marker_s: None,
             ramp: None,
             creep_per_h: 1.0,
+            slo_ttft_s: None,
             cold_cache: None,
             cache_reading: false,
             trials: 1000,
@@ -601,7 +605,8 @@ impl<'a> Gen<'a> {
         let reg = if after && slowest { p.regression } else { reg };
         let ttft = p.ttft_median_s * mode * (p.ttft_sigma * draw).exp() * ttft_f * reg;
         let tpot = p.tpot_median_s * (p.tpot_sigma * self.normal()).exp() * tpot_f;
-        Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(true), ..Observation::default() }
+        let good = p.slo_ttft_s.is_none_or(|slo| ttft <= slo);
+        Observation { ttft: Some(ttft), tpot: Some(tpot), e2e: Some(ttft + p.output_tokens * tpot), good: Some(good), ..Observation::default() }
     }
 }
 
@@ -872,6 +877,9 @@ fn conditions(p: &PlanParams) -> Vec<String> {
     if let Some(s2) = p.second_marker_s {
         c.push(format!("a second marker of the same version {s2:.0} s after the release"));
     }
+    if let Some(slo) = p.slo_ttft_s {
+        c.push(format!("goodput counts TTFT above {:.0} ms as a miss", slo * 1e3));
+    }
     if p.creep_per_h != 1.0 {
         c.push(format!("latency creeping x{} an hour from the release on", p.creep_per_h));
     }
@@ -1053,6 +1061,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "reading": p.reading.map(|r| json!({"r2": r.r2, "mediator": r.mediator})),
             "second_marker_s": p.second_marker_s,
             "creep_per_h": p.creep_per_h,
+            "slo_ttft_ms": p.slo_ttft_s.map(|s| s * 1e3),
             "ramp": p.ramp.map(|r| json!({"factor": r.factor, "duration_min": r.duration_s / 60.0})),
             "cold_cache": p.cold_cache.map(|c| json!({"min_min": c.min_s / 60.0, "max_min": c.max_s / 60.0})),
             "cache_reading": p.cache_reading,

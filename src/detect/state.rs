@@ -293,6 +293,9 @@ pub(super) struct TargetState {
     pub(super) pooled: [SignalState; 4],
     /// The pooled goodput baseline frozen at the marker.
     pub(super) good_frozen: Option<GoodFrozen>,
+    /// The variogram of the pooled capped bad counts before the marker (the goodput tests'
+    /// dependence).
+    pub(super) good_gamma: Option<Vec<f64>>,
     /// Per signal: the reference bins of the recovery test while the pooled row is regressed,
     /// and the bad fraction it is compared with (goodput).
     pub(super) recovery_ref: [Option<(i64, i64, f64)>; 4],
@@ -387,6 +390,7 @@ impl Detector {
             detectable: [None; 4],
             pooled: [SignalState::default(); 4],
             good_frozen: None,
+            good_gamma: None,
             recovery_ref: [None; 4],
             continuous: [(0.0, 0.0); 4],
             continuous_passed: [false; 4],
