@@ -223,6 +223,7 @@ impl Detector {
             open.h_sum += h;
         }
         open.check_bad += u32::from(obs.check_failed && !good);
+        open.slo_missed += u32::from(obs.missed_slo());
         let load = load.map_or(f32::NAN, |x| x as f32);
         let sc = &mut t.scenarios[si];
         for (k, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {

@@ -39,6 +39,9 @@ pub(super) struct HistBin {
     /// Failed probes whose answer failed a behaviour check.
     #[serde(default)]
     pub(super) check_bad: u32,
+    /// Bad probes that answered, with their latency: SLO misses, not errors.
+    #[serde(default)]
+    pub(super) slo_missed: u32,
 }
 
 impl HistBin {
@@ -86,13 +89,25 @@ pub(super) struct OpenBin {
     pub(super) h_n: u32,
     pub(super) h_sum: f64,
     pub(super) check_bad: u32,
+    pub(super) slo_missed: u32,
 }
 
 impl OpenBin {
     pub(super) fn close(&self) -> HistBin {
         let x = if self.x_n > 0 { (self.x_sum / self.x_n as f64) as f32 } else { 0.0 };
         let h = if self.h_n > 0 { (self.h_sum / self.h_n as f64) as f32 } else { 0.0 };
-        let mut b = HistBin { n: self.n, good: self.good, bad: self.bad, x_n: self.x_n, x, h_n: self.h_n, h, check_bad: self.check_bad, ..HistBin::empty() };
+        let mut b = HistBin {
+            n: self.n,
+            good: self.good,
+            bad: self.bad,
+            x_n: self.x_n,
+            x,
+            h_n: self.h_n,
+            h,
+            check_bad: self.check_bad,
+            slo_missed: self.slo_missed,
+            ..HistBin::empty()
+        };
         for k in 0..3 {
             let n = self.n[k] as f64;
             if n >= 1.0 {

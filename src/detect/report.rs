@@ -63,7 +63,22 @@ impl Detector {
         let k = signal.index();
         let (mut samples, mut baseline) = (0u64, 0u64);
         let (mut median_ratio, mut p95_ratio, mut bad_delta) = (None, None, None);
+        let (mut error_delta, mut slo_miss_delta) = (None, None);
         if signal == Signal::Goodput {
+            // The pooled row tells errors from SLO misses: bad probes without a latency (failed,
+            // failed checks included) and with one (answered, too slow), each share against the
+            // baseline bins' (outage bins left out there, as in the goodput baseline).
+            if let (None, Some(frozen_at), Some(m)) = (only, t.frozen_at, t.marker) {
+                let count = |(a, b): (i64, i64), outage_out: bool| {
+                    (a.max(t.hist.first)..b).filter_map(|x| t.hist.get(x)).filter(|h| !(outage_out && h.outage())).fold((0u64, 0u64, 0u64), |(n, e, m), h| {
+                        (n + u64::from(h.good + h.bad), e + u64::from(h.bad.saturating_sub(h.slo_missed)), m + u64::from(h.slo_missed))
+                    })
+                };
+                let base = count((self.bin_of(frozen_at - s.goodput_baseline_s), self.bin_of(frozen_at)), true);
+                let post = count((self.bin_after(m + s.release_grace_s), t.hist.end()), false);
+                error_delta = delta_estimate(base.1, base.0, post.1, post.0);
+                slo_miss_delta = delta_estimate(base.2, base.0, post.2, post.0);
+            }
             let post0 = t.marker.map(|m| self.bin_after(m + s.release_grace_s));
             let frozen = match only {
                 Some(sc) => sc.goodput.frozen.as_ref(),
@@ -86,10 +101,7 @@ impl Detector {
             match frozen {
                 Some(f) => {
                     baseline = f.n;
-                    if let Some((point, centre, var)) = proportion_delta(f.bad, f.n, bad, n) {
-                        let half = Z95 * var.sqrt();
-                        bad_delta = Some(Estimate { value: point, low: centre - half, high: centre + half });
-                    }
+                    bad_delta = delta_estimate(f.bad, f.n, bad, n);
                 }
                 None => baseline = scs.iter().flat_map(|sc| sc.goodput.bins.iter()).map(|b| (b.good + b.bad) as u64).sum(),
             }
@@ -133,6 +145,8 @@ impl Detector {
             median_ratio,
             p95_ratio,
             bad_delta,
+            error_delta,
+            slo_miss_delta,
             log_evidence: r.log_e,
             p_value: (-r.max_log_e).exp().min(1.0),
             threshold: self.threshold(signal),
@@ -179,12 +193,56 @@ fn combine_log_ratios(parts: &[(f64, f64)]) -> Option<Estimate> {
     Some(Estimate { value: mean.exp(), low: (mean - Z95 * se).exp(), high: (mean + Z95 * se).exp() })
 }
 
+/// The change of a bad share, post minus pre, with its 95% interval (Agresti–Caffo).
+fn delta_estimate(pre_bad: u64, pre_n: u64, post_bad: u64, post_n: u64) -> Option<Estimate> {
+    let (point, centre, var) = proportion_delta(pre_bad, pre_n, post_bad, post_n)?;
+    let half = Z95 * var.sqrt();
+    Some(Estimate { value: point, low: centre - half, high: centre + half })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
     use super::super::state::{Cause, Detector, Observation, Signal, State};
     use rand::rngs::SmallRng;
     use rand::{RngExt, SeedableRng};
+
+    #[test]
+    fn the_goodput_row_tells_errors_from_slo_misses() {
+        // Baseline: 1% errors and 2% SLO misses (answered, with their latency).
+        let obs = |r: &mut SmallRng, errors: f64, misses: f64| {
+            if r.random_bool(errors) {
+                Observation { good: Some(false), ..Observation::default() }
+            } else if r.random_bool(misses) {
+                Observation { good: Some(false), ..probe(r, 3.0) }
+            } else {
+                probe(r, 1.0)
+            }
+        };
+        for (errors, misses, more_errors) in [(0.06, 0.02, true), (0.01, 0.08, false)] {
+            let mut rng = SmallRng::seed_from_u64(53);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| obs(r, 0.01, 0.02));
+            d.mark_release("t", "v2", t, t);
+            let end = feed(&mut d, &mut rng, t, 1800, |r, _, _| obs(r, errors, misses));
+            d.tick(end);
+            let row = pooled(&d, Signal::Goodput);
+            let (e, m) = (row.error_delta.expect("errors"), row.slo_miss_delta.expect("SLO misses"));
+            let (rose, held) = if more_errors { (e, m) } else { (m, e) };
+            assert!(rose.low > 0.02 && held.low < 0.0 && held.high > 0.0, "errors {e:?}, SLO misses {m:?}");
+            let v = super::super::verdict::verdict(&d.report(), "t", Some("v2"), d.settings()).expect("a verdict");
+            let g = v.signals.iter().find(|s| s.signal == "goodput").expect("goodput");
+            assert_eq!(g.error_fraction_delta, row.error_delta);
+            assert_eq!(g.slo_miss_fraction_delta, row.slo_miss_delta);
+        }
+        // Scenario rows carry no split.
+        let mut d = Detector::new(quiet());
+        let mut rng = SmallRng::seed_from_u64(54);
+        let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| obs(r, 0.01, 0.02));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 900, |r, _, _| obs(r, 0.01, 0.02));
+        assert!(d.report().iter().filter(|r| r.scenario.is_some()).all(|r| r.error_delta.is_none() && r.slo_miss_delta.is_none()));
+    }
 
     #[test]
     fn a_release_that_breaks_answers_is_regressed_on_checks() {

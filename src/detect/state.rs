@@ -18,8 +18,9 @@ pub struct Observation {
     pub ttft: Option<f64>,
     pub tpot: Option<f64>,
     pub e2e: Option<f64>,
-    /// `Some(true)`: succeeded and met the SLO; `Some(false)`: failed or missed it; `None`: the
-    /// probe's own failure (dropped, cancelled) — the whole observation is ignored.
+    /// `Some(true)`: succeeded and met the SLO; `Some(false)`: failed (no latency) or missed it
+    /// (with its latency); `None`: the probe's own failure (dropped, cancelled) — the whole
+    /// observation is ignored.
     pub good: Option<bool>,
     /// The load the target was offered when the probe was sent, as the engine reported it (ln of
     /// a rate; `None`: no fresh reading). The tests adjust latency for it (docs/detection.md,
@@ -32,6 +33,13 @@ pub struct Observation {
     /// The answer failed a behaviour check (`invalid_output`, `wrong_answer`): counted apart
     /// from other failures so a release that breaks answers is named as such.
     pub check_failed: bool,
+}
+
+impl Observation {
+    /// Bad for goodput but answered, with a latency: an SLO miss rather than an error.
+    pub fn missed_slo(&self) -> bool {
+        self.good == Some(false) && !self.check_failed && (self.ttft.is_some() || self.tpot.is_some() || self.e2e.is_some())
+    }
 }
 
 /// What is tested.
@@ -139,6 +147,10 @@ pub struct SignalReport {
     pub p95_ratio: Option<Estimate>,
     /// Goodput: post − pre bad fraction (95% interval).
     pub bad_delta: Option<Estimate>,
+    /// Pooled goodput rows of a release window: the bad fraction's change split into errors
+    /// (failed probes, failed checks included) and SLO misses (answered, too slow).
+    pub error_delta: Option<Estimate>,
+    pub slo_miss_delta: Option<Estimate>,
     /// Release test at its last look: ln(1/p), p adjusted for every look and test of the window
     /// (Bonferroni), so it compares with one threshold.
     pub log_evidence: f64,

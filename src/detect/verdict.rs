@@ -108,6 +108,10 @@ pub struct SignalVerdict {
     pub median_ratio: Option<Estimate>,
     pub p95_ratio: Option<Estimate>,
     pub bad_fraction_delta: Option<Estimate>,
+    /// Goodput: the bad fraction's change split into errors (failed probes, failed checks
+    /// included) and SLO misses (answered, too slow); `null` for latency.
+    pub error_fraction_delta: Option<Estimate>,
+    pub slo_miss_fraction_delta: Option<Estimate>,
     /// Probes since the grace window, and in the baseline.
     pub probes: u64,
     pub baseline_probes: u64,
@@ -156,6 +160,8 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
                 median_ratio: r.median_ratio,
                 p95_ratio: r.p95_ratio,
                 bad_fraction_delta: r.bad_delta,
+                error_fraction_delta: r.error_delta,
+                slo_miss_fraction_delta: r.slo_miss_delta,
                 probes: r.samples,
                 baseline_probes: r.baseline_samples,
                 evidence: r.log_evidence,
@@ -181,6 +187,8 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
             median_ratio: None,
             p95_ratio: None,
             bad_fraction_delta: delta,
+            error_fraction_delta: None,
+            slo_miss_fraction_delta: None,
             probes: c.probes,
             baseline_probes: c.baseline_probes,
             evidence: -(c.p_value.max(1e-300)).ln(),
@@ -256,6 +264,8 @@ mod tests {
             median_ratio: None,
             p95_ratio: None,
             bad_delta: None,
+            error_delta: None,
+            slo_miss_delta: None,
             log_evidence: 0.0,
             p_value: 1.0,
             threshold: 6.0,

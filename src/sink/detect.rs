@@ -231,7 +231,8 @@ fn effect_text(r: &SignalReport) -> String {
     let finite = |e: &Estimate| [e.value, e.low, e.high].iter().all(|x| x.is_finite());
     let ratio = |name: &str, e: Option<Estimate>| e.filter(finite).map(|e| format!("{name} ratio {:.3} (95% {:.3}..{:.3})", e.value, e.low, e.high));
     let parts: Vec<String> = if r.signal == Signal::Goodput {
-        r.bad_delta.filter(finite).map(|d| format!("bad fraction {:+.4} (95% {:+.4}..{:+.4})", d.value, d.low, d.high)).into_iter().collect()
+        let delta = |name: &str, e: Option<Estimate>| e.filter(finite).map(|d| format!("{name} {:+.4} (95% {:+.4}..{:+.4})", d.value, d.low, d.high));
+        [delta("bad fraction", r.bad_delta), delta("errors", r.error_delta), delta("SLO misses", r.slo_miss_delta)].into_iter().flatten().collect()
     } else {
         [ratio("median", r.median_ratio), ratio("p95", r.p95_ratio)].into_iter().flatten().collect()
     };
@@ -357,6 +358,8 @@ mod tests {
             median_ratio: Some(Estimate { value: 1.31, low: 1.18, high: 1.45 }),
             p95_ratio: Some(Estimate { value: 1.52, low: 1.3, high: 1.8 }),
             bad_delta: None,
+            error_delta: None,
+            slo_miss_delta: None,
             log_evidence: 7.25,
             p_value: 0.0007,
             threshold: 5.99,
