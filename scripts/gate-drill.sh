@@ -51,32 +51,13 @@ slo: {ttft: 2s, tpot: 100ms, e2e: 20s, objective: 0.99}
 YAML
 
 python3 - "$bin" "$work" "$base" "$cand" "$runs" "$duration" <<'PY'
-import json, math, os, random, statistics, subprocess, sys, threading, time, urllib.request
+import json, os, statistics, subprocess, sys, threading, time, urllib.request
+
+sys.path.insert(0, "scripts")
+import bursty_load
 
 bin, work, base, cand, runs, duration = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
 stop = threading.Event()
-rng = random.Random(11)
-
-def send(addr, body):
-    try:
-        urllib.request.urlopen(urllib.request.Request("http://%s/v1/chat/completions" % addr, body, {"content-type": "application/json"}), timeout=60).read()
-    except Exception:
-        pass
-
-def load():
-    # The same arrival to both engines: the load they share.
-    x, last = 0.0, time.time()
-    while not stop.is_set():
-        now = time.time()
-        a = math.exp(-(now - last) / 30.0)
-        x = x * a + 0.5 * math.sqrt(1 - a * a) * rng.gauss(0, 1)
-        last = now
-        time.sleep(rng.expovariate(4.0 * math.exp(x)))
-        body = json.dumps({"model": "mock-llama", "max_tokens": 48,
-                           "messages": [{"role": "user", "content": " ".join("w%d" % rng.randrange(10**6) for _ in range(600))}]}).encode()
-        for addr in (base, cand):
-            threading.Thread(target=send, args=(addr, body), daemon=True).start()
-
 def slowdown(factor):
     body = json.dumps({"slowdown": factor}).encode()
     urllib.request.urlopen(urllib.request.Request("http://%s/mock/control" % cand, body, {"content-type": "application/json"}), timeout=5).read()
@@ -89,7 +70,9 @@ def gate(tag):
     r = json.loads(p.stdout)
     return p.returncode, r
 
-threading.Thread(target=load, daemon=True).start()
+# The same arrivals to both engines (the load they share): about 4 requests/s of 600-word
+# prompts, the log rate swinging with sd 0.5 over about 30 s.
+bursty_load.start(["http://" + base, "http://" + cand], "mock-llama", stop, rate=4.0, tau_s=30.0)
 print("machine: %d cores, load average %s" % (os.cpu_count(), " ".join("%.1f" % l for l in os.getloadavg())), flush=True)
 time.sleep(10)
 results = {}

@@ -57,7 +57,7 @@ import bursty_load
 
 engine, model, minutes, probes = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 stop = threading.Event()
-bursty_load.start(engine, model, stop, rate=float(os.environ.get("LOAD_RATE", 6)), words=int(os.environ.get("LOAD_WORDS", 600)),
+bursty_load.start([engine], model, stop, rate=float(os.environ.get("LOAD_RATE", 6)), words=int(os.environ.get("LOAD_WORDS", 600)),
                   max_tokens=int(os.environ.get("LOAD_TOKENS", 48)))
 
 def prompt_tokens():

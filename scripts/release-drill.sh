@@ -104,7 +104,7 @@ def watch(seconds, t0):
     return first
 
 # Around 6 requests/s of 600-word prompts, the log rate swinging with sd 0.5 over about a minute.
-bursty_load.start("http://" + mock, "mock-llama", stop)
+bursty_load.start(["http://" + mock], "mock-llama", stop)
 print("warming up the baselines under bursty load (6 min)", flush=True)
 time.sleep(360)
 results = {name: {"null": 0, "slow": []} for name in probers}

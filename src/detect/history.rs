@@ -305,47 +305,26 @@ pub(super) fn weights_var(gamma: &[f64], w: &[(i64, f64)]) -> f64 {
 /// γ(0..=k_max) of a short series with gaps (½ mean squared difference at each lag, fitted
 /// non-decreasing, lags with fewer than `MIN_PAIRS` pairs take the nearest estimated one).
 fn residual_variogram(x: &[Option<f64>], k_max: usize) -> Option<Vec<f64>> {
-    let (mut lags, mut raw, mut w) = (Vec::new(), Vec::new(), Vec::new());
-    for k in 1..=k_max.min(x.len().saturating_sub(1)) {
-        let (mut sum, mut n) = (0.0, 0.0);
-        for i in 0..x.len() - k {
-            if let (Some(a), Some(b)) = (x[i], x[i + k]) {
-                sum += (b - a) * (b - a);
-                n += 1.0;
-            }
-        }
-        if n >= MIN_PAIRS {
-            lags.push(k);
-            raw.push(sum / (2.0 * n));
-            w.push(n);
-        }
-    }
-    if lags.is_empty() {
-        return None;
-    }
-    let fit = isotonic_increasing(&raw, &w);
-    let mut out = vec![0.0; k_max + 1];
-    let mut j = 0;
-    for (k, o) in out.iter_mut().enumerate().skip(1) {
-        while j + 1 < lags.len() && lags[j + 1] <= k {
-            j += 1;
-        }
-        *o = fit[j];
-    }
-    Some(out)
+    grouped_variogram(x, k_max, |lo| lo)
 }
 
-/// γ(0..=k_max) of bin counts with gaps: ½ mean squared difference, pooled over lag groups of
-/// doubling width (1, 2, 3–4, 5–8, …) and fitted non-decreasing over the groups. Counts of rare
-/// failures are noisy lag by lag; a non-decreasing fit of single lags rides their noise upward at
-/// long lags (a goodput release test lost a fifth of its power within the hour on independent
-/// failures that way), the groups average it out first.
+/// γ(0..=k_max) of bin counts with gaps, pooled over lag groups of doubling width (1, 2–3, 4–7,
+/// 8–15, …). Counts of rare failures are noisy lag by lag; a non-decreasing fit of single lags
+/// rides their noise upward at long lags (a goodput release test lost a fifth of its power within
+/// the hour on independent failures that way), the groups average it out first.
 fn count_variogram(x: &[Option<f64>], k_max: usize) -> Option<Vec<f64>> {
+    grouped_variogram(x, k_max, |lo| 2 * lo - 1)
+}
+
+/// ½ mean squared difference of the pairs of `x` in each group of lags [lo, `last(lo)`], fitted
+/// non-decreasing over the groups; a group with fewer than `MIN_PAIRS` pairs is skipped, and each
+/// lag up to `k_max` takes the group that starts nearest below it.
+fn grouped_variogram(x: &[Option<f64>], k_max: usize, last: impl Fn(usize) -> usize) -> Option<Vec<f64>> {
     let top = k_max.min(x.len().saturating_sub(1));
-    let (mut groups, mut raw, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut starts, mut raw, mut w) = (Vec::new(), Vec::new(), Vec::new());
     let mut lo = 1;
     while lo <= top {
-        let hi = (2 * lo - 1).min(top);
+        let hi = last(lo).clamp(lo, top);
         let (mut sum, mut n) = (0.0, 0.0);
         for k in lo..=hi {
             for i in 0..x.len() - k {
@@ -356,20 +335,20 @@ fn count_variogram(x: &[Option<f64>], k_max: usize) -> Option<Vec<f64>> {
             }
         }
         if n >= MIN_PAIRS {
-            groups.push(hi);
+            starts.push(lo);
             raw.push(sum / (2.0 * n));
             w.push(n);
         }
         lo = hi + 1;
     }
-    if groups.is_empty() {
+    if starts.is_empty() {
         return None;
     }
     let fit = isotonic_increasing(&raw, &w);
     let mut out = vec![0.0; k_max + 1];
     let mut j = 0;
     for (k, o) in out.iter_mut().enumerate().skip(1) {
-        while j + 1 < groups.len() && groups[j] < k {
+        while j + 1 < starts.len() && starts[j + 1] <= k {
             j += 1;
         }
         *o = fit[j];
