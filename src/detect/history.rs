@@ -128,6 +128,11 @@ impl OpenBin {
 #[derive(Debug, Clone, Default)]
 pub(super) struct Variogram {
     pub(super) sums: Vec<f64>,
+    /// Σ |Δr|^½ per lag: the robust (Cressie–Hawkins) estimate of the raw variogram. A level
+    /// shift too small to be flagged as an incident (a quarter hour of 1.3x) weighs on the
+    /// squares of every pair that straddles it for the 12 hours it stays in the history; the
+    /// square roots dampen it.
+    pub(super) roots: Vec<f64>,
     pub(super) counts: Vec<f64>,
     pub(super) nugget_sum: f64,
     pub(super) nugget_n: f64,
@@ -155,6 +160,7 @@ impl Variogram {
         let zeros = vec![0.0; k_max + 1];
         Variogram {
             sums: zeros.clone(),
+            roots: zeros.clone(),
             counts: zeros.clone(),
             nugget_sum: 0.0,
             nugget_n: 0.0,
@@ -188,6 +194,7 @@ impl Variogram {
             if o.usable(k) {
                 let d = x - o.mean[k] as f64;
                 self.sums[lag] += sign * d * d;
+                self.roots[lag] += sign * d.abs().sqrt();
                 self.counts[lag] += sign;
                 if b.x_n > 0 && o.x_n > 0 {
                     let dx = (b.x - o.x) as f64;
@@ -235,7 +242,15 @@ impl Variogram {
         if lags.is_empty() {
             return None;
         }
-        let raw: Vec<f64> = lags.iter().map(|&k| (sums[k] / (2.0 * counts[k])).max(0.0)).collect();
+        // Raw: Cressie–Hawkins, 2γ = (mean |Δ|^½)⁴ / (0.457 + 0.494/n), unbiased for Gaussian
+        // increments; adjusted for load: the squares (the cross sums are of squares).
+        let raw: Vec<f64> = lags
+            .iter()
+            .map(|&k| match slope {
+                None => (self.roots[k] / counts[k]).max(0.0).powi(4) / (2.0 * (0.457 + 0.494 / counts[k])),
+                Some(_) => (sums[k] / (2.0 * counts[k])).max(0.0),
+            })
+            .collect();
         let w: Vec<f64> = lags.iter().map(|&k| counts[k]).collect();
         let fit = isotonic_increasing(&raw, &w);
         let mut out = vec![0.0; sums.len()];
