@@ -6,8 +6,10 @@
 //! The test (docs/detection.md, "Canary and outlier comparisons") is a mixture likelihood ratio
 //! on the difference of the groups' winsorized mean log latency, against "no worse than
 //! `tolerance`", over a small grid of slowdowns; goodput compares bad shares the same way. Unlike
-//! the release detector it needs no design effect: both groups share the same time and load.
-//! Only probes of the last `window_s` count, and a group needs `min_samples` before it is judged.
+//! the release detector it needs no design effect: the groups are compared within two-minute
+//! blocks of time (stratified), so the load of each block cancels in its difference even where one
+//! group's probes come later than the other's. Only probes of the last `window_s` count, and a
+//! group needs `min_samples` in blocks the other shares before it is judged.
 
 use std::collections::VecDeque;
 
@@ -142,25 +144,21 @@ pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettin
     let (d, var, null, grid): (f64, f64, f64, Vec<f64>) = match latency_index(signal) {
         Some(i) => {
             let r: Vec<f64> = reference.latency[i].iter().map(|(_, y)| *y).collect();
-            let n: Vec<f64> = new.latency[i].iter().map(|(_, y)| *y).collect();
             // As wide as the largest slowdown weighed, beyond clip sd (see `clip_bounds`).
             let reach = s.tolerance.ln() + LATENCY_GRID[LATENCY_GRID.len() - 1].ln();
             let Some((lo, hi)) = clip_bounds(&r, s.clip_sigmas, reach) else { return v };
-            let (mr, vr) = mean_var(r.iter().map(|y| y.clamp(lo, hi)));
-            let (mn, vn) = mean_var(n.iter().map(|y| y.clamp(lo, hi)));
-            let (nr, nn) = (r.len() as f64, n.len() as f64);
-            let pooled = ((nr - 1.0) * vr + (nn - 1.0) * vn) / (nr + nn - 2.0);
-            let var = pooled.max(1e-12) * (1.0 / nr + 1.0 / nn);
+            let clip = |q: &VecDeque<(f64, f64)>| q.iter().map(|(t, y)| (*t, y.clamp(lo, hi))).collect::<Vec<_>>();
+            let Some(st) = Stratified::of(&clip(&new.latency[i]), &clip(&reference.latency[i]), s.min_samples) else { return v };
             let tol = s.tolerance.ln();
-            (mn - mr, var, tol, LATENCY_GRID.iter().map(|g| tol + g.ln()).collect())
+            (st.d, st.var, tol, LATENCY_GRID.iter().map(|g| tol + g.ln()).collect())
         }
         None => {
-            let bad = |g: &Group| g.outcomes.iter().filter(|(_, b)| *b).count() as f64;
-            let (nr, nn) = (reference.outcomes.len() as f64, new.outcomes.len() as f64);
-            let (br, bn) = (bad(reference), bad(new));
-            let p = ((br + bn + 1.0) / (nr + nn + 2.0)).clamp(1e-4, 1.0 - 1e-4);
-            let var = p * (1.0 - p) * (1.0 / nr + 1.0 / nn);
-            (bn / nn - br / nr, var, 0.0, GOODPUT_GRID.to_vec())
+            let bad = |g: &Group| g.outcomes.iter().map(|(t, b)| (*t, f64::from(u8::from(*b)))).collect::<Vec<_>>();
+            let Some(st) = Stratified::of(&bad(new), &bad(reference), s.min_samples) else { return v };
+            // The variance from the pooled share (one more bad and one more good in each group:
+            // no zero variance from two clean groups).
+            let p = ((st.sum.0 + st.sum.1 + 1.0) / (st.n.0 + st.n.1 + 2.0)).clamp(1e-4, 1.0 - 1e-4);
+            (st.d, p * (1.0 - p) / st.w, 0.0, GOODPUT_GRID.to_vec())
         }
     };
     let logs: Vec<f64> = grid.iter().map(|dk| ((d - null) * (dk - null) - 0.5 * (dk - null).powi(2)) / var).collect();
@@ -173,6 +171,56 @@ pub fn compare(new: &Group, reference: &Group, signal: Signal, s: &CompareSettin
         None => Estimate { value: d, low: d - half, high: d + half },
     });
     v
+}
+
+/// Probes are compared within time blocks this long: the shared load of a block cancels in its
+/// difference, even when one group's probes come later than the other's (the new version's
+/// replicas start one after another during a rollout, while the load moves).
+const BLOCK_S: f64 = 120.0;
+
+/// The difference of two groups' means stratified by time block (Cochran–Mantel–Haenszel
+/// weights): d = Σ w_b (ȳ_new,b − ȳ_ref,b) / W with w_b = n_b m_b / (n_b + m_b), over the blocks
+/// where both groups have probes; Var(d) = s² / W with s² the variance within block and group.
+struct Stratified {
+    d: f64,
+    var: f64,
+    /// W = Σ w_b.
+    w: f64,
+    /// Values summed (new, reference) and probes counted, in the matched blocks.
+    sum: (f64, f64),
+    n: (f64, f64),
+}
+
+impl Stratified {
+    /// `None` when either group has fewer than `min` probes in blocks the other shares.
+    fn of(new: &[(f64, f64)], reference: &[(f64, f64)], min: usize) -> Option<Stratified> {
+        // Per block: (n, Σy, Σy²) of each group.
+        let mut blocks: std::collections::BTreeMap<i64, [(f64, f64, f64); 2]> = std::collections::BTreeMap::new();
+        for (g, values) in [new, reference].into_iter().enumerate() {
+            for (t, y) in values {
+                let b = &mut blocks.entry((t / BLOCK_S).floor() as i64).or_default()[g];
+                *b = (b.0 + 1.0, b.1 + y, b.2 + y * y);
+            }
+        }
+        let (mut w, mut wd, mut ss, mut dof) = (0.0, 0.0, 0.0, 0.0);
+        let (mut sum, mut n) = ((0.0, 0.0), (0.0, 0.0));
+        for [a, b] in blocks.values().filter(|g| g[0].0 > 0.0 && g[1].0 > 0.0) {
+            let wb = a.0 * b.0 / (a.0 + b.0);
+            w += wb;
+            wd += wb * (a.1 / a.0 - b.1 / b.0);
+            for g in [a, b] {
+                ss += (g.2 - g.1 * g.1 / g.0).max(0.0);
+                dof += g.0 - 1.0;
+            }
+            sum = (sum.0 + a.1, sum.1 + b.1);
+            n = (n.0 + a.0, n.1 + b.0);
+        }
+        if n.0 < min as f64 || n.1 < min as f64 || w <= 0.0 {
+            return None;
+        }
+        let s2 = if dof > 0.0 { ss / dof } else { 0.0 };
+        Some(Stratified { d: wd / w, var: s2.max(1e-12) / w, w, sum, n })
+    }
 }
 
 /// Winsorizing bounds from the reference: median ± (k robust sd (1.4826 × MAD) + `reach`). The
@@ -191,17 +239,6 @@ fn clip_bounds(values: &[f64], k: f64, reach: f64) -> Option<(f64, f64)> {
     let mut dev: Vec<f64> = values.iter().map(|y| (y - m).abs()).collect();
     let sd = (1.4826 * median(&mut dev)).max(1e-3);
     Some((m - k * sd - reach, m + k * sd + reach))
-}
-
-fn mean_var(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut n, mut sum, mut sq) = (0.0_f64, 0.0_f64, 0.0_f64);
-    for y in values {
-        n += 1.0;
-        sum += y;
-        sq += y * y;
-    }
-    let mean = sum / n.max(1.0);
-    (mean, ((sq - n * mean * mean) / (n - 1.0).max(1.0)).max(0.0))
 }
 
 #[cfg(test)]
@@ -274,6 +311,41 @@ mod tests {
         assert!(!v.judged && !v.regressed);
         let v = compare(&group(&mut rng, 600, 1.0, 0.08), &group(&mut rng, 600, 1.0, 0.0), Signal::Goodput, &s);
         assert!(v.regressed, "{v:?}");
+    }
+
+    /// A rollout under load that rises while it runs: the old replicas are probed early, the new
+    /// version's later, when everything is slower. Compared block by block, the load cancels; a
+    /// real slowdown of the new version in the same rollout is still found.
+    #[test]
+    fn load_that_moves_during_the_rollout_is_no_canary_regression() {
+        let s = CompareSettings::default();
+        let mut rng = SmallRng::seed_from_u64(11);
+        let rollout = |rng: &mut SmallRng, factor: f64| {
+            let (mut old, mut new) = (Group::default(), Group::default());
+            for i in 0..1200 {
+                let t = i as f64;
+                // Load doubles latency over the 20 minutes; the new version's share of the
+                // probes grows from 0 to 1 as its replicas replace the old ones.
+                let load = 2f64.powf(t / 1200.0);
+                let is_new = rng.random::<f64>() < t / 1200.0;
+                let y = lognormal(rng, 0.2 * load * if is_new { factor } else { 1.0 }, 0.3);
+                let obs = Observation { ttft: Some(y), tpot: None, e2e: Some(y), good: Some(true), load: None, cache_hit: None, check_failed: false };
+                if is_new { new.observe(&obs, t) } else { old.observe(&obs, t) }
+            }
+            (new, old)
+        };
+        let (new, old) = rollout(&mut rng, 1.0);
+        let v = compare(&new, &old, Signal::Ttft, &s);
+        assert!(v.judged && !v.regressed, "{v:?}");
+        let e = v.effect.unwrap();
+        assert!(e.low < 1.0 && 1.0 < e.high, "the interval brackets no change: {e:?}");
+        // Pooled over the whole rollout, the new group's mean is from later, slower minutes.
+        let naive = new.latency[0].iter().map(|x| x.1).sum::<f64>() / new.latency[0].len() as f64
+            - old.latency[0].iter().map(|x| x.1).sum::<f64>() / old.latency[0].len() as f64;
+        assert!(naive.exp() > 1.2, "{naive}");
+        let (slow, old) = rollout(&mut rng, 1.3);
+        let v = compare(&slow, &old, Signal::Ttft, &s);
+        assert!(v.regressed && v.effect.unwrap().low < 1.3 && 1.3 < v.effect.unwrap().high, "{v:?}");
     }
 
     #[test]

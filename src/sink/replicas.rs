@@ -33,6 +33,10 @@ struct TargetState {
     rollout_started: Option<f64>,
     /// Per replica, the recent probes (outliers).
     recent: HashMap<String, Group>,
+    /// Per replica, when it was first seen with its version (a new version in place restarts it).
+    since: HashMap<String, (String, f64)>,
+    /// When the target's first replica was seen (about when the prober started watching it).
+    watched_from: Option<f64>,
     /// The last canary comparison of the rollout in progress (for the release verdict).
     canary: Option<Canary>,
 }
@@ -42,22 +46,23 @@ pub struct ReplicaSink {
     families: ReplicaFamilies,
     canary: CompareSettings,
     outlier: CompareSettings,
+    /// A replica that comes up while the prober watches counts in the canary groups only this
+    /// long after it was first seen (the release tests' grace: restarts, cold caches).
+    warmup_s: f64,
 }
 
 impl ReplicaSink {
-    /// `tolerance` and `clip_sigmas` come from `detect.tuning`; the canary spends `alpha` per
-    /// signal, an outlier test `alpha / replicas`.
-    pub fn new(families: ReplicaFamilies, tolerance: f64, clip_sigmas: f64, alpha: f64) -> Self {
+    /// `tolerance`, `clip_sigmas` and the warm-up (`release_grace_s`) come from `detect.tuning`;
+    /// the canary spends `alpha` per signal, an outlier test `alpha / replicas`.
+    pub fn new(families: ReplicaFamilies, tolerance: f64, clip_sigmas: f64, alpha: f64, warmup_s: f64) -> Self {
         let canary = CompareSettings { window_s: f64::INFINITY, min_samples: 30, tolerance, clip_sigmas, alpha };
         let outlier = CompareSettings { window_s: OUTLIER_WINDOW_S, ..canary };
-        ReplicaSink { targets: Mutex::new(HashMap::new()), families, canary, outlier }
+        ReplicaSink { targets: Mutex::new(HashMap::new()), families, canary, outlier, warmup_s }
     }
 
     pub fn set_version(&self, target: &str, replica: &str, version: &str) {
         let mut all = self.lock();
-        let t = all.entry(target.to_owned()).or_default();
-        t.versions.insert(replica.to_owned(), version.to_owned());
-        t.first_seen.entry(version.to_owned()).or_insert_with(crate::util::clock::unix_now);
+        all.entry(target.to_owned()).or_default().set_version(replica, version, crate::util::clock::unix_now());
     }
 
     /// A replica gone for good: its probes and version leave every comparison.
@@ -66,6 +71,7 @@ impl ReplicaSink {
         if let Some(t) = all.get_mut(target) {
             t.versions.remove(replica);
             t.recent.remove(replica);
+            t.since.remove(replica);
         }
         self.families.forget_outlier(target, replica);
     }
@@ -218,17 +224,65 @@ impl Sink for ReplicaSink {
         let mut all = self.lock();
         let t = all.entry(outcome.target.to_string()).or_default();
         t.recent.entry(replica.to_owned()).or_default().observe(&obs, now);
-        if t.rollout_started.is_some() {
-            if let Some(version) = t.versions.get(replica).cloned() {
-                t.rollout.entry(version).or_default().observe(&obs, now);
-            }
+        t.observe_rollout(replica, &obs, now, self.warmup_s);
+    }
+}
+
+impl TargetState {
+    fn set_version(&mut self, replica: &str, version: &str, now: f64) {
+        self.versions.insert(replica.to_owned(), version.to_owned());
+        self.first_seen.entry(version.to_owned()).or_insert(now);
+        self.watched_from.get_or_insert(now);
+        if self.since.get(replica).is_none_or(|(v, _)| v != version) {
+            self.since.insert(replica.to_owned(), (version.to_owned(), now));
         }
+    }
+
+    /// Adds a probe to its version's canary group while a rollout runs, unless its replica is
+    /// still warming up: one that came up while the prober watched (later than the replicas
+    /// seen at the start), for `warmup_s` after it was first seen. A new replica's first minutes
+    /// (restart, compilation, cold prefix cache) are not the version's speed.
+    fn observe_rollout(&mut self, replica: &str, obs: &crate::detect::Observation, now: f64, warmup_s: f64) {
+        if self.rollout_started.is_none() {
+            return;
+        }
+        let Some(version) = self.versions.get(replica).cloned() else { return };
+        let came_up = self.since.get(replica).map(|(_, at)| *at).filter(|at| self.watched_from.is_some_and(|w| *at > w + SEEN_TOGETHER_S));
+        if came_up.is_some_and(|at| now < at + warmup_s) {
+            return;
+        }
+        self.rollout.entry(version).or_default().observe(obs, now);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replica that comes up during the rollout counts only after its warm-up; the replicas
+    /// there when the prober started count at once, and so does one back on a new version only
+    /// after its own warm-up.
+    #[test]
+    fn a_new_replica_counts_in_the_canary_after_its_warm_up() {
+        let obs =
+            crate::detect::Observation { ttft: Some(0.2), tpot: None, e2e: Some(0.4), good: Some(true), load: None, cache_hit: None, check_failed: false };
+        let mut t = TargetState::default();
+        t.set_version("a", "v1", 0.0);
+        t.set_version("b", "v1", 1.0);
+        t.set_version("b", "v2", 1000.0);
+        t.rollout_started = Some(1001.0);
+        let count = |t: &TargetState, v: &str| t.rollout.get(v).map_or(0, |g| g.samples(Signal::Ttft));
+        for now in [1010.0, 1200.0, 1299.0, 1300.0, 1400.0] {
+            t.observe_rollout("a", &obs, now, 300.0);
+            t.observe_rollout("b", &obs, now, 300.0);
+        }
+        assert_eq!(count(&t, "v1"), 5, "a replica seen at the start is warm");
+        assert_eq!(count(&t, "v2"), 2, "b on v2 from 1000 s: its probes from 1300 s count");
+        t.set_version("c", "v2", 1500.0);
+        t.observe_rollout("c", &obs, 1600.0, 300.0);
+        t.observe_rollout("c", &obs, 1800.0, 300.0);
+        assert_eq!(count(&t, "v2"), 3, "c, up at 1500 s, counts from 1800 s");
+    }
 
     #[test]
     fn the_new_version_is_the_later_or_the_greater() {
