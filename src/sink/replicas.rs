@@ -33,8 +33,10 @@ struct TargetState {
     rollout_started: Option<f64>,
     /// Per replica, the recent probes (outliers).
     recent: HashMap<String, Group>,
-    /// Per replica, when it was first seen with its version (a new version in place restarts it).
-    since: HashMap<String, (String, f64)>,
+    /// Per replica, when it was first seen with its version (a new version in place restarts it)
+    /// and its number in the canary groups (their variance is clustered by replica).
+    since: HashMap<String, (String, f64, u32)>,
+    next_number: u32,
     /// When the target's first replica was seen (about when the prober started watching it).
     watched_from: Option<f64>,
     /// The last canary comparison of the rollout in progress (for the release verdict).
@@ -233,8 +235,9 @@ impl TargetState {
         self.versions.insert(replica.to_owned(), version.to_owned());
         self.first_seen.entry(version.to_owned()).or_insert(now);
         self.watched_from.get_or_insert(now);
-        if self.since.get(replica).is_none_or(|(v, _)| v != version) {
-            self.since.insert(replica.to_owned(), (version.to_owned(), now));
+        if self.since.get(replica).is_none_or(|(v, _, _)| v != version) {
+            self.next_number = self.next_number.wrapping_add(1);
+            self.since.insert(replica.to_owned(), (version.to_owned(), now, self.next_number));
         }
     }
 
@@ -247,11 +250,12 @@ impl TargetState {
             return;
         }
         let Some(version) = self.versions.get(replica).cloned() else { return };
-        let came_up = self.since.get(replica).map(|(_, at)| *at).filter(|at| self.watched_from.is_some_and(|w| *at > w + SEEN_TOGETHER_S));
-        if came_up.is_some_and(|at| now < at + warmup_s) {
+        let Some(&(_, since, number)) = self.since.get(replica) else { return };
+        let came_up = self.watched_from.is_some_and(|w| since > w + SEEN_TOGETHER_S);
+        if came_up && now < since + warmup_s {
             return;
         }
-        self.rollout.entry(version).or_default().observe(obs, now);
+        self.rollout.entry(version).or_default().observe_replica(obs, now, number);
     }
 }
 
