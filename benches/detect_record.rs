@@ -27,15 +27,7 @@ fn key(i: usize) -> (String, String) {
 fn observation(i: u64) -> Observation {
     // A deterministic spread of latencies around 0.2 s, some probes missing goodput.
     let jitter = ((i.wrapping_mul(2_654_435_761) >> 7) % 1000) as f64 / 1000.0;
-    Observation {
-        ttft: Some(0.15 + 0.1 * jitter),
-        tpot: Some(0.02 + 0.01 * jitter),
-        e2e: Some(1.0 + jitter),
-        good: Some(i % 97 != 0),
-        load: None,
-        cache_hit: None,
-        check_failed: false,
-    }
+    Observation { ttft: Some(0.15 + 0.1 * jitter), tpot: Some(0.02 + 0.01 * jitter), e2e: Some(1.0 + jitter), good: Some(i % 97 != 0), ..Default::default() }
 }
 
 /// A detector at its caps: `max_keys` keys, full latency baselines and 12 hours of bins.

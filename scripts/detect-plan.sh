@@ -15,7 +15,10 @@
 # x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97%, one scenario of 10 x1.5 under shared
 # load. Operations: a release inside a morning ramp (x1.5 over 2 h; also with an offered-load
 # reading), a cold prefix cache after each release (with and without the engine's hit rate),
-# TTFT x1.25 in both, and a creep of x1.1 an hour without a marker.
+# TTFT x1.25 in both, and a creep of x1.1 an hour without a marker. A rolling update with replica
+# discovery (4 replicas over 20 minutes, the canary comparison beside the detector): false alarms
+# with a warm-up per replica and with replicas that differ, TTFT x1.25 at 0.5 and at 2 probes/s
+# under load sd 0.1 (and the same without a second version, for comparison).
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
 # LLMPROBE_BIN: a release binary to use (else one is built). Extra arguments go to every run.
 set -euo pipefail
@@ -103,6 +106,15 @@ null "(l) cold cache after each release, hit-rate reading" --cache-hit-share 0.7
 power "TTFT x1.25 during a ramp x1.5 over 2 h" 15,60 --regression 1.25 --ramp-factor 1.5 --ramp-min 120
 power "TTFT x1.25, cold cache, hit-rate reading" 15,60 --regression 1.25 --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20 --cache-reading
 power "creep x1.1 an hour, no marker" 180,360 --regression 1 --creep-per-h 1.1 --no-marker --horizon-min 360
+# A rolling update with replica discovery: 4 replicas replaced one every 5 minutes, old and new
+# serving side by side, the canary comparison running beside the detector; each new replica's
+# warm-up (the rollout warm-up, from its own start) marked by discovery.
+null "(n) rolling update, warm-up per replica" --side-by-side 4 --rollout
+null "(n) the same, 2 probes/s, load sd 0.1" --side-by-side 4 --rollout --rate 2 --scenarios 3 --load-sd 0.1 --load-tau-min 5
+null "(n) replicas that differ (sd 0.1), 2 probes/s" --side-by-side 4 --rate 2 --scenarios 3 --replica-sd 0.1
+power "TTFT x1.25, rolling update" 15,60 --regression 1.25 --side-by-side 4
+power "TTFT x1.25, rolling update, 2 probes/s, load sd 0.1" 15,60 --regression 1.25 --side-by-side 4 --rate 2 --scenarios 3 --load-sd 0.1 --load-tau-min 5
+power "TTFT x1.25, 2 probes/s, load sd 0.1, one version" 15,60 --regression 1.25 --rate 2 --scenarios 3 --load-sd 0.1 --load-tau-min 5
 
 python3 - "$rows" <<'EOF'
 import json, sys
@@ -121,11 +133,16 @@ for line in open(sys.argv[1]):
             power = "release alarm in %d of %d releases" % (fa["windows_alarmed"], fa["days"])
         if r["params"]["second_marker_s"] is not None:
             power = "alarms cleared by a marker: %d" % r["cleared_by_marker"]
+        if r["params"]["side_by_side"]:
+            power = "release alarm in %d, canary in %d of %d rollouts" % (fa["windows_alarmed"], fa["canary_rollouts_alarmed"], fa["days"])
     else:
         within = r["detection"]["detected_within"]
         power = ", ".join("%.3f within %s min" % (within[m], m) for m in minutes.split(","))
         if r["params"]["second_marker_s"] is not None:
             power += "; alarms cleared by a marker: %d" % r["cleared_by_marker"]
+        if r["params"]["side_by_side"]:
+            canary = r["detection"]["detected_within_by_source"]["canary"]
+            power += " (canary first: %s)" % ", ".join("%.3f" % canary[m] for m in minutes.split(","))
     table.append((label, alarms, power))
 
 head = ("condition", "false alarms / 30 days (95% upper)", "power")

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Deserialize;
 
 use crate::config::DetectSettings;
-use crate::detect::sim::{self, ColdCache, LoadOffset, LoadReading, PlanParams, Ramp, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout};
+use crate::detect::sim::{self, ColdCache, LoadOffset, LoadReading, PlanParams, Ramp, RegressionTarget, Replay, ReplayOrder, ReplayProbe, Rollout, SideBySide};
 
 #[derive(Debug, Subcommand)]
 pub enum DetectCommand {
@@ -104,6 +104,18 @@ pub struct SimulateArgs {
     /// under load [default: only errors are bad].
     #[arg(long)]
     pub slo_ttft_ms: Option<f64>,
+    /// Two versions side by side: this many replicas (each probe to one at random), replaced by
+    /// the new version one by one from the release over `--side-by-side-min`; only new replicas
+    /// regress, and the canary comparison runs beside the detector [default: none]
+    #[arg(long)]
+    pub side_by_side: Option<usize>,
+    /// The side-by-side rollout's duration (minutes) [default: 20]
+    #[arg(long)]
+    pub side_by_side_min: Option<f64>,
+    /// Side by side: each replica's lasting latency offset (log sd: another GPU, a noisy
+    /// neighbour) [default: 0]
+    #[arg(long)]
+    pub replica_sd: Option<f64>,
     /// The ramp's duration (minutes) [default: 120].
     #[arg(long)]
     pub ramp_min: Option<f64>,
@@ -351,6 +363,8 @@ fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> any
     p.cache_reading = a.cache_reading;
     p.creep_per_h = a.creep_per_h.unwrap_or(1.0);
     p.slo_ttft_s = a.slo_ttft_ms.map(|ms| ms / 1e3);
+    p.side_by_side =
+        a.side_by_side.map(|replicas| SideBySide { replicas, rollout_s: a.side_by_side_min.unwrap_or(20.0) * 60.0, replica_sd: a.replica_sd.unwrap_or(0.0) });
     p.cold_cache = a.cold_cache_min.as_deref().and_then(minutes_range).map(|(lo, hi)| ColdCache { min_s: lo * 60.0, max_s: hi * 60.0 });
     p.regression_scenarios = a.regression_scenarios;
     p.good_before = pick(a.good_before, d.goodput, p.good_before);
@@ -459,6 +473,12 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(a.ramp_min.is_none() || a.ramp_factor.is_some(), "--ramp-min needs --ramp-factor");
     need(pos(p.creep_per_h) && p.creep_per_h < 100.0, "--creep-per-h must be a positive factor below 100");
     need(p.slo_ttft_s.is_none_or(pos), "--slo-ttft-ms must be positive");
+    need(
+        p.side_by_side
+            .is_none_or(|b| (2..=64).contains(&b.replicas) && pos(b.rollout_s) && b.rollout_s < 86_400.0 && nonneg(b.replica_sd) && b.replica_sd < 2.0),
+        "--side-by-side must be 2..64 replicas, --side-by-side-min positive and under a day, --replica-sd in [0, 2)",
+    );
+    need(p.side_by_side.is_some() || (a.side_by_side_min.is_none() && a.replica_sd.is_none()), "--side-by-side-min and --replica-sd need --side-by-side");
     need(a.cold_cache_min.is_none() || p.cold_cache.is_some(), "--cold-cache-min must be MIN..MAX minutes, 0 < MIN <= MAX < 1440");
     need(p.cold_cache.is_none() || p.cache_hit_share > 0.0, "--cold-cache-min needs --cache-hit-share (a cache to go cold)");
     need(nonneg(p.burst_s), "--burst-s (burst.s) must be >= 0");

@@ -296,8 +296,7 @@ mod tests {
         for i in 0..n {
             let ok = rng.random::<f64>() >= bad;
             let t = lognormal(rng, 0.2 * factor, sigma);
-            let obs =
-                Observation { ttft: ok.then_some(t), tpot: None, e2e: ok.then_some(t * 2.0), good: Some(ok), load: None, cache_hit: None, check_failed: false };
+            let obs = Observation { ttft: ok.then_some(t), tpot: None, e2e: ok.then_some(t * 2.0), good: Some(ok), ..Default::default() };
             g.observe(&obs, i as f64);
         }
         g
@@ -363,7 +362,7 @@ mod tests {
                 let load = 2f64.powf(t / 1200.0);
                 let is_new = rng.random::<f64>() < t / 1200.0;
                 let y = lognormal(rng, 0.2 * load * if is_new { factor } else { 1.0 }, 0.3);
-                let obs = Observation { ttft: Some(y), tpot: None, e2e: Some(y), good: Some(true), load: None, cache_hit: None, check_failed: false };
+                let obs = Observation { ttft: Some(y), tpot: None, e2e: Some(y), good: Some(true), ..Default::default() };
                 if is_new { new.observe(&obs, t) } else { old.observe(&obs, t) }
             }
             (new, old)
@@ -398,7 +397,7 @@ mod tests {
             for i in 0..1200 {
                 let r = (i % 4) as u32;
                 let y = lognormal(&mut rng, 0.2 * offsets[r as usize].exp() * if r == 0 { factor } else { 1.0 }, 0.3);
-                let obs = Observation { ttft: Some(y), tpot: None, e2e: Some(y), good: Some(true), load: None, cache_hit: None, check_failed: false };
+                let obs = Observation { ttft: Some(y), tpot: None, e2e: Some(y), good: Some(true), ..Default::default() };
                 if r == 0 { new.observe_replica(&obs, i as f64, r) } else { old.observe_replica(&obs, i as f64, r) }
             }
             (new, old)

@@ -78,7 +78,7 @@ impl CacheRef {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Detector, Observation, Signal};
+    use super::super::state::{Detector, Observation, Signal, State};
     use crate::config::DetectSettings;
     use rand::rngs::SmallRng;
     use rand::{RngExt, SeedableRng};
@@ -117,6 +117,33 @@ mod tests {
         let at = first_alarm(&mut d, Signal::Ttft, t).expect("a cache that stays cold is a regression");
         assert!(at > 300.0 + 600.0, "not before the warm-up allowance: {at}");
         assert!(pooled(&d, Signal::Ttft).warmup.is_some_and(|w| w.explains_slowdown() && w.cold));
+    }
+
+    /// A rolling update: four replicas replaced one every five minutes, each 2x slower and
+    /// failing 5% of requests for its first five minutes. Replica discovery marks the probes of a
+    /// replica that came up less than the grace ago; those are held out of the release tests.
+    #[test]
+    fn the_warm_up_of_replicas_a_rolling_update_brings_up_is_held() {
+        let rolling = |flag: bool, factor: f64| {
+            let mut rng = SmallRng::seed_from_u64(37);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 3600, |r, _, now| {
+                let replica = r.random_range(0..4);
+                let start = t + 300.0 * replica as f64;
+                let (new, warming) = (now >= start, now >= start && now < start + 300.0);
+                let f = if new { factor } else { 1.0 } * if warming { 2.0 } else { 1.0 };
+                let failed = warming && r.random_bool(0.05);
+                Observation { good: Some(!failed), replica_warming: flag && warming, ..probe(r, f) }
+            });
+            let events = d.drain_events();
+            let alarm = |s: Signal| events.iter().any(|e| e.scenario.is_none() && e.signal == s && e.state == State::Regressed);
+            (alarm(Signal::Ttft), alarm(Signal::Goodput))
+        };
+        assert_eq!(rolling(true, 1.0), (false, false), "held: no alarm");
+        assert_eq!(rolling(false, 1.0), (true, true), "the same probes unmarked: both alarm");
+        assert!(rolling(true, 1.5).0, "a new version 1.5x slower is still found");
     }
 
     #[test]

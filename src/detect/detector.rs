@@ -198,7 +198,8 @@ impl Detector {
         let adjust = t.adjust;
         let load = obs.load.filter(|x| x.is_finite());
         let hit = obs.cache_hit.filter(|h| h.is_finite());
-        // A cold prefix cache after the release: the probe is warm-up, held out of the tests.
+        // A cold prefix cache after the release, or a replica that came up during the rollout
+        // and is still warming up: the probe is warm-up, held out of the release tests.
         let mut warming = false;
         if let Some(p0) = post_from.filter(|p0| now >= *p0 && t.armed_until.is_some()) {
             if let Some(h) = hit {
@@ -206,10 +207,11 @@ impl Detector {
                 t.post_hit.1 += 1;
                 t.cold_now = t.cache_ref.is_some_and(|c| c.cold(Some(h)));
             }
-            warming = now < p0 + s.cache_warmup_max_s && t.cache_ref.is_some_and(|c| c.cold(hit));
-            if warming {
+            let cold = now < p0 + s.cache_warmup_max_s && t.cache_ref.is_some_and(|c| c.cold(hit));
+            warming = cold || obs.replica_warming;
+            if cold {
                 t.warm_held += 1;
-            } else if t.post_first.is_none() {
+            } else if !warming && t.post_first.is_none() {
                 t.post_first = Some(now);
             }
         }
@@ -222,8 +224,13 @@ impl Detector {
             open.h_n += 1;
             open.h_sum += h;
         }
-        open.check_bad += u32::from(obs.check_failed && !good);
-        open.slo_missed += u32::from(obs.missed_slo());
+        // A replica's start-up failures are its warm-up too (a cold cache is slow, not failing:
+        // its probes still count for goodput and the checks).
+        let outcome_held = warming && obs.replica_warming;
+        if !outcome_held {
+            open.check_bad += u32::from(obs.check_failed && !good);
+            open.slo_missed += u32::from(obs.missed_slo());
+        }
         let load = load.map_or(f32::NAN, |x| x as f32);
         let sc = &mut t.scenarios[si];
         for (k, v) in [obs.ttft, obs.tpot, obs.e2e].into_iter().enumerate() {
@@ -273,6 +280,9 @@ impl Detector {
                     lk.post.recent.pop_front();
                 }
             }
+        }
+        if outcome_held {
+            return;
         }
         if good {
             open.good += 1;
@@ -372,7 +382,7 @@ mod tests {
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
         d.mark_release("t", "v2", t, t);
-        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, load: None, cache_hit: None, check_failed: false };
+        let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, ..Default::default() };
         for i in 0..500 {
             d.observe("t", SC[i % 3], huge, t + i as f64);
         }
@@ -419,20 +429,7 @@ mod tests {
         }
         // Times and values no clock or server should send.
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
-            d.observe(
-                "t",
-                "a",
-                Observation {
-                    ttft: Some(f64::NAN),
-                    tpot: Some(-1.0),
-                    e2e: Some(f64::INFINITY),
-                    good: Some(true),
-                    load: None,
-                    cache_hit: None,
-                    check_failed: false,
-                },
-                now,
-            );
+            d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), ..Default::default() }, now);
             d.observe("t", "a", probe(&mut rng, 1.0), now);
             d.mark_release("t", "v2", now, now);
             d.tick(now);

@@ -14,7 +14,7 @@ pub(super) fn lognormal(rng: &mut SmallRng, median: f64, sigma: f64) -> f64 {
 }
 
 pub(super) fn probe(rng: &mut SmallRng, factor: f64) -> Observation {
-    Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
+    Observation { ttft: Some(lognormal(rng, 0.2, 0.5) * factor), tpot: None, e2e: None, good: Some(true), ..Default::default() }
 }
 
 /// Feeds `n` probes one second apart from `t0`, round robin over the scenarios.

@@ -605,7 +605,7 @@ mod tests {
         let bimodal = |r: &mut SmallRng, miss_factor: f64| {
             let miss = r.random_bool(0.3);
             let median = if miss { 0.3 * miss_factor } else { 0.1 };
-            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
+            Observation { ttft: Some(lognormal(r, median, 0.3)), tpot: None, e2e: None, good: Some(true), ..Default::default() }
         };
         let mut rng = SmallRng::seed_from_u64(21);
         let mut d = Detector::new(quiet());
@@ -684,7 +684,7 @@ mod tests {
         let tailed = |r: &mut SmallRng, slower: bool| {
             let z: f64 = StandardNormal.sample(r);
             let f = if slower && z > normal_quantile(0.95) { 3.0 } else { 1.0 };
-            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
+            Observation { ttft: Some(0.2 * (0.5 * z).exp() * f), tpot: None, e2e: None, good: Some(true), ..Default::default() }
         };
         let mut rng = SmallRng::seed_from_u64(34);
         let mut d = Detector::new(quiet());

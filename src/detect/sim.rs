@@ -19,6 +19,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
+use super::compare::{CompareSettings, Group, compare};
 use super::state::{Cause, Detector, Observation, Signal, State};
 use crate::config::DetectSettings;
 
@@ -151,6 +152,26 @@ pub struct ColdCache {
     pub max_s: f64,
 }
 
+/// Two versions side by side during a rolling update: `replicas` replicas (each probe to one at
+/// random), replaced by the new version one by one, the first at the release and the others
+/// evenly over `rollout_s`; only the new version's replicas carry the regression (and the rollout
+/// warm-up, from each one's own start). Each replica's latency carries a lasting offset of log sd
+/// `replica_sd` (another GPU, a noisy neighbour). The canary comparison runs on them as the
+/// prober's does (`sink/replicas.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SideBySide {
+    pub replicas: usize,
+    pub rollout_s: f64,
+    pub replica_sd: f64,
+}
+
+impl SideBySide {
+    /// When replica `j` starts serving the new version.
+    fn start(&self, release: f64, j: usize) -> f64 {
+        release + j as f64 * self.rollout_s / self.replicas.max(1) as f64
+    }
+}
+
 /// The engine's load reading the prober joins to each probe.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoadReading {
@@ -219,6 +240,7 @@ pub struct PlanParams {
     pub cold_cache: Option<ColdCache>,
     /// Join the engine's prefix-cache hit rate (the current hit share, ±0.02) to each probe.
     pub cache_reading: bool,
+    pub side_by_side: Option<SideBySide>,
     /// Detection trials.
     pub trials: usize,
     /// Null trials (simulated days).
@@ -279,6 +301,7 @@ impl PlanParams {
             slo_ttft_s: None,
             cold_cache: None,
             cache_reading: false,
+            side_by_side: None,
             trials: 1000,
             days: 1000,
             seed: 1,
@@ -297,11 +320,29 @@ impl PlanParams {
     }
 }
 
-/// A detection: seconds after the release and the detector that raised it.
+/// What found a regression: one of the detector's two tests, or the canary comparison while two
+/// versions serve side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    Release,
+    Continuous,
+    Canary,
+}
+
+impl From<Cause> for Found {
+    fn from(c: Cause) -> Found {
+        match c {
+            Cause::Release => Found::Release,
+            Cause::Continuous => Found::Continuous,
+        }
+    }
+}
+
+/// A detection: seconds after the release and what raised it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Detection {
     pub after_s: f64,
-    pub source: Cause,
+    pub source: Found,
 }
 
 /// What the planner measured.
@@ -318,6 +359,8 @@ pub struct PlanResult {
     /// Null trials whose release window raised at least one release-armed alarm (with a rollout
     /// warm-up: mostly the warm-up's).
     pub windows_alarmed: u64,
+    /// Rollouts whose canary comparison called the new version regressed (side by side only).
+    pub canary_alarms: u64,
     /// False alarms by signal (ttft, tpot, e2e, goodput): (release-armed, continuous).
     pub by_signal: [(u64, u64); 4],
     /// Pooled `regressed` rows that a marker turned into anything else (over every trial): a
@@ -335,6 +378,7 @@ impl PlanResult {
             armed_alarms: 0,
             continuous_alarms: 0,
             windows_alarmed: 0,
+            canary_alarms: 0,
             by_signal: Default::default(),
             cleared_by_marker: 0,
         }
@@ -346,7 +390,7 @@ impl PlanResult {
     }
 
     /// The same, counting only detections whose first pooled alarm came from `source`.
-    pub fn detected_within_by(&self, s: f64, source: Option<Cause>) -> f64 {
+    pub fn detected_within_by(&self, s: f64, source: Option<Found>) -> f64 {
         let hit = |d: &Option<Detection>| d.is_some_and(|d| d.after_s <= s && source.is_none_or(|x| x == d.source));
         self.detections.iter().filter(|d| hit(d)).count() as f64 / self.detections.len().max(1) as f64
     }
@@ -455,12 +499,17 @@ struct Gen<'a> {
     reading_err: f64,
     /// Next record of a time-order replay.
     cursor: usize,
+    /// Side by side: each replica's lasting log offset, and the replica of the current probe.
+    offsets: Vec<f64>,
+    replica: usize,
 }
 
 /// One generated probe.
 struct Probe {
     t: f64,
     scenario: usize,
+    /// Side by side: the replica probed.
+    replica: usize,
     obs: Observation,
 }
 
@@ -471,7 +520,10 @@ impl<'a> Gen<'a> {
         // A time-order replay starts at a random record, so trials differ.
         let cursor = p.timed_replay().map_or(0, |tl| rng.random_range(0..tl.len()));
         let reading_err = <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng);
-        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, reading_err, cursor }
+        let offsets = p.side_by_side.map_or_else(Vec::new, |b| {
+            (0..b.replicas).map(|_| b.replica_sd * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng)).collect()
+        });
+        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, reading_err, cursor, offsets, replica: 0 }
     }
 
     fn normal(&mut self) -> f64 {
@@ -510,14 +562,23 @@ impl<'a> Gen<'a> {
         };
         self.t += dt;
         self.advance_load(dt);
-        Probe { t: self.t, scenario, obs: self.probe(scenario, record) }
+        if let Some(b) = p.side_by_side {
+            self.replica = self.rng.random_range(0..b.replicas.max(1));
+        }
+        Probe { t: self.t, scenario, replica: self.replica, obs: self.probe(scenario, record) }
     }
 
     /// A probe with the engine's load reading at its send time.
     fn probe(&mut self, scenario: usize, record: Option<ReplayProbe>) -> Observation {
         let obs = self.probe_latency(scenario, record);
         let cache_hit = if self.p.cache_reading { Some((self.hit_share() + 0.02 * self.normal()).clamp(0.0, 1.0)) } else { None };
-        Observation { load: self.reading(), cache_hit, ..obs }
+        // Side by side, a replica that came up less than the grace ago is warming up, as replica
+        // discovery tells the detector.
+        let replica_warming = self.p.side_by_side.is_some_and(|b| {
+            let start = b.start(self.cond.release, self.replica);
+            self.t >= start && self.t < start + self.p.settings.release_grace_s
+        });
+        Observation { load: self.reading(), cache_hit, replica_warming, ..obs }
     }
 
     /// ln of the traffic ramp's latency factor now.
@@ -556,11 +617,14 @@ impl<'a> Gen<'a> {
         let p = self.p;
         let t = self.t;
         let c = &self.cond;
-        let after = c.regress && t >= c.release && p.regression_scenarios.is_none_or(|n| scenario < n);
-        let rollout = c.rollout.filter(|_| t >= c.release);
+        // Side by side, a replica serves the new version from its own start (its warm-up too).
+        let since = p.side_by_side.map_or(c.release, |b| b.start(c.release, self.replica));
+        let t_new = t - (since - c.release);
+        let after = c.regress && t >= since && p.regression_scenarios.is_none_or(|n| scenario < n);
+        let rollout = c.rollout.filter(|_| t >= since);
         let failed = within(&c.outages, t)
             || (within(&c.bursts, t) && self.rng.random_bool(p.burst_error_share.clamp(0.0, 1.0)))
-            || rollout.is_some_and(|r| t < r.2 && self.rng.random_bool(p.rollout.map_or(0.0, |r| r.error_share).clamp(0.0, 1.0)));
+            || rollout.is_some_and(|r| t_new < r.2 && self.rng.random_bool(p.rollout.map_or(0.0, |r| r.error_share).clamp(0.0, 1.0)));
         if failed {
             return Observation { good: Some(false), ..Observation::default() };
         }
@@ -571,10 +635,11 @@ impl<'a> Gen<'a> {
             (true, None) => p.outlier_factor,
             (true, Some(alpha)) => (1.0 - self.rng.random::<f64>()).powf(-1.0 / alpha),
         };
-        let warm = rollout.filter(|r| t < r.1).map_or(1.0, |r| r.0);
+        let warm = rollout.filter(|r| t_new < r.1).map_or(1.0, |r| r.0);
+        let replica = self.offsets.get(self.replica).map_or(1.0, |o| o.exp());
         let incident = if within(&c.incidents, t) { p.incident_factor } else { 1.0 };
         let creep = if c.regress && t >= c.release { (p.creep_per_h.ln() * (t - c.release) / 3600.0).exp() } else { 1.0 };
-        let common = drift * tail * warm * incident * creep * self.ramp_ln().exp();
+        let common = drift * tail * warm * incident * creep * replica * self.ramp_ln().exp();
         let (ttft_f, tpot_f) = (common * self.load.exp(), common * (p.load.tpot_share * self.load).exp());
         let (bad_before, bad_after) = (1.0 - p.good_before, 1.0 - p.good_after);
         if let Some(r) = record {
@@ -655,6 +720,59 @@ impl Markers {
     }
 }
 
+/// The canary comparison of a side-by-side rollout, as the prober runs it: the new version's
+/// replicas against the old ones', each replica counted after the release grace from its own
+/// start (a replica that came up during the watch), compared every `CANARY_LOOK_S` while both
+/// versions serve, with the prober's settings (`app/station.rs`).
+struct CanaryWatch {
+    side: SideBySide,
+    release: f64,
+    grace_s: f64,
+    settings: CompareSettings,
+    groups: [Group; 2],
+    next_look: f64,
+    regressed: bool,
+}
+
+/// How often the canary comparison is run (the prober publishes its state about this often).
+const CANARY_LOOK_S: f64 = 15.0;
+
+impl CanaryWatch {
+    fn new(p: &PlanParams, release: f64) -> Option<CanaryWatch> {
+        let side = p.side_by_side?;
+        let s = &p.settings;
+        let settings = CompareSettings {
+            window_s: f64::INFINITY,
+            min_samples: 30,
+            tolerance: s.latency_tolerance,
+            clip_sigmas: s.clip_sigmas,
+            alpha: s.armed_alpha / 6.0,
+        };
+        Some(CanaryWatch { side, release, grace_s: s.release_grace_s, settings, groups: Default::default(), next_look: release, regressed: false })
+    }
+
+    /// Takes a probe; true when this look called the new version regressed (once per rollout).
+    fn observe(&mut self, probe: &Probe) -> bool {
+        let t = probe.t;
+        let end = self.release + self.side.rollout_s;
+        if t < self.release || t >= end || self.regressed {
+            return false;
+        }
+        let start = self.side.start(self.release, probe.replica);
+        if t < start {
+            self.groups[0].observe_replica(&probe.obs, t, probe.replica as u32);
+        } else if t >= start + self.grace_s {
+            self.groups[1].observe_replica(&probe.obs, t, probe.replica as u32);
+        }
+        if t >= self.next_look {
+            self.next_look = t + CANARY_LOOK_S;
+            self.regressed = Signal::ALL.iter().any(|s| compare(&self.groups[1], &self.groups[0], *s, &self.settings).regressed);
+            return self.regressed;
+        }
+        false
+    }
+}
+
 /// Runs one detection trial: the first pooled `regressed` after the release, if any, and the
 /// alarms a marker cleared. Alarms before the release (warm-up) are dropped: the question is
 /// what the release set off, or what the continuous detector finds after it.
@@ -667,6 +785,7 @@ fn detection_trial(p: &PlanParams, seed: u64) -> (Option<Detection>, u64) {
     let mut g = Gen::new(p, rng, phase, Conditions::draw(p, seed, release, end, true));
     let mut det = Detector::new(p.settings.clone());
     let mut markers = Markers::new(p, release);
+    let mut canary = CanaryWatch::new(p, release);
     let mut released = false;
     let mut detection = None;
     loop {
@@ -680,12 +799,18 @@ fn detection_trial(p: &PlanParams, seed: u64) -> (Option<Detection>, u64) {
             return (detection, markers.cleared);
         }
         markers.tell(&mut det, t);
+        if canary.as_mut().is_some_and(|c| c.observe(&probe)) && detection.is_none() {
+            detection = Some(Detection { after_s: t - release, source: Found::Canary });
+            if markers.due.is_empty() {
+                return (detection, markers.cleared);
+            }
+        }
         det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
         // Before the release, events pile up and are dropped at the release.
         if released && det.has_events() {
             let first = det.drain_events().into_iter().find(pooled_regressed);
             if let (None, Some(e)) = (detection, first) {
-                detection = Some(Detection { after_s: t - release, source: e.source });
+                detection = Some(Detection { after_s: t - release, source: e.source.into() });
                 // A repeated marker still to come is what this trial is about: run on to it.
                 if markers.due.is_empty() {
                     return (detection, markers.cleared);
@@ -699,6 +824,8 @@ fn detection_trial(p: &PlanParams, seed: u64) -> (Option<Detection>, u64) {
 struct NullDay {
     alarms: [(u64, u64); 4],
     cleared: u64,
+    /// The canary comparison called the rollout regressed.
+    canary: bool,
 }
 
 fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
@@ -710,11 +837,14 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
     let mut g = Gen::new(p, rng, phase, Conditions::draw(p, seed ^ 0x9E37_79B9_7F4A_7C15, release, end, false));
     let mut det = Detector::new(p.settings.clone());
     let mut markers = Markers::new(p, release);
+    let mut canary = CanaryWatch::new(p, release);
+    let mut canary_alarm = false;
     let mut alarms = [(0u64, 0u64); 4];
     while g.t < end {
         let probe = g.next();
         let t = probe.t;
         markers.tell(&mut det, t);
+        canary_alarm |= canary.as_mut().is_some_and(|c| c.observe(&probe));
         det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
         if det.has_events() {
             for e in det.drain_events() {
@@ -728,7 +858,7 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
             }
         }
     }
-    NullDay { alarms, cleared: markers.cleared }
+    NullDay { alarms, cleared: markers.cleared, canary: canary_alarm }
 }
 
 fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -772,6 +902,7 @@ pub fn run(p: &PlanParams) -> PlanResult {
         armed_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.0).sum(),
         continuous_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.1).sum(),
         windows_alarmed: null.iter().filter(|n| n.alarms.iter().any(|a| a.0 > 0)).count() as u64,
+        canary_alarms: null.iter().filter(|n| n.canary).count() as u64,
         by_signal: std::array::from_fn(|i| (null.iter().map(|n| n.alarms[i].0).sum(), null.iter().map(|n| n.alarms[i].1).sum())),
         ..PlanResult::from_detections(detections)
     }
@@ -883,6 +1014,14 @@ fn conditions(p: &PlanParams) -> Vec<String> {
     if p.creep_per_h != 1.0 {
         c.push(format!("latency creeping x{} an hour from the release on", p.creep_per_h));
     }
+    if let Some(b) = p.side_by_side {
+        c.push(format!(
+            "{} replicas replaced one by one over {:.0} min (replica offsets sd {}), the canary comparison running",
+            b.replicas,
+            b.rollout_s / 60.0,
+            b.replica_sd
+        ));
+    }
     if let Some(r) = p.ramp {
         c.push(format!("a traffic ramp: latency x{} over {:.0} min, the release inside it", r.factor, r.duration_s / 60.0));
     }
@@ -986,8 +1125,10 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         );
         for m in [5.0, 15.0, 60.0, 180.0, 360.0] {
             if m * 60.0 <= p.horizon_s + 1e-9 {
-                let (a, c) = (r.detected_within_by(m * 60.0, Some(Cause::Release)), r.detected_within_by(m * 60.0, Some(Cause::Continuous)));
-                let _ = writeln!(o, "  detected within {m:>2} min   {:.3}  (release-armed {a:.3}, continuous {c:.3})", r.detected_within(m * 60.0));
+                let by = |f: Found| r.detected_within_by(m * 60.0, Some(f));
+                let (a, c, k) = (by(Found::Release), by(Found::Continuous), by(Found::Canary));
+                let canary = if p.side_by_side.is_some() { format!(", canary {k:.3}") } else { String::new() };
+                let _ = writeln!(o, "  detected within {m:>2} min   {:.3}  (release-armed {a:.3}, continuous {c:.3}{canary})", r.detected_within(m * 60.0));
             }
         }
         let _ = writeln!(o, "  median time to detect    {}", minutes(r.median_detect_s()));
@@ -1001,6 +1142,9 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         }
         let what = if p.rollout.is_some() { "rollout windows with a release alarm" } else { "release windows with an alarm" };
         let _ = writeln!(o, "  {what}: {} of {:.0}", r.windows_alarmed, r.days);
+        if p.side_by_side.is_some() {
+            let _ = writeln!(o, "  rollouts the canary comparison called regressed: {} of {:.0}", r.canary_alarms, r.days);
+        }
         let by: Vec<String> = Signal::ALL.iter().zip(&r.by_signal).map(|(s, (a, c))| format!("{} {a}+{c}", s.as_str())).collect();
         let _ = writeln!(o, "  alarms by signal (release-armed+continuous): {}", by.join(", "));
     }
@@ -1024,7 +1168,7 @@ pub fn format_min_detectable(m: &MinDetectable) -> String {
 /// The result as one JSON object: every parameter and figure.
 pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> serde_json::Value {
     use serde_json::{Value, json};
-    let within = |source: Option<Cause>| {
+    let within = |source: Option<Found>| {
         let mut m = serde_json::Map::new();
         for minutes in [5, 15, 60, 180, 360] {
             if minutes as f64 * 60.0 <= p.horizon_s + 1e-9 {
@@ -1065,6 +1209,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "ramp": p.ramp.map(|r| json!({"factor": r.factor, "duration_min": r.duration_s / 60.0})),
             "cold_cache": p.cold_cache.map(|c| json!({"min_min": c.min_s / 60.0, "max_min": c.max_s / 60.0})),
             "cache_reading": p.cache_reading,
+            "side_by_side": p.side_by_side.map(|b| json!({"replicas": b.replicas, "rollout_min": b.rollout_s / 60.0, "replica_sd": b.replica_sd})),
             "regression_scenarios": p.regression_scenarios,
             "good_before": p.good_before,
             "good_after": p.good_after,
@@ -1091,7 +1236,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
         "detection": (r.trials > 0).then(|| json!({
             "trials": r.trials,
             "detected_within": within(None),
-            "detected_within_by_source": {"release": within(Some(Cause::Release)), "continuous": within(Some(Cause::Continuous))},
+            "detected_within_by_source": {"release": within(Some(Found::Release)), "continuous": within(Some(Found::Continuous)), "canary": within(Some(Found::Canary))},
             "median_detect_min": r.median_detect_s().map(|s| s / 60.0),
         })),
         "cleared_by_marker": r.cleared_by_marker,
@@ -1101,6 +1246,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "continuous": alarms(r.continuous_alarms),
             "total": alarms(r.armed_alarms + r.continuous_alarms),
             "windows_alarmed": r.windows_alarmed,
+            "canary_rollouts_alarmed": r.canary_alarms,
             "rollout": p.rollout.is_some(),
             "by_signal": by_signal,
         })),
@@ -1330,8 +1476,8 @@ mod tests {
         let mut p = params();
         p.horizon_s = 3600.0;
         let mut r = PlanResult::from_detections(vec![
-            Some(Detection { after_s: 200.0, source: Cause::Release }),
-            Some(Detection { after_s: 1200.0, source: Cause::Continuous }),
+            Some(Detection { after_s: 200.0, source: Found::Release }),
+            Some(Detection { after_s: 1200.0, source: Found::Continuous }),
             None,
         ]);
         r.days = 10.0;
@@ -1347,5 +1493,36 @@ mod tests {
         assert_eq!(v["min_detectable"]["within_15_min"], 1.3);
         assert!(v["min_detectable"]["within_60_min"].is_null());
         assert_eq!(v["params"]["load"]["tau_min"], 5.0);
+        assert!(v["params"]["side_by_side"].is_null() && v["false_alarms"]["canary_rollouts_alarmed"] == 0);
+    }
+
+    /// Side by side: only the replicas already on the new version regress, one by one; the canary
+    /// comparison (new replicas after their warm-up against the old ones) finds a clear slowdown
+    /// while both serve, and a warming replica is marked for the detector.
+    #[test]
+    fn side_by_side_regresses_new_replicas_only_and_the_canary_finds_it() {
+        let mut p = params();
+        p.rate = 4.0;
+        p.horizon_s = 1800.0;
+        p.side_by_side = Some(SideBySide { replicas: 4, rollout_s: 1200.0, replica_sd: 0.0 });
+        p.regression = 3.0;
+        p.drift = 0.0;
+        p.outlier_share = 0.0;
+        let release = 1000.0;
+        let mut g = gen_for(&p, release, 3000.0, true);
+        let (mut slow, mut warming) = ([(0, 0); 4], 0);
+        while g.t < release + 1200.0 {
+            let probe = g.next();
+            let Some(ttft) = probe.obs.ttft.filter(|_| probe.t >= release) else { continue };
+            let new = probe.t >= release + 300.0 * probe.replica as f64;
+            slow[probe.replica].0 += usize::from(new);
+            slow[probe.replica].1 += usize::from(new && ttft > 0.6);
+            warming += usize::from(probe.obs.replica_warming);
+        }
+        assert!(slow.iter().all(|(n, k)| *k as f64 > 0.3 * *n as f64), "new replicas are slower: {slow:?}");
+        assert!(warming > 0);
+        let found = detections(&PlanParams { trials: 4, ..p.clone() });
+        assert!(found.iter().all(|d| d.is_some_and(|d| d.source == Found::Canary || d.source == Found::Release)), "{found:?}");
+        assert!(found.iter().any(|d| d.is_some_and(|d| d.source == Found::Canary)), "{found:?}");
     }
 }

@@ -33,6 +33,10 @@ pub struct Observation {
     /// The answer failed a behaviour check (`invalid_output`, `wrong_answer`): counted apart
     /// from other failures so a release that breaks answers is named as such.
     pub check_failed: bool,
+    /// Sent to a replica still warming up (it came up during a rolling update less than
+    /// `release_grace_s` ago): after a marker its latency is held out of the release tests, as
+    /// the whole target's is in the grace window.
+    pub replica_warming: bool,
 }
 
 impl Observation {

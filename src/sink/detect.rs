@@ -5,13 +5,14 @@
 //! `mark_release`. The detector outlives config reloads: a reload does not lose the baselines.
 
 use crate::util::clock::unix_now;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
+use super::replica_ages::ReplicaAges;
 use crate::config::Detect;
 use crate::detect::{Cause, Detector, Estimate, Marked, Observation, Signal, SignalReport, State, StateChange, persist};
 use crate::probe::measure::Sample;
@@ -33,6 +34,9 @@ pub struct DetectSink {
     /// The running generation's engine readings: each probe carries the offered load at its
     /// send time into the detector.
     readings: Mutex<Arc<SnapshotCache>>,
+    /// Per target, when each discovered replica came up: a probe of one still warming up is
+    /// held out of the release tests.
+    ages: Mutex<HashMap<String, ReplicaAges>>,
     /// The detector's count of probes beyond `max_keys` when last exported (it restarts with a
     /// detector rebuilt for new settings), and whether that was warned about.
     over_key_cap: AtomicU64,
@@ -52,6 +56,7 @@ impl DetectSink {
             exported: Mutex::new(HashSet::new()),
             targets: Mutex::new(targets),
             readings: Mutex::new(Arc::default()),
+            ages: Mutex::new(HashMap::new()),
             over_key_cap: AtomicU64::new(0),
             warned_key_cap: AtomicBool::new(false),
         };
@@ -315,10 +320,28 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
     }
 }
 
+impl DetectSink {
+    /// Whether `replica` of `target` came up during the watch less than the release grace ago.
+    fn replica_warming(&self, target: &str, replica: &str, now: f64) -> bool {
+        let grace = self.lock().settings().release_grace_s;
+        self.ages.lock().unwrap_or_else(|e| e.into_inner()).get(target).is_some_and(|a| a.warming(replica, now, grace))
+    }
+}
+
 impl Sink for DetectSink {
     fn event(&self, event: &super::Event) {
-        if let super::Event::Release { target, version, at, .. } = *event {
-            self.mark_release(target, version, at);
+        let ages = || self.ages.lock().unwrap_or_else(|e| e.into_inner());
+        match *event {
+            super::Event::Release { target, version, at, .. } => {
+                self.mark_release(target, version, at);
+            }
+            super::Event::ReplicaVersion { target, replica, version, .. } => ages().entry(target.to_owned()).or_default().seen(replica, version, unix_now()),
+            super::Event::ReplicaGone { target, replica, .. } => {
+                if let Some(a) = ages().get_mut(target) {
+                    a.forget(replica);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -327,8 +350,10 @@ impl Sink for DetectSink {
             Some(j) => (j.reading.offered_load(), j.reading.prefix_cache_hit_rate.filter(|h| (0.0..=1.0).contains(h))),
             None => (None, None),
         };
-        let obs = Observation { load, cache_hit, ..observation(outcome, sample) };
-        self.lock().observe(&outcome.target, &outcome.scenario, obs, unix_now());
+        let now = unix_now();
+        let replica_warming = outcome.replica.as_deref().is_some_and(|r| self.replica_warming(&outcome.target, r, now));
+        let obs = Observation { load, cache_hit, replica_warming, ..observation(outcome, sample) };
+        self.lock().observe(&outcome.target, &outcome.scenario, obs, now);
     }
 }
 
@@ -423,7 +448,7 @@ mod tests {
         let config = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
         let metrics = crate::sink::prometheus::Metrics::new(&config);
         let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
-        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), load: None, cache_hit: None, check_failed: false };
+        let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), ..Default::default() };
         let now = unix_now();
         for (i, target) in ["a", "b", "b", "c"].iter().enumerate() {
             sink.lock().observe(target, "s", obs, now + i as f64);
@@ -441,6 +466,29 @@ mod tests {
         assert_eq!(persist::load(&dir, &mut restored, now + 9.0, 3600.0), None, "the written state reads back");
         assert_eq!(restored.keys(), 1);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Replica discovery's events reach the detector's sink: a replica that comes up during the
+    /// watch is warming up for the release grace (its probes are held out of the release tests).
+    #[test]
+    fn a_replica_that_came_up_is_warming_for_the_grace() {
+        let config = crate::app::loader::parse(
+            "targets:\n  - {name: a, base_url: 'http://127.0.0.1:1', api: openai-chat}\nscenarios:\n  - {name: s, input_tokens: 8, output_tokens: 4}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let metrics = crate::sink::prometheus::Metrics::new(&config);
+        let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
+        let seen = |replica: &str, version: &str, at: f64| sink.ages.lock().unwrap().entry("a".to_owned()).or_default().seen(replica, version, at);
+        seen("r1", "v1", 0.0);
+        seen("r2", "v2", 100.0);
+        let grace = config.detect.tuning.release_grace_s;
+        assert!(!sink.replica_warming("a", "r1", 10.0) && sink.replica_warming("a", "r2", 100.0 + grace - 1.0));
+        assert!(!sink.replica_warming("a", "r2", 100.0 + grace) && !sink.replica_warming("b", "r2", 150.0));
+        sink.event(&crate::sink::Event::ReplicaGone { config: &config, target: "a", replica: "r2" });
+        assert!(!sink.replica_warming("a", "r2", 150.0), "a replica gone is forgotten");
+        sink.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r3", version: "v2", node: "", zone: "" });
+        assert!(sink.ages.lock().unwrap()["a"].number("r3").is_some(), "the event is seen");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod jsonl;
 pub mod otlp;
 pub mod probe_log;
 pub mod prometheus;
+pub mod replica_ages;
 pub mod replicas;
 mod sinks;
 pub mod summary;

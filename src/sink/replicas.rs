@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use super::Sink;
 use super::detect::observation;
 use super::prometheus::ReplicaFamilies;
+use super::replica_ages::{ReplicaAges, SEEN_TOGETHER_S};
 use crate::detect::Signal;
 use crate::detect::compare::{CompareSettings, Group, compare};
 use crate::detect::verdict::{Canary, CanarySignal};
@@ -33,12 +34,9 @@ struct TargetState {
     rollout_started: Option<f64>,
     /// Per replica, the recent probes (outliers).
     recent: HashMap<String, Group>,
-    /// Per replica, when it was first seen with its version (a new version in place restarts it)
-    /// and its number in the canary groups (their variance is clustered by replica).
-    since: HashMap<String, (String, f64, u32)>,
-    next_number: u32,
-    /// When the target's first replica was seen (about when the prober started watching it).
-    watched_from: Option<f64>,
+    /// When each replica came up (its warm-up) and its number in the canary groups (their
+    /// variance is clustered by replica).
+    ages: ReplicaAges,
     /// The last canary comparison of the rollout in progress (for the release verdict).
     canary: Option<Canary>,
 }
@@ -73,7 +71,7 @@ impl ReplicaSink {
         if let Some(t) = all.get_mut(target) {
             t.versions.remove(replica);
             t.recent.remove(replica);
-            t.since.remove(replica);
+            t.ages.forget(replica);
         }
         self.families.forget_outlier(target, replica);
     }
@@ -170,10 +168,6 @@ impl ReplicaSink {
     }
 }
 
-/// Versions first seen this close together (e.g. at the prober's start, mid-rollout) are told
-/// apart by their names instead of by time.
-const SEEN_TOGETHER_S: f64 = 30.0;
-
 /// The rollout's new version: the one that appeared last; among versions that appeared
 /// together, the greatest in natural order (`0.10.0` > `0.9.2`, `v2` > `v1`).
 fn newest_version<'a>(versions: impl Iterator<Item = &'a String>, first_seen: &HashMap<String, f64>) -> Option<&'a String> {
@@ -234,25 +228,19 @@ impl TargetState {
     fn set_version(&mut self, replica: &str, version: &str, now: f64) {
         self.versions.insert(replica.to_owned(), version.to_owned());
         self.first_seen.entry(version.to_owned()).or_insert(now);
-        self.watched_from.get_or_insert(now);
-        if self.since.get(replica).is_none_or(|(v, _, _)| v != version) {
-            self.next_number = self.next_number.wrapping_add(1);
-            self.since.insert(replica.to_owned(), (version.to_owned(), now, self.next_number));
-        }
+        self.ages.seen(replica, version, now);
     }
 
     /// Adds a probe to its version's canary group while a rollout runs, unless its replica is
-    /// still warming up: one that came up while the prober watched (later than the replicas
-    /// seen at the start), for `warmup_s` after it was first seen. A new replica's first minutes
-    /// (restart, compilation, cold prefix cache) are not the version's speed.
+    /// still warming up (`ReplicaAges::warming`): a new replica's first minutes (restart,
+    /// compilation, cold prefix cache) are not the version's speed.
     fn observe_rollout(&mut self, replica: &str, obs: &crate::detect::Observation, now: f64, warmup_s: f64) {
         if self.rollout_started.is_none() {
             return;
         }
         let Some(version) = self.versions.get(replica).cloned() else { return };
-        let Some(&(_, since, number)) = self.since.get(replica) else { return };
-        let came_up = self.watched_from.is_some_and(|w| since > w + SEEN_TOGETHER_S);
-        if came_up && now < since + warmup_s {
+        let Some(number) = self.ages.number(replica) else { return };
+        if self.ages.warming(replica, now, warmup_s) {
             return;
         }
         self.rollout.entry(version).or_default().observe_replica(obs, now, number);
@@ -268,8 +256,7 @@ mod tests {
     /// after its own warm-up.
     #[test]
     fn a_new_replica_counts_in_the_canary_after_its_warm_up() {
-        let obs =
-            crate::detect::Observation { ttft: Some(0.2), tpot: None, e2e: Some(0.4), good: Some(true), load: None, cache_hit: None, check_failed: false };
+        let obs = crate::detect::Observation { ttft: Some(0.2), tpot: None, e2e: Some(0.4), good: Some(true), ..Default::default() };
         let mut t = TargetState::default();
         t.set_version("a", "v1", 0.0);
         t.set_version("b", "v1", 1.0);

@@ -19,7 +19,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 /// A deterministic lognormal-ish stream: median 200 ms, spread from a fixed sequence.
 fn ttft(i: usize, factor: f64) -> Observation {
     let u = ((i as f64 * 0.618_033_988_75).fract() - 0.5) * 2.0; // low-discrepancy in (-1, 1)
-    Observation { ttft: Some(0.2 * (0.8 * u).exp() * factor), tpot: None, e2e: None, good: Some(true), load: None, cache_hit: None, check_failed: false }
+    Observation { ttft: Some(0.2 * (0.8 * u).exp() * factor), tpot: None, e2e: None, good: Some(true), ..Default::default() }
 }
 
 fn settings() -> DetectSettings {
