@@ -18,15 +18,8 @@ cd "$(dirname "$0")/.."
 
 runs="${1:-5}"
 duration="${2:-120s}"
-bin="$(scripts/release-bin.sh)"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/drill-env.sh
+. scripts/drill-env.sh
 
 base=127.0.0.1:18320
 cand=127.0.0.1:18321

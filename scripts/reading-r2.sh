@@ -19,15 +19,8 @@ cd "$(dirname "$0")/.."
 minutes="${1:-20}"
 engine="${2:-}"
 model="${3:-mock-llama}"
-bin="$(scripts/release-bin.sh)"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/drill-env.sh
+. scripts/drill-env.sh
 
 read -r mock_port prober_port <<<"$(python3 scripts/free-ports.py 2 3)"
 if [ -z "$engine" ]; then

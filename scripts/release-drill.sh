@@ -15,15 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pairs="${1:-1}"
-bin="$(scripts/release-bin.sh)"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/drill-env.sh
+. scripts/drill-env.sh
 
 mock=127.0.0.1:18310
 "$bin" mock --listen "$mock" --log warn >"$work/mock.log" 2>&1 &
