@@ -53,17 +53,15 @@ impl Station {
     pub(super) fn start(config: &Config, listener: TcpListener, options: &RunOptions) -> anyhow::Result<Station> {
         let metrics = Arc::new(Metrics::new(config));
         let health = Arc::new(Health::new(metrics.clone()));
+        let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), &config.detect.tuning));
         let detect = config.detect.enabled.then(|| {
-            let (sink, warning) = DetectSink::new(&config.detect, target_names(config), metrics.detect.clone());
+            let (sink, warning) = DetectSink::new(&config.detect, target_names(config), metrics.detect.clone(), replicas.clone());
             if let Some(w) = warning {
                 tracing::warn!("detector: {w}");
             }
             Arc::new(sink)
         });
         let releases = Arc::new(Releases::new(config.detect.state_dir.clone()));
-        let t = &config.detect.tuning;
-        // The canary spends the release test's budget for one latency signal, per signal.
-        let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), t.latency_tolerance, t.clip_sigmas, t.armed_alpha / 6.0, t.release_grace_s));
         let detect_stop = CancellationToken::new();
         let (d, r, stop) = (detect.clone(), replicas.clone(), detect_stop.clone());
         let detect_task = Some(spawn_supervised("detect", "detector".into(), health.clone(), move || publish_detector(d.clone(), r.clone(), stop.clone())));

@@ -37,6 +37,15 @@ pub struct CompareSettings {
     pub alpha: f64,
 }
 
+impl CompareSettings {
+    /// The canary comparison of a rollout from the detector's settings: every probe since the
+    /// rollout began, the latency tolerance and winsorizing of `detect.tuning`, and the release
+    /// test's budget for one latency signal (`armed_alpha` / 6) per signal.
+    pub fn canary(s: &crate::config::DetectSettings) -> CompareSettings {
+        CompareSettings { window_s: f64::INFINITY, min_samples: 30, tolerance: s.latency_tolerance, clip_sigmas: s.clip_sigmas, alpha: s.armed_alpha / 6.0 }
+    }
+}
+
 impl Default for CompareSettings {
     fn default() -> Self {
         CompareSettings { window_s: 900.0, min_samples: 30, tolerance: 1.05, clip_sigmas: 3.0, alpha: 0.0025 }
@@ -215,10 +224,11 @@ impl Stratified {
                 *b = (b.0 + 1.0, b.1 + y, b.2 + y * y);
             }
         }
-        let matched = |t: f64| blocks.get(&block(t)).is_some_and(|g| g[0].0 > 0.0 && g[1].0 > 0.0);
+        let shared = |g: &[(f64, f64, f64); 2]| g[0].0 > 0.0 && g[1].0 > 0.0;
+        let matched = |t: f64| blocks.get(&block(t)).is_some_and(shared);
         let (mut w, mut wd, mut ss, mut dof) = (0.0, 0.0, 0.0, 0.0);
         let (mut sum, mut n) = ((0.0, 0.0), (0.0, 0.0));
-        for [a, b] in blocks.values().filter(|g| g[0].0 > 0.0 && g[1].0 > 0.0) {
+        for [a, b] in blocks.values().filter(|g| shared(g)) {
             let wb = a.0 * b.0 / (a.0 + b.0);
             w += wb;
             wd += wb * (a.1 / a.0 - b.1 / b.0);

@@ -723,7 +723,7 @@ impl Markers {
 /// The canary comparison of a side-by-side rollout, as the prober runs it: the new version's
 /// replicas against the old ones', each replica counted after the release grace from its own
 /// start (a replica that came up during the watch), compared every `CANARY_LOOK_S` while both
-/// versions serve, with the prober's settings (`app/station.rs`).
+/// versions serve, with the prober's settings (`CompareSettings::canary`).
 struct CanaryWatch {
     side: SideBySide,
     release: f64,
@@ -740,15 +740,8 @@ const CANARY_LOOK_S: f64 = 15.0;
 impl CanaryWatch {
     fn new(p: &PlanParams, release: f64) -> Option<CanaryWatch> {
         let side = p.side_by_side?;
-        let s = &p.settings;
-        let settings = CompareSettings {
-            window_s: f64::INFINITY,
-            min_samples: 30,
-            tolerance: s.latency_tolerance,
-            clip_sigmas: s.clip_sigmas,
-            alpha: s.armed_alpha / 6.0,
-        };
-        Some(CanaryWatch { side, release, grace_s: s.release_grace_s, settings, groups: Default::default(), next_look: release, regressed: false })
+        let settings = CompareSettings::canary(&p.settings);
+        Some(CanaryWatch { side, release, grace_s: p.settings.release_grace_s, settings, groups: Default::default(), next_look: release, regressed: false })
     }
 
     /// Takes a probe; true when this look called the new version regressed (once per rollout).

@@ -52,12 +52,12 @@ pub struct ReplicaSink {
 }
 
 impl ReplicaSink {
-    /// `tolerance`, `clip_sigmas` and the warm-up (`release_grace_s`) come from `detect.tuning`;
-    /// the canary spends `alpha` per signal, an outlier test `alpha / replicas`.
-    pub fn new(families: ReplicaFamilies, tolerance: f64, clip_sigmas: f64, alpha: f64, warmup_s: f64) -> Self {
-        let canary = CompareSettings { window_s: f64::INFINITY, min_samples: 30, tolerance, clip_sigmas, alpha };
+    /// The comparisons' settings and the warm-up (`release_grace_s`) come from `detect.tuning`
+    /// (`CompareSettings::canary`); an outlier test spends the canary's α over the replicas.
+    pub fn new(families: ReplicaFamilies, tuning: &crate::config::DetectSettings) -> Self {
+        let canary = CompareSettings::canary(tuning);
         let outlier = CompareSettings { window_s: OUTLIER_WINDOW_S, ..canary };
-        ReplicaSink { targets: Mutex::new(HashMap::new()), families, canary, outlier, warmup_s }
+        ReplicaSink { targets: Mutex::new(HashMap::new()), families, canary, outlier, warmup_s: tuning.release_grace_s }
     }
 
     pub fn set_version(&self, target: &str, replica: &str, version: &str) {
@@ -131,6 +131,18 @@ impl ReplicaSink {
             });
         }
         t.canary = Some(Canary { version: new.clone(), started_s: t.rollout_started.unwrap_or(now), signals });
+    }
+
+    /// Whether `replica` of `target` came up while the prober watched, less than `warmup_s` ago
+    /// (`ReplicaAges::warming`): the detector holds its probes out of the release tests.
+    pub fn warming(&self, target: &str, replica: &str, now: f64, warmup_s: f64) -> bool {
+        self.lock().get(target).is_some_and(|t| t.ages.warming(replica, now, warmup_s))
+    }
+
+    /// Discovery saw `replica` serving `version` at `now` (tests: the event uses the clock).
+    #[cfg(test)]
+    pub(crate) fn seen_at(&self, target: &str, replica: &str, version: &str, now: f64) {
+        self.lock().entry(target.to_owned()).or_default().set_version(replica, version, now);
     }
 
     /// The canary comparison of `target`'s rollout in progress, as last published.
