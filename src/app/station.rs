@@ -55,7 +55,7 @@ impl Station {
         let health = Arc::new(Health::new(metrics.clone()));
         let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), &config.detect.tuning));
         let detect = config.detect.enabled.then(|| {
-            let (sink, warning) = DetectSink::new(&config.detect, target_names(config), metrics.detect.clone(), replicas.clone());
+            let (sink, warning) = DetectSink::new(&config.detect, target_names(config), metrics.detect.clone());
             if let Some(w) = warning {
                 tracing::warn!("detector: {w}");
             }

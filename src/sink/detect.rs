@@ -5,14 +5,14 @@
 //! `mark_release`. The detector outlives config reloads: a reload does not lose the baselines.
 
 use crate::util::clock::unix_now;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
-use super::replicas::ReplicaSink;
+use super::replica_ages::ReplicaAges;
 use crate::config::Detect;
 use crate::detect::{Cause, Detector, Estimate, Marked, Observation, Signal, SignalReport, State, StateChange, persist};
 use crate::probe::measure::Sample;
@@ -34,9 +34,9 @@ pub struct DetectSink {
     /// The running generation's engine readings: each probe carries the offered load at its
     /// send time into the detector.
     readings: Mutex<Arc<SnapshotCache>>,
-    /// The replica sink, which knows when each discovered replica came up: a probe of one still
-    /// warming up is held out of the release tests.
-    replicas: Arc<ReplicaSink>,
+    /// Per target, when each discovered replica came up: a probe of one still warming up is
+    /// held out of the release tests.
+    ages: Mutex<HashMap<String, ReplicaAges>>,
     /// The detector's count of probes beyond `max_keys` when last exported (it restarts with a
     /// detector rebuilt for new settings), and whether that was warned about.
     over_key_cap: AtomicU64,
@@ -46,7 +46,7 @@ pub struct DetectSink {
 impl DetectSink {
     /// A detector with `cfg`'s settings, restored from `state_dir` when a usable state file is
     /// there. Returns the warning when one was ignored (stale or corrupt).
-    pub fn new(cfg: &Detect, targets: HashSet<String>, families: DetectFamilies, replicas: Arc<ReplicaSink>) -> (DetectSink, Option<String>) {
+    pub fn new(cfg: &Detect, targets: HashSet<String>, families: DetectFamilies) -> (DetectSink, Option<String>) {
         let mut detector = Detector::new(cfg.tuning.clone());
         let warning = cfg.state_dir.as_deref().and_then(|dir| persist::load(dir, &mut detector, unix_now(), cfg.state_max_age.as_secs_f64()));
         let sink = DetectSink {
@@ -56,7 +56,7 @@ impl DetectSink {
             exported: Mutex::new(HashSet::new()),
             targets: Mutex::new(targets),
             readings: Mutex::new(Arc::default()),
-            replicas,
+            ages: Mutex::new(HashMap::new()),
             over_key_cap: AtomicU64::new(0),
             warned_key_cap: AtomicBool::new(false),
         };
@@ -324,14 +324,24 @@ impl DetectSink {
     /// Whether `replica` of `target` came up during the watch less than the release grace ago.
     fn replica_warming(&self, target: &str, replica: &str, now: f64) -> bool {
         let grace = self.lock().settings().release_grace_s;
-        self.replicas.warming(target, replica, now, grace)
+        self.ages.lock().unwrap_or_else(|e| e.into_inner()).get(target).is_some_and(|a| a.warming(replica, now, grace))
     }
 }
 
 impl Sink for DetectSink {
     fn event(&self, event: &super::Event) {
-        if let super::Event::Release { target, version, at, .. } = *event {
-            self.mark_release(target, version, at);
+        let ages = || self.ages.lock().unwrap_or_else(|e| e.into_inner());
+        match *event {
+            super::Event::Release { target, version, at, .. } => {
+                self.mark_release(target, version, at);
+            }
+            super::Event::ReplicaVersion { target, replica, version, .. } => ages().entry(target.to_owned()).or_default().seen(replica, version, unix_now()),
+            super::Event::ReplicaGone { target, replica, .. } => {
+                if let Some(a) = ages().get_mut(target) {
+                    a.forget(replica);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -437,8 +447,7 @@ mod tests {
         );
         let config = crate::app::loader::parse(&yaml, "t.yaml").unwrap();
         let metrics = crate::sink::prometheus::Metrics::new(&config);
-        let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), &config.detect.tuning));
-        let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone(), replicas.clone());
+        let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
         let obs = Observation { ttft: Some(0.1), tpot: Some(0.01), e2e: Some(0.5), good: Some(true), ..Default::default() };
         let now = unix_now();
         for (i, target) in ["a", "b", "b", "c"].iter().enumerate() {
@@ -459,8 +468,8 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
-    /// The detector's sink reads the replica sink's ages: a replica that comes up during the watch
-    /// is warming up for the release grace (its probes are held out of the release tests).
+    /// Replica discovery's events reach the detector's sink: a replica that comes up during the
+    /// watch is warming up for the release grace (its probes are held out of the release tests).
     #[test]
     fn a_replica_that_came_up_is_warming_for_the_grace() {
         let config = crate::app::loader::parse(
@@ -469,17 +478,17 @@ mod tests {
         )
         .unwrap();
         let metrics = crate::sink::prometheus::Metrics::new(&config);
-        let replicas = Arc::new(ReplicaSink::new(metrics.replicas.clone(), &config.detect.tuning));
-        let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone(), replicas.clone());
-        replicas.seen_at("a", "r1", "v1", 0.0);
-        replicas.seen_at("a", "r2", "v2", 100.0);
+        let (sink, _) = DetectSink::new(&config.detect, ["a".to_owned()].into(), metrics.detect.clone());
+        let seen = |replica: &str, version: &str, at: f64| sink.ages.lock().unwrap().entry("a".to_owned()).or_default().seen(replica, version, at);
+        seen("r1", "v1", 0.0);
+        seen("r2", "v2", 100.0);
         let grace = config.detect.tuning.release_grace_s;
         assert!(!sink.replica_warming("a", "r1", 10.0) && sink.replica_warming("a", "r2", 100.0 + grace - 1.0));
         assert!(!sink.replica_warming("a", "r2", 100.0 + grace) && !sink.replica_warming("b", "r2", 150.0));
-        replicas.event(&crate::sink::Event::ReplicaGone { config: &config, target: "a", replica: "r2" });
+        sink.event(&crate::sink::Event::ReplicaGone { config: &config, target: "a", replica: "r2" });
         assert!(!sink.replica_warming("a", "r2", 150.0), "a replica gone is forgotten");
-        replicas.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r3", version: "v2", node: "", zone: "" });
-        assert!(sink.replica_warming("a", "r3", unix_now()), "discovery's event is seen");
+        sink.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r3", version: "v2", node: "", zone: "" });
+        assert!(sink.ages.lock().unwrap()["a"].number("r3").is_some(), "the event is seen");
     }
 
     #[test]

@@ -133,18 +133,6 @@ impl ReplicaSink {
         t.canary = Some(Canary { version: new.clone(), started_s: t.rollout_started.unwrap_or(now), signals });
     }
 
-    /// Whether `replica` of `target` came up while the prober watched, less than `warmup_s` ago
-    /// (`ReplicaAges::warming`): the detector holds its probes out of the release tests.
-    pub fn warming(&self, target: &str, replica: &str, now: f64, warmup_s: f64) -> bool {
-        self.lock().get(target).is_some_and(|t| t.ages.warming(replica, now, warmup_s))
-    }
-
-    /// Discovery saw `replica` serving `version` at `now` (tests: the event uses the clock).
-    #[cfg(test)]
-    pub(crate) fn seen_at(&self, target: &str, replica: &str, version: &str, now: f64) {
-        self.lock().entry(target.to_owned()).or_default().set_version(replica, version, now);
-    }
-
     /// The canary comparison of `target`'s rollout in progress, as last published.
     pub fn canary(&self, target: &str) -> Option<Canary> {
         self.lock().get(target).and_then(|t| t.canary.clone())
