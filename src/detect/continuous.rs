@@ -42,7 +42,11 @@ impl Detector {
         }
         let deff;
         let (p, confirmed, p_ref) = if signal == Signal::Goodput {
-            let bins = |(a, b): (i64, i64)| (a..b).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| (h.good, h.bad)).collect::<Vec<_>>();
+            // Failures only: SLO misses rise and fall with load, and at this test's error level
+            // (one in 70,000 looks) the few-sd load excursions of a month multiply them more
+            // than any count model of the reference hours allows (docs/detection.md). A
+            // slow rise of SLO misses is the burn-rate alerts' and the latency tests' to see.
+            let bins = |(a, b): (i64, i64)| (a..b).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| h.counts(true)).collect::<Vec<_>>();
             let refs = bins(reference);
             let total: u64 = refs.iter().map(|(g, b)| (g + b) as u64).sum();
             let Some(f) = GoodFrozen::from_bins(refs.iter().copied()).filter(|_| total >= s.min_goodput_baseline as u64) else { return };
@@ -51,7 +55,7 @@ impl Detector {
                 return;
             }
             // The bins' dependence from the counts' variogram before the recent window.
-            deff = t.hist.count_dependence(f.cap, reference.1).map_or(1.0, |gamma| independent_design_effect(&gamma, f.var(), reference, recent));
+            deff = t.hist.count_dependence(f.cap, reference.1, true).map_or(1.0, |gamma| independent_design_effect(&gamma, f.var(), reference, recent));
             let confirmed = thirds.iter().all(|x| {
                 let part = bins(*x);
                 !part.is_empty() && f.tail(&part, deff) <= s.confirm_alpha
@@ -97,10 +101,10 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Cause, Detector, Signal, State};
+    use super::super::state::{Cause, Detector, Observation, Signal, State};
     use crate::config::DetectSettings;
-    use rand::SeedableRng;
     use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
 
     #[test]
     fn silent_step_is_caught_by_the_continuous_detector() {
@@ -127,5 +131,29 @@ mod tests {
         let r = pooled(&d, Signal::Ttft);
         assert_eq!((r.state, r.source), (State::Regressed, Some(Cause::Continuous)));
         assert!(r.continuous_evidence >= r.continuous_threshold, "{r:?}");
+    }
+
+    /// Without a marker, a rise of failures is a goodput regression; the same rise of SLO misses
+    /// (probes that answered, too slowly) is not the continuous test's: it counts failures only.
+    #[test]
+    fn the_continuous_goodput_test_counts_failures_not_slo_misses() {
+        let run = |misses: bool| {
+            let mut rng = SmallRng::seed_from_u64(41);
+            let mut d = Detector::new(DetectSettings::default());
+            let obs = |r: &mut SmallRng, bad: f64| {
+                let o = probe(r, 1.0);
+                match (r.random_bool(bad), misses) {
+                    (false, _) => o,
+                    (true, true) => Observation { good: Some(false), ..o },
+                    (true, false) => Observation { good: Some(false), ttft: None, ..o },
+                }
+            };
+            let t = feed(&mut d, &mut rng, 0.0, 25_200, |r, _, _| obs(r, 0.01));
+            assert!(d.drain_events().is_empty(), "no alarm on the quiet warm-up");
+            feed(&mut d, &mut rng, t, 10_800, |r, _, _| obs(r, 0.06));
+            d.drain_events().iter().any(|e| e.source == Cause::Continuous && e.signal == Signal::Goodput && e.state == State::Regressed)
+        };
+        assert!(run(false), "failures from 1% to 6% without a marker: a continuous goodput alarm");
+        assert!(!run(true), "SLO misses from 1% to 6%: not the continuous test's");
     }
 }

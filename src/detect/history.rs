@@ -56,6 +56,12 @@ impl HistBin {
         self.good == 0 && self.bad >= 2
     }
 
+    /// (good, bad) of the bin as a goodput test counts them; `errors_only`: an SLO miss (the
+    /// probe answered, too slowly) counts as good, only failures as bad.
+    pub(super) fn counts(&self, errors_only: bool) -> (u32, u32) {
+        if errors_only { (self.good + self.slo_missed, self.bad.saturating_sub(self.slo_missed)) } else { (self.good, self.bad) }
+    }
+
     /// Whether signal `k` of this bin counts in the variogram and in reference blocks.
     pub(super) fn usable(&self, k: usize) -> bool {
         self.n[k] > 0 && !self.excluded[k]
@@ -497,9 +503,10 @@ impl BinnedHistory {
     /// itself wherever failures come and go together: SLO misses rise and fall with load (in the
     /// planner, a TTFT SLO under load sd 0.1 with a 15-minute time constant raised 22 false
     /// alarms a month that way), and a daily cycle moves them too.
-    pub(super) fn count_dependence(&self, cap: u32, to: i64) -> Option<Vec<f64>> {
+    /// `errors_only`: of the failures alone (`HistBin::counts`).
+    pub(super) fn count_dependence(&self, cap: u32, to: i64, errors_only: bool) -> Option<Vec<f64>> {
         let x: Vec<Option<f64>> =
-            (self.first..to).map(|b| self.get(b).filter(|h| h.good + h.bad > 0 && !h.outage()).map(|h| f64::from(h.bad.min(cap)))).collect();
+            (self.first..to).map(|b| self.get(b).filter(|h| h.good + h.bad > 0 && !h.outage()).map(|h| f64::from(h.counts(errors_only).1.min(cap)))).collect();
         count_variogram(&x, self.k_max)
     }
 

@@ -396,7 +396,8 @@ impl Detector {
         {
             recovered_pooled = if signal == Signal::Goodput {
                 let me = if continuous { s.continuous_goodput_min_effect } else { s.goodput_min_effect };
-                let bins: Vec<(u32, u32)> = (recent.0..recent.1).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| (h.good, h.bad)).collect();
+                // A continuous alarm counted failures only (continuous.rs): so does its recovery.
+                let bins: Vec<(u32, u32)> = (recent.0..recent.1).filter_map(|x| t.hist.get(x)).filter(|h| !h.outage()).map(|h| h.counts(continuous)).collect();
                 bad_share_below(&bins, p0 + me, z_rec)
             } else {
                 let me = if continuous { s.continuous_latency_min_effect } else { s.latency_min_effect }.ln();
@@ -487,7 +488,7 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
     let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
     let total: u64 = pooled_bins.clone().map(|(g, b)| (g + b) as u64).sum();
     t.good_frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(pooled_bins) } else { None };
-    t.good_gamma = t.good_frozen.as_ref().and_then(|f| t.hist.count_dependence(f.cap, g1));
+    t.good_gamma = t.good_frozen.as_ref().and_then(|f| t.hist.count_dependence(f.cap, g1, false));
     for sc in &mut t.scenarios {
         for (k, lk) in sc.latency.iter_mut().enumerate() {
             let from = at - s.latency_baseline_s;
