@@ -8,7 +8,8 @@
 # 5 min, also with an offered-load reading of R² 0.9); bimodal TTFT; a 40 s outage, a 2-min error
 # burst or a 15-min 2x latency incident a day; a rollout warm-up; a second marker of the same
 # version 12 minutes after each release; 10 scenarios at 0.1 probes/s; goodput that counts TTFT
-# SLO misses (independent probes, and load sd 0.1 at 5 and 15 min). Power: TTFT x1.25
+# SLO misses (independent probes, and load sd 0.1 at 5 and 15 min); scenarios that feel the load
+# unlike (x0.67..1.33 and x0.5..1.5 under load sd 0.2). Power: TTFT x1.25
 # (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
 # 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day; with the
 # marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
@@ -73,6 +74,9 @@ null "(h) one 15-min 2x latency incident a day" --incident-s 900 --incident-fact
 null "(h) the same, no release" --incident-s 900 --incident-factor 2 --no-marker
 null "(i) a second marker 12 min after each" --second-marker-s 720
 null "(j) 10 scenarios at 0.1 probes/s" --rate 0.1 --scenarios 10
+# Scenarios that feel the shared load and the daily cycle unlike (factors evenly 1-S..1+S).
+null "(o) scenarios feel load x0.67..1.33, sd 0.2" --load-sd 0.2 --load-tau-min 5 --scenario-load-spread 0.33
+null "(o) scenarios feel load x0.5..1.5, sd 0.2" --load-sd 0.2 --load-tau-min 5 --scenario-load-spread 0.5
 # Goodput that counts SLO misses, which rise and fall with load (TTFT above 600 ms: about 2% of
 # probes, more under load).
 null "(m) goodput counts TTFT SLO misses (600 ms)" --slo-ttft-ms 600

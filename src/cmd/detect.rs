@@ -151,6 +151,10 @@ pub struct SimulateArgs {
     /// TPOT moves by exp(share x offset), TTFT by exp(offset) [default: 0.5].
     #[arg(long)]
     pub tpot_load_share: Option<f64>,
+    /// Scenarios feel the shared load and the daily cycle unlike: scenario i of n by a factor
+    /// from 1 - S (the first) to 1 + S (the last), evenly spaced [default: 0, all alike].
+    #[arg(long, value_name = "S")]
+    pub scenario_load_spread: Option<f64>,
     /// Share of prefix-cache hits: TTFT becomes bimodal, misses at --miss-factor x the median
     /// [default: 0, unimodal].
     #[arg(long)]
@@ -376,6 +380,7 @@ fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> any
         sd: pick(a.load_sd, load.and_then(|k| k.sd), 0.0),
         tau_s: pick(a.load_tau_min, load.and_then(|k| k.tau_min), 5.0) * 60.0,
         tpot_share: pick(a.tpot_load_share, load.and_then(|k| k.tpot_share), 0.5),
+        scenario_spread: a.scenario_load_spread.unwrap_or(0.0),
     };
     let cache = d.cache.as_ref();
     p.cache_hit_share = pick(a.cache_hit_share, cache.and_then(|k| k.hit_share), 0.0);
@@ -451,6 +456,7 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(nonneg(p.load.sd), "--load-sd (load.sd) must be >= 0");
     need(pos(p.load.tau_s), "--load-tau-min (load.tau_min) must be positive");
     need(p.load.tpot_share.is_finite(), "--tpot-load-share (load.tpot_share) must be a number");
+    need((0.0..=1.0).contains(&p.load.scenario_spread), "--scenario-load-spread must be in [0, 1]");
     need((0.0..1.0).contains(&p.cache_hit_share), "--cache-hit-share (cache.hit_share) must be in [0, 1)");
     need(pos(p.miss_factor), "--miss-factor (cache.miss_factor) must be positive");
     need(share(p.outlier_share), "--outlier-share (outliers.share) must be a share in [0, 1]");

@@ -115,6 +115,16 @@ pub struct LoadOffset {
     /// Time constant (s): the autocorrelation at lag τ is 1/e.
     pub tau_s: f64,
     pub tpot_share: f64,
+    /// Scenarios feel the load and the daily cycle unlike: scenario i of n by 1 + spread·uᵢ,
+    /// uᵢ evenly spaced over [−1, 1] (a short prompt's TTFT moves more with queueing).
+    pub scenario_spread: f64,
+}
+
+impl LoadOffset {
+    /// Scenario `i` of `n`'s factor on the shared load and the daily cycle (in log latency).
+    fn sensitivity(&self, i: usize, n: usize) -> f64 {
+        if n < 2 { 1.0 } else { 1.0 + self.scenario_spread * (2.0 * i as f64 / (n - 1) as f64 - 1.0) }
+    }
 }
 
 /// The warm-up of a rollout after each release: latency × a factor drawn from
@@ -280,7 +290,7 @@ impl PlanParams {
             good_after: 0.995,
             drift: 0.2,
             drift_period_s: DAY_S,
-            load: LoadOffset { sd: 0.0, tau_s: 300.0, tpot_share: 0.5 },
+            load: LoadOffset { sd: 0.0, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 },
             cache_hit_share: 0.0,
             miss_factor: 3.0,
             outlier_share: 0.01,
@@ -639,8 +649,9 @@ impl<'a> Gen<'a> {
         let replica = self.offsets.get(self.replica).map_or(1.0, |o| o.exp());
         let incident = if within(&c.incidents, t) { p.incident_factor } else { 1.0 };
         let creep = if c.regress && t >= c.release { (p.creep_per_h.ln() * (t - c.release) / 3600.0).exp() } else { 1.0 };
-        let common = drift * tail * warm * incident * creep * replica * self.ramp_ln().exp();
-        let (ttft_f, tpot_f) = (common * self.load.exp(), common * (p.load.tpot_share * self.load).exp());
+        let m = p.load.sensitivity(scenario, p.scenarios.max(1));
+        let common = drift.powf(m) * tail * warm * incident * creep * replica * self.ramp_ln().exp();
+        let (ttft_f, tpot_f) = (common * (m * self.load).exp(), common * (p.load.tpot_share * m * self.load).exp());
         let (bad_before, bad_after) = (1.0 - p.good_before, 1.0 - p.good_after);
         if let Some(r) = record {
             let mut good = r.good;
@@ -980,6 +991,9 @@ fn conditions(p: &PlanParams) -> Vec<String> {
             p.load.tpot_share
         ));
     }
+    if p.load.scenario_spread > 0.0 {
+        c.push(format!("scenarios feel load and the daily cycle by x{:.2}..x{:.2}", 1.0 - p.load.scenario_spread, 1.0 + p.load.scenario_spread));
+    }
     if p.cache_hit_share > 0.0 && p.replay.is_none() {
         c.push(format!("prefix cache: {:.0}% hits; misses x{} TTFT", p.cache_hit_share * 100.0, p.miss_factor));
     }
@@ -1208,7 +1222,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "good_after": p.good_after,
             "drift": p.drift,
             "drift_period_h": p.drift_period_s / 3600.0,
-            "load": {"sd": p.load.sd, "tau_min": p.load.tau_s / 60.0, "tpot_share": p.load.tpot_share},
+            "load": {"sd": p.load.sd, "tau_min": p.load.tau_s / 60.0, "tpot_share": p.load.tpot_share, "scenario_spread": p.load.scenario_spread},
             "cache": {"hit_share": p.cache_hit_share, "miss_factor": p.miss_factor},
             "outliers": {"share": p.outlier_share, "factor": p.outlier_factor, "pareto_alpha": p.tail_pareto_alpha},
             "outage_s": p.outage_s,
@@ -1272,7 +1286,7 @@ mod tests {
     #[test]
     fn load_offset_is_an_ou_process_with_the_requested_sd_and_time_constant() {
         let mut p = params();
-        p.load = LoadOffset { sd: 0.1, tau_s: 300.0, tpot_share: 0.5 };
+        p.load = LoadOffset { sd: 0.1, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 };
         let mut g = gen_for(&p, 1e12, 1e12, false);
         let (dt, lag) = (10.0, 30); // lag 30 × 10 s = τ
         let xs: Vec<f64> = (0..200_000)
@@ -1295,7 +1309,7 @@ mod tests {
     fn load_is_shared_and_tpot_moves_by_its_share() {
         let mut p = params();
         (p.ttft_sigma, p.tpot_sigma, p.drift, p.outlier_share, p.good_before) = (0.0, 0.0, 0.0, 0.0, 1.0);
-        p.load = LoadOffset { sd: 0.3, tau_s: 300.0, tpot_share: 0.5 };
+        p.load = LoadOffset { sd: 0.3, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 };
         let mut g = gen_for(&p, 1e12, 1e12, false);
         for _ in 0..1000 {
             let probe = g.next();
