@@ -141,6 +141,10 @@ pub struct SimulateArgs {
     /// Period of the latency cycle in hours [default: 24].
     #[arg(long)]
     pub drift_period_h: Option<f64>,
+    /// Day-to-day variation of the cycle's amplitude: x(1 + SD x z), z drawn per day
+    /// [default: 0, every day alike].
+    #[arg(long, value_name = "SD")]
+    pub drift_day_sd: Option<f64>,
     /// Stationary sd of the shared log-latency load offset (Ornstein-Uhlenbeck, all scenarios
     /// alike) [default: 0].
     #[arg(long)]
@@ -375,6 +379,7 @@ fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> any
     p.good_after = a.good_after.unwrap_or(p.good_before);
     p.drift = pick(a.drift, d.drift.as_ref().and_then(|k| k.amplitude), p.drift);
     p.drift_period_s = pick(a.drift_period_h, d.drift.as_ref().and_then(|k| k.period_h), 24.0) * 3600.0;
+    p.drift_day_sd = a.drift_day_sd.unwrap_or(0.0);
     let load = d.load.as_ref();
     p.load = LoadOffset {
         sd: pick(a.load_sd, load.and_then(|k| k.sd), 0.0),
@@ -453,6 +458,7 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(share(p.good_after), "--good-after must be a share in [0, 1]");
     need((0.0..1.0).contains(&p.drift), "--drift (drift.amplitude) must be in [0, 1)");
     need(pos(p.drift_period_s), "--drift-period-h (drift.period_h) must be positive");
+    need((0.0..=1.0).contains(&p.drift_day_sd), "--drift-day-sd must be in [0, 1]");
     need(nonneg(p.load.sd), "--load-sd (load.sd) must be >= 0");
     need(pos(p.load.tau_s), "--load-tau-min (load.tau_min) must be positive");
     need(p.load.tpot_share.is_finite(), "--tpot-load-share (load.tpot_share) must be a number");

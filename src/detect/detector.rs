@@ -7,12 +7,39 @@
 
 use super::baseline::GoodBin;
 use super::covariates::adjusted;
+use super::daily::SHAPE_REFIT_S;
 use super::history::OpenBin;
 use super::release::{detrended, freeze, is_look};
 use super::state::{
     ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, Observation, REANCHOR, ScenarioState, Signal, SignalState, State, StateChange,
+    TargetState,
 };
 use crate::config::DetectSettings;
+
+/// Refits target `t`'s daily shapes at `end`; where one is or was in use, the history's bin means
+/// are re-expressed with the new one (so every bin holds the residuals about one shape) and the
+/// variograms rebuilt.
+fn refit_daily(t: &mut TargetState, end: f64, bin_s: f64) {
+    let mut changed = false;
+    for k in 0..3 {
+        let old = t.daily[k].clone();
+        t.daily[k].refit(end);
+        if !(old.in_use() || t.daily[k].in_use()) {
+            continue;
+        }
+        let first = t.hist.first;
+        for (i, b) in t.hist.bins.iter_mut().enumerate() {
+            if b.n[k] > 0 {
+                let centre = (first + i as i64) as f64 * bin_s + bin_s / 2.0;
+                b.mean[k] += (old.value(centre) - t.daily[k].value(centre)) as f32;
+            }
+        }
+        changed = true;
+    }
+    if changed {
+        t.hist.rebuild();
+    }
+}
 
 impl Detector {
     /// A detector with no baselines. Call `settings.validate()` first; invalid numbers make the
@@ -242,8 +269,15 @@ impl Detector {
             let y = v.ln();
             let lk = &mut sc.latency[k];
             let (lo, hi) = lk.level.bounds(s.clip_sigmas);
+            let season = t.daily[k].value(now);
             if let Some(anchor) = lk.anchor {
-                let r = y.clamp(lo, hi) - anchor;
+                let raw = y.clamp(lo, hi) - anchor;
+                // The daily shape learns from the residuals a release window or a regression
+                // does not hold; the history holds them with the shape taken out.
+                if !hold {
+                    t.daily[k].add(now, raw);
+                }
+                let r = raw - season;
                 open.n[k] += 1;
                 open.sum[k] += r;
                 open.sum_sq[k] += r * r;
@@ -254,6 +288,12 @@ impl Detector {
                 if (lk.anchor.is_none() && lk.level.n >= ANCHOR_PROBES) || moved {
                     lk.anchor = Some(lk.level.mean);
                 }
+            } else {
+                // The level holds still while a window is open, and resumes after it as if no
+                // time had passed: weighted by the hour it held, the first probe after it moved
+                // the level by up to 0.23 and could set a new anchor (a step in every residual
+                // of the scenario; docs/detection.md, "The daily shape").
+                lk.level.last = now;
             }
             lk.times.push_back(now);
             lk.values.push_back(y as f32);
@@ -267,7 +307,7 @@ impl Detector {
             if warming {
                 continue;
             }
-            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref());
+            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref()) - season;
             if let (Some(f), Some(p0)) = (&lk.frozen, post_from)
                 && now >= p0
                 && t.armed_until.is_some()
@@ -323,6 +363,12 @@ impl Detector {
         for signal in Signal::ALL {
             self.recovery(ti, signal, bin, end);
         }
+        // The daily shape is refitted every 6 hours, never while a release window is open (its
+        // baseline and its probes are compared with one shape).
+        let crossed = (end / SHAPE_REFIT_S).floor() != ((end - s.bin_s) / SHAPE_REFIT_S).floor();
+        if crossed && self.targets[ti].armed_until.is_none() {
+            refit_daily(&mut self.targets[ti], end, s.bin_s);
+        }
         let look_bins = (s.continuous_look_s / s.bin_s).round().max(1.0) as i64;
         if s.continuous && self.targets[ti].armed_until.is_none() && (bin + 1).rem_euclid(look_bins) == 0 {
             for signal in Signal::ALL {
@@ -338,6 +384,71 @@ mod tests {
     use super::*;
     use rand::rngs::SmallRng;
     use rand::{RngExt, SeedableRng};
+
+    /// A ±20% daily cycle, probes at 0.5 a second over three scenarios (lognormal, sd 0.5).
+    fn cycled(r: &mut SmallRng, t: f64, factor: f64) -> Observation {
+        probe(r, factor * (1.0 + 0.2 * (std::f64::consts::TAU * t / 86_400.0 + 2.0).sin()))
+    }
+
+    fn feed_cycle(d: &mut Detector, rng: &mut SmallRng, from: f64, seconds: f64, factor: f64) -> f64 {
+        let mut t = from;
+        let mut i = 0;
+        while t < from + seconds {
+            d.observe("t", SC[i % 3], cycled(rng, t, factor), t);
+            t += 2.0;
+            i += 1;
+        }
+        t
+    }
+
+    /// The design effect of the baseline hour against the first ten minutes after the grace
+    /// window, frozen at a marker at `t`, and whether a daily shape is in use.
+    fn frozen_deff(d: &mut Detector, t: f64) -> (f64, bool) {
+        d.mark_release("t", "v2", t, t);
+        let base = (d.bin_of(t - 3600.0), d.bin_of(t));
+        let tt = &d.targets[0];
+        let dep = tt.dependence[0].as_ref().expect("dependence");
+        (dep.design_effect(base, (base.1 + 5, base.1 + 15)), tt.daily[0].in_use())
+    }
+
+    #[test]
+    fn the_daily_shape_from_earlier_days_takes_the_cycle_out_of_the_yardstick() {
+        // The same hour of the day (the cycle falling fastest) after 12 hours of history and
+        // after three days.
+        let mut rng = SmallRng::seed_from_u64(61);
+        let at = 86_400.0 * 3.0 + 8.0 * 3600.0;
+        let mut short = Detector::new(quiet());
+        feed_cycle(&mut short, &mut rng, at - 12.0 * 3600.0, 12.0 * 3600.0, 1.0);
+        let (deff_short, shape_short) = frozen_deff(&mut short, at);
+        let mut long = Detector::new(quiet());
+        feed_cycle(&mut long, &mut rng, 0.0, at, 1.0);
+        let (deff_long, shape_long) = (frozen_deff(&mut long, at).0, long.targets[0].daily[0].in_use());
+        assert!(!shape_short && shape_long, "a shape only from earlier days");
+        assert!(deff_long < 1.3 && deff_long < deff_short / 1.5, "design effect {deff_long} with the shape, {deff_short} without");
+        // A release 1.25x slower is found within 15 minutes; the same hour unchanged is not.
+        for (factor, alarm) in [(1.25, true), (1.0, false)] {
+            let mut d = Detector::new(quiet());
+            feed_cycle(&mut d, &mut rng, 0.0, at, 1.0);
+            d.mark_release("t", "v2", at, at);
+            feed_cycle(&mut d, &mut rng, at, 900.0, factor);
+            assert_eq!(first_alarm(&mut d, Signal::Ttft, at).is_some(), alarm, "x{factor}");
+        }
+    }
+
+    #[test]
+    fn a_window_s_close_does_not_move_the_level_in_one_probe() {
+        let mut rng = SmallRng::seed_from_u64(63);
+        let mut d = Detector::new(quiet());
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 3590, |r, _, _| probe(r, 1.0));
+        let level = |d: &Detector| d.targets[0].scenarios.iter().find(|s| s.name == "a").expect("a").latency[0].level.mean;
+        let before = level(&d);
+        // A 10x probe, the first after the window: one probe's weight, not the held hour's.
+        d.observe("t", "a", probe(&mut rng, 10.0), t + 3601.0);
+        assert!(d.targets[0].armed_until.is_none(), "the window has closed");
+        assert!((level(&d) - before).abs() < 0.01, "level moved {} in one probe", level(&d) - before);
+    }
 
     #[test]
     fn a_version_longer_than_the_bound_is_kept_cut_and_still_one_release() {

@@ -3,18 +3,21 @@
 //! planner. The method, its assumptions in plain words and its measured false alarms and power
 //! live in one place: docs/detection.md.
 //!
-//! The detector in layers, each file naming only those below it: `state` (types and state),
+//! The detector in layers, each file naming only those below it: `daily` (the daily shape),
+//! `state` (types and state),
 //! `covariates` (load adjustment, cache warm-up), `history` and `baseline` (binned history,
 //! frozen baselines), `release` (release-armed tests, recovery), `continuous` (the marker-free
 //! test), `report` (the exported rows), and `detector` on top (probes, markers, time).
 //!
 //! Memory: at most `max_keys` target × scenario keys, each with 3 × `baseline_max_samples` latency
 //! values plus as many post-release values and 7 hours of goodput bins, and per target the bins
-//! of `history_s` with a variogram per latency signal.
+//! of `history_s` with a variogram per latency signal and a week of hourly sums per latency
+//! signal (the daily shape: 168 hours, about 4 KB).
 pub mod baseline;
 pub mod compare;
 pub mod continuous;
 pub mod covariates;
+pub mod daily;
 pub mod detector;
 #[cfg(test)]
 mod fixtures;

@@ -119,7 +119,7 @@ impl Detector {
                             continue;
                         }
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
-                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref());
+                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref()) - t.daily[k].value(time);
                         post.add(f, y);
                         post.recent.push_back((lk.times[i], y as f32));
                     }
@@ -535,9 +535,11 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
     for sc in &mut t.scenarios {
         for (k, lk) in sc.latency.iter_mut().enumerate() {
             let from = at - s.latency_baseline_s;
-            let (a, tr) = (t.adjust[k], t.trend[k].as_ref());
-            let vals: Vec<f32> =
-                (0..lk.times.len()).filter(|&i| lk.times[i] >= from && lk.times[i] <= at).map(|i| detrended(lk.value(i, a), lk.times[i], tr) as f32).collect();
+            let (a, tr, daily) = (t.adjust[k], t.trend[k].as_ref(), &t.daily[k]);
+            let vals: Vec<f32> = (0..lk.times.len())
+                .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
+                .map(|i| (detrended(lk.value(i, a), lk.times[i], tr) - daily.value(lk.times[i])) as f32)
+                .collect();
             lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), s) } else { None };
         }
         let hist = &t.hist;

@@ -214,6 +214,9 @@ pub struct PlanParams {
     /// Relative amplitude of the daily latency cycle (0.2 = ±20%).
     pub drift: f64,
     pub drift_period_s: f64,
+    /// Day-to-day variation of the daily cycle: its amplitude × (1 + this × z), z standard
+    /// normal drawn per day and interpolated linearly between days (0: every day alike).
+    pub drift_day_sd: f64,
     pub load: LoadOffset,
     /// Share of prefix-cache hits (0: unimodal TTFT); a miss's TTFT median is × `miss_factor`.
     pub cache_hit_share: f64,
@@ -290,6 +293,7 @@ impl PlanParams {
             good_after: 0.995,
             drift: 0.2,
             drift_period_s: DAY_S,
+            drift_day_sd: 0.0,
             load: LoadOffset { sd: 0.0, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 },
             cache_hit_share: 0.0,
             miss_factor: 3.0,
@@ -512,6 +516,8 @@ struct Gen<'a> {
     /// Side by side: each replica's lasting log offset, and the replica of the current probe.
     offsets: Vec<f64>,
     replica: usize,
+    /// The daily cycle's amplitude factor of each day (empty: every day alike).
+    day_amp: Vec<f64>,
 }
 
 /// One generated probe.
@@ -533,11 +539,31 @@ impl<'a> Gen<'a> {
         let offsets = p.side_by_side.map_or_else(Vec::new, |b| {
             (0..b.replicas).map(|_| b.replica_sd * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng)).collect()
         });
-        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, reading_err, cursor, offsets, replica: 0 }
+        let days = ((p.warmup_s + p.horizon_s.max(DAY_S)) / DAY_S).ceil() as usize + 2;
+        let day_amp = if p.drift_day_sd > 0.0 {
+            (0..days).map(|_| 1.0 + p.drift_day_sd * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng)).collect()
+        } else {
+            Vec::new()
+        };
+        Gen { p, rng, phase, exp: Exp::new(p.rate).expect("rate > 0"), cond, t: 0.0, load, reading_err, cursor, offsets, replica: 0, day_amp }
     }
 
     fn normal(&mut self) -> f64 {
         StandardNormal.sample(&mut self.rng)
+    }
+
+    /// The daily cycle's latency factor at `t`.
+    fn drift_at(&self, t: f64) -> f64 {
+        let amp = match self.day_amp.len() {
+            0 => 1.0,
+            n => {
+                let x = (t / DAY_S).max(0.0);
+                let i = (x.floor() as usize).min(n - 1);
+                let f = x - x.floor();
+                self.day_amp[i] * (1.0 - f) + self.day_amp[(i + 1).min(n - 1)] * f
+            }
+        };
+        1.0 + self.p.drift * amp * (std::f64::consts::TAU * t / self.p.drift_period_s + self.phase).sin()
     }
 
     /// OU exact step: L' = L·e^(−dt/τ) + sd·√(1 − e^(−2dt/τ))·N(0, 1).
@@ -615,7 +641,7 @@ impl<'a> Gen<'a> {
         let p = self.p;
         let r = p.reading?;
         let t = self.t;
-        let drift = 1.0 + p.drift * (std::f64::consts::TAU * t / p.drift_period_s + self.phase).sin();
+        let drift = self.drift_at(t);
         let spread = p.load.sd * p.load.sd + p.drift * p.drift / 2.0;
         let noise = (spread * (1.0 / r.r2.max(1e-6) - 1.0)).max(0.0).sqrt() * self.reading_err;
         let after = self.cond.regress && t >= self.cond.release;
@@ -638,7 +664,7 @@ impl<'a> Gen<'a> {
         if failed {
             return Observation { good: Some(false), ..Observation::default() };
         }
-        let drift = 1.0 + p.drift * (std::f64::consts::TAU * t / p.drift_period_s + self.phase).sin();
+        let drift = self.drift_at(t);
         let outlier = p.outlier_share > 0.0 && self.rng.random_bool(p.outlier_share.min(1.0));
         let tail = match (outlier, p.tail_pareto_alpha) {
             (false, _) => 1.0,
@@ -991,6 +1017,9 @@ fn conditions(p: &PlanParams) -> Vec<String> {
             p.load.tpot_share
         ));
     }
+    if p.drift_day_sd > 0.0 {
+        c.push(format!("the daily cycle's amplitude varies from day to day by sd {:.0}%", p.drift_day_sd * 100.0));
+    }
     if p.load.scenario_spread > 0.0 {
         c.push(format!("scenarios feel load and the daily cycle by x{:.2}..x{:.2}", 1.0 - p.load.scenario_spread, 1.0 + p.load.scenario_spread));
     }
@@ -1222,6 +1251,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "good_after": p.good_after,
             "drift": p.drift,
             "drift_period_h": p.drift_period_s / 3600.0,
+            "drift_day_sd": p.drift_day_sd,
             "load": {"sd": p.load.sd, "tau_min": p.load.tau_s / 60.0, "tpot_share": p.load.tpot_share, "scenario_spread": p.load.scenario_spread},
             "cache": {"hit_share": p.cache_hit_share, "miss_factor": p.miss_factor},
             "outliers": {"share": p.outlier_share, "factor": p.outlier_factor, "pareto_alpha": p.tail_pareto_alpha},

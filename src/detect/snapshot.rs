@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::baseline::{Ewma, GoodBin};
+use super::daily::{HOUR_S, HourSum, KEEP_HOURS, SHAPE_REFIT_S};
 use super::history::HistBin;
 use super::state::{Detector, GoodputKey, ScenarioState, SignalState};
 // ---- snapshot ----
@@ -30,6 +31,10 @@ pub(super) struct SnapTarget {
     /// The release window open when the snapshot was taken (absent in files of older builds).
     #[serde(default)]
     pub(super) release: Option<SnapRelease>,
+    /// Per latency signal, the hourly sums the daily shape is fitted to (absent in files of
+    /// older builds: the shape is learned afresh).
+    #[serde(default)]
+    pub(super) daily: Vec<Vec<HourSum>>,
 }
 
 /// An open release window: its version, its marker's time and when its baselines were frozen
@@ -105,6 +110,7 @@ impl Detector {
                             goodput_bins: sc.goodput.bins.iter().copied().collect(),
                         })
                         .collect(),
+                    daily: t.daily.iter().map(|d| d.hours.iter().copied().collect()).collect(),
                     release: match (t.armed_until, &t.version, t.marker, t.frozen_at) {
                         (Some(_), Some(version), Some(at), Some(frozen_at)) => Some(SnapRelease { version: version.clone(), at, frozen_at }),
                         _ => None,
@@ -151,6 +157,17 @@ impl Detector {
                 }
             }
             t.hist.rebuild();
+            // The daily shapes: the hours of the last week before now, in order, fitted as at
+            // the last refit before the snapshot (the bins hold the residuals about that shape).
+            let now_hour = (now / HOUR_S).floor() as i64;
+            for (d, hours) in t.daily.iter_mut().zip(st.daily) {
+                for h in hours.into_iter().filter(|h| h.sum.is_finite() && h.hour <= now_hour && h.hour > now_hour.saturating_sub(KEEP_HOURS as i64)) {
+                    if d.hours.back().is_none_or(|b| b.hour < h.hour) {
+                        d.hours.push_back(h);
+                    }
+                }
+                d.refit((snap.saved_at.min(now) / SHAPE_REFIT_S).floor() * SHAPE_REFIT_S);
+            }
             for ss in st.scenarios {
                 if keys >= s.max_keys {
                     break;
@@ -242,6 +259,8 @@ mod tests {
         feed(&mut e, &mut rng, t + 10.0, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
         assert!(e.restore(b"{not json", t).is_err());
+        // The daily shape's hours come back with the rest.
+        assert!(f.targets[0].daily[0].hours.len() >= 2 && f.targets[0].daily[0].hours == d.targets[0].daily[0].hours);
         let future = String::from_utf8(bytes).unwrap().replacen("\"version\":2", "\"version\":99", 1);
         assert!(e.restore(future.as_bytes(), t).unwrap_err().contains("version 99"));
     }

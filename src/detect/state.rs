@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::baseline::{Ewma, GoodBin, GoodFrozen, LatencyFrozen, LatencyPost};
 use super::covariates::{Adjust, CacheRef, CacheWarmup, adjusted};
+use super::daily::DailyShape;
 use super::history::{BinnedHistory, Dependence, Trend, bin_index};
 use crate::config::DetectSettings;
 
@@ -342,6 +343,9 @@ pub(super) struct TargetState {
     pub(super) post_hit: (f64, u64),
     pub(super) cold_now: bool,
     pub(super) hist: BinnedHistory,
+    /// Per latency signal, the daily shape learned from earlier days (taken out of every
+    /// residual the tests see).
+    pub(super) daily: [DailyShape; 3],
 }
 
 /// Probes of a scenario before its residuals enter the binned history.
@@ -420,6 +424,7 @@ impl Detector {
             post_first: None,
             post_hit: (0.0, 0),
             cold_now: false,
+            daily: Default::default(),
             hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
         }
     }
