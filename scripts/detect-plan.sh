@@ -19,7 +19,11 @@
 # TTFT x1.25 in both, and a creep of x1.1 an hour without a marker. A rolling update with replica
 # discovery (4 replicas over 20 minutes, the canary comparison beside the detector): false alarms
 # with a warm-up per replica and with replicas that differ, TTFT x1.25 at 0.5 and at 2 probes/s
-# under load sd 0.1 (and the same without a second version, for comparison).
+# under load sd 0.1 (and the same without a second version, for comparison). With three days of
+# history (the daily shape in use; half as many null days): false alarms of independent probes,
+# a cycle whose amplitude varies by sd 30% a day, load sd 0.1 at 15 min and 0.2 at 5 min, an
+# incident a day, a rollout warm-up and a ramp; TTFT x1.25 (also with the varying cycle and
+# after an incident), one scenario of three x1.4 and the creep.
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
 # LLMPROBE_BIN: a release binary to use (else one is built). Extra arguments go to every run.
 set -euo pipefail
@@ -41,9 +45,10 @@ null() {
   local label="$1"
   shift
   n=$((n + 1))
-  echo "[$n] $label: $days null days" >&2
+  local d="${row_days:-$days}"
+  echo "[$n] $label: $d null days" >&2
   # shellcheck disable=SC2046
-  "$bin" detect simulate "${common[@]}" $(shape "$@") --trials 0 --days "$days" --regression 1 "$@" "${extra[@]}" >"$out/$n.json"
+  "$bin" detect simulate "${common[@]}" $(shape "$@") --trials 0 --days "$d" --regression 1 "$@" "${extra[@]}" >"$out/$n.json"
   printf 'null\t%s\t%s\t-\n' "$label" "$out/$n.json" >>"$rows"
 }
 
@@ -119,6 +124,25 @@ null "(n) replicas that differ (sd 0.1), 2 probes/s" --side-by-side 4 --rate 2 -
 power "TTFT x1.25, rolling update" 15,60 --regression 1.25 --side-by-side 4
 power "TTFT x1.25, rolling update, 2 probes/s, load sd 0.1" 15,60 --regression 1.25 --side-by-side 4 --rate 2 --scenarios 3 --load-sd 0.1 --load-tau-min 5
 power "TTFT x1.25, 2 probes/s, load sd 0.1, one version" 15,60 --regression 1.25 --rate 2 --scenarios 3 --load-sd 0.1 --load-tau-min 5
+# Three days of history before each trial (the daily shape from earlier days in use; half the
+# null days: each costs 4 simulated days): the rows the daily cycle limited, the conditions
+# that could fool a shape (a cycle whose amplitude varies from day to day, incidents, ramps,
+# load), and a creep.
+row_days=$(((days + 1) / 2))
+h3=(--warmup-h 78)
+null "(p) independent probes, 3 days of history" "${h3[@]}"
+null "(p) the cycle's amplitude varies by sd 30% a day" "${h3[@]}" --drift-day-sd 0.3
+null "(p) load sd 0.1, tau 15 min, 3 days" "${h3[@]}" --load-sd 0.1 --load-tau-min 15
+null "(p) load sd 0.2, tau 5 min, 3 days" "${h3[@]}" --load-sd 0.2 --load-tau-min 5
+null "(p) one 15-min 2x incident a day, 3 days" "${h3[@]}" --incident-s 900 --incident-factor 2
+null "(p) rollout warm-up, 3 days" "${h3[@]}" --rollout
+null "(p) release during a ramp x1.5 over 2 h, 3 days" "${h3[@]}" --ramp-factor 1.5 --ramp-min 120
+unset row_days
+power "TTFT x1.25, independent, 3 days" 15,60 --regression 1.25 "${h3[@]}"
+power "TTFT x1.25, the cycle varies by sd 30% a day" 15,60 --regression 1.25 "${h3[@]}" --drift-day-sd 0.3
+power "TTFT x1.25, 15-min incident earlier, 3 days" 15,60 --regression 1.25 --incident-s 900 --incident-factor 2 "${h3[@]}"
+power "one scenario of 3 x1.4, 3 days" 15 --regression 1.4 --regression-scenarios 1 "${h3[@]}"
+power "creep x1.1 an hour, no marker, 3 days" 180,360 --regression 1 --creep-per-h 1.1 --no-marker --horizon-min 360 "${h3[@]}"
 
 python3 - "$rows" <<'EOF'
 import json, sys

@@ -95,6 +95,17 @@ impl DailyShape {
         self.coef.is_some()
     }
 
+    /// Half the range of the shape over a day (0 while none is in use), from its values every
+    /// 10 minutes.
+    pub(super) fn amplitude(&self) -> f64 {
+        if self.coef.is_none() {
+            return 0.0;
+        }
+        let v = (0..144).map(|i| self.value(i as f64 * 600.0));
+        let (lo, hi) = v.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        (hi - lo) / 2.0
+    }
+
     /// Refits the shape from the complete hours before `now` (the current hour is still open).
     pub(super) fn refit(&mut self, now: f64) {
         let current = (now / HOUR_S).floor() as i64;
@@ -254,6 +265,8 @@ mod tests {
         feed(&mut d, &mut rng, 12, 50, |t| if t >= 30.0 * HOUR_S { 0.3 } else { 0.0 });
         d.refit(62.0 * HOUR_S);
         assert!(d.in_use());
+        // Half its range over the day: (ln 1.2 − ln 0.8) / 2.
+        assert!((d.amplitude() - 0.2027).abs() < 0.01, "amplitude {}", d.amplitude());
         // The shape's change over an hour matches the cycle's, wherever in the day.
         for h in 0..24 {
             let (a, b) = (h as f64 * HOUR_S, (h as f64 + 1.0) * HOUR_S);
@@ -277,6 +290,6 @@ mod tests {
         d.refit(72.0 * HOUR_S);
         assert!(!d.in_use(), "noise alone is no daily shape");
         assert!(d.hours.len() <= KEEP_HOURS);
-        assert_eq!(d.value(5.0), 0.0);
+        assert_eq!((d.value(5.0), d.amplitude()), (0.0, 0.0));
     }
 }

@@ -161,6 +161,7 @@ impl Detector {
                     (None, _) => t.hist.vario[k].load_slope().unwrap_or(0.0),
                 }
             },
+            daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
             trend_per_hour: if signal == Signal::Goodput {
                 None
             } else {

@@ -172,6 +172,9 @@ pub struct SignalReport {
     /// (the one frozen at the marker while its window is open, else the history's current one);
     /// 0 without a usable reading, and for goodput.
     pub load_slope: f64,
+    /// Latency rows: half the range over a day of the target's daily shape that the tests take
+    /// out (log latency; 0 while none is in use, and for goodput).
+    pub daily_amplitude: f64,
     /// The cache warm-up of the open (or last) release window: latency probes held out of the
     /// release tests because the engine's prefix-cache hit rate was below the baseline's.
     pub warmup: Option<CacheWarmup>,

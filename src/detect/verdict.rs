@@ -272,6 +272,7 @@ mod tests {
             continuous_evidence: 0.0,
             continuous_threshold: 0.0,
             load_slope: 0.0,
+            daily_amplitude: 0.0,
             checks: None,
             warmup: None,
             trend_per_hour: None,

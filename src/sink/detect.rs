@@ -192,6 +192,7 @@ impl DetectSink {
         f.threshold.get_or_create(&sig).set(row.threshold);
         f.samples.get_or_create(&sig).set(i64::try_from(row.samples).unwrap_or(i64::MAX));
         f.load_slope.get_or_create(&sig).set(row.load_slope);
+        f.daily_amplitude.get_or_create(&sig).set(row.daily_amplitude);
         if row.signal == Signal::Goodput {
             for (bound, v) in bounds(row.bad_delta) {
                 f.bad_delta.get_or_create(&DetectDeltaLabels { target: row.target.clone(), scenario: scenario.to_owned(), bound }).set(v);
@@ -376,6 +377,7 @@ mod tests {
             changed_s: Some(1_767_225_912.0),
             samples: 118,
             load_slope: 0.0,
+            daily_amplitude: 0.0,
             checks: None,
             warmup: None,
             trend_per_hour: None,

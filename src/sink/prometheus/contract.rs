@@ -110,6 +110,10 @@ pub const DETECT_LOAD_SLOPE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_load_slope",
     help: "Slope of log latency on the engine's offered-load reading the detector adjusts for: the one frozen at the marker while its window is open, else the history's; 0 without a usable reading",
 };
+pub const DETECT_DAILY_AMPLITUDE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_daily_amplitude",
+    help: "Half the range over a day of the daily latency shape (log latency) the detector takes out, learned from earlier days; 0 while none is in use",
+};
 pub const DETECT_RELEASE_PENDING: FamilySpec = FamilySpec {
     name: "llmprobe_detect_release_pending",
     help: "1 while a release marker's test has not looked yet (its grace period and the bins before the first look); 0 otherwise",
@@ -199,7 +203,7 @@ pub const AGENT_LOOP_DURATION_SECONDS: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 67] = [
+pub const ALL_FAMILIES: [FamilySpec; 68] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -242,6 +246,7 @@ pub const ALL_FAMILIES: [FamilySpec; 67] = [
     DETECT_THRESHOLD,
     DETECT_SAMPLES,
     DETECT_LOAD_SLOPE,
+    DETECT_DAILY_AMPLITUDE,
     DETECT_RELEASE_PENDING,
     DETECT_OVER_KEY_CAP_TOTAL,
     RELEASE_INFO,
