@@ -307,7 +307,7 @@ impl Detector {
             if warming {
                 continue;
             }
-            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref()) - season;
+            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref(), &t.daily[k]);
             if let (Some(f), Some(p0)) = (&lk.frozen, post_from)
                 && now >= p0
                 && t.armed_until.is_some()

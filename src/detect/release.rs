@@ -4,6 +4,7 @@
 
 use super::baseline::{GoodFrozen, LatencyFrozen, LatencyPost, Part};
 use super::covariates::{Adjust, CacheRef};
+use super::daily::DailyShape;
 use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var, independent_design_effect};
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
@@ -119,7 +120,7 @@ impl Detector {
                             continue;
                         }
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
-                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref()) - t.daily[k].value(time);
+                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref(), &t.daily[k]);
                         post.add(f, y);
                         post.recent.push_back((lk.times[i], y as f32));
                     }
@@ -329,13 +330,12 @@ impl Detector {
                 if me[j].n < 2.0 {
                     return None;
                 }
-                let others: Vec<(f64, f64, f64)> =
-                    parts.iter().filter(|x| x.0 != i && x.1[j].n >= 2.0).map(|(_, p, f)| (p[j].n, change(&p[j], f).0, change(&p[j], f).1)).collect();
+                let others: Vec<(f64, (f64, f64))> = parts.iter().filter(|x| x.0 != i && x.1[j].n >= 2.0).map(|(_, p, f)| (p[j].n, change(&p[j], f))).collect();
                 let total: f64 = others.iter().map(|o| o.0).sum();
                 if total <= 0.0 {
                     return None;
                 }
-                let (d_o, v_o) = others.iter().fold((0.0, 0.0), |(d, v), o| (d + o.0 / total * o.1, v + (o.0 / total).powi(2) * o.2));
+                let (d_o, v_o) = others.iter().fold((0.0, 0.0), |(d, v), (n, (dc, vc))| (d + n / total * dc, v + (n / total).powi(2) * vc));
                 let (d_i, v_i) = change(&me[j], fi);
                 let d = d_i - d_o;
                 let v = v_i + v_o + SENSITIVITY_SPREAD * SENSITIVITY_SPREAD * shared;
@@ -344,14 +344,12 @@ impl Detector {
             for (i, p, f) in &parts {
                 // The scenario's share: its own mean and exceedance tests and the contrast.
                 scen[*i] = verdicts(&[(1.0, *p, *f)], SCENARIO_OWN_SHARE / kk, true).map(|[m, e]| {
-                    let c = (parts.len() >= 2)
-                        .then(|| {
-                            let (p, large) = contrast(*i, 0)?;
-                            let confirmed = [1, 2].iter().all(|j| contrast(*i, *j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
-                            Some(TestResult { p, p_adj: (p * looks / (SCENARIO_CONTRAST_SHARE / kk)).min(1.0), confirmed: confirmed && large })
-                        })
-                        .flatten();
-                    [m, e, c.unwrap_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false })]
+                    // Alone (no other scenario to compare with), the contrast passes nothing.
+                    let c = contrast(*i, 0).map_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false }, |(p, large)| {
+                        let confirmed = [1, 2].iter().all(|j| contrast(*i, *j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
+                        TestResult { p, p_adj: (p * looks / (SCENARIO_CONTRAST_SHARE / kk)).min(1.0), confirmed: confirmed && large }
+                    });
+                    [m, e, c]
                 });
             }
             self.targets[ti].alarm_deff[k] = deff_raw;
@@ -538,7 +536,7 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
             let (a, tr, daily) = (t.adjust[k], t.trend[k].as_ref(), &t.daily[k]);
             let vals: Vec<f32> = (0..lk.times.len())
                 .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
-                .map(|i| (detrended(lk.value(i, a), lk.times[i], tr) - daily.value(lk.times[i])) as f32)
+                .map(|i| detrended(lk.value(i, a), lk.times[i], tr, daily) as f32)
                 .collect();
             lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), s) } else { None };
         }
@@ -550,9 +548,10 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
     }
 }
 
-/// A log latency with the release window's frozen trend taken out (unchanged without one).
-pub(super) fn detrended(y: f64, time: f64, trend: Option<&Trend>) -> f64 {
-    trend.map_or(y, |tr| tr.detrend(y, time))
+/// A log latency with the release window's frozen trend (where there is one) and the daily shape
+/// (where one is in use) taken out: the value the release tests compare.
+pub(super) fn detrended(y: f64, time: f64, trend: Option<&Trend>, daily: &DailyShape) -> f64 {
+    trend.map_or(y, |tr| tr.detrend(y, time)) - daily.value(time)
 }
 
 /// Whether the bad share of `bins` is below `limit` with confidence given by `z` (normal
