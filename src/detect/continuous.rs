@@ -75,7 +75,9 @@ impl Detector {
                 if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < b.1 - b.0 {
                     return None;
                 }
-                Some(((mb - mr) / contrast_var(&dep.gamma, reference, b).max(1e-12).sqrt(), mb - mr >= tol))
+                // The daily shape's own error adds to the load's variance (daily.rs).
+                let var = contrast_var(&dep.gamma, reference, b) + t.daily[k].contrast_var(reference, b, s.bin_s);
+                Some(((mb - mr) / var.max(1e-12).sqrt(), mb - mr >= tol))
             };
             let Some((zm, large)) = z(recent) else { return };
             deff = dep.design_effect(reference, recent);
@@ -93,6 +95,8 @@ impl Detector {
             t.pooled[k] = SignalState { state: State::Regressed, source: Some(Cause::Continuous), changed: Some(now), ..t.pooled[k] };
             t.recovery_ref[k] = Some((reference.0, reference.1, p_ref));
             t.alarm_deff[k] = deff;
+            // After a recovery, a new alarm needs two fresh looks again.
+            t.continuous_passed[k] = false;
             self.events.push(StateChange { target: name, scenario: None, signal, state: State::Regressed, source: Cause::Continuous, at: now });
         }
     }
@@ -131,6 +135,33 @@ mod tests {
         let r = pooled(&d, Signal::Ttft);
         assert_eq!((r.state, r.source), (State::Regressed, Some(Cause::Continuous)));
         assert!(r.continuous_evidence >= r.continuous_threshold, "{r:?}");
+    }
+
+    /// A traffic ramp without a load reading (x1.5 over two hours, then held) on a tight signal
+    /// (log sd 0.2, as a TPOT's) is one continuous alarm, not an alarm that recovers and comes back: early in the ramp the change
+    /// lies between the alarm's tolerance and the recovery's alternative (1.05 and 1.20), and the
+    /// recovery also needs the change back below the tolerance, a new alarm two fresh looks.
+    #[test]
+    fn a_ramp_that_holds_is_one_continuous_alarm() {
+        let mut flaps = 0;
+        for seed in 0..6 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(DetectSettings::default());
+            let tight = |r: &mut SmallRng, f: f64| Observation { ttft: Some(lognormal(r, 0.02, 0.2) * f), good: Some(true), ..Default::default() };
+            for i in 0..12_600 {
+                d.observe("t", SC[i % 3], tight(&mut rng, 1.0), i as f64 * 2.0);
+            }
+            assert!(d.drain_events().is_empty(), "no alarm on the quiet warm-up");
+            let mut states = Vec::new();
+            for i in 0..9000 {
+                let ramp = 1.5f64.powf((i as f64 / 3600.0).min(1.0));
+                d.observe("t", SC[i % 3], tight(&mut rng, ramp), 25_200.0 + i as f64 * 2.0);
+                states.extend(d.drain_events().into_iter().filter(|e| e.scenario.is_none() && e.signal == Signal::Ttft).map(|e| (e.state, e.source)));
+            }
+            assert!(states.first() == Some(&(State::Regressed, Cause::Continuous)), "seed {seed}: the ramp is flagged: {states:?}");
+            flaps += states.len() - 1;
+        }
+        assert_eq!(flaps, 0, "no recovery while the ramp holds");
     }
 
     /// Without a marker, a rise of failures is a goodput regression; the same rise of SLO misses

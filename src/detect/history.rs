@@ -442,19 +442,21 @@ impl Dependence {
     /// difference of their means under this dependence, over what independent probes would give
     /// (at least 1).
     pub(super) fn design_effect(&self, a: (i64, i64), b: (i64, i64)) -> f64 {
-        self.contrast(a, b, None, 1.0).0
+        self.contrast(a, b, None, 1.0, 0.0).0
     }
 
     /// A before/after contrast of blocks `a` and `b` (taking out `trend` when given): its design
     /// effect, and the variance it has beyond probe noise — the shared load's part, which every
     /// scenario of the target feels alike (a scenario's own test adds it to its own probe
     /// variance instead of scaling by the pooled design effect: its probe noise is larger).
-    pub(super) fn contrast(&self, a: (i64, i64), b: (i64, i64), trend: Option<&Trend>, bin_s: f64) -> (f64, f64) {
+    /// `extra`: shared variance from elsewhere (the daily shape's error).
+    pub(super) fn contrast(&self, a: (i64, i64), b: (i64, i64), trend: Option<&Trend>, bin_s: f64, extra: f64) -> (f64, f64) {
         let iid = self.nugget * (1.0 / (a.1 - a.0).max(1) as f64 + 1.0 / (b.1 - b.0).max(1) as f64);
-        let var = match trend {
-            Some(tr) => self.detrended_var(a, b, tr, bin_s),
-            None => contrast_var(&self.gamma, a, b),
-        };
+        let var = extra
+            + match trend {
+                Some(tr) => self.detrended_var(a, b, tr, bin_s),
+                None => contrast_var(&self.gamma, a, b),
+            };
         ((var / iid).max(1.0), (var - iid).max(0.0))
     }
 

@@ -210,7 +210,10 @@ impl Detector {
             let tol = s.latency_tolerance.ln();
             let frozen_at = t.frozen_at.unwrap_or(marker);
             let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
-            let (deff, shared) = t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s));
+            // The daily shape's own error moves every scenario alike (it cancels in the contrast
+            // of scenarios): shared variance.
+            let shape_var = t.daily[k].contrast_var(base, post, s.bin_s);
+            let (deff, shared) = t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s, shape_var));
             let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
@@ -416,7 +419,8 @@ impl Detector {
     }
 
     /// "No longer worse": a regressed row recovers when its last `RECOVERY_BINS` bins are below
-    /// the still-regressed alternative with confidence 1 − `recovery_alpha`.
+    /// the still-regressed alternative with confidence 1 − `recovery_alpha`, and (latency) their
+    /// estimated change below the tolerance.
     pub(super) fn recovery(&mut self, ti: usize, signal: Signal, bin: i64, now: f64) {
         let s = &self.settings;
         let k = signal.index();
@@ -427,6 +431,10 @@ impl Detector {
             return;
         }
         let z_rec = normal_quantile(1.0 - s.recovery_alpha);
+        // Hysteresis: the change must also be back below the tolerance an alarm needs. A change
+        // between the two (a ramp early on: above 1.05, clearly below the continuous test's 1.20)
+        // would otherwise recover and alarm again at once.
+        let tol = s.latency_tolerance.ln();
         let continuous = pooled.source == Some(Cause::Continuous);
         let recent = (bin + 1 - RECOVERY_BINS, bin + 1);
         let since = |r: &SignalState| r.changed.map_or(i64::MAX, |c| self.bin_after(c));
@@ -449,7 +457,7 @@ impl Detector {
                         let (mr, nr) = t.hist.block_mean(k, (a, b), true);
                         let (mb, nb) = t.hist.block_mean(k, recent, false);
                         let var = nugget * (1.0 / nr.max(1) as f64 + 1.0 / nb.max(1) as f64) * t.alarm_deff[k];
-                        nr > 0 && nb as i64 * 2 >= RECOVERY_BINS && (mb - mr - me) / var.sqrt() <= -z_rec
+                        nr > 0 && nb as i64 * 2 >= RECOVERY_BINS && (mb - mr - me) / var.sqrt() <= -z_rec && mb - mr < tol
                     }
                     None => false,
                 }
@@ -473,7 +481,7 @@ impl Detector {
                 let p = lk.post.span(f, from, f64::INFINITY);
                 p.n >= MIN_POST && {
                     let var = (p.var.max(f.var) / p.n + f.var / f.m as f64) * t.alarm_deff[k];
-                    (p.mean - f.mean - s.latency_min_effect.ln()) / var.sqrt() <= -z_rec
+                    (p.mean - f.mean - s.latency_min_effect.ln()) / var.sqrt() <= -z_rec && p.mean - f.mean < tol
                 }
             };
         }
