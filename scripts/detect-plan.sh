@@ -13,9 +13,9 @@
 # (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
 # 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day; with the
 # marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
-# x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97%, one scenario of 10 x1.5 under shared
-# load. Operations: a release inside a morning ramp (x1.5 over 2 h; also with an offered-load
-# reading), a cold prefix cache after each release (with and without the engine's hit rate),
+# x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97% (also at 1 probe/s), one scenario of
+# 10 x1.5 under shared load. Operations: a release inside a morning ramp (x1.5 over 2 h; also with
+# an offered-load reading, and under load sd 0.1 with and without it), a cold prefix cache after each release (with and without the engine's hit rate),
 # TTFT x1.25 in both, and a creep of x1.1 an hour without a marker. A rolling update with replica
 # discovery (4 replicas over 20 minutes, the canary comparison beside the detector): false alarms
 # with a warm-up per replica and with replicas that differ, TTFT x1.25 at 0.5 and at 2 probes/s
@@ -104,12 +104,15 @@ power "one scenario of 10 x1.5, load sd 0.1" 60 --regression 1.5 --regression-sc
 power "bimodal, miss mode x1.5" 60 --regression 1.5 --cache-hit-share 0.7 --miss-factor 3 --regression-target miss
 power "slowest 3% x3, median unchanged" 60 --regression 3 --regression-target slowest --slowest-share 0.03
 power "goodput 99.5% -> 97%" 15,60 --regression 1 --good-before 0.995 --good-after 0.97
+power "goodput 99.5% -> 97%, 1 probe/s" 15,60 --regression 1 --good-before 0.995 --good-after 0.97 --rate 1 --scenarios 3
 # What operations do every day: a morning traffic ramp around the release (x1.5 over 2 hours),
 # a cold prefix cache after the rollout's restarts (hit share recovering over 10-20 minutes),
 # with and without the engine's readings; a slow creep (a leak) that only the continuous test
 # can see.
 null "(k) release during a ramp x1.5 over 2 h" --ramp-factor 1.5 --ramp-min 120
 null "(k) the same, offered-load reading R² 0.95" --ramp-factor 1.5 --ramp-min 120 --reading-r2 0.95
+null "(k) the same, load sd 0.1, no reading" --ramp-factor 1.5 --ramp-min 120 --load-sd 0.1 --load-tau-min 5
+null "(k) the same, load sd 0.1, reading R² 0.95" --ramp-factor 1.5 --ramp-min 120 --load-sd 0.1 --load-tau-min 5 --reading-r2 0.95
 null "(l) cold cache after each release, no reading" --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20
 null "(l) cold cache after each release, hit-rate reading" --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20 --cache-reading
 power "TTFT x1.25 during a ramp x1.5 over 2 h" 15,60 --regression 1.25 --ramp-factor 1.5 --ramp-min 120

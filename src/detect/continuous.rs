@@ -63,8 +63,9 @@ impl Detector {
             (f.tail(&now_bins, deff), confirmed, f.p_bad())
         } else {
             let tol = s.latency_tolerance.ln();
-            // Unadjusted for load: adjusted by the current slope, this test raised a false alarm
-            // every 2-4 days in the planner under load sd 0.2 with a reading (docs/detection.md).
+            // Unadjusted for load: adjusted by the current slope alone, this test raised a false
+            // alarm every 2-4 days in the planner under load sd 0.2 with a reading
+            // (docs/detection.md). The adjusted test only vetoes, below.
             let Some(dep) = t.hist.dependence(k, None) else { return };
             let z = |b: (i64, i64)| {
                 // Incident bins are left out of both blocks: a quarter hour of 2x latency is the
@@ -82,7 +83,21 @@ impl Detector {
             let Some((zm, large)) = z(recent) else { return };
             deff = dep.design_effect(reference, recent);
             let confirmed = large && thirds.iter().all(|b| z(*b).is_some_and(|(x, l)| normal_sf(x) <= s.confirm_alpha && l));
-            (normal_sf(zm), confirmed, 0.0)
+            // A change the offered-load reading explains (traffic that rose and stays: a
+            // morning ramp) is no regression: with a usable load slope, the change of the
+            // load-adjusted residuals must pass too. A reading the regression itself moves (a
+            // queue length) would hide a creep here; the offered load does not.
+            let adjusted_p = t.hist.vario[k].load_slope().and_then(|b| {
+                let dep = t.hist.dependence(k, Some(b))?;
+                let (mr, nr) = t.hist.block_mean_adjusted(k, reference, b);
+                let (mb, nb) = t.hist.block_mean_adjusted(k, recent, b);
+                if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < recent.1 - recent.0 {
+                    return None;
+                }
+                let var = contrast_var(&dep.gamma, reference, recent) + t.daily[k].contrast_var(reference, recent, s.bin_s);
+                Some(if mb - mr >= tol { normal_sf((mb - mr) / var.max(1e-12).sqrt()) } else { 1.0 })
+            });
+            (normal_sf(zm).max(adjusted_p.unwrap_or(0.0)), confirmed, 0.0)
         };
         let evidence = -(p.max(1e-300)).ln();
         let t = &mut self.targets[ti];
@@ -162,6 +177,33 @@ mod tests {
             flaps += states.len() - 1;
         }
         assert_eq!(flaps, 0, "no recovery while the ramp holds");
+    }
+
+    /// Traffic that rises and stays (x1.5 over an hour, then held) is no continuous alarm when
+    /// the offered-load reading rises with it (the slope learned from the load's swings); the
+    /// same probes without a reading are one, and so is a leak that the reading does not show.
+    #[test]
+    fn a_rise_the_offered_load_explains_is_no_continuous_alarm() {
+        let run = |reading: bool, in_reading: bool| {
+            let mut rng = SmallRng::seed_from_u64(23);
+            let mut d = Detector::new(DetectSettings::default());
+            let mut alarmed = false;
+            for i in 0..(12_600 + 5400) {
+                let t = i as f64 * 2.0;
+                // Load swings (a period of 433 s, out of step with the hour) teach the slope;
+                // the rise starts at 7 h.
+                let swing = 0.15 * (std::f64::consts::TAU * t / 433.0).sin();
+                let rise = 1.5f64.ln() * ((t - 25_200.0) / 3600.0).clamp(0.0, 1.0);
+                let o = probe(&mut rng, (swing + rise).exp());
+                let load = reading.then_some(swing + if in_reading { rise } else { 0.0 });
+                d.observe("t", SC[i % 3], Observation { load, ..o }, t);
+                alarmed |= d.drain_events().iter().any(|e| e.source == Cause::Continuous && e.signal == Signal::Ttft && e.state == State::Regressed);
+            }
+            alarmed
+        };
+        assert!(!run(true, true), "a rise of traffic that the reading shows");
+        assert!(run(false, false), "the same probes without a reading");
+        assert!(run(true, false), "a slowdown the reading does not show (a leak)");
     }
 
     /// Without a marker, a rise of failures is a goodput regression; the same rise of SLO misses

@@ -636,6 +636,19 @@ impl BinnedHistory {
         }
         (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
     }
+
+    /// The same of the load-adjusted bin means r − `slope`·x, over the usable bins with a load
+    /// reading.
+    pub(super) fn block_mean_adjusted(&self, k: usize, (from, to): (i64, i64), slope: f64) -> (f64, usize) {
+        let (mut sum, mut n) = (0.0, 0usize);
+        for bin in from..to {
+            if let Some(b) = self.get(bin).filter(|b| b.usable(k) && b.x_n > 0) {
+                sum += b.mean[k] as f64 - slope * b.x as f64;
+                n += 1;
+            }
+        }
+        (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
+    }
 }
 
 #[cfg(test)]

@@ -146,8 +146,9 @@ impl Default for Rollout {
     }
 }
 
-/// A traffic ramp (the morning's): latency × `factor` over `duration_s`, geometric, then held;
-/// each trial's release falls inside it. The offered-load reading (when simulated) rises with it.
+/// A traffic ramp (the morning's): TTFT × `factor` over `duration_s`, geometric, then held (it
+/// is traffic: TPOT moves by the load's `tpot_share` of it, as with load swings); each trial's
+/// release falls inside it. The offered-load reading (when simulated) rises with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ramp {
     pub factor: f64,
@@ -676,8 +677,10 @@ impl<'a> Gen<'a> {
         let incident = if within(&c.incidents, t) { p.incident_factor } else { 1.0 };
         let creep = if c.regress && t >= c.release { (p.creep_per_h.ln() * (t - c.release) / 3600.0).exp() } else { 1.0 };
         let m = p.load.sensitivity(scenario, p.scenarios.max(1));
-        let common = drift.powf(m) * tail * warm * incident * creep * replica * self.ramp_ln().exp();
-        let (ttft_f, tpot_f) = (common * (m * self.load).exp(), common * (p.load.tpot_share * m * self.load).exp());
+        let common = drift.powf(m) * tail * warm * incident * creep * replica;
+        // The ramp is traffic: it moves latency as the load does (TPOT by `tpot_share`).
+        let traffic = self.load + self.ramp_ln();
+        let (ttft_f, tpot_f) = (common * (m * traffic).exp(), common * (p.load.tpot_share * m * traffic).exp());
         let (bad_before, bad_after) = (1.0 - p.good_before, 1.0 - p.good_after);
         if let Some(r) = record {
             let mut good = r.good;
