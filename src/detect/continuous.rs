@@ -152,31 +152,27 @@ mod tests {
         assert!(r.continuous_evidence >= r.continuous_threshold, "{r:?}");
     }
 
-    /// A traffic ramp without a load reading (x1.5 over two hours, then held) on a tight signal
-    /// (log sd 0.2, as a TPOT's) is one continuous alarm, not an alarm that recovers and comes back: early in the ramp the change
-    /// lies between the alarm's tolerance and the recovery's alternative (1.05 and 1.20), and the
-    /// recovery also needs the change back below the tolerance, a new alarm two fresh looks.
+    /// A slowdown that eases but stays (x1.3 for 90 minutes, then x1.12) is one continuous
+    /// alarm, not one that recovers and comes back: x1.12 lies between the alarm's tolerance and
+    /// the recovery's alternative (1.05 and 1.20), and the recovery also needs the change back
+    /// below the tolerance (on a tight signal, log sd 0.2 as a TPOT's, the recovery test alone
+    /// rejects "still 1.20x" at once).
     #[test]
-    fn a_ramp_that_holds_is_one_continuous_alarm() {
-        let mut flaps = 0;
-        for seed in 0..6 {
-            let mut rng = SmallRng::seed_from_u64(seed);
-            let mut d = Detector::new(DetectSettings::default());
-            let tight = |r: &mut SmallRng, f: f64| Observation { ttft: Some(lognormal(r, 0.02, 0.2) * f), good: Some(true), ..Default::default() };
-            for i in 0..12_600 {
-                d.observe("t", SC[i % 3], tight(&mut rng, 1.0), i as f64 * 2.0);
-            }
-            assert!(d.drain_events().is_empty(), "no alarm on the quiet warm-up");
-            let mut states = Vec::new();
-            for i in 0..9000 {
-                let ramp = 1.5f64.powf((i as f64 / 3600.0).min(1.0));
-                d.observe("t", SC[i % 3], tight(&mut rng, ramp), 25_200.0 + i as f64 * 2.0);
-                states.extend(d.drain_events().into_iter().filter(|e| e.scenario.is_none() && e.signal == Signal::Ttft).map(|e| (e.state, e.source)));
-            }
-            assert!(states.first() == Some(&(State::Regressed, Cause::Continuous)), "seed {seed}: the ramp is flagged: {states:?}");
-            flaps += states.len() - 1;
+    fn a_slowdown_that_eases_but_stays_is_one_continuous_alarm() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut d = Detector::new(DetectSettings::default());
+        let tight = |r: &mut SmallRng, f: f64| Observation { ttft: Some(lognormal(r, 0.02, 0.2) * f), good: Some(true), ..Default::default() };
+        for i in 0..12_600 {
+            d.observe("t", SC[i % 3], tight(&mut rng, 1.0), i as f64 * 2.0);
         }
-        assert_eq!(flaps, 0, "no recovery while the ramp holds");
+        assert!(d.drain_events().is_empty(), "no alarm on the quiet warm-up");
+        let mut states = Vec::new();
+        for i in 0..6300 {
+            let f = if i < 2700 { 1.3 } else { 1.12 };
+            d.observe("t", SC[i % 3], tight(&mut rng, f), 25_200.0 + i as f64 * 2.0);
+            states.extend(d.drain_events().into_iter().filter(|e| e.scenario.is_none() && e.signal == Signal::Ttft).map(|e| (e.state, e.source)));
+        }
+        assert_eq!(states, vec![(State::Regressed, Cause::Continuous)], "one alarm while the slowdown stays");
     }
 
     /// Traffic that rises and stays (x1.5 over an hour, then held) is no continuous alarm when
