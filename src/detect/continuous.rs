@@ -67,19 +67,22 @@ impl Detector {
             // alarm every 2-4 days in the planner under load sd 0.2 with a reading
             // (docs/detection.md). The adjusted test only vetoes, below.
             let Some(dep) = t.hist.dependence(k, None) else { return };
-            let z = |b: (i64, i64)| {
-                // Incident bins are left out of both blocks: a quarter hour of 2x latency is the
-                // burn-rate alerts' business, and a lasting change stops being flagged once the
-                // bins before it have moved to it.
-                let (mr, nr) = t.hist.block_mean(k, reference, true);
-                let (mb, nb) = t.hist.block_mean(k, b, true);
+            // The change of block `b` against the reference (block means from `mean`, variance
+            // from `gamma`), and whether it reaches the tolerance; both blocks need half their bins.
+            let test = |gamma: &[f64], mean: &dyn Fn((i64, i64)) -> (f64, usize), b: (i64, i64)| {
+                let (mr, nr) = mean(reference);
+                let (mb, nb) = mean(b);
                 if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < b.1 - b.0 {
                     return None;
                 }
                 // The daily shape's own error adds to the load's variance (daily.rs).
-                let var = contrast_var(&dep.gamma, reference, b) + t.daily[k].contrast_var(reference, b, s.bin_s);
+                let var = contrast_var(gamma, reference, b) + t.daily[k].contrast_var(reference, b, s.bin_s);
                 Some(((mb - mr) / var.max(1e-12).sqrt(), mb - mr >= tol))
             };
+            // Incident bins are left out of both blocks: a quarter hour of 2x latency is the
+            // burn-rate alerts' business, and a lasting change stops being flagged once the bins
+            // before it have moved to it.
+            let z = |b: (i64, i64)| test(&dep.gamma, &|r| t.hist.block_mean(k, r, true), b);
             let Some((zm, large)) = z(recent) else { return };
             deff = dep.design_effect(reference, recent);
             let confirmed = large && thirds.iter().all(|b| z(*b).is_some_and(|(x, l)| normal_sf(x) <= s.confirm_alpha && l));
@@ -87,15 +90,10 @@ impl Detector {
             // morning ramp) is no regression: with a usable load slope, the change of the
             // load-adjusted residuals must pass too. A reading the regression itself moves (a
             // queue length) would hide a creep here; the offered load does not.
-            let adjusted_p = t.hist.vario[k].load_slope().and_then(|b| {
-                let dep = t.hist.dependence(k, Some(b))?;
-                let (mr, nr) = t.hist.block_mean_adjusted(k, reference, b);
-                let (mb, nb) = t.hist.block_mean_adjusted(k, recent, b);
-                if (nr as i64) * 2 < reference.1 - reference.0 || (nb as i64) * 2 < recent.1 - recent.0 {
-                    return None;
-                }
-                let var = contrast_var(&dep.gamma, reference, recent) + t.daily[k].contrast_var(reference, recent, s.bin_s);
-                Some(if mb - mr >= tol { normal_sf((mb - mr) / var.max(1e-12).sqrt()) } else { 1.0 })
+            let adjusted_p = t.hist.vario[k].load_slope().and_then(|slope| {
+                let dep = t.hist.dependence(k, Some(slope))?;
+                let (za, large) = test(&dep.gamma, &|r| t.hist.block_mean_adjusted(k, r, slope), recent)?;
+                Some(if large { normal_sf(za) } else { 1.0 })
             });
             (normal_sf(zm).max(adjusted_p.unwrap_or(0.0)), confirmed, 0.0)
         };

@@ -626,27 +626,19 @@ impl BinnedHistory {
 
     /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
     /// `robust`, incident bins too) and how many bins counted.
-    pub(super) fn block_mean(&self, k: usize, (from, to): (i64, i64), robust: bool) -> (f64, usize) {
-        let (mut sum, mut n) = (0.0, 0usize);
-        for bin in from..to {
-            if let Some(b) = self.get(bin).filter(|b| if robust { b.usable(k) } else { b.n[k] > 0 }) {
-                sum += b.mean[k] as f64;
-                n += 1;
-            }
-        }
-        (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
+    pub(super) fn block_mean(&self, k: usize, range: (i64, i64), robust: bool) -> (f64, usize) {
+        self.block_mean_of(range, |b| (if robust { b.usable(k) } else { b.n[k] > 0 }).then(|| b.mean[k] as f64))
     }
 
     /// The same of the load-adjusted bin means r − `slope`·x, over the usable bins with a load
     /// reading.
-    pub(super) fn block_mean_adjusted(&self, k: usize, (from, to): (i64, i64), slope: f64) -> (f64, usize) {
-        let (mut sum, mut n) = (0.0, 0usize);
-        for bin in from..to {
-            if let Some(b) = self.get(bin).filter(|b| b.usable(k) && b.x_n > 0) {
-                sum += b.mean[k] as f64 - slope * b.x as f64;
-                n += 1;
-            }
-        }
+    pub(super) fn block_mean_adjusted(&self, k: usize, range: (i64, i64), slope: f64) -> (f64, usize) {
+        self.block_mean_of(range, |b| (b.usable(k) && b.x_n > 0).then(|| b.mean[k] as f64 - slope * b.x as f64))
+    }
+
+    /// Mean of `value` over the bins of [from, to) that give one, and how many did.
+    fn block_mean_of(&self, (from, to): (i64, i64), value: impl Fn(&HistBin) -> Option<f64>) -> (f64, usize) {
+        let (sum, n) = (from..to).filter_map(|bin| self.get(bin).and_then(&value)).fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
         (if n > 0 { sum / n as f64 } else { f64::NAN }, n)
     }
 }
