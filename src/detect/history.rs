@@ -377,6 +377,9 @@ fn grouped_variogram(x: &[Option<f64>], k_max: usize, last: impl Fn(usize) -> us
     Some(out)
 }
 
+/// Bins the count coupling needs (two hours at 1-minute bins).
+const COUPLING_MIN_BINS: f64 = 120.0;
+
 /// Bins before a marker a local trend is fitted on (two hours at 1-minute bins).
 pub(super) const TREND_BINS: i64 = 120;
 /// A trend is taken when its slope is this many standard errors above zero (the dependence in the
@@ -510,6 +513,31 @@ impl BinnedHistory {
         let x: Vec<Option<f64>> =
             (self.first..to).map(|b| self.get(b).filter(|h| h.good + h.bad > 0 && !h.outage()).map(|h| f64::from(h.counts(errors_only).1.min(cap)))).collect();
         count_variogram(&x, self.k_max)
+    }
+
+    /// How the bins' capped SLO-miss counts move with signal `k`'s bin mean (misses per bin per
+    /// unit of log latency) over the bins before `to`: a miss is a latency above a threshold, so
+    /// the load that moves latency moves the misses (failures are left out: they only add noise). An instrumental-variable slope: the count and
+    /// the bin mean against the mean of the two neighbouring bins, which shares the load but
+    /// none of the bin's own probes (a slow probe raises its bin's mean and may miss the SLO; a
+    /// plain regression would count that as load). `None` where the neighbours do not show the
+    /// load clearly (their covariance with the bin under three standard errors).
+    pub(super) fn count_coupling(&self, k: usize, cap: u32, to: i64) -> Option<f64> {
+        let level = |b: i64| self.get(b).filter(|h| h.usable(k)).map(|h| h.mean[k] as f64);
+        let count = |b: i64| self.get(b).filter(|h| h.good + h.bad > 0 && !h.outage()).map(|h| f64::from(h.slo_missed.min(cap)));
+        let rows: Vec<(f64, f64, f64)> =
+            (self.first + 1..to.min(self.end()) - 1).filter_map(|b| Some((count(b)?, level(b)?, (level(b - 1)? + level(b + 1)?) / 2.0))).collect();
+        let n = rows.len() as f64;
+        if n < COUPLING_MIN_BINS {
+            return None;
+        }
+        let mean = |f: fn(&(f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / n;
+        let (my, mx, mz) = (mean(|r| r.0), mean(|r| r.1), mean(|r| r.2));
+        let cov = |f: fn(&(f64, f64, f64)) -> f64, m: f64| rows.iter().map(|r| (f(r) - m) * (r.2 - mz)).sum::<f64>() / (n - 1.0);
+        let (cyz, cxz) = (cov(|r| r.0, my), cov(|r| r.1, mx));
+        let var = |f: fn(&(f64, f64, f64)) -> f64, m: f64| rows.iter().map(|r| (f(r) - m).powi(2)).sum::<f64>() / (n - 1.0);
+        let se_xz = (var(|r| r.1, mx) * var(|r| r.2, mz) / n).sqrt();
+        (cxz > 3.0 * se_xz).then(|| (cyz / cxz).max(0.0))
     }
 
     pub(super) fn get(&self, bin: i64) -> Option<&HistBin> {
@@ -646,8 +674,8 @@ impl BinnedHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
     use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
     use rand_distr::{Distribution, StandardNormal};
 
     #[test]
@@ -687,5 +715,49 @@ mod tests {
             let deff = h.dependence(0, None).expect("enough history").design_effect((600, 660), (663, 693));
             assert!(deff >= lo && deff <= hi, "load sd {load_sd}: design effect {deff}");
         }
+    }
+
+    #[test]
+    fn the_count_coupling_is_how_slo_misses_move_with_load() {
+        // Bins of 30 probes, log latency = load (AR(1), sd 0.1, 15 bins) + 0.5 N, an SLO at 2.2
+        // probe sd above the median: misses per bin rise by 30 φ(z)/0.5 per unit of load (about
+        // 2.1; 10 histories: 0.71–1.37 of it, median 1.00). Failures that no load moves add
+        // noise, not coupling.
+        let mut rng = SmallRng::seed_from_u64(11);
+        let (thr, sd) = (2.2 * 0.5, 0.5);
+        let phi = |z: f64| (-z * z / 2.0).exp() / (std::f64::consts::TAU).sqrt();
+        let mut ratios = Vec::new();
+        for error_share in [0.0, 0.02] {
+            for _ in 0..10 {
+                let mut h = BinnedHistory::new(150, 720, 0);
+                let rho = (-1.0f64 / 15.0).exp();
+                let (mut l, mut truth) = (0.0, 0.0);
+                for bin in 0..720 {
+                    let z: f64 = StandardNormal.sample(&mut rng);
+                    l = rho * l + 0.1 * (1.0 - rho * rho).sqrt() * z;
+                    truth += 30.0 * phi((thr - l) / sd) / sd / 720.0;
+                    let mut open = OpenBin::default();
+                    for _ in 0..30 {
+                        let e: f64 = StandardNormal.sample(&mut rng);
+                        let r = l + sd * e;
+                        open.n[0] += 1;
+                        open.sum[0] += r;
+                        open.sum_sq[0] += r * r;
+                        let missed = r > thr;
+                        let failed = rng.random_bool(error_share);
+                        open.good += u32::from(!missed && !failed);
+                        open.bad += u32::from(missed || failed);
+                        open.slo_missed += u32::from(missed && !failed);
+                    }
+                    h.push(bin, open.close());
+                }
+                let beta = h.count_coupling(0, 8, 720).expect("the load shows in the neighbours");
+                ratios.push(beta / truth);
+            }
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = (ratios[9] + ratios[10]) / 2.0;
+        assert!((0.8..1.25).contains(&median), "coupling over truth: {ratios:?}");
+        assert!(ratios[0] > 0.4 && ratios[19] < 2.0, "coupling over truth: {ratios:?}");
     }
 }

@@ -316,6 +316,9 @@ pub(super) struct TargetState {
     /// The variogram of the pooled capped bad counts before the marker (the goodput tests'
     /// dependence).
     pub(super) good_gamma: Option<Vec<f64>>,
+    /// Per latency signal, how the pooled capped bad counts move with its bin mean before the
+    /// marker (`HistBin::count_coupling`): the load SLO misses carry.
+    pub(super) good_coupling: [Option<f64>; 3],
     /// Per signal: the reference bins of the recovery test while the pooled row is regressed,
     /// and the bad fraction it is compared with (goodput).
     pub(super) recovery_ref: [Option<(i64, i64, f64)>; 4],
@@ -414,6 +417,7 @@ impl Detector {
             pooled: [SignalState::default(); 4],
             good_frozen: None,
             good_gamma: None,
+            good_coupling: [None; 3],
             recovery_ref: [None; 4],
             continuous: [(0.0, 0.0); 4],
             continuous_passed: [false; 4],
