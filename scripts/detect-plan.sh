@@ -105,6 +105,7 @@ power "bimodal, miss mode x1.5" 60 --regression 1.5 --cache-hit-share 0.7 --miss
 power "slowest 3% x3, median unchanged" 60 --regression 3 --regression-target slowest --slowest-share 0.03
 power "goodput 99.5% -> 97%" 15,60 --regression 1 --good-before 0.995 --good-after 0.97
 power "goodput 99.5% -> 97%, 1 probe/s" 15,60 --regression 1 --good-before 0.995 --good-after 0.97 --rate 1 --scenarios 3
+power "goodput 99.5% -> 97%, TTFT SLO misses too" 15,60 --regression 1 --good-before 0.995 --good-after 0.97 --slo-ttft-ms 600
 # What operations do every day: a morning traffic ramp around the release (x1.5 over 2 hours),
 # a cold prefix cache after the rollout's restarts (hit share recovering over 10-20 minutes),
 # with and without the engine's readings; a slow creep (a leak) that only the continuous test
