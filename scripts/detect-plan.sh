@@ -5,7 +5,8 @@
 #   condition | false alarms / 30 days (95% upper bound) | power
 # Every row has a +-20% daily cycle and 1% outliers at 10x. False alarms: null days (one release a
 # day, no regression) under independent probes; shared load (sd 0.1 at 2, 5, 15 min; sd 0.2 at
-# 5 min, also with an offered-load reading of R² 0.9); bimodal TTFT; a 40 s outage, a 2-min error
+# 5 min, also with an offered-load reading of R² 0.9; sd 0.1 that swings x0.5..1.5 over the day,
+# most in the busiest hour, at 5 and 15 min); bimodal TTFT; a 40 s outage, a 2-min error
 # burst or a 15-min 2x latency incident a day; a rollout warm-up; a second marker of the same
 # version 12 minutes after each release; 10 scenarios at 0.1 probes/s; goodput that counts TTFT
 # SLO misses (independent probes, and load sd 0.1 at 5 and 15 min); scenarios that feel the load
@@ -70,6 +71,9 @@ for tau in 2 5 15; do
   null "(b) load sd 0.1, tau $tau min" --load-sd 0.1 --load-tau-min "$tau"
 done
 null "(c) load sd 0.2, tau 5 min" --load-sd 0.2 --load-tau-min 5
+for tau in 5 15; do
+  null "(q) load sd 0.1 x0.5..1.5 over the day, tau $tau min" --load-sd 0.1 --load-tau-min "$tau" --load-sd-day-swing 0.5
+done
 null "(c) load sd 0.2, tau 5 min, reading R² 0.9" --load-sd 0.2 --load-tau-min 5 --reading-r2 0.9
 null "(d) bimodal TTFT (70% hits, misses x3)" --cache-hit-share 0.7 --miss-factor 3
 null "(e) one 40 s outage a day" --outage-s 40

@@ -159,6 +159,11 @@ pub struct SimulateArgs {
     /// from 1 - S (the first) to 1 + S (the last), evenly spaced [default: 0, all alike].
     #[arg(long, value_name = "S")]
     pub scenario_load_spread: Option<f64>,
+    /// The load swings more in the busy hours: its sd follows the daily cycle, from
+    /// sd x (1 - W) at the quietest hour to sd x (1 + W) at the busiest [default: 0, the same
+    /// all day].
+    #[arg(long, value_name = "W")]
+    pub load_sd_day_swing: Option<f64>,
     /// Share of prefix-cache hits: TTFT becomes bimodal, misses at --miss-factor x the median
     /// [default: 0, unimodal].
     #[arg(long)]
@@ -386,6 +391,7 @@ fn plan_params(a: &SimulateArgs, day: &DayFile, settings: DetectSettings) -> any
         tau_s: pick(a.load_tau_min, load.and_then(|k| k.tau_min), 5.0) * 60.0,
         tpot_share: pick(a.tpot_load_share, load.and_then(|k| k.tpot_share), 0.5),
         scenario_spread: a.scenario_load_spread.unwrap_or(0.0),
+        day_swing: a.load_sd_day_swing.unwrap_or(0.0),
     };
     let cache = d.cache.as_ref();
     p.cache_hit_share = pick(a.cache_hit_share, cache.and_then(|k| k.hit_share), 0.0);
@@ -463,6 +469,7 @@ fn check(a: &SimulateArgs, p: &PlanParams) -> anyhow::Result<()> {
     need(pos(p.load.tau_s), "--load-tau-min (load.tau_min) must be positive");
     need(p.load.tpot_share.is_finite(), "--tpot-load-share (load.tpot_share) must be a number");
     need((0.0..=1.0).contains(&p.load.scenario_spread), "--scenario-load-spread must be in [0, 1]");
+    need((0.0..=1.0).contains(&p.load.day_swing), "--load-sd-day-swing must be in [0, 1]");
     need((0.0..1.0).contains(&p.cache_hit_share), "--cache-hit-share (cache.hit_share) must be in [0, 1)");
     need(pos(p.miss_factor), "--miss-factor (cache.miss_factor) must be positive");
     need(share(p.outlier_share), "--outlier-share (outliers.share) must be a share in [0, 1]");

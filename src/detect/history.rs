@@ -377,6 +377,17 @@ fn grouped_variogram(x: &[Option<f64>], k_max: usize, last: impl Fn(usize) -> us
     Some(out)
 }
 
+/// Bins of the level around a bin and of the current level (an hour at 1-minute bins).
+const LEVEL_BINS: usize = 60;
+/// Share of the history's bins, those nearest the current level, that give the local swing.
+const LOCAL_SHARE: f64 = 0.4;
+/// Lags of the local swing's variogram (half an hour at 1-minute bins).
+const LOCAL_LAGS: usize = 30;
+/// Pairs the local swing needs.
+const MIN_LOCAL_PAIRS: f64 = 2000.0;
+/// The largest widening of the load part (the load's sd twice the history's average).
+const MAX_LOCAL_SCALE: f64 = 4.0;
+
 /// Bins the count coupling needs (two hours at 1-minute bins).
 const COUPLING_MIN_BINS: f64 = 120.0;
 
@@ -497,10 +508,103 @@ impl BinnedHistory {
         BinnedHistory { first: 0, bins: VecDeque::new(), open: None, vario: std::array::from_fn(|_| Variogram::new(k_max)), k_max, cap, delay }
     }
 
-    /// The dependence of signal `k`'s residuals, or of the load-adjusted residuals r − b·x.
+    /// The dependence of signal `k`'s residuals, or of the load-adjusted residuals r − b·x: the
+    /// history's variogram, its load part (above the nugget) widened where the hours at the
+    /// level latency is at now swing more than the history's average (`local_scale`).
     pub(super) fn dependence(&self, k: usize, slope: Option<f64>) -> Option<Dependence> {
         let v = &self.vario[k];
-        Some(Dependence { gamma: v.curve(slope)?, nugget: v.nugget()? })
+        let (mut gamma, nugget) = (v.curve(slope)?, v.nugget()?);
+        let scale = self.local_scale(k, slope, nugget);
+        if scale > 1.0 {
+            // Only the part the local swing was measured on: up to its level at `LOCAL_LAGS`
+            // (what grows beyond, the daily cycle and slow drift, is not the load's swing).
+            let top = gamma.get(LOCAL_LAGS).copied().unwrap_or(nugget);
+            gamma.iter_mut().skip(1).for_each(|g| *g += (scale - 1.0) * (g.min(top) - nugget).max(0.0));
+        }
+        Some(Dependence { gamma, nugget })
+    }
+
+    /// How much more the load swings at the level latency is at now than over the whole
+    /// history (at least 1, at most `MAX_LOCAL_SCALE`). Busy hours swing more than quiet ones
+    /// (a queue's latency varies more the fuller it runs), and a variogram averaged over 12
+    /// hours understates the busy hours' swings by as much as it overstates the quiet ones'
+    /// (in the planner, a load sd 50% larger at the busiest hour than on average tripled the
+    /// false alarms under load sd 0.1). The bins whose level (the mean of the hour around them)
+    /// is nearest the last hour's, `LOCAL_SHARE` of them, give the variogram's load part at
+    /// lags up to `LOCAL_LAGS` (short enough that the daily cycle adds little), and the ratio
+    /// to all bins' is the scale, where the history shows swings at those lags at all (their
+    /// load part over two standard errors). Never below 1: a quiet hour's estimate is too
+    /// uncertain to narrow the yardstick on.
+    fn local_scale(&self, k: usize, slope: Option<f64>, nugget: f64) -> f64 {
+        let end = self.end() - self.first;
+        let in_vario = (end - self.delay as i64).max(0) as usize;
+        let value = |h: &HistBin| -> Option<f64> {
+            if !h.usable(k) {
+                return None;
+            }
+            match slope {
+                None => Some(h.mean[k] as f64),
+                Some(b) => (h.x_n > 0).then(|| h.mean[k] as f64 - b * h.x as f64),
+            }
+        };
+        let x: Vec<Option<f64>> = self.bins.iter().map(value).collect();
+        // Prefix sums of the values for the hour-long levels.
+        let mut sum = vec![(0.0, 0usize); x.len() + 1];
+        for (i, v) in x.iter().enumerate() {
+            sum[i + 1] = (sum[i].0 + v.unwrap_or(0.0), sum[i].1 + usize::from(v.is_some()));
+        }
+        let mean = |a: usize, b: usize| {
+            let (s, n) = (sum[b].0 - sum[a].0, sum[b].1 - sum[a].1);
+            (n >= LEVEL_BINS / 4).then(|| s / n as f64)
+        };
+        let Some(now) = mean(x.len().saturating_sub(LEVEL_BINS), x.len()) else { return 1.0 };
+        let half = LEVEL_BINS / 2;
+        let far: Vec<Option<f64>> = (0..in_vario).map(|i| mean(i.saturating_sub(half), (i + half + 1).min(x.len())).map(|l| (l - now).abs())).collect();
+        let mut d: Vec<f64> = far.iter().flatten().copied().collect();
+        if d.len() < 4 * LEVEL_BINS {
+            return 1.0;
+        }
+        let cut = (d.len() as f64 * LOCAL_SHARE) as usize;
+        let (_, limit, _) = d.select_nth_unstable_by(cut, f64::total_cmp);
+        let limit = *limit;
+        let near = |i: usize| far[i].is_some_and(|f| f <= limit);
+        // Per half-hour block of starting bin, the pairs' excess over the nugget, of all pairs
+        // and of the local ones. The blocks' scatter is each mean's error (pairs that overlap in
+        // time are far from independent).
+        let nb = in_vario / LOCAL_LAGS + 1;
+        let mut blocks = vec![[(0.0, 0.0); 2]; nb];
+        for lag in 1..=LOCAL_LAGS {
+            for i in 0..in_vario.saturating_sub(lag) {
+                if let (Some(a), Some(b)) = (x[i], x[i + lag]) {
+                    let e = (b - a).powi(2) / 2.0 - nugget;
+                    let block = &mut blocks[i / LOCAL_LAGS];
+                    for (j, take) in [true, near(i) && near(i + lag)].into_iter().enumerate() {
+                        if take {
+                            block[j] = (block[j].0 + e, block[j].1 + 1.0);
+                        }
+                    }
+                }
+            }
+        }
+        // (mean, standard error) over the blocks of kind `j`.
+        let mean_se = |j: usize| -> Option<(f64, f64)> {
+            let used: Vec<(f64, f64)> = blocks.iter().map(|b| b[j]).filter(|b| b.1 > 0.0).collect();
+            let n: f64 = used.iter().map(|b| b.1).sum();
+            if n < MIN_LOCAL_PAIRS || used.len() < 4 {
+                return None;
+            }
+            let m = used.iter().map(|b| b.0).sum::<f64>() / n;
+            let k = used.len() as f64;
+            Some((m, (used.iter().map(|b| (b.1 / n).powi(2) * (b.0 / b.1 - m).powi(2)).sum::<f64>() * k / (k - 1.0)).sqrt()))
+        };
+        let (Some(all), Some((local, _))) = (mean_se(0), mean_se(1)) else { return 1.0 };
+        // Without clear swings at these lags (independent probes, a daily cycle alone) the
+        // ratio is one of noise.
+        if all.0 <= 2.0 * all.1 {
+            return 1.0;
+        }
+        let r = local / all.0;
+        if r.is_finite() { r.clamp(1.0, MAX_LOCAL_SCALE) } else { 1.0 }
     }
 
     /// The dependence of the bins' capped bad counts before bin `to` (bins without probes and
@@ -714,6 +818,48 @@ mod tests {
             }
             let deff = h.dependence(0, None).expect("enough history").design_effect((600, 660), (663, 693));
             assert!(deff >= lo && deff <= hi, "load sd {load_sd}: design effect {deff}");
+        }
+    }
+
+    /// 720 bins of 30 probes (sd 0.5) under an AR(1) load (lag-1 correlation e^(-1/5)) whose
+    /// level and sd are `level(bin)` and `sd(bin)`.
+    fn history_under(seed: u64, level: impl Fn(usize) -> f64, sd: impl Fn(usize) -> f64) -> BinnedHistory {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut h = BinnedHistory::new(150, 720, 30);
+        let rho = (-1.0f64 / 5.0).exp();
+        let mut z = 0.0;
+        for bin in 0..720 {
+            let e: f64 = StandardNormal.sample(&mut rng);
+            z = rho * z + (1.0 - rho * rho).sqrt() * e;
+            let mut open = OpenBin::default();
+            for _ in 0..30 {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                let r = level(bin) + sd(bin) * z + 0.5 * e;
+                open.n[0] += 1;
+                open.sum[0] += r;
+                open.sum_sq[0] += r * r;
+            }
+            h.push(bin as i64, open.close());
+        }
+        h
+    }
+
+    #[test]
+    fn busy_hours_that_swing_more_widen_the_yardstick_now() {
+        // The last six hours busier (level +0.4) and swinging with sd 0.2 against 0.05 before:
+        // at a busy hour the load part is about twice the history's average. With the same
+        // swing all day the yardstick stays as the history gives it.
+        for seed in 0..5 {
+            let busy = history_under(seed, |b| if b >= 360 { 0.4 } else { 0.0 }, |b| if b >= 360 { 0.2 } else { 0.05 });
+            let nugget = busy.vario[0].nugget().expect("nugget");
+            let scale = busy.local_scale(0, None, nugget);
+            assert!(scale >= 1.5, "seed {seed}: busy hours' scale {scale}");
+            let plain = contrast_var(&busy.vario[0].curve(None).expect("curve"), (600, 660), (665, 690));
+            let widened = contrast_var(&busy.dependence(0, None).expect("dependence").gamma, (600, 660), (665, 690));
+            assert!(widened > 1.3 * plain, "seed {seed}: {widened} against {plain}");
+            let even = history_under(seed, |_| 0.0, |_| 0.125);
+            let scale = even.local_scale(0, None, even.vario[0].nugget().expect("nugget"));
+            assert!(scale < 1.3, "seed {seed}: even swings' scale {scale}");
         }
     }
 

@@ -118,6 +118,8 @@ pub struct LoadOffset {
     /// Scenarios feel the load and the daily cycle unlike: scenario i of n by 1 + spread·uᵢ,
     /// uᵢ evenly spaced over [−1, 1] (a short prompt's TTFT moves more with queueing).
     pub scenario_spread: f64,
+    /// The sd follows the daily cycle: sd·(1 + day_swing·sin(cycle phase)), busy hours swing more.
+    pub day_swing: f64,
 }
 
 impl LoadOffset {
@@ -295,7 +297,7 @@ impl PlanParams {
             drift: 0.2,
             drift_period_s: DAY_S,
             drift_day_sd: 0.0,
-            load: LoadOffset { sd: 0.0, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 },
+            load: LoadOffset { sd: 0.0, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0, day_swing: 0.0 },
             cache_hit_share: 0.0,
             miss_factor: 3.0,
             outlier_share: 0.01,
@@ -572,7 +574,8 @@ impl<'a> Gen<'a> {
         let l = self.p.load;
         let a = (-dt / l.tau_s).exp();
         if l.sd > 0.0 {
-            self.load = self.load * a + l.sd * (1.0 - a * a).max(0.0).sqrt() * self.normal();
+            let sd = l.sd * (1.0 + l.day_swing * (std::f64::consts::TAU * self.t / self.p.drift_period_s + self.phase).sin());
+            self.load = self.load * a + sd * (1.0 - a * a).max(0.0).sqrt() * self.normal();
         }
         if self.p.reading.is_some() {
             self.reading_err = self.reading_err * a + (1.0 - a * a).max(0.0).sqrt() * self.normal();
@@ -1023,6 +1026,9 @@ fn conditions(p: &PlanParams) -> Vec<String> {
     if p.drift_day_sd > 0.0 {
         c.push(format!("the daily cycle's amplitude varies from day to day by sd {:.0}%", p.drift_day_sd * 100.0));
     }
+    if p.load.day_swing > 0.0 {
+        c.push(format!("load sd x{:.2}..x{:.2} over the day, largest in the busiest hour", 1.0 - p.load.day_swing, 1.0 + p.load.day_swing));
+    }
     if p.load.scenario_spread > 0.0 {
         c.push(format!("scenarios feel load and the daily cycle by x{:.2}..x{:.2}", 1.0 - p.load.scenario_spread, 1.0 + p.load.scenario_spread));
     }
@@ -1255,7 +1261,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "drift": p.drift,
             "drift_period_h": p.drift_period_s / 3600.0,
             "drift_day_sd": p.drift_day_sd,
-            "load": {"sd": p.load.sd, "tau_min": p.load.tau_s / 60.0, "tpot_share": p.load.tpot_share, "scenario_spread": p.load.scenario_spread},
+            "load": {"sd": p.load.sd, "tau_min": p.load.tau_s / 60.0, "tpot_share": p.load.tpot_share, "scenario_spread": p.load.scenario_spread, "sd_day_swing": p.load.day_swing},
             "cache": {"hit_share": p.cache_hit_share, "miss_factor": p.miss_factor},
             "outliers": {"share": p.outlier_share, "factor": p.outlier_factor, "pareto_alpha": p.tail_pareto_alpha},
             "outage_s": p.outage_s,
@@ -1319,7 +1325,7 @@ mod tests {
     #[test]
     fn load_offset_is_an_ou_process_with_the_requested_sd_and_time_constant() {
         let mut p = params();
-        p.load = LoadOffset { sd: 0.1, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 };
+        p.load = LoadOffset { sd: 0.1, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0, day_swing: 0.0 };
         let mut g = gen_for(&p, 1e12, 1e12, false);
         let (dt, lag) = (10.0, 30); // lag 30 × 10 s = τ
         let xs: Vec<f64> = (0..200_000)
@@ -1342,7 +1348,7 @@ mod tests {
     fn load_is_shared_and_tpot_moves_by_its_share() {
         let mut p = params();
         (p.ttft_sigma, p.tpot_sigma, p.drift, p.outlier_share, p.good_before) = (0.0, 0.0, 0.0, 0.0, 1.0);
-        p.load = LoadOffset { sd: 0.3, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0 };
+        p.load = LoadOffset { sd: 0.3, tau_s: 300.0, tpot_share: 0.5, scenario_spread: 0.0, day_swing: 0.0 };
         let mut g = gen_for(&p, 1e12, 1e12, false);
         for _ in 0..1000 {
             let probe = g.next();
