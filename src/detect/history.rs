@@ -381,8 +381,9 @@ fn grouped_variogram(x: &[Option<f64>], k_max: usize, last: impl Fn(usize) -> us
 const LEVEL_BINS: usize = 60;
 /// Share of the history's bins, those nearest the current level, that give the local swing.
 const LOCAL_SHARE: f64 = 0.4;
-/// Lags of the local swing's variogram (half an hour at 1-minute bins).
-const LOCAL_LAGS: usize = 30;
+/// Lags of the local swing's variogram (an hour at 1-minute bins: the span of a release's
+/// baseline; the daily cycle adds about a tenth at the longest).
+const LOCAL_LAGS: usize = 60;
 /// Pairs the local swing needs.
 const MIN_LOCAL_PAIRS: f64 = 2000.0;
 /// The largest widening of the load part (the load's sd twice the history's average).
@@ -568,7 +569,7 @@ impl BinnedHistory {
         let (_, limit, _) = d.select_nth_unstable_by(cut, f64::total_cmp);
         let limit = *limit;
         let near = |i: usize| far[i].is_some_and(|f| f <= limit);
-        // Per half-hour block of starting bin, the pairs' excess over the nugget, of all pairs
+        // Per block of `LOCAL_LAGS` starting bins, the pairs' excess over the nugget, of all pairs
         // and of the local ones. The blocks' scatter is each mean's error (pairs that overlap in
         // time are far from independent).
         let nb = in_vario / LOCAL_LAGS + 1;
