@@ -847,11 +847,14 @@ mod tests {
 
     #[test]
     fn busy_hours_that_swing_more_widen_the_yardstick_now() {
-        // The last six hours busier (level +0.4) and swinging with sd 0.2 against 0.05 before:
-        // at a busy hour the load part is about twice the history's average. With the same
-        // swing all day the yardstick stays as the history gives it.
+        // The last five hours busier (level +0.4) and swinging with sd 0.2 against 0.05 before:
+        // at a busy hour the load part is about twice the history's average (5 seeds: scale
+        // 1.72–2.07). With the same swing all day the yardstick stays as the history gives it
+        // (scale 1 in all 5).
         for seed in 0..5 {
-            let busy = history_under(seed, |b| if b >= 360 { 0.4 } else { 0.0 }, |b| if b >= 360 { 0.2 } else { 0.05 });
+            // Busier over two hours (a morning ramp), swinging more as it gets busier.
+            let ramp = |b: usize| ((b as f64 - 300.0) / 120.0).clamp(0.0, 1.0);
+            let busy = history_under(seed, |b| 0.4 * ramp(b), |b| 0.05 + 0.15 * ramp(b));
             let nugget = busy.vario[0].nugget().expect("nugget");
             let scale = busy.local_scale(0, None, nugget);
             assert!(scale >= 1.5, "seed {seed}: busy hours' scale {scale}");
