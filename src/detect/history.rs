@@ -444,6 +444,8 @@ impl Trend {
 pub(super) struct Dependence {
     pub(super) gamma: Vec<f64>,
     pub(super) nugget: f64,
+    /// How much the load part was widened for busy hours' wider swings (1: not widened).
+    pub(super) swing: f64,
 }
 
 impl Dependence {
@@ -522,7 +524,7 @@ impl BinnedHistory {
             let top = gamma.get(LOCAL_LAGS).copied().unwrap_or(nugget);
             gamma.iter_mut().skip(1).for_each(|g| *g += (scale - 1.0) * (g.min(top) - nugget).max(0.0));
         }
-        Some(Dependence { gamma, nugget })
+        Some(Dependence { gamma, nugget, swing: scale.max(1.0) })
     }
 
     /// How much more the load swings at the level latency is at now than over the whole
@@ -859,7 +861,9 @@ mod tests {
             let scale = busy.local_scale(0, None, nugget);
             assert!(scale >= 1.5, "seed {seed}: busy hours' scale {scale}");
             let plain = contrast_var(&busy.vario[0].curve(None).expect("curve"), (600, 660), (665, 690));
-            let widened = contrast_var(&busy.dependence(0, None).expect("dependence").gamma, (600, 660), (665, 690));
+            let dep = busy.dependence(0, None).expect("dependence");
+            assert_eq!(dep.swing, scale, "the scale in use is the one reported");
+            let widened = contrast_var(&dep.gamma, (600, 660), (665, 690));
             assert!(widened > 1.3 * plain, "seed {seed}: {widened} against {plain}");
             let even = history_under(seed, |_| 0.0, |_| 0.125);
             let scale = even.local_scale(0, None, even.vario[0].nugget().expect("nugget"));

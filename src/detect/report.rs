@@ -162,6 +162,11 @@ impl Detector {
                 }
             },
             daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
+            swing_scale: match (signal, t.armed_until) {
+                (Signal::Goodput, _) => 1.0,
+                (_, Some(_)) => t.dependence[k].as_ref().map_or(1.0, |d| d.swing),
+                (_, None) => t.hist.dependence(k, None).map_or(1.0, |d| d.swing),
+            },
             trend_per_hour: if signal == Signal::Goodput {
                 None
             } else {

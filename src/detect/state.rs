@@ -175,6 +175,11 @@ pub struct SignalReport {
     /// Latency rows: half the range over a day of the target's daily shape that the tests take
     /// out (log latency; 0 while none is in use, and for goodput).
     pub daily_amplitude: f64,
+    /// Latency rows: how much the load's part of the variance is widened because the hours at
+    /// the level latency is at now swing more than the history's average (1: not widened; the
+    /// one frozen at the marker while its window is open, else the history's current one; 1
+    /// for goodput).
+    pub swing_scale: f64,
     /// The cache warm-up of the open (or last) release window: latency probes held out of the
     /// release tests because the engine's prefix-cache hit rate was below the baseline's.
     pub warmup: Option<CacheWarmup>,

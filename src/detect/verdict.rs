@@ -273,6 +273,7 @@ mod tests {
             continuous_threshold: 0.0,
             load_slope: 0.0,
             daily_amplitude: 0.0,
+            swing_scale: 1.0,
             checks: None,
             warmup: None,
             trend_per_hour: None,

@@ -114,6 +114,10 @@ pub const DETECT_DAILY_AMPLITUDE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_daily_amplitude",
     help: "Half the range over a day of the daily latency shape (log latency) the detector takes out, learned from earlier days; 0 while none is in use",
 };
+pub const DETECT_SWING_SCALE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_swing_scale",
+    help: "How much the detector widens the load's part of its variance because the hours at the current latency level swing more than its history's average (busy hours); 1 when not widened",
+};
 pub const DETECT_RELEASE_PENDING: FamilySpec = FamilySpec {
     name: "llmprobe_detect_release_pending",
     help: "1 while a release marker's test has not looked yet (its grace period and the bins before the first look); 0 otherwise",
@@ -203,7 +207,7 @@ pub const AGENT_LOOP_DURATION_SECONDS: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 68] = [
+pub const ALL_FAMILIES: [FamilySpec; 69] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -247,6 +251,7 @@ pub const ALL_FAMILIES: [FamilySpec; 68] = [
     DETECT_SAMPLES,
     DETECT_LOAD_SLOPE,
     DETECT_DAILY_AMPLITUDE,
+    DETECT_SWING_SCALE,
     DETECT_RELEASE_PENDING,
     DETECT_OVER_KEY_CAP_TOTAL,
     RELEASE_INFO,
