@@ -570,7 +570,10 @@ impl BinnedHistory {
         let cut = (d.len() as f64 * LOCAL_SHARE) as usize;
         let (_, limit, _) = d.select_nth_unstable_by(cut, f64::total_cmp);
         let limit = *limit;
-        let near = |i: usize| far[i].is_some_and(|f| f <= limit);
+        let near: Vec<bool> = far.iter().map(|f| f.is_some_and(|f| f <= limit)).collect();
+        // NaN for a bin without a value: its pairs drop out below (a flat array keeps the
+        // 60 × 720 pairs of every look cheap).
+        let xs: Vec<f64> = x[..in_vario].iter().map(|v| v.unwrap_or(f64::NAN)).collect();
         // Per block of `LOCAL_LAGS` starting bins, the pairs' excess over the nugget, of all pairs
         // and of the local ones. The blocks' scatter is each mean's error (pairs that overlap in
         // time are far from independent).
@@ -578,14 +581,15 @@ impl BinnedHistory {
         let mut blocks = vec![[(0.0, 0.0); 2]; nb];
         for lag in 1..=LOCAL_LAGS {
             for i in 0..in_vario.saturating_sub(lag) {
-                if let (Some(a), Some(b)) = (x[i], x[i + lag]) {
-                    let e = (b - a).powi(2) / 2.0 - nugget;
-                    let block = &mut blocks[i / LOCAL_LAGS];
-                    for (j, take) in [true, near(i) && near(i + lag)].into_iter().enumerate() {
-                        if take {
-                            block[j] = (block[j].0 + e, block[j].1 + 1.0);
-                        }
-                    }
+                let d = xs[i + lag] - xs[i];
+                if d.is_nan() {
+                    continue;
+                }
+                let e = d.powi(2) / 2.0 - nugget;
+                let block = &mut blocks[i / LOCAL_LAGS];
+                block[0] = (block[0].0 + e, block[0].1 + 1.0);
+                if near[i] && near[i + lag] {
+                    block[1] = (block[1].0 + e, block[1].1 + 1.0);
                 }
             }
         }
