@@ -507,9 +507,6 @@ impl Detector {
     }
 }
 
-/// Freezes target `t`'s baselines at `at`: the load adjustment, cache reference, trend and
-/// dependence from the history before it, each scenario's latency values and goodput bins of the
-/// baseline windows before it.
 /// The design effect the goodput counts carry from latency: SLO misses are latencies above a
 /// threshold, so the load that moves latency moves them. Their part of the contrast's variance is
 /// the count coupling squared times the load's part of the latency contrast (the raw latency
@@ -532,6 +529,9 @@ fn coupled_design_effect(t: &TargetState, f: &GoodFrozen, base: (i64, i64), post
     if iid > 0.0 { 1.0 + load / iid } else { 1.0 }
 }
 
+/// Freezes target `t`'s baselines at `at`: the load adjustment, cache reference, trend and
+/// dependence from the history before it, each scenario's latency values and goodput bins of the
+/// baseline windows before it.
 pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
     t.frozen_at = Some(at);
     // The load adjustment: the slope from the history's increments, compared at the
