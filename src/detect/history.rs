@@ -524,7 +524,7 @@ impl BinnedHistory {
             let top = gamma.get(LOCAL_LAGS).copied().unwrap_or(nugget);
             gamma.iter_mut().skip(1).for_each(|g| *g += (scale - 1.0) * (g.min(top) - nugget).max(0.0));
         }
-        Some(Dependence { gamma, nugget, swing: scale.max(1.0) })
+        Some(Dependence { gamma, nugget, swing: scale })
     }
 
     /// How much more the load swings at the level latency is at now than over the whole
@@ -628,7 +628,8 @@ impl BinnedHistory {
 
     /// How the bins' capped SLO-miss counts move with signal `k`'s bin mean (misses per bin per
     /// unit of log latency) over the bins before `to`: a miss is a latency above a threshold, so
-    /// the load that moves latency moves the misses (failures are left out: they only add noise). An instrumental-variable slope: the count and
+    /// the load that moves latency moves the misses (failures are left out: they only add
+    /// noise). An instrumental-variable slope: the count and
     /// the bin mean against the mean of the two neighbouring bins, which shares the load but
     /// none of the bin's own probes (a slow probe raises its bin's mean and may miss the SLO; a
     /// plain regression would count that as load). `None` where the neighbours do not show the

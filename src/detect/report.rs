@@ -13,15 +13,25 @@ impl Detector {
     pub fn report(&self) -> Vec<SignalReport> {
         let mut out = Vec::new();
         for t in &self.targets {
+            // The busy hours' widening is the target's: taken once for all its rows (the one
+            // frozen at the marker while a window is open, else the history's current one).
+            let swing: [f64; 4] = std::array::from_fn(|k| match (Signal::ALL[k], t.armed_until) {
+                (Signal::Goodput, _) => 1.0,
+                (_, Some(_)) => t.dependence[k].as_ref().map_or(1.0, |d| d.swing),
+                (_, None) => t.hist.dependence(k, None).map_or(1.0, |d| d.swing),
+            });
             for signal in Signal::ALL {
                 let k = signal.index();
                 let mut row = self.row_report(t, None, signal, &t.pooled[k]);
                 (row.continuous_evidence, row.continuous_threshold) = t.continuous[k];
+                row.swing_scale = swing[k];
                 out.push(row);
             }
             for sc in &t.scenarios {
                 for signal in Signal::ALL {
-                    out.push(self.row_report(t, Some(sc), signal, &sc.rows[signal.index()]));
+                    let mut row = self.row_report(t, Some(sc), signal, &sc.rows[signal.index()]);
+                    row.swing_scale = swing[signal.index()];
+                    out.push(row);
                 }
             }
         }
@@ -162,11 +172,7 @@ impl Detector {
                 }
             },
             daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
-            swing_scale: match (signal, t.armed_until) {
-                (Signal::Goodput, _) => 1.0,
-                (_, Some(_)) => t.dependence[k].as_ref().map_or(1.0, |d| d.swing),
-                (_, None) => t.hist.dependence(k, None).map_or(1.0, |d| d.swing),
-            },
+            swing_scale: 1.0,
             trend_per_hour: if signal == Signal::Goodput {
                 None
             } else {
