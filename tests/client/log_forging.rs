@@ -104,12 +104,16 @@ async fn log_lines_escape_server_text() {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut seen = String::new();
-    // Read until the probe failure (which quotes the server's error message) is logged.
+    // Read until both the discovery and the probe failure (which quotes the server's error
+    // message) are logged: they can come in either order.
     let read = async {
+        let (mut discovered, mut failed) = (false, false);
         while let Ok(Some(line)) = lines.next_line().await {
             seen.push_str(&line);
             seen.push('\n');
-            if line.contains("FORGED-ERROR") {
+            discovered |= line.contains("FORGED-MODEL");
+            failed |= line.contains("FORGED-ERROR");
+            if discovered && failed {
                 break;
             }
         }
