@@ -5,7 +5,7 @@
 use super::baseline::{GoodFrozen, LatencyFrozen, LatencyPost, Part};
 use super::covariates::{Adjust, CacheRef};
 use super::daily::DailyShape;
-use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var, independent_design_effect};
+use super::history::{HistBin, MIN_VARIANCE_CUT, TREND_MIN_CUT, Trend, bin_index, contrast_var, independent_design_effect};
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
 use crate::config::DetectSettings;
@@ -27,6 +27,17 @@ pub(super) fn is_look(e: i64) -> bool {
 
 pub(super) fn looks_within(bins: i64) -> usize {
     (0..=bins).filter(|e| is_look(*e)).count().max(1)
+}
+
+/// The share of a window's error level that look `e` of a window of `window_bins` spends:
+/// ∝ 1/√e (Bonferroni with unequal weights, valid whatever the dependence between looks). An
+/// early look holds few probes and needs the larger share to find a large slowdown in minutes;
+/// a late look holds many, and a smaller share moves its threshold little (the z it needs grows
+/// with the logarithm of its share).
+pub(super) fn look_share(e: i64, window_bins: i64) -> f64 {
+    let weight = |e: i64| 1.0 / (e.max(1) as f64).sqrt();
+    let total: f64 = (0..=window_bins).filter(|e| is_look(*e)).map(weight).sum();
+    if total > 0.0 && is_look(e) { weight(e) / total } else { 1.0 / looks_within(window_bins) as f64 }
 }
 
 /// The power at which `SignalReport::detectable` is the smallest effect found.
@@ -154,10 +165,12 @@ impl Detector {
             Some(first) if signal != Signal::Goodput => (marker + s.release_grace_s).max(first),
             _ => marker + s.release_grace_s,
         };
+        let look = post.1 - post.0;
         let post = if signal == Signal::Goodput { post } else { (post.0.max(self.bin_of(post_start)).min(post.1 - 1), post.1) };
         let mid = (post_start + end) / 2.0;
         let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
-        let looks = looks_within(window_bins) as f64;
+        // The look's share of the window's error level, as a count of equal looks.
+        let looks = 1.0 / look_share(look, window_bins);
         let t = &self.targets[ti];
         let mut scen: Vec<Option<[TestResult; 3]>> = vec![None; t.scenarios.len()];
         let mut pooled: Vec<TestResult> = Vec::new();
@@ -550,10 +563,19 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
     });
     t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)).map(|b| (b.h, b.h_n)));
-    t.trend = std::array::from_fn(|k| t.hist.trend(k, b1, t.adjust[k], s.bin_s));
     t.dependence = std::array::from_fn(|k| match t.adjust[k] {
         Some(a) => t.hist.dependence(k, Some(a.slope)),
         None => t.dependence_raw[k].clone(),
+    });
+    // The local trend, where taking it out narrows the test (against the first ten minutes
+    // after the grace window, as the load adjustment): the daily cycle's slope and a ramp count
+    // as variance in the history's variogram, and drop out of the detrended contrast's.
+    t.trend = std::array::from_fn(|k| {
+        let trend = t.hist.trend(k, b1, t.adjust[k], s.bin_s)?;
+        let d = t.dependence[k].as_ref()?;
+        let (base, post) = ((b0, b1), (p0, p0 + 10));
+        let var = |tr: Option<&Trend>| d.contrast(base, post, tr, s.bin_s, 0.0).0;
+        (var(Some(&trend)) < (1.0 - TREND_MIN_CUT) * var(None)).then_some(trend)
     });
     let (g0, g1) = (bin_index(at - s.goodput_baseline_s, s.bin_s), bin_index(at, s.bin_s));
     let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
