@@ -29,17 +29,6 @@ pub(super) fn looks_within(bins: i64) -> usize {
     (0..=bins).filter(|e| is_look(*e)).count().max(1)
 }
 
-/// The share of a window's error level that look `e` of a window of `window_bins` spends:
-/// ∝ 1/√e (Bonferroni with unequal weights, valid whatever the dependence between looks). An
-/// early look holds few probes and needs the larger share to find a large slowdown in minutes;
-/// a late look holds many, and a smaller share moves its threshold little (the z it needs grows
-/// with the logarithm of its share).
-pub(super) fn look_share(e: i64, window_bins: i64) -> f64 {
-    let weight = |e: i64| 1.0 / (e.max(1) as f64).sqrt();
-    let total: f64 = (0..=window_bins).filter(|e| is_look(*e)).map(weight).sum();
-    if total > 0.0 && is_look(e) { weight(e) / total } else { 1.0 / looks_within(window_bins) as f64 }
-}
-
 /// The power at which `SignalReport::detectable` is the smallest effect found.
 pub const DETECTABLE_POWER: f64 = 0.8;
 
@@ -165,12 +154,10 @@ impl Detector {
             Some(first) if signal != Signal::Goodput => (marker + s.release_grace_s).max(first),
             _ => marker + s.release_grace_s,
         };
-        let look = post.1 - post.0;
         let post = if signal == Signal::Goodput { post } else { (post.0.max(self.bin_of(post_start)).min(post.1 - 1), post.1) };
         let mid = (post_start + end) / 2.0;
         let window_bins = ((s.armed_window_s - s.release_grace_s) / s.bin_s).floor() as i64;
-        // The look's share of the window's error level, as a count of equal looks.
-        let looks = 1.0 / look_share(look, window_bins);
+        let looks = looks_within(window_bins) as f64;
         let t = &self.targets[ti];
         let mut scen: Vec<Option<[TestResult; 3]>> = vec![None; t.scenarios.len()];
         let mut pooled: Vec<TestResult> = Vec::new();
