@@ -5,7 +5,7 @@
 use super::baseline::{GoodFrozen, LatencyFrozen, LatencyPost, Part};
 use super::covariates::{Adjust, CacheRef};
 use super::daily::DailyShape;
-use super::history::{HistBin, MIN_VARIANCE_CUT, TREND_MIN_CUT, Trend, bin_index, contrast_var, independent_design_effect};
+use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var, independent_design_effect};
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
 use crate::config::DetectSettings;
@@ -550,19 +550,10 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
     });
     t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)).map(|b| (b.h, b.h_n)));
+    t.trend = std::array::from_fn(|k| t.hist.trend(k, b1, t.adjust[k], s.bin_s));
     t.dependence = std::array::from_fn(|k| match t.adjust[k] {
         Some(a) => t.hist.dependence(k, Some(a.slope)),
         None => t.dependence_raw[k].clone(),
-    });
-    // The local trend, where taking it out narrows the test (against the first ten minutes
-    // after the grace window, as the load adjustment): the daily cycle's slope and a ramp count
-    // as variance in the history's variogram, and drop out of the detrended contrast's.
-    t.trend = std::array::from_fn(|k| {
-        let trend = t.hist.trend(k, b1, t.adjust[k], s.bin_s)?;
-        let d = t.dependence[k].as_ref()?;
-        let (base, post) = ((b0, b1), (p0, p0 + 10));
-        let var = |tr: Option<&Trend>| d.contrast(base, post, tr, s.bin_s, 0.0).0;
-        (var(Some(&trend)) < (1.0 - TREND_MIN_CUT) * var(None)).then_some(trend)
     });
     let (g0, g1) = (bin_index(at - s.goodput_baseline_s, s.bin_s), bin_index(at, s.bin_s));
     let pooled_bins = (g0..g1).filter_map(|b| t.hist.get(b)).filter(|b| !b.outage()).map(|b| (b.good, b.bad));
