@@ -26,26 +26,39 @@
 # incident a day, a rollout warm-up and a ramp; TTFT x1.25 (also with the varying cycle and
 # after an incident), one scenario of three x1.4 and the creep.
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
-# LLMPROBE_BIN: a release binary to use (else one is built). Extra arguments go to every run.
+# LLMPROBE_BIN: a release binary to use (else one is built). ROWS: an extended regex; only the
+# rows whose label matches run (e.g. ROWS='^\(b\)|ramp'). PLAN_OUT: a folder that keeps each
+# row's JSON and the row list (else a temporary one, removed at the end). Extra arguments go to
+# every run. The table is printed at the end, and of the rows finished so far when a run fails or
+# is interrupted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin="$(scripts/release-bin.sh)"
 days="${TRIALS:-1000}"
 trials="${DETECT_TRIALS:-300}"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+if [ -n "${PLAN_OUT:-}" ]; then
+  out="$PLAN_OUT"
+  mkdir -p "$out"
+  cleanup=:
+else
+  out="$(mktemp -d)"
+  cleanup='rm -rf "$out"'
+fi
 common=(--seed 1 --json)
 # 0.5 probes/s over 3 scenarios unless the row names its own rate.
 shape() { case " $* " in *" --rate "*|*" --scenarios "*) ;; *) echo "--rate 0.5 --scenarios 3" ;; esac; }
 rows="$out/rows.tsv"
 n=0
+# Whether the row labelled $1 runs (ROWS unset: all).
+wanted() { [ -z "${ROWS:-}" ] || grep -Eq -- "$ROWS" <<<"$1"; }
 
 # null LABEL FLAGS...: false alarms of the condition, no regression.
 null() {
   local label="$1"
   shift
   n=$((n + 1))
+  wanted "$label" || return 0
   local d="${row_days:-$days}"
   echo "[$n] $label: $d null days" >&2
   # shellcheck disable=SC2046
@@ -58,6 +71,7 @@ power() {
   local label="$1" minutes="$2"
   shift 2
   n=$((n + 1))
+  wanted "$label" || return 0
   echo "[$n] $label: $trials detection trials" >&2
   # shellcheck disable=SC2046
   "$bin" detect simulate "${common[@]}" $(shape "$@") --trials "$trials" --days 0 "$@" "${extra[@]}" >"$out/$n.json"
@@ -66,6 +80,47 @@ power() {
 
 extra=("$@")
 : >"$rows"
+# The table of the rows finished, in order (at the end, and of a run that failed or was stopped).
+render() {
+  [ -s "$rows" ] || return 0
+  python3 - "$rows" <<'EOF'
+import json, sys
+
+table = []
+for line in open(sys.argv[1]):
+    kind, label, path, minutes = line.rstrip("\n").split("\t")
+    r = json.load(open(path))
+    alarms, power = "", ""
+    if kind == "null":
+        fa = r["false_alarms"]
+        t = fa["total"]
+        alarms = "%.3f (<= %.3f) [release %d, continuous %d]" % (
+            t["per_30_days"], t["upper95_per_30_days"], fa["release"]["count"], fa["continuous"]["count"])
+        if fa["rollout"] or r["params"]["cold_cache"] or r["params"]["ramp"]:
+            power = "release alarm in %d of %d releases" % (fa["windows_alarmed"], fa["days"])
+        if r["params"]["second_marker_s"] is not None:
+            power = "alarms cleared by a marker: %d" % r["cleared_by_marker"]
+        if r["params"]["side_by_side"]:
+            power = "release alarm in %d, canary in %d of %d rollouts" % (fa["windows_alarmed"], fa["canary_rollouts_alarmed"], fa["days"])
+    else:
+        within = r["detection"]["detected_within"]
+        power = ", ".join("%.3f within %s min" % (within[m], m) for m in minutes.split(","))
+        if r["params"]["second_marker_s"] is not None:
+            power += "; alarms cleared by a marker: %d" % r["cleared_by_marker"]
+        if r["params"]["side_by_side"]:
+            canary = r["detection"]["detected_within_by_source"]["canary"]
+            power += " (canary first: %s)" % ", ".join("%.3f" % canary[m] for m in minutes.split(","))
+    table.append((label, alarms, power))
+
+head = ("condition", "false alarms / 30 days (95% upper)", "power")
+w = [max(len(row[i]) for row in table + [head]) for i in range(3)]
+for row in [head, tuple("-" * x for x in w)] + table:
+    print(" | ".join(c.ljust(w[i]) for i, c in enumerate(row)).rstrip())
+EOF
+}
+trap 'render; eval "$cleanup"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 null "(a) independent probes"
 for tau in 2 5 15; do
   null "(b) load sd 0.1, tau $tau min" --load-sd 0.1 --load-tau-min "$tau"
@@ -152,37 +207,3 @@ power "TTFT x1.25, 15-min incident earlier, 3 days" 15,60 --regression 1.25 --in
 power "one scenario of 3 x1.4, 3 days" 15 --regression 1.4 --regression-scenarios 1 "${h3[@]}"
 power "creep x1.1 an hour, no marker, 3 days" 180,360 --regression 1 --creep-per-h 1.1 --no-marker --horizon-min 360 "${h3[@]}"
 
-python3 - "$rows" <<'EOF'
-import json, sys
-
-table = []
-for line in open(sys.argv[1]):
-    kind, label, path, minutes = line.rstrip("\n").split("\t")
-    r = json.load(open(path))
-    alarms, power = "", ""
-    if kind == "null":
-        fa = r["false_alarms"]
-        t = fa["total"]
-        alarms = "%.3f (<= %.3f) [release %d, continuous %d]" % (
-            t["per_30_days"], t["upper95_per_30_days"], fa["release"]["count"], fa["continuous"]["count"])
-        if fa["rollout"] or r["params"]["cold_cache"] or r["params"]["ramp"]:
-            power = "release alarm in %d of %d releases" % (fa["windows_alarmed"], fa["days"])
-        if r["params"]["second_marker_s"] is not None:
-            power = "alarms cleared by a marker: %d" % r["cleared_by_marker"]
-        if r["params"]["side_by_side"]:
-            power = "release alarm in %d, canary in %d of %d rollouts" % (fa["windows_alarmed"], fa["canary_rollouts_alarmed"], fa["days"])
-    else:
-        within = r["detection"]["detected_within"]
-        power = ", ".join("%.3f within %s min" % (within[m], m) for m in minutes.split(","))
-        if r["params"]["second_marker_s"] is not None:
-            power += "; alarms cleared by a marker: %d" % r["cleared_by_marker"]
-        if r["params"]["side_by_side"]:
-            canary = r["detection"]["detected_within_by_source"]["canary"]
-            power += " (canary first: %s)" % ", ".join("%.3f" % canary[m] for m in minutes.split(","))
-    table.append((label, alarms, power))
-
-head = ("condition", "false alarms / 30 days (95% upper)", "power")
-w = [max(len(row[i]) for row in table + [head]) for i in range(3)]
-for row in [head, tuple("-" * x for x in w)] + table:
-    print(" | ".join(c.ljust(w[i]) for i, c in enumerate(row)).rstrip())
-EOF
