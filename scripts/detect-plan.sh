@@ -118,7 +118,8 @@ for row in [head, tuple("-" * x for x in w)] + table:
     print(" | ".join(c.ljust(w[i]) for i, c in enumerate(row)).rstrip())
 EOF
 }
-trap 'render; eval "$cleanup"' EXIT
+# The script's status is the runs' or, after them, the table's.
+trap 'rc=$?; render || rc=1; eval "$cleanup"; exit "$rc"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 null "(a) independent probes"

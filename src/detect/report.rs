@@ -22,16 +22,13 @@ impl Detector {
             });
             for signal in Signal::ALL {
                 let k = signal.index();
-                let mut row = self.row_report(t, None, signal, &t.pooled[k]);
+                let mut row = self.row_report(t, None, signal, &t.pooled[k], swing[k]);
                 (row.continuous_evidence, row.continuous_threshold) = t.continuous[k];
-                row.swing_scale = swing[k];
                 out.push(row);
             }
             for sc in &t.scenarios {
                 for signal in Signal::ALL {
-                    let mut row = self.row_report(t, Some(sc), signal, &sc.rows[signal.index()]);
-                    row.swing_scale = swing[signal.index()];
-                    out.push(row);
+                    out.push(self.row_report(t, Some(sc), signal, &sc.rows[signal.index()], swing[signal.index()]));
                 }
             }
         }
@@ -64,7 +61,9 @@ impl Detector {
         Some(ChecksReport { baseline_probes, baseline_failed, probes, failed, p_value, threshold, regressed })
     }
 
-    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &SignalState) -> SignalReport {
+    /// One row of target `t` (`only`: a scenario's, else pooled); `swing_scale` is the target's
+    /// (taken once per report).
+    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &SignalState, swing_scale: f64) -> SignalReport {
         let s = &self.settings;
         let scs: Vec<&ScenarioState> = match only {
             Some(sc) => vec![sc],
@@ -172,7 +171,7 @@ impl Detector {
                 }
             },
             daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
-            swing_scale: 1.0,
+            swing_scale,
             trend_per_hour: if signal == Signal::Goodput {
                 None
             } else {
