@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::math::{quantile_se, sum_tail};
+use super::sensitivity::Sensitivity;
 use crate::config::DetectSettings;
 /// Exponentially weighted mean and variance: a scenario's long-run level and spread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -141,6 +142,8 @@ pub(super) struct LatencyFrozen {
     pub(super) q_tail: f64,
     pub(super) above_tail: f64,
     pub(super) tail_tolerance: f64,
+    /// How much this scenario feels the shared load, learned before the marker (`sensitivity`).
+    pub(super) sensitivity: Sensitivity,
 }
 
 impl LatencyFrozen {
@@ -159,7 +162,24 @@ impl LatencyFrozen {
         let (q_tail, _) = quantile_se(&v, s.tail_quantile)?;
         let above_tail = v.iter().filter(|x| **x as f64 > q_tail).count() as f64 / n;
         let tail_tolerance = v.iter().filter(|x| (**x as f64) > q_tail - tol && (**x as f64) <= q_tail).count() as f64 / n;
-        Some(LatencyFrozen { m: v.len(), median, se_median, p95, se_p95, lo, hi, mean, var, q, above, above_tolerance, q_tail, above_tail, tail_tolerance })
+        Some(LatencyFrozen {
+            m: v.len(),
+            median,
+            se_median,
+            p95,
+            se_p95,
+            lo,
+            hi,
+            mean,
+            var,
+            q,
+            above,
+            above_tolerance,
+            q_tail,
+            above_tail,
+            tail_tolerance,
+            sensitivity: Sensitivity::default(),
+        })
     }
 }
 

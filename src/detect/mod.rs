@@ -5,8 +5,8 @@
 //!
 //! The detector in layers, each file naming only those below it: `daily` (the daily shape),
 //! `state` (types and state),
-//! `covariates` (load adjustment, cache warm-up), `history` and `baseline` (binned history,
-//! frozen baselines), `release` (release-armed tests, recovery), `continuous` (the marker-free
+//! `covariates` (load adjustment, cache warm-up), `history`, `baseline` and `sensitivity` (binned
+//! history, frozen baselines, each scenario's share of the shared load), `release` (release-armed tests, recovery), `continuous` (the marker-free
 //! test), `report` (the exported rows), and `detector` on top (probes, markers, time).
 //!
 //! Memory: at most `max_keys` target × scenario keys, each with 3 × `baseline_max_samples` latency
@@ -26,6 +26,7 @@ pub mod math;
 pub mod persist;
 pub mod release;
 pub mod report;
+pub mod sensitivity;
 pub mod sim;
 pub mod snapshot;
 pub mod state;

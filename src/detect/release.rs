@@ -7,6 +7,7 @@ use super::covariates::{Adjust, CacheRef};
 use super::daily::DailyShape;
 use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var, independent_design_effect};
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
+use super::sensitivity::{SENSITIVITY_SPAN_S, sensitivities};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
 use crate::config::DetectSettings;
 
@@ -37,10 +38,6 @@ pub const DETECTABLE_POWER: f64 = 0.8;
 /// `SCENARIO_OWN_SHARE` each and its contrast with the other scenarios `SCENARIO_CONTRAST_SHARE`.
 const SCENARIO_OWN_SHARE: f64 = 0.1875;
 const SCENARIO_CONTRAST_SHARE: f64 = 0.125;
-/// How differently a target's scenarios may feel the same load, as a share of the shared load's
-/// variance term that a scenario's contrast with the others keeps (±50% in the sensitivity of
-/// log latency to load: a short prompt's TTFT moves more with queueing than a long one's).
-const SENSITIVITY_SPREAD: f64 = 0.5;
 
 /// Bins of the recovery test's recent window.
 const RECOVERY_BINS: i64 = 10;
@@ -235,9 +232,9 @@ impl Detector {
             let rho = t.dependence[k].as_ref().map_or(0.0, |d| d.load_var() / probe_var);
             // For a weighted set of scenarios: p of "no slower than the baseline" for the mean,
             // and whether the estimate reaches the tolerance. The pooled set's probe variance is
-            // scaled by the design effect; one scenario's gets the shared load's variance added
-            // (its own probe noise is larger than the pooled set's, so the pooled ratio would
-            // overstate its dependence many times).
+            // scaled by the design effect; one scenario's gets the shared load's variance added,
+            // scaled by how much that scenario feels the load (its own probe noise is larger than
+            // the pooled set's, so the pooled ratio would overstate its dependence many times).
             let mean = |sel: &[(f64, Part, &LatencyFrozen)], own: bool| -> Option<(f64, bool)> {
                 let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
                 if total <= 0.0 {
@@ -252,7 +249,7 @@ impl Detector {
                     d += w * (p.mean - f.mean);
                     v += w * w * (p.var.max(f.var) / p.n + f.var / f.m as f64);
                 }
-                let v = if own { v + shared } else { v * deff };
+                let v = if own { v + shared * own_scale(sel.iter().map(|x| x.2)) } else { v * deff };
                 Some((normal_sf(d / v.sqrt()), d >= tol))
             };
             // The exceedance and tail tests: probes above each scenario's own baseline quantile
@@ -285,8 +282,10 @@ impl Detector {
                     return None;
                 }
                 let p0 = (k1 / m).clamp(1.0 / m, 1.0 - 1.0 / m);
-                let kappa = exceedance_cov_ratio(normal_quantile(1.0 - p0), rho) / (p0 * (1.0 - p0));
-                let load = if own { shared / (probe_var * (1.0 / n + 1.0 / m)) } else { deff - 1.0 };
+                // One scenario's probes share its own part of the load (its sensitivity).
+                let r = if own { rho * own_scale(sel.iter().map(|x| x.1)) } else { rho };
+                let kappa = exceedance_cov_ratio(normal_quantile(1.0 - p0), r) / (p0 * (1.0 - p0));
+                let load = if own { shared * own_scale(sel.iter().map(|x| x.1)) / (probe_var * (1.0 / n + 1.0 / m)) } else { deff - 1.0 };
                 let d = if load.is_finite() { 1.0 + kappa * load.max(0.0) } else { deff };
                 let p = binomial_sf(k2 / d, (k1 + k2) / d, n / (n + m));
                 Some((p, k2 / n - k1 / m >= tol_e / n))
@@ -324,7 +323,7 @@ impl Detector {
             }
             // Each scenario against the others at the same time (the contrast): the shared load
             // and the daily cycle move them all and cancel, save for how differently scenarios
-            // feel load (`SENSITIVITY_SPREAD`); what is left is the probes' own noise. It finds
+            // feel load (`sensitivity`); what is left is the probes' own noise. It finds
             // a regression of one scenario under load that its own before/after test cannot
             // see. A regression of all scenarios moves no contrast: the pooled tests find it.
             let contrast = |i: usize, j: usize| -> Option<(f64, bool)> {
@@ -341,7 +340,7 @@ impl Detector {
                 let (d_o, v_o) = others.iter().fold((0.0, 0.0), |(d, v), (n, (dc, vc))| (d + n / total * dc, v + (n / total).powi(2) * vc));
                 let (d_i, v_i) = change(&me[j], fi);
                 let d = d_i - d_o;
-                let v = v_i + v_o + SENSITIVITY_SPREAD * SENSITIVITY_SPREAD * shared;
+                let v = v_i + v_o + fi.sensitivity.contrast * shared;
                 Some((normal_sf(d / v.sqrt()), d >= tol))
             };
             for (i, p, f) in &parts {
@@ -580,6 +579,35 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         let total: u64 = bins.clone().map(|(g, b)| (g + b) as u64).sum();
         g.frozen = if total >= s.min_goodput_baseline as u64 { GoodFrozen::from_bins(bins) } else { None };
     }
+    // How much each scenario feels the shared load, from its values (adjusted as the tests adjust
+    // them, the daily shape out, winsorized) over the hours before the marker.
+    let from = at - s.history_s.min(SENSITIVITY_SPAN_S);
+    for k in 0..3 {
+        let (a, daily) = (t.adjust[k], &t.daily[k]);
+        let series: Vec<Vec<(i64, f64)>> = t
+            .scenarios
+            .iter()
+            .map(|sc| {
+                let lk = &sc.latency[k];
+                let (lo, hi) = lk.level.bounds(s.clip_sigmas);
+                (0..lk.times.len())
+                    .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
+                    .map(|i| (bin_index(lk.times[i], s.bin_s), (lk.value(i, a) - daily.value(lk.times[i])).clamp(lo, hi)))
+                    .collect()
+            })
+            .collect();
+        for (sc, found) in t.scenarios.iter_mut().zip(sensitivities(&series)) {
+            if let (Some(f), Some(x)) = (sc.latency[k].frozen.as_mut(), found) {
+                f.sensitivity = x;
+            }
+        }
+    }
+}
+
+/// The scale of the shared load's variance for one scenario's own test (its sensitivity; the
+/// largest where a set is given).
+fn own_scale<'a>(fs: impl Iterator<Item = &'a LatencyFrozen>) -> f64 {
+    fs.map(|f| f.sensitivity.own).fold(0.0, f64::max)
 }
 
 /// A log latency with the release window's frozen trend (where there is one) and the daily shape
