@@ -866,6 +866,33 @@ mod tests {
         assert_eq!(first_alarm(&mut d, Signal::Goodput, t), None);
     }
 
+    /// Three scenarios that feel a shared load (log sd 0.2, 5 minutes) by 0.5, 1 and 1.5 at
+    /// 1 probe/s: at the marker each scenario's row reports its own sensitivity, in that order,
+    /// near 0.5, 1 and 1.5 of the pooled one; before any marker, 1 (assumed).
+    #[test]
+    fn each_scenario_reports_how_much_it_feels_the_shared_load() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut d = Detector::new(quiet());
+        let (mut load, a) = (0.0_f64, (-1.0_f64 / 300.0).exp());
+        let factors = [0.5, 1.0, 1.5];
+        let t = feed(&mut d, &mut rng, 0.0, 5 * 3600, |r, i, _| {
+            if i == 0 {
+                let z: f64 = StandardNormal.sample(r);
+                load = a * load + (1.0 - a * a).sqrt() * 0.2 * z;
+            }
+            probe(r, (factors[i] * load).exp())
+        });
+        let sensitivity = |d: &Detector| -> Vec<f64> {
+            let rows = d.report();
+            SC.iter().map(|n| rows.iter().find(|r| r.scenario.as_deref() == Some(n) && r.signal == Signal::Ttft).expect("row").load_sensitivity).collect()
+        };
+        assert_eq!(sensitivity(&d), vec![1.0; 3], "not learned before a marker");
+        d.mark_release("t", "v2", t, t);
+        feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 1.0));
+        let got = sensitivity(&d);
+        assert!((0.3..0.7).contains(&got[0]) && (0.8..1.2).contains(&got[1]) && (1.3..1.7).contains(&got[2]), "{got:?}");
+    }
+
     /// One scenario of six 1.5x slower under a shared load that swings (log sd 0.2, 5 minutes)
     /// at 0.6 probes/s: the scenario's own before/after test carries the load's variance; its
     /// contrast with the other scenarios at the same time does not. Found within the hour in 15

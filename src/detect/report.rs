@@ -172,6 +172,10 @@ impl Detector {
             },
             daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
             swing_scale,
+            load_sensitivity: match (only, signal) {
+                (Some(sc), Signal::Ttft | Signal::Tpot | Signal::E2e) => sc.latency[k].frozen.as_ref().and_then(|f| f.sensitivity.relative).unwrap_or(1.0),
+                _ => 1.0,
+            },
             trend_per_hour: if signal == Signal::Goodput {
                 None
             } else {

@@ -32,13 +32,15 @@ const MAX_SCALE: f64 = 9.0;
 pub(super) struct Sensitivity {
     pub(super) own: f64,
     pub(super) contrast: f64,
+    /// The point estimate relative to the pooled bins (β / (wβ + 1 − w)); `None` when assumed.
+    pub(super) relative: Option<f64>,
 }
 
 impl Default for Sensitivity {
     /// What the tests assume without a learned slope: the pooled load as the scenario's own, and
     /// a spread of ±50% between scenarios.
     fn default() -> Self {
-        Sensitivity { own: 1.0, contrast: ASSUMED_SPREAD * ASSUMED_SPREAD }
+        Sensitivity { own: 1.0, contrast: ASSUMED_SPREAD * ASSUMED_SPREAD, relative: None }
     }
 }
 
@@ -125,7 +127,8 @@ fn one(bins: &[(i64, BinSums)], var: f64, total: impl Fn(i64) -> (f64, f64, f64)
     }
     // The others' load variance: their spread beyond probe noise, which must stand out of it.
     let load = sxx - noise;
-    if !(load > GATE_Z * (2.0 * noise_sq).sqrt()) {
+    // (NaN fails it as well.)
+    if load.partial_cmp(&(GATE_Z * (2.0 * noise_sq).sqrt())) != Some(std::cmp::Ordering::Greater) {
         return None;
     }
     let beta = sxy / load;
@@ -137,11 +140,11 @@ fn one(bins: &[(i64, BinSums)], var: f64, total: impl Fn(i64) -> (f64, f64, f64)
     // others', and the tests' load term is the pooled one.
     let w = pts.iter().map(|p| p.3).sum::<f64>() / pts.iter().map(|p| p.3 + p.4).sum::<f64>();
     let pooled = w * beta + (1.0 - w);
-    if !(pooled > 0.1 && se <= MAX_SE) {
+    if pooled.partial_cmp(&0.1) != Some(std::cmp::Ordering::Greater) || se.partial_cmp(&MAX_SE) != Some(std::cmp::Ordering::Less) {
         return None;
     }
     let scale = |x: f64| (x / pooled).powi(2).min(MAX_SCALE);
-    Some(Sensitivity { own: scale(beta.max(0.0) + se), contrast: scale((beta - 1.0).abs() + se) })
+    Some(Sensitivity { own: scale(beta.max(0.0) + se), contrast: scale((beta - 1.0).abs() + se), relative: Some(beta / pooled) })
 }
 
 #[cfg(test)]

@@ -180,6 +180,10 @@ pub struct SignalReport {
     /// one frozen at the marker while its window is open, else the history's current one; 1
     /// for goodput).
     pub swing_scale: f64,
+    /// Scenario latency rows: how much the scenario feels the target's shared load relative to
+    /// the pooled bins, learned at the marker (`sensitivity.rs`; 1: not learned, the pooled load
+    /// assumed; 1 for pooled rows and goodput).
+    pub load_sensitivity: f64,
     /// The cache warm-up of the open (or last) release window: latency probes held out of the
     /// release tests because the engine's prefix-cache hit rate was below the baseline's.
     pub warmup: Option<CacheWarmup>,

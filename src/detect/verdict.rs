@@ -274,6 +274,7 @@ mod tests {
             load_slope: 0.0,
             daily_amplitude: 0.0,
             swing_scale: 1.0,
+            load_sensitivity: 1.0,
             checks: None,
             warmup: None,
             trend_per_hour: None,

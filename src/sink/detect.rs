@@ -194,6 +194,7 @@ impl DetectSink {
         f.load_slope.get_or_create(&sig).set(row.load_slope);
         f.daily_amplitude.get_or_create(&sig).set(row.daily_amplitude);
         f.swing_scale.get_or_create(&sig).set(row.swing_scale);
+        f.load_sensitivity.get_or_create(&sig).set(row.load_sensitivity);
         if row.signal == Signal::Goodput {
             for (bound, v) in bounds(row.bad_delta) {
                 f.bad_delta.get_or_create(&DetectDeltaLabels { target: row.target.clone(), scenario: scenario.to_owned(), bound }).set(v);
@@ -380,6 +381,7 @@ mod tests {
             load_slope: 0.0,
             daily_amplitude: 0.0,
             swing_scale: 1.0,
+            load_sensitivity: 1.0,
             checks: None,
             warmup: None,
             trend_per_hour: None,

@@ -118,6 +118,10 @@ pub const DETECT_SWING_SCALE: FamilySpec = FamilySpec {
     name: "llmprobe_detect_swing_scale",
     help: "How much the detector widens the load's part of its variance because the hours at the current latency level swing more than its history's average (busy hours); 1 when not widened",
 };
+pub const DETECT_LOAD_SENSITIVITY: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_load_sensitivity",
+    help: "How much a scenario feels its target's shared load relative to all its scenarios together, learned at the last release marker; 1 when not learned (the pooled load assumed) and for pooled rows",
+};
 pub const DETECT_RELEASE_PENDING: FamilySpec = FamilySpec {
     name: "llmprobe_detect_release_pending",
     help: "1 while a release marker's test has not looked yet (its grace period and the bins before the first look); 0 otherwise",
@@ -207,7 +211,7 @@ pub const AGENT_LOOP_DURATION_SECONDS: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 69] = [
+pub const ALL_FAMILIES: [FamilySpec; 70] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -252,6 +256,7 @@ pub const ALL_FAMILIES: [FamilySpec; 69] = [
     DETECT_LOAD_SLOPE,
     DETECT_DAILY_AMPLITUDE,
     DETECT_SWING_SCALE,
+    DETECT_LOAD_SENSITIVITY,
     DETECT_RELEASE_PENDING,
     DETECT_OVER_KEY_CAP_TOTAL,
     RELEASE_INFO,

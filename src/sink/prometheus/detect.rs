@@ -1,8 +1,9 @@
 //! The release-regression detector's families: state, effect estimates, evidence, markers.
 
 use super::contract::{
-    DETECT_BAD_FRACTION_DELTA, DETECT_DAILY_AMPLITUDE, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SLOPE, DETECT_OVER_KEY_CAP_TOTAL,
-    DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_SWING_SCALE, DETECT_THRESHOLD, RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
+    DETECT_BAD_FRACTION_DELTA, DETECT_DAILY_AMPLITUDE, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SENSITIVITY, DETECT_LOAD_SLOPE,
+    DETECT_OVER_KEY_CAP_TOTAL, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_SWING_SCALE, DETECT_THRESHOLD, RELEASE_INFO,
+    RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
@@ -93,6 +94,7 @@ pub struct DetectFamilies {
     pub load_slope: Family<DetectSignalLabels, FloatGauge>,
     pub daily_amplitude: Family<DetectSignalLabels, FloatGauge>,
     pub swing_scale: Family<DetectSignalLabels, FloatGauge>,
+    pub load_sensitivity: Family<DetectSignalLabels, FloatGauge>,
     /// Per target: 1 while a release is being judged but the test has not looked yet.
     pub(super) release_pending: Family<TargetLabels, Gauge>,
     /// Probes of keys beyond `detect.max_keys`, which the detector drops.
@@ -115,6 +117,7 @@ impl DetectFamilies {
             load_slope: Family::default(),
             daily_amplitude: Family::default(),
             swing_scale: Family::default(),
+            load_sensitivity: Family::default(),
             release_pending: Family::default(),
             over_key_cap: Counter::default(),
             release_info: info_family(),
@@ -133,6 +136,7 @@ impl DetectFamilies {
         register(r, DETECT_LOAD_SLOPE, self.load_slope.clone());
         register(r, DETECT_DAILY_AMPLITUDE, self.daily_amplitude.clone());
         register(r, DETECT_SWING_SCALE, self.swing_scale.clone());
+        register(r, DETECT_LOAD_SENSITIVITY, self.load_sensitivity.clone());
         register(r, DETECT_RELEASE_PENDING, self.release_pending.clone());
         register(r, DETECT_OVER_KEY_CAP_TOTAL, self.over_key_cap.clone());
         register(r, RELEASE_INFO, self.release_info.clone());
@@ -213,6 +217,7 @@ impl DetectFamilies {
                     touch(&self.load_slope, &sig);
                     touch(&self.daily_amplitude, &sig);
                     self.swing_scale.get_or_create(&sig).set(1.0);
+                    self.load_sensitivity.get_or_create(&sig).set(1.0);
                     touch(&self.threshold, &sig);
                     // No estimate before a marker: NaN, never a misleading 0.
                     for bound in ["estimate", "low", "high"] {
@@ -249,6 +254,7 @@ impl DetectFamilies {
             self.load_slope.remove(&sig);
             self.daily_amplitude.remove(&sig);
             self.swing_scale.remove(&sig);
+            self.load_sensitivity.remove(&sig);
             for bound in ["estimate", "low", "high"] {
                 self.bad_delta.remove(&DetectDeltaLabels { target: target.to_owned(), scenario: scenario.to_owned(), bound });
                 for percentile in ["p50", "p95"] {
