@@ -604,13 +604,16 @@ impl BinnedHistory {
             let k = used.len() as f64;
             Some((m, (used.iter().map(|b| (b.1 / n).powi(2) * (b.0 / b.1 - m).powi(2)).sum::<f64>() * k / (k - 1.0)).sqrt()))
         };
-        let (Some(all), Some((local, _))) = (mean_se(0), mean_se(1)) else { return 1.0 };
+        let (Some(all), Some((local, local_se))) = (mean_se(0), mean_se(1)) else { return 1.0 };
         // Without clear swings at these lags (independent probes, a daily cycle alone) the
         // ratio is one of noise.
         if all.0 <= 2.0 * all.1 {
             return 1.0;
         }
-        let r = local / all.0;
+        // The local swing one standard error up: estimated from a few hours, it scatters by about
+        // a third, and a yardstick taken too narrow costs far more false alarms in the tail the
+        // tests look at than one taken as wide costs power.
+        let r = (local + local_se) / all.0;
         if r.is_finite() { r.clamp(1.0, MAX_LOCAL_SCALE) } else { 1.0 }
     }
 
@@ -856,8 +859,8 @@ mod tests {
     fn busy_hours_that_swing_more_widen_the_yardstick_now() {
         // The last five hours busier (level +0.4) and swinging with sd 0.2 against 0.05 before:
         // at a busy hour the load part is about twice the history's average (5 seeds: scale
-        // 1.72–2.07). With the same swing all day the yardstick stays as the history gives it
-        // (scale 1 in all 5).
+        // 2.00–2.54, the local swing taken one standard error up). With the same swing all day
+        // the yardstick stays about as the history gives it (scale 1–1.10).
         for seed in 0..5 {
             // Busier over two hours (a morning ramp), swinging more as it gets busier.
             let ramp = |b: usize| ((b as f64 - 300.0) / 120.0).clamp(0.0, 1.0);
