@@ -6,8 +6,9 @@
 //! The detector in layers, each file naming only those below it: `daily` (the daily shape),
 //! `state` (types and state),
 //! `covariates` (load adjustment, cache warm-up), `history`, `baseline` and `sensitivity` (binned
-//! history, frozen baselines, each scenario's share of the shared load), `release` (release-armed tests, recovery), `continuous` (the marker-free
-//! test), `report` (the exported rows), and `detector` on top (probes, markers, time).
+//! history, frozen baselines, each scenario's share of the shared load), `release`
+//! (release-armed tests, recovery), `continuous` (the marker-free test), `report` (the exported
+//! rows), and `detector` on top (probes, markers, time).
 //!
 //! Memory: at most `max_keys` target × scenario keys, each with 3 × `baseline_max_samples` latency
 //! values plus as many post-release values and 7 hours of goodput bins, and per target the bins

@@ -283,9 +283,9 @@ impl Detector {
                 }
                 let p0 = (k1 / m).clamp(1.0 / m, 1.0 - 1.0 / m);
                 // One scenario's probes share its own part of the load (its sensitivity).
-                let r = if own { rho * own_scale(sel.iter().map(|x| x.1)) } else { rho };
-                let kappa = exceedance_cov_ratio(normal_quantile(1.0 - p0), r) / (p0 * (1.0 - p0));
-                let load = if own { shared * own_scale(sel.iter().map(|x| x.1)) / (probe_var * (1.0 / n + 1.0 / m)) } else { deff - 1.0 };
+                let scale = if own { own_scale(sel.iter().map(|x| x.1)) } else { 1.0 };
+                let kappa = exceedance_cov_ratio(normal_quantile(1.0 - p0), rho * scale) / (p0 * (1.0 - p0));
+                let load = if own { shared * scale / (probe_var * (1.0 / n + 1.0 / m)) } else { deff - 1.0 };
                 let d = if load.is_finite() { 1.0 + kappa * load.max(0.0) } else { deff };
                 let p = binomial_sf(k2 / d, (k1 + k2) / d, n / (n + m));
                 Some((p, k2 / n - k1 / m >= tol_e / n))

@@ -58,24 +58,20 @@ struct BinSums {
 /// toward the wider test, so an estimate that scatters widens rather than narrows.
 pub(super) fn sensitivities(series: &[Vec<(i64, f64)>]) -> Vec<Option<Sensitivity>> {
     let bins: Vec<Vec<(i64, BinSums)>> = series.iter().map(|s| bin_sums(s)).collect();
-    let (Some(first), Some(last)) = (bins.iter().filter_map(|b| b.first()).map(|b| b.0).min(), bins.iter().filter_map(|b| b.last()).map(|b| b.0).max()) else {
+    // The bin range over every entry (not the ends of each series: out of order, an end is no bound).
+    let (Some(first), Some(last)) = (bins.iter().flatten().map(|b| b.0).min(), bins.iter().flatten().map(|b| b.0).max()) else {
         return vec![None; series.len()];
     };
     // Within-bin probe variance, per scenario where it has enough pairs, else all scenarios'.
-    let within = |b: &[(i64, BinSums)]| {
-        b.iter().filter(|x| x.1.n >= 2.0).fold((0.0, 0.0), |(ss, df), (_, x)| (ss + (x.sum_sq - x.sum * x.sum / x.n).max(0.0), df + x.n - 1.0))
-    };
-    let (ss, df) = bins.iter().map(|b| within(b)).fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
+    let within: Vec<(f64, f64)> = bins
+        .iter()
+        .map(|b| b.iter().filter(|x| x.1.n >= 2.0).fold((0.0, 0.0), |(ss, df), (_, x)| (ss + (x.sum_sq - x.sum * x.sum / x.n).max(0.0), df + x.n - 1.0)))
+        .collect();
+    let (ss, df) = within.iter().fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
     if df < MIN_NOISE_DF {
         return vec![None; series.len()];
     }
-    let noise: Vec<f64> = bins
-        .iter()
-        .map(|b| match within(b) {
-            (s, d) if d >= MIN_NOISE_DF => s / d,
-            _ => ss / df,
-        })
-        .collect();
+    let noise: Vec<f64> = within.iter().map(|&(s, d)| if d >= MIN_NOISE_DF { s / d } else { ss / df }).collect();
     // All scenarios' probes per bin: count, sum, and the sum of their probe variances.
     let width = usize::try_from(last.saturating_sub(first)).unwrap_or(usize::MAX).saturating_add(1);
     if width > crate::config::MAX_HISTORY_BINS as usize {
@@ -127,8 +123,8 @@ fn one(bins: &[(i64, BinSums)], var: f64, total: impl Fn(i64) -> (f64, f64, f64)
     }
     // The others' load variance: their spread beyond probe noise, which must stand out of it.
     let load = sxx - noise;
-    // (NaN fails it as well.)
-    if load.partial_cmp(&(GATE_Z * (2.0 * noise_sq).sqrt())) != Some(std::cmp::Ordering::Greater) {
+    let stands_out = load > GATE_Z * (2.0 * noise_sq).sqrt(); // false for NaN too
+    if !stands_out {
         return None;
     }
     let beta = sxy / load;
@@ -140,7 +136,8 @@ fn one(bins: &[(i64, BinSums)], var: f64, total: impl Fn(i64) -> (f64, f64, f64)
     // others', and the tests' load term is the pooled one.
     let w = pts.iter().map(|p| p.3).sum::<f64>() / pts.iter().map(|p| p.3 + p.4).sum::<f64>();
     let pooled = w * beta + (1.0 - w);
-    if pooled.partial_cmp(&0.1) != Some(std::cmp::Ordering::Greater) || se.partial_cmp(&MAX_SE) != Some(std::cmp::Ordering::Less) {
+    let usable = pooled > 0.1 && se < MAX_SE; // false for NaN too
+    if !usable {
         return None;
     }
     let scale = |x: f64| (x / pooled).powi(2).min(MAX_SCALE);
@@ -220,6 +217,9 @@ mod tests {
             assert!(x.own.is_finite() && x.contrast.is_finite());
         }
         assert!(sensitivities(&[]).is_empty());
+        // Out of bin order, far apart: no index outside the bins' range.
+        let unordered = vec![vec![(10, 1.0), (3, 2.0), (7, 0.5)], vec![(4, 1.0), (-2, 0.0)]];
+        assert_eq!(sensitivities(&unordered), vec![None, None]);
         let one = series(1, &[1.0], 0.2, 100);
         assert_eq!(sensitivities(&one), vec![None]);
     }
