@@ -82,18 +82,17 @@ pub(super) const INCIDENT_SCALES: f64 = 5.0;
 pub(super) const INCIDENT_REFERENCE: usize = 60;
 /// Fewer usable bins before it than this: nothing is flagged (a new target).
 pub(super) const INCIDENT_MIN_REFERENCE: usize = 20;
-/// An incident's edges: the bin just before its first flagged bin and each bin after a flagged
-/// one are flagged too when they lie this many robust standard deviations out on the same side.
-/// An incident starts and ends inside a bin, and its recovery takes a while: those partial bins
-/// stay under `INCIDENT_SCALES` yet each pair they form weighs like a large load swing (in the
-/// planner, a 15-minute 2x incident earlier in the day took the release test's power within 15
-/// minutes from 0.80 to 0.59; with its edges out, 0.70). A Gaussian bin passes it about once in
+/// An incident's edges: the bin before its first flagged block and each bin after a flagged one
+/// are flagged too when they lie this many robust standard deviations out on the same side (after
+/// it, also when nearer the incident's level than the reference's). An incident starts and ends
+/// inside a bin, and its recovery takes a while: those partial bins stay under `INCIDENT_SCALES`
+/// yet each pair they form weighs like a large load swing. A Gaussian bin passes it about once in
 /// 80, and only next to an incident is it asked.
 pub(super) const INCIDENT_EDGE_SCALES: f64 = 2.5;
 /// Bins in a row whose mean is held to `INCIDENT_SCALES` of such means' spread: a 1.5x incident
-/// moves a bin by under 5 robust deviations at 0.5 probes/s, and left in the variogram it looked
-/// like a load that lasts a quarter hour (the release test's power within 15 minutes after one
-/// earlier in the day fell from 0.80 to 0.15 in the planner).
+/// moves a bin by under 5 robust deviations at 0.5 probes/s (a 1.3x one by about 3), and left in
+/// the variogram a quarter hour of it looks like a load that lasts a quarter hour
+/// (docs/detection.md, "Incidents left out", has the planner's figures).
 pub(super) const INCIDENT_BLOCKS: [usize; 2] = [3, 10];
 /// Blocks this long are held to the dependence model's yardstick too: in an hour of load that
 /// swings for a quarter hour, the spread of ten-bin means is known from a few pieces and may
