@@ -12,7 +12,8 @@
 # SLO misses (independent probes, and load sd 0.1 at 5 and 15 min); scenarios that feel the load
 # unlike (x0.67..1.33 and x0.5..1.5 under load sd 0.2). Power: TTFT x1.25
 # (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
-# 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day; with the
+# 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day (2x, 1.5x,
+# 1.3x); with the
 # marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
 # x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97% (also at 1 probe/s), one scenario of
 # 10 x1.5 under shared load. Operations: a release inside a morning ramp (x1.5 over 2 h; also with
@@ -156,6 +157,8 @@ done
 power "TTFT x1.25, load sd 0.1, R² 0.98, mediator 0.5" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5 --reading-r2 0.98 --reading-mediator 0.5
 power "TTFT x1.25, load sd 0.2, reading R² 0.98" 15,60 --regression 1.25 --load-sd 0.2 --load-tau-min 5 --reading-r2 0.98
 power "TTFT x1.25, 15-min incident earlier" 15,60 --regression 1.25 --incident-s 900 --incident-factor 2
+power "TTFT x1.25, 15-min 1.5x incident earlier" 15,60 --regression 1.25 --incident-s 900 --incident-factor 1.5
+power "TTFT x1.25, 15-min 1.3x incident earlier" 15,60 --regression 1.25 --incident-s 900 --incident-factor 1.3
 power "TTFT x1.25, marker 20 min late" 15,60 --regression 1.25 --marker-delay-s 1200
 power "TTFT x1.25, second marker at 12 min" 15,60 --regression 1.25 --second-marker-s 720
 power "one scenario of 3 x1.4" 15 --regression 1.4 --regression-scenarios 1
