@@ -13,8 +13,7 @@
 # unlike (x0.67..1.33 and x0.5..1.5 under load sd 0.2). Power: TTFT x1.25
 # (independent; under load sd 0.1 / 5 min without a reading and with readings of R² 0.9, 0.95,
 # 0.98, 1; under load sd 0.2 with R² 0.98; after a 15-minute incident earlier that day (2x, 1.5x,
-# 1.3x); with the
-# marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
+# 1.3x); with the marker 20 minutes late; with a repeated marker), one scenario of three x1.4, the cache-miss mode
 # x1.5, the slowest 3% of requests x3, goodput 99.5% -> 97% (also at 1 probe/s), one scenario of
 # 10 x1.5 under shared load. Operations: a release inside a morning ramp (x1.5 over 2 h; also with
 # an offered-load reading, and under load sd 0.1 with and without it), a cold prefix cache after each release (with and without the engine's hit rate),
