@@ -910,15 +910,7 @@ mod tests {
             for bin in 0..720 {
                 let z: f64 = StandardNormal.sample(&mut rng);
                 l = rho * l + load_sd * (1.0 - rho * rho).sqrt() * z;
-                let mut open = OpenBin::default();
-                for _ in 0..30 {
-                    let e: f64 = StandardNormal.sample(&mut rng);
-                    let r = l + 0.5 * e;
-                    open.n[0] += 1;
-                    open.sum[0] += r;
-                    open.sum_sq[0] += r * r;
-                }
-                h.push(bin, open.close());
+                h.push(bin, probes(&mut rng, |e| l + 0.5 * e));
             }
             let deff = h.dependence(0, None).expect("enough history").design_effect((600, 660), (663, 693));
             assert!(deff >= lo && deff <= hi, "load sd {load_sd}: design effect {deff}");
@@ -942,15 +934,7 @@ mod tests {
                     500..515 => 1.3f64.ln(),
                     _ => 0.0,
                 };
-                let mut open = OpenBin::default();
-                for _ in 0..30 {
-                    let e: f64 = StandardNormal.sample(&mut rng);
-                    let r = shift + 0.5 * e;
-                    open.n[0] += 1;
-                    open.sum[0] += r;
-                    open.sum_sq[0] += r * r;
-                }
-                h.push(bin, open.close());
+                h.push(bin, probes(&mut rng, |e| shift + 0.5 * e));
             }
             h.bins.iter().enumerate().filter(|(_, b)| b.excluded[0]).map(|(i, _)| i as i64 + h.first).collect::<Vec<i64>>()
         };
@@ -967,6 +951,23 @@ mod tests {
         assert!(f[16..].iter().all(|b| (350..365).contains(b) || (500..515).contains(b)) && within(&f, 350..365) >= 12, "most of the 1.5x incident: {f:?}");
     }
 
+    /// Adds one TTFT residual `r` to a bin.
+    fn add(open: &mut OpenBin, r: f64) {
+        open.n[0] += 1;
+        open.sum[0] += r;
+        open.sum_sq[0] += r * r;
+    }
+
+    /// A closed bin of 30 TTFT residuals `value(e)`, e standard normal.
+    fn probes(rng: &mut SmallRng, value: impl Fn(f64) -> f64) -> HistBin {
+        let mut open = OpenBin::default();
+        for _ in 0..30 {
+            let e: f64 = StandardNormal.sample(rng);
+            add(&mut open, value(e));
+        }
+        open.close()
+    }
+
     /// 720 bins of 30 probes (sd 0.5) under an AR(1) load (lag-1 correlation e^(-1/5)) whose
     /// level and sd are `level(bin)` and `sd(bin)`.
     fn history_under(seed: u64, level: impl Fn(usize) -> f64, sd: impl Fn(usize) -> f64) -> BinnedHistory {
@@ -977,15 +978,7 @@ mod tests {
         for bin in 0..720 {
             let e: f64 = StandardNormal.sample(&mut rng);
             z = rho * z + (1.0 - rho * rho).sqrt() * e;
-            let mut open = OpenBin::default();
-            for _ in 0..30 {
-                let e: f64 = StandardNormal.sample(&mut rng);
-                let r = level(bin) + sd(bin) * z + 0.5 * e;
-                open.n[0] += 1;
-                open.sum[0] += r;
-                open.sum_sq[0] += r * r;
-            }
-            h.push(bin as i64, open.close());
+            h.push(bin as i64, probes(&mut rng, |e| level(bin) + sd(bin) * z + 0.5 * e));
         }
         h
     }
@@ -1037,9 +1030,7 @@ mod tests {
                     for _ in 0..30 {
                         let e: f64 = StandardNormal.sample(&mut rng);
                         let r = l + sd * e;
-                        open.n[0] += 1;
-                        open.sum[0] += r;
-                        open.sum_sq[0] += r * r;
+                        add(&mut open, r);
                         let missed = r > thr;
                         let failed = rng.random_bool(error_share);
                         open.good += u32::from(!missed && !failed);
