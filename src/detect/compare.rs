@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use super::math::Z95;
+use super::math::{Z95, median_and_robust_sd};
 use super::state::{Estimate, Signal};
 
 /// Latency slowdowns (multiples of the tolerance) the evidence is mixed over.
@@ -274,14 +274,7 @@ fn clip_bounds(values: &[f64], k: f64, reach: f64) -> Option<(f64, f64)> {
     if values.is_empty() {
         return None;
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let mut sorted = values.to_vec();
-    let m = median(&mut sorted);
-    let mut dev: Vec<f64> = values.iter().map(|y| (y - m).abs()).collect();
-    let sd = (1.4826 * median(&mut dev)).max(1e-3);
+    let (m, sd) = median_and_robust_sd(values.to_vec());
     Some((m - k * sd - reach, m + k * sd + reach))
 }
 

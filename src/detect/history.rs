@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::covariates::{Adjust, adjusted};
-use super::math::isotonic_increasing;
+use super::math::{isotonic_increasing, median_and_robust_sd};
 // ---- the dependence model: a target's probes pooled in time bins --------------------------------
 
 /// One closed time bin of a target: per latency signal the probes, the mean of their residuals
@@ -107,18 +107,6 @@ pub(super) struct IncidentReference {
     scale: f64,
     /// Of the mean of the bins in a row it was asked for.
     spread: f64,
-}
-
-/// The median of `x` (not empty) and its robust standard deviation (1.4826 × MAD, at least 1e-3).
-fn median_and_robust_sd(mut x: Vec<f64>) -> (f64, f64) {
-    if x.is_empty() {
-        return (0.0, 1e-3);
-    }
-    x.sort_by(f64::total_cmp);
-    let median = x[x.len() / 2];
-    let mut dev: Vec<f64> = x.iter().map(|v| (v - median).abs()).collect();
-    dev.sort_by(f64::total_cmp);
-    (median, (1.4826 * dev[dev.len() / 2]).max(1e-3))
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -750,8 +738,11 @@ impl BinnedHistory {
             let mut block = 0;
             for &size in &INCIDENT_BLOCKS {
                 let members: Vec<f64> = self.bins.iter().rev().take(size - 1).filter(|p| p.usable(k)).map(|p| p.mean[k] as f64).collect();
+                if members.len() + 1 != size {
+                    continue;
+                }
                 // Against the bins before the block, so its own bins never widen the yardstick.
-                let Some(rb) = self.incident_reference(k, size - 1, size).filter(|_| members.len() + 1 == size) else { continue };
+                let Some(rb) = self.incident_reference(k, size - 1, size) else { continue };
                 let x = b.mean[k] as f64;
                 if members.iter().any(|m| (m - rb.median).signum() != (x - rb.median).signum()) {
                     continue;

@@ -5,6 +5,19 @@
 /// z for a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
 
+/// The median of `x` and its robust standard deviation (1.4826 × MAD, at least 1e-3); (0, 1e-3)
+/// for an empty `x`.
+pub fn median_and_robust_sd(mut x: Vec<f64>) -> (f64, f64) {
+    if x.is_empty() {
+        return (0.0, 1e-3);
+    }
+    x.sort_by(f64::total_cmp);
+    let median = x[x.len() / 2];
+    let mut dev: Vec<f64> = x.iter().map(|v| (v - median).abs()).collect();
+    dev.sort_by(f64::total_cmp);
+    (median, (1.4826 * dev[dev.len() / 2]).max(1e-3))
+}
+
 /// ln(Σ exp(x)) without overflow; `-inf` for an empty slice.
 pub fn log_sum_exp(xs: &[f64]) -> f64 {
     let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
