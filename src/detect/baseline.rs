@@ -144,10 +144,29 @@ pub(super) struct LatencyFrozen {
     pub(super) tail_tolerance: f64,
     /// How much this scenario feels the shared load, learned before the marker (`sensitivity`).
     pub(super) sensitivity: Sensitivity,
+    /// (count, mean of the winsorized values) of the newest part of the baseline window, one per
+    /// `BASELINE_SPANS` fraction: the mean tests compare with the part that gives the narrowest
+    /// contrast under the dependence (`Detector::release_look`).
+    pub(super) spans: [(f64, f64); BASELINE_SPANS.len()],
 }
 
+/// The newest fractions of the latency baseline window a mean test may compare with, the whole
+/// window last. Where latency drifts (the daily cycle's slope, slow load), an hour before the
+/// marker is further from the probes after it than a shorter part, and its contrast varies more
+/// than the shorter part's larger probe noise costs; where it does not, the whole hour is the
+/// narrowest. The choice is made from the history's dependence and the probe counts alone, never
+/// from the values compared.
+pub(super) const BASELINE_SPANS: [f64; 5] = [0.25, 1.0 / 3.0, 0.5, 0.75, 1.0];
+
 impl LatencyFrozen {
-    pub(super) fn from_values(mut v: Vec<f32>, (lo, hi): (f64, f64), s: &DetectSettings) -> Option<Self> {
+    /// From the baseline window's (time, log value) pairs before `at` (window `span_s` long).
+    pub(super) fn from_values(tv: &[(f64, f32)], at: f64, span_s: f64, (lo, hi): (f64, f64), s: &DetectSettings) -> Option<Self> {
+        let spans = BASELINE_SPANS.map(|frac| {
+            let from = at - frac * span_s;
+            let (n, sum) = tv.iter().filter(|(t, _)| *t >= from).fold((0.0, 0.0), |(n, sum), (_, y)| (n + 1.0, sum + (*y as f64).clamp(lo, hi)));
+            (n, if n > 0.0 { sum / n } else { f64::NAN })
+        });
+        let mut v: Vec<f32> = tv.iter().map(|x| x.1).collect();
         v.sort_by(|a, b| a.total_cmp(b));
         let (median, se_median) = quantile_se(&v, 0.5)?;
         let (p95, se_p95) = quantile_se(&v, 0.95)?;
@@ -179,6 +198,7 @@ impl LatencyFrozen {
             above_tail,
             tail_tolerance,
             sensitivity: Sensitivity::default(),
+            spans,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! before it, the looks of the window and the tests at each look (per scenario and pooled), and
 //! the recovery test that clears a regressed row (docs/detection.md, "Release-armed tests").
 
-use super::baseline::{GoodFrozen, LatencyFrozen, LatencyPost, Part};
+use super::baseline::{BASELINE_SPANS, GoodFrozen, LatencyFrozen, LatencyPost, Part};
 use super::covariates::{Adjust, CacheRef};
 use super::daily::DailyShape;
 use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var, independent_design_effect};
@@ -209,8 +209,14 @@ impl Detector {
             let base = (self.bin_of(frozen_at - s.latency_baseline_s), self.bin_of(frozen_at));
             // The daily shape's own error moves every scenario alike (it cancels in the contrast
             // of scenarios): shared variance.
-            let shape_var = t.daily[k].contrast_var(base, post, s.bin_s);
-            let (deff, shared) = t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s, shape_var));
+            let dependence = |base: (i64, i64)| {
+                let shape_var = t.daily[k].contrast_var(base, post, s.bin_s);
+                t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s, shape_var))
+            };
+            let (deff, shared) = dependence(base);
+            // (design effect, shared variance) of the contrast with each newest part of the
+            // baseline window (`BASELINE_SPANS`), for the mean tests' choice of it.
+            let span_dep = BASELINE_SPANS.map(|frac| dependence((self.bin_of(frozen_at - frac * s.latency_baseline_s), base.1)));
             let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
@@ -235,19 +241,40 @@ impl Detector {
             // scaled by the design effect; one scenario's gets the shared load's variance added,
             // scaled by how much that scenario feels the load (its own probe noise is larger than
             // the pooled set's, so the pooled ratio would overstate its dependence many times).
-            let mean = |sel: &[(f64, Part, &LatencyFrozen)], own: bool| -> Option<(f64, bool)> {
+            // The part of the baseline window (index into `BASELINE_SPANS`) whose contrast with
+            // the post probes of `sel` is narrowest under the dependence: from probe counts and
+            // the history alone, never the values. Ties go to the longest.
+            let best_span = |sel: &[(f64, Part, &LatencyFrozen)], own: bool| -> usize {
+                let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
+                let cost = |j: usize| {
+                    let (deff_j, shared_j) = span_dep[j];
+                    let mut v = 0.0;
+                    for (w, p, f) in sel.iter().filter(|x| x.1.n >= 2.0) {
+                        let m = f.spans[j].0;
+                        if m < 2.0 {
+                            return f64::INFINITY;
+                        }
+                        v += (w / total).powi(2) * f.var * (1.0 / p.n + 1.0 / m);
+                    }
+                    if own { v + shared_j * own_scale(sel.iter().map(|x| x.2)) } else { v * deff_j }
+                };
+                (0..BASELINE_SPANS.len()).rev().min_by(|a, b| cost(*a).total_cmp(&cost(*b))).unwrap_or(BASELINE_SPANS.len() - 1)
+            };
+            let mean = |sel: &[(f64, Part, &LatencyFrozen)], own: bool, span: usize| -> Option<(f64, bool)> {
                 let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
                 if total <= 0.0 {
                     return None;
                 }
+                let (deff, shared) = span_dep[span];
                 let (mut d, mut v) = (0.0, 0.0);
                 for (w, p, f) in sel {
                     if p.n < 2.0 {
                         continue;
                     }
                     let w = w / total;
-                    d += w * (p.mean - f.mean);
-                    v += w * w * (p.var.max(f.var) / p.n + f.var / f.m as f64);
+                    let (m, base_mean) = f.spans[span];
+                    d += w * (p.mean - base_mean);
+                    v += w * w * (p.var.max(f.var) / p.n + f.var / m.max(1.0));
                 }
                 let v = if own { v + shared * own_scale(sel.iter().map(|x| x.2)) } else { v * deff };
                 Some((normal_sf(d / v.sqrt()), d >= tol))
@@ -300,7 +327,8 @@ impl Detector {
                     let confirmed = [1, 2].iter().all(|j| test(*j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
                     Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large })
                 };
-                Some([result(&|j| mean(&pick(j), own))?, result(&exceed)?])
+                let span = best_span(&pick(0), own);
+                Some([result(&|j| mean(&pick(j), own, span))?, result(&exceed)?])
             };
             let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
             // The smallest slowdown the pooled mean test would find with DETECTABLE_POWER at this
@@ -308,9 +336,11 @@ impl Detector {
             // of the two normal quantiles.
             let total: f64 = all.iter().map(|x| x.1[0].n).sum();
             if total >= 2.0 {
-                let var: f64 = all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.m as f64)).sum();
+                let span = best_span(&all.iter().map(|(w, p, f)| (*w, p[0], *f)).collect::<Vec<_>>(), false);
+                let var: f64 =
+                    all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.spans[span].0.max(1.0))).sum();
                 let z = normal_quantile(1.0 - alpha * 0.2 / looks) + normal_quantile(DETECTABLE_POWER);
-                detectable = Some((z * (var * deff).sqrt()).exp());
+                detectable = Some((z * (var * span_dep[span].0).sqrt()).exp());
             }
             // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
             if let Some(v) = verdicts(&all, 0.2, false) {
@@ -567,11 +597,15 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         for (k, lk) in sc.latency.iter_mut().enumerate() {
             let from = at - s.latency_baseline_s;
             let (a, tr, daily) = (t.adjust[k], t.trend[k].as_ref(), &t.daily[k]);
-            let vals: Vec<f32> = (0..lk.times.len())
+            let vals: Vec<(f64, f32)> = (0..lk.times.len())
                 .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
-                .map(|i| detrended(lk.value(i, a), lk.times[i], tr, daily) as f32)
+                .map(|i| (lk.times[i], detrended(lk.value(i, a), lk.times[i], tr, daily) as f32))
                 .collect();
-            lk.frozen = if vals.len() >= s.min_latency_baseline { LatencyFrozen::from_values(vals, lk.level.bounds(s.clip_sigmas), s) } else { None };
+            lk.frozen = if vals.len() >= s.min_latency_baseline {
+                LatencyFrozen::from_values(&vals, at, s.latency_baseline_s, lk.level.bounds(s.clip_sigmas), s)
+            } else {
+                None
+            };
         }
         let hist = &t.hist;
         let g = &mut sc.goodput;
@@ -739,6 +773,26 @@ mod tests {
         assert_eq!(alarm, None, "the ramp alone is no regression");
         assert!(trend.is_some_and(|f| (f - 1.4).abs() < 0.15), "{trend:?}");
         assert!(run(1.5, 42).0.is_some(), "a 1.5x release during the ramp is still found");
+    }
+
+    /// Latency that wanders (±15% over a 4-hour cycle) and a 1.5x release at its steepest fall:
+    /// the whole hour before the marker is 16% above the first probes after it, which eats most
+    /// of the slowdown and, with the wander's variance, all of the test's power; the newest
+    /// quarter of it is 7% above them, and the mean test compares with the part whose contrast
+    /// the history's dependence says is narrowest.
+    #[test]
+    fn a_release_during_a_fall_is_compared_with_the_newest_part_of_the_baseline() {
+        let wander = |now: f64| (0.15 * (std::f64::consts::TAU * now / 14_400.0).sin()).exp();
+        let mut found = 0;
+        for seed in 0..4 {
+            let mut rng = SmallRng::seed_from_u64(300 + seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, now| probe(r, wander(now)));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 900, |r, _, now| probe(r, 1.5 * wander(now)));
+            found += usize::from(first_alarm(&mut d, Signal::Ttft, t).is_some());
+        }
+        assert_eq!(found, 4, "{found} of 4 releases found within 15 minutes");
     }
 
     #[test]
