@@ -19,7 +19,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
-use super::compare::{CompareSettings, Group, compare};
+use super::compare::{CompareSettings, Group, compare_with};
 use super::state::{Cause, Detector, Observation, Signal, State};
 use crate::config::DetectSettings;
 
@@ -773,9 +773,15 @@ struct CanaryWatch {
     grace_s: f64,
     settings: CompareSettings,
     groups: [Group; 2],
+    /// Per replica, its probes of the `BEFORE_S` before the release (the replicas' spread).
+    before: Vec<Group>,
     next_look: f64,
     regressed: bool,
 }
+
+/// The prober's window of each replica's recent probes (its outlier window), from which the
+/// canary takes how much replicas differ before the rollout.
+const BEFORE_S: f64 = 900.0;
 
 /// How often the canary comparison is run (the prober publishes its state about this often).
 const CANARY_LOOK_S: f64 = 15.0;
@@ -784,14 +790,32 @@ impl CanaryWatch {
     fn new(p: &PlanParams, release: f64) -> Option<CanaryWatch> {
         let side = p.side_by_side?;
         let settings = CompareSettings::canary(&p.settings);
-        Some(CanaryWatch { side, release, grace_s: p.settings.release_grace_s, settings, groups: Default::default(), next_look: release, regressed: false })
+        let before = vec![Group::default(); side.replicas];
+        Some(CanaryWatch {
+            side,
+            release,
+            grace_s: p.settings.release_grace_s,
+            settings,
+            groups: Default::default(),
+            before,
+            next_look: release,
+            regressed: false,
+        })
     }
 
     /// Takes a probe; true when this look called the new version regressed (once per rollout).
     fn observe(&mut self, probe: &Probe) -> bool {
         let t = probe.t;
         let end = self.release + self.side.rollout_s;
-        if t < self.release || t >= end || self.regressed {
+        if t < self.release {
+            if t >= self.release - BEFORE_S
+                && let Some(g) = self.before.get_mut(probe.replica)
+            {
+                g.observe(&probe.obs, t);
+            }
+            return false;
+        }
+        if t >= end || self.regressed {
             return false;
         }
         let start = self.side.start(self.release, probe.replica);
@@ -802,7 +826,7 @@ impl CanaryWatch {
         }
         if t >= self.next_look {
             self.next_look = t + CANARY_LOOK_S;
-            self.regressed = Signal::ALL.iter().any(|s| compare(&self.groups[1], &self.groups[0], *s, &self.settings).regressed);
+            self.regressed = Signal::ALL.iter().any(|s| compare_with(&self.groups[1], &self.groups[0], *s, &self.settings, &self.before).regressed);
             return self.regressed;
         }
         false

@@ -15,7 +15,7 @@ use super::detect::observation;
 use super::prometheus::ReplicaFamilies;
 use super::replica_ages::{ReplicaAges, SEEN_TOGETHER_S};
 use crate::detect::Signal;
-use crate::detect::compare::{CompareSettings, Group, compare};
+use crate::detect::compare::{CompareSettings, Group, compare, compare_with};
 use crate::detect::verdict::{Canary, CanarySignal};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::Outcome;
@@ -32,6 +32,9 @@ struct TargetState {
     /// Per version, the probes since the rollout began (only while there are several versions).
     rollout: HashMap<String, Group>,
     rollout_started: Option<f64>,
+    /// The old version's replicas' probes of the `OUTLIER_WINDOW_S` before the rollout, one
+    /// group per replica: how much replicas differ, for the canary's variance.
+    before_rollout: Vec<Group>,
     /// Per replica, the recent probes (outliers).
     recent: HashMap<String, Group>,
     /// When each replica came up (its warm-up) and its number in the canary groups (their
@@ -98,15 +101,16 @@ impl ReplicaSink {
                 tracing::info!(target_name = %target, "rollout complete: one version left, canary verdict cleared");
             }
             t.rollout.clear();
+            t.before_rollout.clear();
             t.canary = None;
             self.families.clear_canary(target);
             return;
         }
+        let Some(new) = newest_version(versions.keys(), &t.first_seen) else { return };
         if t.rollout_started.is_none() {
             tracing::info!(target_name = %target, versions = ?versions.keys().collect::<Vec<_>>(), "rollout: several versions serve; comparing the newest with the others");
-            t.rollout_started = Some(now);
+            t.start_rollout(new, now);
         }
-        let Some(new) = newest_version(versions.keys(), &t.first_seen) else { return };
         let mut old = Group::default();
         for (v, g) in &t.rollout {
             if v != new {
@@ -117,7 +121,7 @@ impl ReplicaSink {
         let newest = t.rollout.get(new).unwrap_or(&empty);
         let mut signals = Vec::new();
         for signal in Signal::ALL {
-            let v = compare(newest, &old, signal, &self.canary);
+            let v = compare_with(newest, &old, signal, &self.canary, &t.before_rollout);
             self.families.set_canary(target, new, signal.as_str(), &v);
             signals.push(CanarySignal {
                 signal: signal.as_str(),
@@ -225,6 +229,14 @@ impl Sink for ReplicaSink {
 }
 
 impl TargetState {
+    /// A rollout of `new` begins: the other versions' replicas' recent probes are kept (how
+    /// much replicas differ, for the canary's variance), the new version's warm-up left out.
+    fn start_rollout(&mut self, new: &str, now: f64) {
+        self.rollout_started = Some(now);
+        let old = |r: &String| self.versions.get(r).is_some_and(|v| v != new);
+        self.before_rollout = self.recent.iter().filter(|(r, _)| old(r)).map(|(_, g)| g.clone()).collect();
+    }
+
     fn set_version(&mut self, replica: &str, version: &str, now: f64) {
         self.versions.insert(replica.to_owned(), version.to_owned());
         self.first_seen.entry(version.to_owned()).or_insert(now);
@@ -273,6 +285,20 @@ mod tests {
         t.observe_rollout("c", &obs, 1600.0, 300.0);
         t.observe_rollout("c", &obs, 1800.0, 300.0);
         assert_eq!(count(&t, "v2"), 3, "c, up at 1500 s, counts from 1800 s");
+    }
+
+    #[test]
+    fn the_old_replicas_recent_probes_are_kept_when_a_rollout_starts() {
+        let obs = crate::detect::Observation { ttft: Some(0.2), tpot: None, e2e: Some(0.4), good: Some(true), ..Default::default() };
+        let mut t = TargetState::default();
+        for (replica, version) in [("a", "v1"), ("b", "v1"), ("c", "v2")] {
+            t.set_version(replica, version, 0.0);
+            t.recent.entry(replica.to_owned()).or_default().observe(&obs, 10.0);
+        }
+        t.start_rollout("v2", 20.0);
+        assert_eq!(t.rollout_started, Some(20.0));
+        assert_eq!(t.before_rollout.len(), 2, "a and b, not the new version's c");
+        assert!(t.before_rollout.iter().all(|g| g.samples(Signal::Ttft) == 1));
     }
 
     #[test]
