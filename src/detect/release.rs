@@ -39,6 +39,9 @@ pub const DETECTABLE_POWER: f64 = 0.8;
 const SCENARIO_OWN_SHARE: f64 = 0.1875;
 const SCENARIO_CONTRAST_SHARE: f64 = 0.125;
 
+/// The whole baseline window's index in `BASELINE_SPANS`.
+const FULL_SPAN: usize = BASELINE_SPANS.len() - 1;
+
 /// Bins of the recovery test's recent window.
 const RECOVERY_BINS: i64 = 10;
 /// Post-release probes a scenario needs before it takes part in a latency test.
@@ -213,10 +216,11 @@ impl Detector {
                 let shape_var = t.daily[k].contrast_var(base, post, s.bin_s);
                 t.dependence[k].as_ref().map_or((1.0, 0.0), |d| d.contrast(base, post, t.trend[k].as_ref(), s.bin_s, shape_var))
             };
-            let (deff, shared) = dependence(base);
             // (design effect, shared variance) of the contrast with each newest part of the
-            // baseline window (`BASELINE_SPANS`), for the mean tests' choice of it.
+            // baseline window (`BASELINE_SPANS`, the whole window last), for the mean tests'
+            // choice of it; the other tests take the whole window's.
             let span_dep = BASELINE_SPANS.map(|frac| dependence((self.bin_of(frozen_at - frac * s.latency_baseline_s), base.1)));
+            let (deff, shared) = span_dep[FULL_SPAN];
             let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
@@ -258,7 +262,7 @@ impl Detector {
                     }
                     if own { v + shared_j * own_scale(sel.iter().map(|x| x.2)) } else { v * deff_j }
                 };
-                (0..BASELINE_SPANS.len()).rev().min_by(|a, b| cost(*a).total_cmp(&cost(*b))).unwrap_or(BASELINE_SPANS.len() - 1)
+                (0..BASELINE_SPANS.len()).rev().min_by(|a, b| cost(*a).total_cmp(&cost(*b))).unwrap_or(FULL_SPAN)
             };
             let mean = |sel: &[(f64, Part, &LatencyFrozen)], own: bool, span: usize| -> Option<(f64, bool)> {
                 let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
@@ -776,7 +780,7 @@ mod tests {
     }
 
     /// Latency that wanders (±15% over a 4-hour cycle) and a 1.5x release at its steepest fall:
-    /// the whole hour before the marker is 16% above the first probes after it, which eats most
+    /// the whole hour before the marker is about 17% above the first probes after it, which eats most
     /// of the slowdown and, with the wander's variance, all of the test's power; the newest
     /// quarter of it is 7% above them, and the mean test compares with the part whose contrast
     /// the history's dependence says is narrowest.
