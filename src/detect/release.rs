@@ -247,11 +247,14 @@ impl Detector {
             // the pooled set's, so the pooled ratio would overstate its dependence many times).
             // The part of the baseline window (index into `BASELINE_SPANS`) whose contrast with
             // the post probes of `sel` is narrowest under the dependence: from probe counts and
-            // the history alone, never the values. Ties go to the longest.
-            let best_span = |sel: &[(f64, Part, &LatencyFrozen)], own: bool| -> usize {
+            // the history alone, never the values. Ties go to the longest. For the pooled test
+            // only: a scenario's own test that chose its part too raised the false alarms where
+            // scenarios feel the load x0.5–1.5 from 0.99 to 1.23 a month (release alarms 21 →
+            // 29 in 1,000 days; its share of the load is learned, and a short part leans on it).
+            let best_span = |sel: &[(f64, Part, &LatencyFrozen)]| -> usize {
                 let total: f64 = sel.iter().filter(|x| x.1.n >= 2.0).map(|x| x.0).sum();
                 let cost = |j: usize| {
-                    let (deff_j, shared_j) = span_dep[j];
+                    let deff_j = span_dep[j].0;
                     let mut v = 0.0;
                     for (w, p, f) in sel.iter().filter(|x| x.1.n >= 2.0) {
                         let m = f.spans[j].0;
@@ -260,7 +263,7 @@ impl Detector {
                         }
                         v += (w / total).powi(2) * f.var * (1.0 / p.n + 1.0 / m);
                     }
-                    if own { v + shared_j * own_scale(sel.iter().map(|x| x.2)) } else { v * deff_j }
+                    v * deff_j
                 };
                 (0..BASELINE_SPANS.len()).rev().min_by(|a, b| cost(*a).total_cmp(&cost(*b))).unwrap_or(FULL_SPAN)
             };
@@ -331,7 +334,7 @@ impl Detector {
                     let confirmed = [1, 2].iter().all(|j| test(*j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
                     Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large })
                 };
-                let span = best_span(&pick(0), own);
+                let span = if own { FULL_SPAN } else { best_span(&pick(0)) };
                 Some([result(&|j| mean(&pick(j), own, span))?, result(&exceed)?])
             };
             let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
@@ -340,7 +343,7 @@ impl Detector {
             // of the two normal quantiles.
             let total: f64 = all.iter().map(|x| x.1[0].n).sum();
             if total >= 2.0 {
-                let span = best_span(&all.iter().map(|(w, p, f)| (*w, p[0], *f)).collect::<Vec<_>>(), false);
+                let span = best_span(&all.iter().map(|(w, p, f)| (*w, p[0], *f)).collect::<Vec<_>>());
                 let var: f64 =
                     all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.spans[span].0.max(1.0))).sum();
                 let z = normal_quantile(1.0 - alpha * 0.2 / looks) + normal_quantile(DETECTABLE_POWER);
