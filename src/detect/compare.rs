@@ -11,7 +11,7 @@
 //! group's probes come later than the other's. Only probes of the last `window_s` count, and a
 //! group needs `min_samples` in blocks the other shares before it is judged.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::math::{Z95, median_and_robust_sd};
 use super::state::{Estimate, Signal};
@@ -226,18 +226,15 @@ impl Stratified {
     /// `None` when either group has fewer than `min` probes in blocks the other shares.
     /// `prior`: the replicas' spread seen before (pooled with this one's by degrees of freedom).
     fn of(new: &[(f64, f64, u32)], reference: &[(f64, f64, u32)], min: usize, prior: Option<ReplicaSpread>) -> Option<Stratified> {
-        use std::collections::BTreeMap;
-        let block = |t: f64| (t / BLOCK_S).floor() as i64;
         // Per block: (n, Σy, Σy²) of each group.
         let mut blocks: BTreeMap<i64, [(f64, f64, f64); 2]> = BTreeMap::new();
         for (g, values) in [new, reference].into_iter().enumerate() {
             for (t, y, _) in values {
-                let b = &mut blocks.entry(block(*t)).or_default()[g];
+                let b = &mut blocks.entry(block_of(*t)).or_default()[g];
                 *b = (b.0 + 1.0, b.1 + y, b.2 + y * y);
             }
         }
         let shared = |g: &[(f64, f64, f64); 2]| g[0].0 > 0.0 && g[1].0 > 0.0;
-        let matched = |t: f64| blocks.get(&block(t)).is_some_and(shared);
         let (mut w, mut wd, mut ss, mut dof) = (0.0, 0.0, 0.0, 0.0);
         let (mut sum, mut n) = ((0.0, 0.0), (0.0, 0.0));
         for [a, b] in blocks.values().filter(|g| shared(g)) {
@@ -255,16 +252,10 @@ impl Stratified {
             return None;
         }
         let s2 = if dof > 0.0 { ss / dof } else { 0.0 };
-        // Per group and replica: probes and the sum of their deviations from their block's
-        // group mean (the load of the block taken out).
+        // Per group and replica: deviations from the block's group mean.
         let (mut spread, mut spread_dof, mut replicas, mut shares) = (0.0, 0.0, 0.0, 0.0);
         for (g, values) in [new, reference].into_iter().enumerate() {
-            let mut per: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
-            for (t, y, r) in values.iter().filter(|v| matched(v.0)) {
-                let b = blocks[&block(*t)][g];
-                let e = per.entry(*r).or_default();
-                *e = (e.0 + 1.0, e.1 + y - b.1 / b.0);
-            }
+            let per = replica_deviations(values, |b| blocks.get(&b).filter(|x| shared(x)).map(|x| x[g].1 / x[g].0));
             let total: f64 = per.values().map(|e| e.0).sum();
             shares += per.values().map(|e| (e.0 / total).powi(2)).sum::<f64>();
             // Σ n_r ē_r² has expectation (R − 1)(s² + n̄ τ²) about (with n̄ the mean probes of a
@@ -294,30 +285,23 @@ impl ReplicaSpread {
     /// variance within blocks, as `Stratified` does within a version. `None` with fewer than
     /// two replicas.
     fn of(replicas: impl Iterator<Item = Vec<(f64, f64, u32)>>) -> Option<ReplicaSpread> {
-        use std::collections::BTreeMap;
-        let series: Vec<Vec<(f64, f64, u32)>> = replicas.filter(|r| !r.is_empty()).collect();
-        if series.len() < 2 {
-            return None;
-        }
-        let block = |t: f64| (t / BLOCK_S).floor() as i64;
+        // One series, each probe numbered by its replica's place.
+        let values: Vec<(f64, f64, u32)> =
+            replicas.filter(|r| !r.is_empty()).enumerate().flat_map(|(i, r)| r.into_iter().map(move |(t, y, _)| (t, y, i as u32))).collect();
         let mut blocks: BTreeMap<i64, (f64, f64, f64)> = BTreeMap::new();
-        for (t, y, _) in series.iter().flatten() {
-            let b = blocks.entry(block(*t)).or_default();
+        for (t, y, _) in &values {
+            let b = blocks.entry(block_of(*t)).or_default();
             *b = (b.0 + 1.0, b.1 + y, b.2 + y * y);
         }
         let (ss, dof) = blocks.values().fold((0.0, 0.0), |(ss, dof), b| (ss + (b.2 - b.1 * b.1 / b.0).max(0.0), dof + b.0 - 1.0));
-        let s2 = if dof > 0.0 { ss / dof } else { return None };
-        let (mut spread, mut total) = (0.0, 0.0);
-        for r in &series {
-            let (n, e) = r.iter().fold((0.0, 0.0), |(n, e), (t, y, _)| {
-                let b = blocks[&block(*t)];
-                (n + 1.0, e + y - b.1 / b.0)
-            });
-            spread += e * e / n;
-            total += n;
+        let per = replica_deviations(&values, |b| blocks.get(&b).map(|x| x.1 / x.0));
+        if per.len() < 2 || dof <= 0.0 {
+            return None;
         }
-        let k = series.len() as f64;
-        Some(ReplicaSpread { tau2: (spread / (k - 1.0) - s2) / (total / k), dof: k - 1.0 })
+        let spread: f64 = per.values().map(|e| e.1 * e.1 / e.0).sum();
+        let total: f64 = per.values().map(|e| e.0).sum();
+        let k = per.len() as f64;
+        Some(ReplicaSpread { tau2: (spread / (k - 1.0) - ss / dof) / (total / k), dof: k - 1.0 })
     }
 
     /// The degrees-of-freedom weighted mean of the estimates there are (0 with none).
@@ -325,6 +309,24 @@ impl ReplicaSpread {
         let (sum, dof) = parts.iter().flatten().fold((0.0, 0.0), |(s, d), p| (s + p.tau2 * p.dof, d + p.dof));
         if dof > 0.0 { sum / dof } else { 0.0 }
     }
+}
+
+/// The time block of a probe sent at `t`.
+fn block_of(t: f64) -> i64 {
+    (t / BLOCK_S).floor() as i64
+}
+
+/// Per replica: its probes and the sum of their deviations from their block's mean (`block_mean`,
+/// `None` for a block left out): the load of the block taken out.
+fn replica_deviations(values: &[(f64, f64, u32)], block_mean: impl Fn(i64) -> Option<f64>) -> BTreeMap<u32, (f64, f64)> {
+    let mut per: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+    for (t, y, r) in values {
+        if let Some(m) = block_mean(block_of(*t)) {
+            let e = per.entry(*r).or_default();
+            *e = (e.0 + 1.0, e.1 + y - m);
+        }
+    }
+    per
 }
 
 /// Winsorizing bounds from the reference: median ± (k robust sd (1.4826 × MAD) + `reach`). The

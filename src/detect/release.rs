@@ -325,8 +325,9 @@ impl Detector {
                 Some((p, k2 / n - k1 / m >= tol_e / n))
             };
             // The post-grace probes of the window and of each half: all, early, late; the mean
-            // and the exceedance test, each with `share` of the signal's error level.
-            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64, own: bool| -> Option<[TestResult; 2]> {
+            // and the exceedance test, each with `share` of the signal's error level, the mean's
+            // against the baseline part `span`.
+            let verdicts = |sel: &[(f64, [Part; 3], &LatencyFrozen)], share: f64, own: bool, span: usize| -> Option<[TestResult; 2]> {
                 let pick = |j: usize| sel.iter().map(|(w, p, f)| (*w * p[j].n / p[0].n.max(1.0), p[j], *f)).collect::<Vec<_>>();
                 let exceed = |j: usize| counts(&pick(j).iter().map(|(_, p, f)| (*p, *f)).collect::<Vec<_>>(), false, own);
                 let result = |test: &dyn Fn(usize) -> Option<(f64, bool)>| {
@@ -334,23 +335,22 @@ impl Detector {
                     let confirmed = [1, 2].iter().all(|j| test(*j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
                     Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large })
                 };
-                let span = if own { FULL_SPAN } else { best_span(&pick(0)) };
                 Some([result(&|j| mean(&pick(j), own, span))?, result(&exceed)?])
             };
             let all: Vec<(f64, [Part; 3], &LatencyFrozen)> = parts.iter().map(|(_, p, f)| (p[0].n, *p, *f)).collect();
+            let pooled_span = best_span(&all.iter().map(|(w, p, f)| (*w, p[0], *f)).collect::<Vec<_>>());
             // The smallest slowdown the pooled mean test would find with DETECTABLE_POWER at this
             // look: its standard error (probe-weighted, times the design effect) times the sum
             // of the two normal quantiles.
             let total: f64 = all.iter().map(|x| x.1[0].n).sum();
             if total >= 2.0 {
-                let span = best_span(&all.iter().map(|(w, p, f)| (*w, p[0], *f)).collect::<Vec<_>>());
                 let var: f64 =
-                    all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.spans[span].0.max(1.0))).sum();
+                    all.iter().map(|(w, p, f)| (w / total).powi(2) * (p[0].var.max(f.var) / p[0].n.max(1.0) + f.var / f.spans[pooled_span].0.max(1.0))).sum();
                 let z = normal_quantile(1.0 - alpha * 0.2 / looks) + normal_quantile(DETECTABLE_POWER);
-                detectable = Some((z * (var * span_dep[span].0).sqrt()).exp());
+                detectable = Some((z * (var * span_dep[pooled_span].0).sqrt()).exp());
             }
             // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
-            if let Some(v) = verdicts(&all, 0.2, false) {
+            if let Some(v) = verdicts(&all, 0.2, false, pooled_span) {
                 pooled.extend(v);
             }
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
@@ -382,7 +382,7 @@ impl Detector {
             };
             for (i, p, f) in &parts {
                 // The scenario's share: its own mean and exceedance tests and the contrast.
-                scen[*i] = verdicts(&[(1.0, *p, *f)], SCENARIO_OWN_SHARE / kk, true).map(|[m, e]| {
+                scen[*i] = verdicts(&[(1.0, *p, *f)], SCENARIO_OWN_SHARE / kk, true, FULL_SPAN).map(|[m, e]| {
                     // Alone (no other scenario to compare with), the contrast passes nothing.
                     let c = contrast(*i, 0).map_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false }, |(p, large)| {
                         let confirmed = [1, 2].iter().all(|j| contrast(*i, *j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
