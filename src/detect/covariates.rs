@@ -1,6 +1,10 @@
 //! Covariates the release tests take into account: the offered-load reading that latency is
-//! adjusted for, and the prefix-cache hit rate that marks a cold cache after a rollout
-//! (docs/detection.md, "Load-aware tests" and "Cold caches after a rollout").
+//! adjusted for, the replica a probe was served by, and the prefix-cache hit rate that marks a
+//! cold cache after a rollout (docs/detection.md, "Load-aware tests", "Replicas that differ" and
+//! "Cold caches after a rollout").
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
 
 use serde::Serialize;
 
@@ -17,6 +21,74 @@ pub(super) fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
     match adjust {
         Some(a) if load.is_finite() => y - a.slope * (load as f64 - a.x_ref),
         _ => y,
+    }
+}
+
+/// The replica that served a probe, as the detector keys it: a 32-bit FNV-1a hash of the name
+/// the prober knows it by (its endpoint), so the detector keeps no names per probe.
+pub fn replica_id(name: &str) -> NonZeroU32 {
+    let h = name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193));
+    NonZeroU32::new(h).unwrap_or(NonZeroU32::MIN)
+}
+
+/// Each replica's lasting offset from the others in the baseline hour (log latency), frozen at a
+/// marker: a replica on a slower GPU or beside a noisy neighbour. Both sides of a release test
+/// take it out of a probe of that replica, so a change in which replicas the probes reach (a
+/// replica held while it warms up, a replica gone) does not read as a change of the service —
+/// post-stratification by replica. A replica the baseline did not see keeps its offset.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct ReplicaOffsets(Vec<(NonZeroU32, f64)>);
+
+impl ReplicaOffsets {
+    /// Replicas the baseline keeps offsets for (the most probed; the rest count as unseen).
+    const MAX_REPLICAS: usize = 64;
+    /// Probes a replica needs in the baseline for an offset of its own.
+    const MIN_PROBES: usize = 30;
+
+    /// From the baseline's values grouped by scenario, each value with its replica (values
+    /// without one are left out). Deviations from each scenario's mean are pooled by replica; the
+    /// between-replica variance τ² is the method-of-moments estimate over the within-replica
+    /// noise, and each replica's mean deviation is shrunk by τ² / (τ² + σ²/n): replicas that do
+    /// not differ get no offset, a replica seen a few times a small one.
+    pub(super) fn fit<'a>(scenarios: impl Iterator<Item = &'a [(Option<NonZeroU32>, f64)]>) -> ReplicaOffsets {
+        let mut by: HashMap<NonZeroU32, (usize, f64, f64)> = HashMap::new();
+        for vals in scenarios {
+            let with: Vec<(NonZeroU32, f64)> = vals.iter().filter_map(|&(r, y)| Some((r?, y))).filter(|v| v.1.is_finite()).collect();
+            if with.len() < 2 {
+                continue;
+            }
+            let mean = with.iter().map(|v| v.1).sum::<f64>() / with.len() as f64;
+            for (r, y) in with {
+                let d = y - mean;
+                let e = by.entry(r).or_default();
+                e.0 += 1;
+                e.1 += d;
+                e.2 += d * d;
+            }
+        }
+        // (replica, probes, sum of deviations, sum of their squares)
+        let mut groups: Vec<(NonZeroU32, usize, f64, f64)> = by.into_iter().filter(|g| g.1.0 >= Self::MIN_PROBES).map(|(r, (k, s, q))| (r, k, s, q)).collect();
+        groups.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        groups.truncate(Self::MAX_REPLICAS);
+        let r = groups.len();
+        let m: usize = groups.iter().map(|g| g.1).sum();
+        if r < 2 || m <= r {
+            return ReplicaOffsets::default();
+        }
+        let centre = groups.iter().map(|g| g.2).sum::<f64>() / m as f64;
+        let between: f64 = groups.iter().map(|g| g.1 as f64 * (g.2 / g.1 as f64 - centre).powi(2)).sum();
+        let within = (groups.iter().map(|g| g.3 - g.2 * g.2 / g.1 as f64).sum::<f64>() / (m - r) as f64).max(f64::MIN_POSITIVE);
+        let spread = m as f64 - groups.iter().map(|g| (g.1 * g.1) as f64).sum::<f64>() / m as f64;
+        let tau2 = (between - (r - 1) as f64 * within) / spread;
+        if !(tau2 > 0.0 && tau2.is_finite()) {
+            return ReplicaOffsets::default();
+        }
+        ReplicaOffsets(groups.into_iter().map(|(id, k, s, _)| (id, (s / k as f64 - centre) * tau2 / (tau2 + within / k as f64))).collect())
+    }
+
+    /// The offset to take out of a probe of `replica` (0: none, or not in the baseline).
+    pub(super) fn of(&self, replica: Option<NonZeroU32>) -> f64 {
+        replica.and_then(|r| self.0.iter().find(|g| g.0 == r)).map_or(0.0, |g| g.1)
     }
 }
 
@@ -144,6 +216,61 @@ mod tests {
         assert_eq!(rolling(true, 1.0), (false, false), "held: no alarm");
         assert_eq!(rolling(false, 1.0), (true, true), "the same probes unmarked: both alarm");
         assert!(rolling(true, 1.5).0, "a new version 1.5x slower is still found");
+    }
+
+    /// Four replicas, one 1.8x faster than the other three: while it is held (it came up with
+    /// the release and warms up for half an hour) the probes reach only the slower three, which
+    /// reads as a 1.16x slowdown of the service unless each replica's offset is taken out.
+    #[test]
+    fn a_replica_held_out_of_the_mix_is_no_regression_once_replicas_are_known() {
+        const OFFSET: [f64; 4] = [-0.45, 0.15, 0.15, 0.15];
+        let run = |known: bool, factor: f64| {
+            let mut rng = SmallRng::seed_from_u64(41);
+            let mut d = Detector::new(quiet());
+            let served = |r: &mut SmallRng, warming: bool, factor: f64| {
+                let j = r.random_range(0..4usize);
+                let replica = known.then(|| super::replica_id(&format!("10.0.0.{j}:8000")));
+                Observation { replica, replica_warming: warming && j == 0, ..probe(r, factor * OFFSET[j].exp()) }
+            };
+            let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| served(r, false, 1.0));
+            d.mark_release("t", "v2", t, t);
+            feed(&mut d, &mut rng, t, 2400, |r, _, now| served(r, now < t + 1800.0, factor));
+            let offsets = d.targets[0].replicas[0].clone();
+            (offsets, first_alarm(&mut d, Signal::Ttft, t))
+        };
+        let (none, alarm) = run(false, 1.0);
+        assert!(none.0.is_empty() && alarm.is_some(), "replicas unknown: the mix shift alarms");
+        let (offsets, alarm) = run(true, 1.0);
+        let fast = offsets.of(Some(super::replica_id("10.0.0.0:8000")));
+        assert!((fast + 0.45).abs() < 0.08, "the fast replica's offset from the mean of all: {fast}");
+        assert_eq!(alarm, None, "replicas known: the same probes are no regression");
+        assert!(run(true, 1.25).1.is_some_and(|at| at <= 900.0), "a 1.25x release is still found within 15 minutes");
+    }
+
+    #[test]
+    fn replicas_that_do_not_differ_get_no_offset() {
+        let mut rng = SmallRng::seed_from_u64(43);
+        let scenario = |rng: &mut SmallRng, offsets: &[f64]| -> Vec<(Option<std::num::NonZeroU32>, f64)> {
+            (0..3000)
+                .map(|i| {
+                    let j = i % offsets.len();
+                    let z: f64 = StandardNormal.sample(rng);
+                    (std::num::NonZeroU32::new(j as u32 + 1), offsets[j] + 0.5 * z)
+                })
+                .collect()
+        };
+        let same: Vec<_> = (0..3).map(|_| scenario(&mut rng, &[0.0; 4])).collect();
+        let fit = super::ReplicaOffsets::fit(same.iter().map(Vec::as_slice));
+        assert!(fit.0.iter().all(|g| g.1.abs() < 0.02), "no lasting offsets, none (or next to none) taken out: {fit:?}");
+        let differ: Vec<_> = (0..3).map(|_| scenario(&mut rng, &[0.2, 0.0, 0.0, -0.2])).collect();
+        let fit = super::ReplicaOffsets::fit(differ.iter().map(Vec::as_slice));
+        let got: Vec<f64> = (1..=4).map(|j| fit.of(std::num::NonZeroU32::new(j))).collect();
+        assert!(got.iter().zip([0.2, 0.0, 0.0, -0.2]).all(|(g, w)| (g - w).abs() < 0.03), "{got:?}");
+        assert_eq!(fit.of(None), 0.0);
+        assert_eq!(fit.of(std::num::NonZeroU32::new(9)), 0.0, "a replica the baseline did not see keeps its offset");
+        // Hostile values: nothing panics, nothing non-finite comes out.
+        let odd = [vec![(std::num::NonZeroU32::new(1), f64::NAN), (std::num::NonZeroU32::new(2), f64::INFINITY), (None, 1.0)]];
+        assert!(super::ReplicaOffsets::fit(odd.iter().map(Vec::as_slice)).0.is_empty());
     }
 
     #[test]

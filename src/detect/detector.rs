@@ -298,16 +298,18 @@ impl Detector {
             lk.times.push_back(now);
             lk.values.push_back(y as f32);
             lk.loads.push_back(load);
+            lk.replicas.push_back(obs.replica);
             let from = now - s.value_retention_s();
             while lk.times.front().is_some_and(|t0| *t0 < from) || lk.times.len() > s.baseline_max_samples {
                 lk.times.pop_front();
                 lk.values.pop_front();
                 lk.loads.pop_front();
+                lk.replicas.pop_front();
             }
             if warming {
                 continue;
             }
-            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref(), &t.daily[k]);
+            let y = detrended(adjusted(y, load, adjust[k]), now, t.trend[k].as_ref(), &t.daily[k]) - t.replicas[k].of(obs.replica);
             if let (Some(f), Some(p0)) = (&lk.frozen, post_from)
                 && now >= p0
                 && t.armed_until.is_some()

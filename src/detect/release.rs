@@ -2,8 +2,10 @@
 //! before it, the looks of the window and the tests at each look (per scenario and pooled), and
 //! the recovery test that clears a regressed row (docs/detection.md, "Release-armed tests").
 
+use std::num::NonZeroU32;
+
 use super::baseline::{BASELINE_SPANS, GoodFrozen, LatencyFrozen, LatencyPost, Part};
-use super::covariates::{Adjust, CacheRef};
+use super::covariates::{Adjust, CacheRef, ReplicaOffsets};
 use super::daily::DailyShape;
 use super::history::{HistBin, MIN_VARIANCE_CUT, Trend, bin_index, contrast_var, independent_design_effect};
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
@@ -600,20 +602,39 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         Some(f) => std::array::from_fn(|k| t.hist.count_coupling(k, f.cap, g1)),
         None => [None; 3],
     };
-    for sc in &mut t.scenarios {
-        for (k, lk) in sc.latency.iter_mut().enumerate() {
-            let from = at - s.latency_baseline_s;
-            let (a, tr, daily) = (t.adjust[k], t.trend[k].as_ref(), &t.daily[k]);
-            let vals: Vec<(f64, f32)> = (0..lk.times.len())
-                .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
-                .map(|i| (lk.times[i], detrended(lk.value(i, a), lk.times[i], tr, daily) as f32))
-                .collect();
-            lk.frozen = if vals.len() >= s.min_latency_baseline {
-                LatencyFrozen::from_values(&vals, at, s.latency_baseline_s, lk.level.bounds(s.clip_sigmas), s)
+    let from = at - s.latency_baseline_s;
+    for k in 0..3 {
+        let (a, tr, daily) = (t.adjust[k], t.trend[k].as_ref(), &t.daily[k]);
+        // Each scenario's baseline values as the tests compare them, with their replica.
+        let vals: Vec<Vec<(f64, f64, Option<NonZeroU32>)>> = t
+            .scenarios
+            .iter()
+            .map(|sc| {
+                let lk = &sc.latency[k];
+                (0..lk.times.len())
+                    .filter(|&i| lk.times[i] >= from && lk.times[i] <= at)
+                    .map(|i| (lk.times[i], detrended(lk.value(i, a), lk.times[i], tr, daily), lk.replicas.get(i).copied().flatten()))
+                    .collect()
+            })
+            .collect();
+        let winsorized: Vec<Vec<(Option<NonZeroU32>, f64)>> = (t.scenarios.iter().zip(&vals))
+            .map(|(sc, v)| {
+                let (lo, hi) = sc.latency[k].level.bounds(s.clip_sigmas);
+                v.iter().map(|&(_, y, r)| (r, y.clamp(lo, hi))).collect()
+            })
+            .collect();
+        t.replicas[k] = ReplicaOffsets::fit(winsorized.iter().map(Vec::as_slice));
+        for (sc, v) in t.scenarios.iter_mut().zip(vals) {
+            let lk = &mut sc.latency[k];
+            let v: Vec<(f64, f32)> = v.into_iter().map(|(tm, y, r)| (tm, (y - t.replicas[k].of(r)) as f32)).collect();
+            lk.frozen = if v.len() >= s.min_latency_baseline {
+                LatencyFrozen::from_values(&v, at, s.latency_baseline_s, lk.level.bounds(s.clip_sigmas), s)
             } else {
                 None
             };
         }
+    }
+    for sc in &mut t.scenarios {
         let hist = &t.hist;
         let g = &mut sc.goodput;
         let bins = g.bins.iter().filter(|b| b.bin >= g0 && b.bin < g1 && !hist.get(b.bin).is_some_and(HistBin::outage)).map(|b| (b.good, b.bad));

@@ -618,7 +618,9 @@ impl<'a> Gen<'a> {
             let start = b.start(self.cond.release, self.replica);
             self.t >= start && self.t < start + self.p.settings.release_grace_s
         });
-        Observation { load: self.reading(), cache_hit, replica_warming, ..obs }
+        // The replica as the prober keys it: the same machine before and after the release.
+        let replica = self.p.side_by_side.and_then(|_| std::num::NonZeroU32::new(self.replica as u32 + 1));
+        Observation { load: self.reading(), cache_hit, replica_warming, replica, ..obs }
     }
 
     /// ln of the traffic ramp's latency factor now.

@@ -1,6 +1,8 @@
 //! The detector's snapshot: the baselines as versioned JSON, and restoring them and the release window
 //! open at the time.
 
+use std::num::NonZeroU32;
+
 use serde::{Deserialize, Serialize};
 
 use super::baseline::{Ewma, GoodBin};
@@ -61,6 +63,9 @@ pub(super) struct SnapLatency {
     /// The load reading of each value (absent in files of older builds).
     #[serde(default)]
     pub(super) loads: Vec<Option<f32>>,
+    /// The replica of each value (absent in files of older builds).
+    #[serde(default)]
+    pub(super) replicas: Vec<Option<u32>>,
     pub(super) level: Ewma,
     pub(super) anchor: Option<f64>,
 }
@@ -103,6 +108,7 @@ impl Detector {
                                     times: l.times.iter().copied().collect(),
                                     values: l.values.iter().copied().collect(),
                                     loads: l.loads.iter().map(|x| x.is_finite().then_some(*x)).collect(),
+                                    replicas: l.replicas.iter().map(|r| r.map(NonZeroU32::get)).collect(),
                                     level: l.level,
                                     anchor: l.anchor,
                                 })
@@ -188,17 +194,20 @@ impl Detector {
                     }
                     let from = now - s.value_retention_s();
                     let loads = sl.loads.into_iter().map(|x| x.filter(|x| x.is_finite()).unwrap_or(f32::NAN)).chain(std::iter::repeat(f32::NAN));
-                    for ((tm, v), x) in sl.times.into_iter().zip(sl.values).zip(loads) {
+                    let replicas = sl.replicas.into_iter().map(|r| r.and_then(NonZeroU32::new)).chain(std::iter::repeat(None));
+                    for (((tm, v), x), r) in sl.times.into_iter().zip(sl.values).zip(loads).zip(replicas) {
                         if tm.is_finite() && v.is_finite() && tm >= from && tm <= now {
                             lk.times.push_back(tm);
                             lk.values.push_back(v);
                             lk.loads.push_back(x);
+                            lk.replicas.push_back(r);
                         }
                     }
                     while lk.times.len() > s.baseline_max_samples {
                         lk.times.pop_front();
                         lk.values.pop_front();
                         lk.loads.pop_front();
+                        lk.replicas.pop_front();
                     }
                     samples += lk.times.len();
                     lk.level = if sl.level.mean.is_finite() && sl.level.var.is_finite() && sl.level.var >= 0.0 { sl.level } else { Ewma::default() };
@@ -232,7 +241,7 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Detector, Marked, Signal, State};
+    use super::super::state::{Detector, Marked, Observation, Signal, State};
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 
@@ -240,11 +249,17 @@ mod tests {
     fn snapshot_round_trips_and_restart_still_detects() {
         let mut rng = SmallRng::seed_from_u64(17);
         let mut d = Detector::new(quiet());
-        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
+        let replica = |i: usize| std::num::NonZeroU32::new(i as u32 + 1);
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, s, _| Observation { replica: replica(s), ..probe(r, 1.0) });
         let bytes = d.snapshot();
         let mut e = Detector::new(quiet());
         let restored = e.restore(&bytes, t - 1.0).expect("restore");
         assert_eq!(restored.keys, 3);
+        // Each value comes back with its replica.
+        assert!(e.targets[0].scenarios.iter().enumerate().all(|(i, sc)| {
+            let l = &sc.latency[0];
+            l.replicas.len() == l.values.len() && l.replicas.iter().all(|r| *r == replica(i))
+        }));
         // The values of a baseline window before the oldest marker whose window may still be
         // open (two hours), up to the cap per key.
         assert_eq!(restored.latency_samples, 3 * quiet().baseline_max_samples, "{restored:?}");

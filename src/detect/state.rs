@@ -4,11 +4,12 @@
 //! (seconds, one clock throughout).
 
 use std::collections::VecDeque;
+use std::num::NonZeroU32;
 
 use serde::Serialize;
 
 use super::baseline::{Ewma, GoodBin, GoodFrozen, LatencyFrozen, LatencyPost};
-use super::covariates::{Adjust, CacheRef, CacheWarmup, adjusted};
+use super::covariates::{Adjust, CacheRef, CacheWarmup, ReplicaOffsets, adjusted};
 use super::daily::DailyShape;
 use super::history::{BinnedHistory, Dependence, Trend, bin_index};
 use crate::config::DetectSettings;
@@ -38,6 +39,10 @@ pub struct Observation {
     /// `release_grace_s` ago): after a marker its latency is held out of the release tests, as
     /// the whole target's is in the grace window.
     pub replica_warming: bool,
+    /// The replica that served it (`replica_id` of its endpoint; `None`: not known). The release
+    /// tests take out each replica's offset from the others in the baseline hour
+    /// (docs/detection.md, "Replicas that differ").
+    pub replica: Option<NonZeroU32>,
 }
 
 impl Observation {
@@ -254,6 +259,8 @@ pub(super) struct LatencyKey {
     pub(super) values: VecDeque<f32>,
     /// The load reading of each value (NaN: none).
     pub(super) loads: VecDeque<f32>,
+    /// The replica of each value (`None`: not known).
+    pub(super) replicas: VecDeque<Option<NonZeroU32>>,
     /// Long-run level and spread (winsorizing bounds); held still while the target is armed or
     /// regressed.
     pub(super) level: Ewma,
@@ -343,6 +350,8 @@ pub(super) struct TargetState {
     pub(super) dependence_raw: [Option<Dependence>; 3],
     /// The load adjustment of each latency signal frozen at the marker (None: no usable reading).
     pub(super) adjust: [Option<Adjust>; 3],
+    /// Each latency signal's replica offsets in the baseline hour, frozen at the marker.
+    pub(super) replicas: [ReplicaOffsets; 3],
     /// Design effect of the test that raised each signal's alarm (for the recovery tests).
     pub(super) alarm_deff: [f64; 4],
     /// Per latency signal, the local trend before the marker where it was clear (a ramp), frozen
@@ -433,6 +442,7 @@ impl Detector {
             dependence: [None, None, None],
             dependence_raw: [None, None, None],
             adjust: [None; 3],
+            replicas: Default::default(),
             alarm_deff: [1.0; 4],
             trend: [None, None, None],
             cache_ref: None,

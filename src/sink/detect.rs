@@ -14,7 +14,7 @@ use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
 use super::replica_ages::ReplicaAges;
 use crate::config::Detect;
-use crate::detect::{Cause, Detector, Estimate, Marked, Observation, Signal, SignalReport, State, StateChange, persist};
+use crate::detect::{Cause, Detector, Estimate, Marked, Observation, Signal, SignalReport, State, StateChange, persist, replica_id};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::source::SnapshotCache;
@@ -329,6 +329,12 @@ impl DetectSink {
         let grace = self.lock().settings().release_grace_s;
         self.ages.lock().unwrap_or_else(|e| e.into_inner()).get(target).is_some_and(|a| a.warming(replica, now, grace))
     }
+
+    /// The detector's key for `replica` of `target`: its node's, where discovery read one.
+    fn replica_key(&self, target: &str, replica: &str) -> std::num::NonZeroU32 {
+        let ages = self.ages.lock().unwrap_or_else(|e| e.into_inner());
+        replica_id(ages.get(target).map_or(replica, |a| a.offset_key(replica)))
+    }
 }
 
 impl Sink for DetectSink {
@@ -338,7 +344,12 @@ impl Sink for DetectSink {
             super::Event::Release { target, version, at, .. } => {
                 self.mark_release(target, version, at);
             }
-            super::Event::ReplicaVersion { target, replica, version, .. } => ages().entry(target.to_owned()).or_default().seen(replica, version, unix_now()),
+            super::Event::ReplicaVersion { target, replica, version, node, .. } => {
+                let mut ages = ages();
+                let a = ages.entry(target.to_owned()).or_default();
+                a.seen(replica, version, unix_now());
+                a.set_node(replica, node);
+            }
             super::Event::ReplicaGone { target, replica, .. } => {
                 if let Some(a) = ages().get_mut(target) {
                     a.forget(replica);
@@ -355,7 +366,8 @@ impl Sink for DetectSink {
         };
         let now = unix_now();
         let replica_warming = outcome.replica.as_deref().is_some_and(|r| self.replica_warming(&outcome.target, r, now));
-        let obs = Observation { load, cache_hit, replica_warming, ..observation(outcome, sample) };
+        let replica = outcome.replica.as_deref().map(|r| self.replica_key(&outcome.target, r));
+        let obs = Observation { load, cache_hit, replica_warming, replica, ..observation(outcome, sample) };
         self.lock().observe(&outcome.target, &outcome.scenario, obs, now);
     }
 }
@@ -495,6 +507,13 @@ mod tests {
         assert!(!sink.replica_warming("a", "r2", 150.0), "a replica gone is forgotten");
         sink.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r3", version: "v2", node: "", zone: "" });
         assert!(sink.ages.lock().unwrap()["a"].number("r3").is_some(), "the event is seen");
+        // The release tests key a replica by its node where discovery read one: the pod that
+        // replaces it on the same node keeps its offset.
+        assert_eq!(sink.replica_key("a", "r3"), replica_id("r3"));
+        sink.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r4", version: "v2", node: "gpu-7", zone: "" });
+        assert_eq!(sink.replica_key("a", "r4"), replica_id("gpu-7"));
+        sink.event(&crate::sink::Event::ReplicaGone { config: &config, target: "a", replica: "r4" });
+        assert_eq!(sink.replica_key("a", "r4"), replica_id("r4"), "a replica gone is forgotten with its node");
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct ReplicaAges {
     since: HashMap<String, (String, f64, u32)>,
     watched_from: Option<f64>,
     next_number: u32,
+    /// Replica → the node it runs on, where discovery read one.
+    nodes: HashMap<String, String>,
 }
 
 impl ReplicaAges {
@@ -30,6 +32,23 @@ impl ReplicaAges {
 
     pub fn forget(&mut self, replica: &str) {
         self.since.remove(replica);
+        self.nodes.remove(replica);
+    }
+
+    /// Discovery read the node `replica` runs on (empty: none).
+    pub fn set_node(&mut self, replica: &str, node: &str) {
+        if node.is_empty() {
+            self.nodes.remove(replica);
+        } else if self.nodes.get(replica).is_none_or(|n| n != node) {
+            self.nodes.insert(replica.to_owned(), node.to_owned());
+        }
+    }
+
+    /// What the release tests key a replica's lasting offset by: its node where known (a
+    /// replica's offset is its machine's — another GPU, a noisy neighbour — and a rolling update
+    /// replaces the pod on the same node), else its own name.
+    pub fn offset_key<'a>(&'a self, replica: &'a str) -> &'a str {
+        self.nodes.get(replica).map_or(replica, String::as_str)
     }
 
     /// A number for `replica` that changes when it comes back with another version (the canary
