@@ -63,8 +63,8 @@ pub(super) struct SnapLatency {
     /// The load reading of each value (absent in files of older builds).
     #[serde(default)]
     pub(super) loads: Vec<Option<f32>>,
-    /// The replica of each value (absent in files of older builds).
-    #[serde(default)]
+    /// The replica of each value (absent in files of older builds, and where no value has one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) replicas: Vec<Option<u32>>,
     pub(super) level: Ewma,
     pub(super) anchor: Option<f64>,
@@ -82,7 +82,7 @@ pub struct Restored {
 impl Detector {
     /// The baselines (raw values, long-run levels, binned history) as versioned JSON. The release
     /// window open at the time is saved with them. Size is bounded by `max_keys × 3 ×
-    /// baseline_max_samples` values (about 25 bytes each) plus the bins of `history_s` per target.
+    /// baseline_max_samples` values (about 25 bytes each; 11 more with a replica) plus the bins of `history_s` per target.
     pub fn snapshot(&self) -> Vec<u8> {
         let snap = Snapshot {
             version: SNAPSHOT_VERSION,
@@ -108,7 +108,11 @@ impl Detector {
                                     times: l.times.iter().copied().collect(),
                                     values: l.values.iter().copied().collect(),
                                     loads: l.loads.iter().map(|x| x.is_finite().then_some(*x)).collect(),
-                                    replicas: l.replicas.iter().map(|r| r.map(NonZeroU32::get)).collect(),
+                                    replicas: if l.replicas.iter().any(Option::is_some) {
+                                        l.replicas.iter().map(|r| r.map(NonZeroU32::get)).collect()
+                                    } else {
+                                        Vec::new()
+                                    },
                                     level: l.level,
                                     anchor: l.anchor,
                                 })
