@@ -851,6 +851,37 @@ impl BinnedHistory {
         (slope.is_finite() && se > 0.0 && slope >= TREND_GATE_Z * se).then(|| Trend { slope: slope / bin_s, at: to as f64 * bin_s, weights, gamma })
     }
 
+    /// How signal `k`'s bin means move with the load reading's level over the `span` bins before
+    /// bin `to` (usable bins with a reading; at least half the window): the least-squares
+    /// slope of the means on the readings and its standard error, from the variogram of the
+    /// residuals about the fitted line (neighbouring bins' residuals are not independent). A
+    /// ramp's rise is a change of level, which the history's increments see only at lags longer
+    /// than the load slope's; the level relation over the ramp sees it.
+    pub(super) fn reading_level_slope(&self, k: usize, span: i64, to: i64) -> Option<(f64, f64)> {
+        let span = span.max(2);
+        let pts: Vec<(i64, f64, f64)> = (to - span..to)
+            .filter_map(|i| self.get(i).filter(|b| b.usable(k) && b.x_n > 0 && b.x.is_finite()).map(|b| (i, b.x as f64, b.mean[k] as f64)))
+            .collect();
+        if (pts.len() as i64) < span / 2 {
+            return None;
+        }
+        let n = pts.len() as f64;
+        let (x_mean, y_mean) = (pts.iter().map(|p| p.1).sum::<f64>() / n, pts.iter().map(|p| p.2).sum::<f64>() / n);
+        let sxx: f64 = pts.iter().map(|p| (p.1 - x_mean).powi(2)).sum();
+        if sxx.is_nan() || sxx <= 0.0 {
+            return None;
+        }
+        let weights: Vec<(i64, f64)> = pts.iter().map(|p| (p.0, (p.1 - x_mean) / sxx)).collect();
+        let slope: f64 = weights.iter().zip(&pts).map(|(w, p)| w.1 * p.2).sum();
+        let mut resid = vec![None; span as usize];
+        for p in &pts {
+            resid[(p.0 - (to - span)) as usize] = Some(p.2 - y_mean - slope * (p.1 - x_mean));
+        }
+        let gamma = residual_variogram(&resid, (span / 2) as usize)?;
+        let se = weights_var(&gamma, &weights).sqrt();
+        (slope.is_finite() && se.is_finite()).then_some((slope, se))
+    }
+
     /// Mean of the bin means of signal `k` over [from, to) (bins without probes skipped; with
     /// `robust`, incident bins too) and how many bins counted.
     pub(super) fn block_mean(&self, k: usize, range: (i64, i64), robust: bool) -> (f64, usize) {
