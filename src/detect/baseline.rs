@@ -142,10 +142,6 @@ pub(super) struct LatencyFrozen {
     pub(super) q_tail: f64,
     pub(super) above_tail: f64,
     pub(super) tail_tolerance: f64,
-    /// The slowest 5%: the baseline's values above its p95 (count, mean, variance; capped at
-    /// `slow_cap`), which the slow-tail test compares the post probes above the same p95 with.
-    pub(super) slow: Moments,
-    pub(super) slow_cap: f64,
     /// How much this scenario feels the shared load, learned before the marker (`sensitivity`).
     pub(super) sensitivity: Sensitivity,
     /// (count, mean of the winsorized values) of the newest part of the baseline window, one per
@@ -161,30 +157,6 @@ pub(super) struct LatencyFrozen {
 /// narrowest. The choice is made from the history's dependence and the probe counts alone, never
 /// from the values compared.
 pub(super) const BASELINE_SPANS: [f64; 5] = [0.25, 1.0 / 3.0, 0.5, 0.75, 1.0];
-
-/// How far above the winsorizing bound the slow-tail test keeps a value (ln 10): the slow tail
-/// is what it measures, so it is not winsorized at the mean's bound, only kept finite and bounded.
-const SLOW_HEADROOM: f64 = std::f64::consts::LN_10;
-
-/// Count, mean and variance of some values.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Moments {
-    pub(super) n: f64,
-    pub(super) mean: f64,
-    pub(super) var: f64,
-}
-
-impl Moments {
-    /// From a count, a sum and a sum of squares (variance 0 below two values).
-    fn of(n: f64, sum: f64, sq: f64) -> Moments {
-        if n < 1.0 {
-            return Moments::default();
-        }
-        let mean = sum / n;
-        let var = if n >= 2.0 { ((sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { 0.0 };
-        Moments { n, mean, var }
-    }
-}
 
 impl LatencyFrozen {
     /// From the baseline window's (time, log value) pairs before `at` (window `span_s` long).
@@ -209,10 +181,6 @@ impl LatencyFrozen {
         let (q_tail, _) = quantile_se(&v, s.tail_quantile)?;
         let above_tail = v.iter().filter(|x| **x as f64 > q_tail).count() as f64 / n;
         let tail_tolerance = v.iter().filter(|x| (**x as f64) > q_tail - tol && (**x as f64) <= q_tail).count() as f64 / n;
-        let slow_cap = hi + SLOW_HEADROOM;
-        let (k, sum, sq) =
-            v.iter().map(|x| *x as f64).filter(|x| *x > p95).map(|x| x.min(slow_cap)).fold((0.0, 0.0, 0.0), |(k, s, q), x| (k + 1.0, s + x, q + x * x));
-        let slow = Moments::of(k, sum, sq);
         Some(LatencyFrozen {
             m: v.len(),
             median,
@@ -229,8 +197,6 @@ impl LatencyFrozen {
             q_tail,
             above_tail,
             tail_tolerance,
-            slow,
-            slow_cap,
             sensitivity: Sensitivity::default(),
             spans,
         })
@@ -245,8 +211,6 @@ pub(super) struct LatencyPost {
     pub(super) sum_sq: f64,
     pub(super) above: u64,
     pub(super) above_tail: u64,
-    /// Probes above the baseline's p95: count, sum and sum of squares (capped at `slow_cap`).
-    pub(super) slow: (u64, f64, f64),
     /// The newest (time, log value), at most `baseline_max_samples`.
     pub(super) recent: VecDeque<(f64, f32)>,
 }
@@ -259,8 +223,6 @@ pub(super) struct Part {
     pub(super) var: f64,
     pub(super) above: f64,
     pub(super) above_tail: f64,
-    /// The probes above the baseline's p95.
-    pub(super) slow: Moments,
 }
 
 impl LatencyPost {
@@ -272,12 +234,6 @@ impl LatencyPost {
         self.sum_sq += c * c;
         self.above += u64::from(y > f.q);
         self.above_tail += u64::from(y > f.q_tail);
-        if y > f.p95 {
-            let c = y.min(f.slow_cap);
-            self.slow.0 += 1;
-            self.slow.1 += c;
-            self.slow.2 += c * c;
-        }
     }
 
     pub(super) fn all(&self, f: &LatencyFrozen) -> Part {
@@ -287,14 +243,12 @@ impl LatencyPost {
         }
         let mean = self.sum / n;
         let var = if n >= 2.0 { ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        let slow = Moments::of(self.slow.0 as f64, self.slow.1, self.slow.2);
-        Part { n, mean, var, above: self.above as f64 / n, above_tail: self.above_tail as f64 / n, slow }
+        Part { n, mean, var, above: self.above as f64 / n, above_tail: self.above_tail as f64 / n }
     }
 
     /// The stored probes with time in [from, to).
     pub(super) fn span(&self, f: &LatencyFrozen, from: f64, to: f64) -> Part {
         let (mut n, mut sum, mut sq, mut above, mut above_tail) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        let mut slow = (0.0, 0.0, 0.0);
         for (t, y) in &self.recent {
             if *t >= from && *t < to {
                 let y = *y as f64;
@@ -304,10 +258,6 @@ impl LatencyPost {
                 sq += c * c;
                 above += f64::from(u8::from(y > f.q));
                 above_tail += f64::from(u8::from(y > f.q_tail));
-                if y > f.p95 {
-                    let c = y.min(f.slow_cap);
-                    slow = (slow.0 + 1.0, slow.1 + c, slow.2 + c * c);
-                }
             }
         }
         if n < 1.0 {
@@ -315,7 +265,7 @@ impl LatencyPost {
         }
         let mean = sum / n;
         let var = if n >= 2.0 { ((sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: above / n, above_tail: above_tail / n, slow: Moments::of(slow.0, slow.1, slow.2) }
+        Part { n, mean, var, above: above / n, above_tail: above_tail / n }
     }
 }
 

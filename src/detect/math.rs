@@ -246,7 +246,7 @@ pub fn binomial_sf(k: f64, n: f64, p: f64) -> f64 {
 }
 
 /// P(T > t) for Student's t with `df` degrees of freedom (df > 0), from the incomplete beta.
-pub fn student_t_sf(t: f64, df: f64) -> f64 {
+fn student_t_sf(t: f64, df: f64) -> f64 {
     if t.is_nan() || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }

@@ -8,7 +8,7 @@ use super::baseline::{BASELINE_SPANS, GoodFrozen, LatencyFrozen, LatencyPost, Pa
 use super::covariates::{Adjust, CacheRef, ReplicaOffsets};
 use super::daily::DailyShape;
 use super::history::{HistBin, MIN_VARIANCE_CUT, TREND_GATE_Z, Trend, bin_index, contrast_var, independent_design_effect};
-use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf, student_t_sf};
+use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
 use super::sensitivity::{SENSITIVITY_SPAN_S, sensitivities};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
 use crate::config::DetectSettings;
@@ -32,46 +32,17 @@ pub(super) fn looks_within(bins: i64) -> usize {
     (0..=bins).filter(|e| is_look(*e)).count().max(1)
 }
 
-/// The slow-tail test over scenarios (post part, frozen baseline): the mean log latency of the
-/// probes above each scenario's baseline p95, after against before, by Welch's t with
-/// Satterthwaite's degrees of freedom, scenarios weighted by their post probes above it, the
-/// variance `load` added for the shared load. Returns (p of "no slower", the estimate).
-pub(super) fn slow_tail(sel: &[(Part, &LatencyFrozen)], load: f64) -> Option<(f64, f64)> {
-    let sel: Vec<&(Part, &LatencyFrozen)> = sel.iter().filter(|(p, f)| p.slow.n >= MIN_SLOW && f.slow.n >= MIN_SLOW).collect();
-    let total: f64 = sel.iter().map(|x| x.0.slow.n).sum();
-    if total <= 0.0 {
-        return None;
-    }
-    let (mut d, mut v, mut df_den) = (0.0, 0.0, 0.0);
-    for (p, f) in sel {
-        let w = p.slow.n / total;
-        let var = p.slow.var.max(f.slow.var);
-        let (a, b) = (w * w * var / p.slow.n, w * w * var / f.slow.n);
-        d += w * (p.slow.mean - f.slow.mean);
-        v += a + b;
-        df_den += a * a / (p.slow.n - 1.0) + b * b / (f.slow.n - 1.0);
-    }
-    let t = d / (v + load.max(0.0)).sqrt();
-    let p = if df_den > 0.0 { student_t_sf(t, v * v / df_den) } else { normal_sf(t) };
-    p.is_finite().then_some((p, d))
-}
-
 /// The power at which `SignalReport::detectable` is the smallest effect found.
 pub const DETECTABLE_POWER: f64 = 0.8;
 
-/// A latency signal's error level: the pooled tests hold half (mean and exceedance 0.2 each, the
-/// tail count and the slow tail 0.05 each); each of k scenarios holds 1/k of the other half, its own mean and exceedance tests
+/// A latency signal's error level: the pooled tests hold half (mean and exceedance 0.2 each, tail
+/// 0.1); each of k scenarios holds 1/k of the other half, its own mean and exceedance tests
 /// `SCENARIO_OWN_SHARE` each and its contrast with the other scenarios `SCENARIO_CONTRAST_SHARE`.
 const SCENARIO_OWN_SHARE: f64 = 0.1875;
 const SCENARIO_CONTRAST_SHARE: f64 = 0.125;
-/// The pooled tail tests' shares: the count above the p99 and the slow tail's mean above the p95.
-const TAIL_COUNT_SHARE: f64 = 0.05;
-const SLOW_TAIL_SHARE: f64 = 0.05;
 /// The most bins the level relation of latency and the load reading is fitted over (a day at
 /// 1-minute bins): its standard error costs the square of the bins.
 const LEVEL_SPAN_MAX_BINS: i64 = 1440;
-/// Probes above the p95 a scenario needs, before and after, in the slow-tail test.
-const MIN_SLOW: f64 = 5.0;
 
 /// The whole baseline window's index in `BASELINE_SPANS`.
 const FULL_SPAN: usize = BASELINE_SPANS.len() - 1;
@@ -383,35 +354,14 @@ impl Detector {
                 let z = normal_quantile(1.0 - alpha * 0.2 / looks) + normal_quantile(DETECTABLE_POWER);
                 detectable = Some((z * (var * span_dep[pooled_span].0).sqrt()).exp());
             }
-            // Pooled: mean and exceedance 0.4 of the pooled share each, the tail tests 0.1 each.
+            // Pooled: mean and exceedance 0.4 of the pooled share each, tail 0.2.
             if let Some(v) = verdicts(&all, 0.2, false, pooled_span) {
                 pooled.extend(v);
             }
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
             if let Some((p, large)) = counts(&pick(0), true, false) {
                 let confirmed = [1, 2].iter().all(|j| counts(&pick(*j), true, false).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
-                pooled.push(TestResult { p, p_adj: (p * looks / TAIL_COUNT_SHARE).min(1.0), confirmed: confirmed && large });
-            }
-            // The slow-tail test: the mean log latency of the probes above each scenario's
-            // baseline p95, after against before (Welch's t, Satterthwaite's degrees of freedom;
-            // scenarios weighted by their post probes above it). It sees the slowest few percent
-            // made slower with the median unchanged, which moves few probes across the p99 when
-            // the baseline's p99 already sits among outliers (the count test above). Above a
-            // fixed threshold a shift of all probes moves the mean only a little (about 0.14 of
-            // the shift for a normal tail above its p95); the load's part of its variance is
-            // taken as the full mean's (its design effect's excess over the probes' own noise),
-            // an upper bound.
-            let slow = |j: usize| -> Option<(f64, bool)> {
-                let sel: Vec<(Part, &LatencyFrozen)> = all.iter().map(|(_, p, f)| (p[j], *f)).collect();
-                let n_all: f64 = sel.iter().map(|x| x.0.n).sum();
-                let mean_v: f64 =
-                    sel.iter().filter(|(p, _)| p.n >= 1.0).map(|(p, f)| (p.n / n_all).powi(2) * (p.var.max(f.var) / p.n + f.var / f.m.max(1) as f64)).sum();
-                let (p, d) = slow_tail(&sel, (deff - 1.0).max(0.0) * mean_v)?;
-                Some((p, d >= tol))
-            };
-            if let Some((p, large)) = slow(0) {
-                let confirmed = [1, 2].iter().all(|j| slow(*j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
-                pooled.push(TestResult { p, p_adj: (p * looks / SLOW_TAIL_SHARE).min(1.0), confirmed: confirmed && large });
+                pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
             }
             // Each scenario against the others at the same time (the contrast): the shared load
             // and the daily cycle move them all and cancel, save for how differently scenarios
@@ -952,37 +902,6 @@ mod tests {
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the tail test sees it");
         let median = pooled(&d, Signal::Ttft).median_ratio.expect("median ratio");
         assert!((0.9..1.1).contains(&median.value), "the median held: {median:?}");
-    }
-
-    /// With 1% outliers at 10x the baseline's p99 sits among the outliers, and the slowest 3%
-    /// made 3x slower moves few probes across it; the slow tail's mean above the p95 moves by
-    /// about half its spread. The test holds its level on the same skewed tail (an hour's
-    /// baseline, 55 minutes after, at 0.5 probes/s).
-    #[test]
-    fn the_slow_tail_test_holds_its_level_among_outliers_and_sees_the_slowest_few_percent() {
-        let s = quiet();
-        let draw = |r: &mut SmallRng, slower: bool| {
-            let z: f64 = StandardNormal.sample(r);
-            let outlier = if r.random_bool(0.01) { 10.0f64 } else { 1.0 };
-            let f = if slower && z > normal_quantile(0.97) { 3.0f64 } else { 1.0 };
-            0.2f64.ln() + 0.5 * z + f.ln() + outlier.ln()
-        };
-        let half = s.clip_sigmas * 0.5 + std::f64::consts::LN_2;
-        let p_of = |r: &mut SmallRng, slower: bool| {
-            let base: Vec<(f64, f32)> = (0..1800).map(|i| (i as f64 * 2.0, draw(r, false) as f32)).collect();
-            let f = LatencyFrozen::from_values(&base, 3600.0, 3600.0, (0.2f64.ln() - half, 0.2f64.ln() + half), &s).expect("baseline");
-            let mut post = LatencyPost::default();
-            for _ in 0..1650 {
-                post.add(&f, draw(r, slower));
-            }
-            slow_tail(&[(post.all(&f), &f)], 0.0).expect("enough probes above the p95").0
-        };
-        let mut rng = SmallRng::seed_from_u64(61);
-        let null: Vec<f64> = (0..400).map(|_| p_of(&mut rng, false)).collect();
-        let at = |level: f64| null.iter().filter(|p| **p <= level).count();
-        assert!((8..=34).contains(&at(0.05)) && at(0.01) <= 10, "p ≤ 0.05 in {} and ≤ 0.01 in {} of 400", at(0.05), at(0.01));
-        let found = (0..100).filter(|_| p_of(&mut rng, true) <= 1e-4).count();
-        assert!(found >= 90, "p ≤ 1e-4 in {found} of 100");
     }
 
     #[test]
