@@ -179,6 +179,7 @@ null "(k) the same, load sd 0.1, reading R² 0.95" --ramp-factor 1.5 --ramp-min 
 null "(l) cold cache after each release, no reading" --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20
 null "(l) cold cache after each release, hit-rate reading" --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20 --cache-reading
 power "TTFT x1.25 during a ramp x1.5 over 2 h" 15,60 --regression 1.25 --ramp-factor 1.5 --ramp-min 120
+power "TTFT x1.25 during a ramp x1.5 over 2 h, reading R² 0.95" 15,60 --regression 1.25 --ramp-factor 1.5 --ramp-min 120 --reading-r2 0.95
 power "TTFT x1.25, cold cache, hit-rate reading" 15,60 --regression 1.25 --cache-hit-share 0.7 --miss-factor 3 --cold-cache-min 10..20 --cache-reading
 power "creep x1.1 an hour, no marker" 180,360 --regression 1 --creep-per-h 1.1 --no-marker --horizon-min 360
 # A rolling update with replica discovery: 4 replicas replaced one every 5 minutes, old and new
