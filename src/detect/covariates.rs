@@ -25,7 +25,8 @@ pub(super) fn adjusted(y: f64, load: f32, adjust: Option<Adjust>) -> f64 {
 }
 
 /// The replica that served a probe, as the detector keys it: a 32-bit FNV-1a hash of the name
-/// the prober knows it by (its endpoint), so the detector keeps no names per probe.
+/// the prober keys it by (the node discovery read for it, else its endpoint), so the detector
+/// keeps no names per probe.
 pub fn replica_id(name: &str) -> NonZeroU32 {
     let h = name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193));
     NonZeroU32::new(h).unwrap_or(NonZeroU32::MIN)
