@@ -14,6 +14,9 @@ use serde::Serialize;
 pub(super) struct Adjust {
     pub(super) slope: f64,
     pub(super) x_ref: f64,
+    /// The slope is the level relation over the history (no load swings to learn it from),
+    /// not the increments'.
+    pub(super) levels: bool,
 }
 
 /// A log latency adjusted to the reference load (unchanged without a reading or an adjustment).

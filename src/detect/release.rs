@@ -588,7 +588,7 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         let adj = t.hist.dependence(k, Some(slope))?;
         let raw = t.dependence_raw[k].as_ref()?;
         let narrower = contrast_var(&adj.gamma, (b0, b1), (p0, p0 + 10)) < (1.0 - MIN_VARIANCE_CUT) * contrast_var(&raw.gamma, (b0, b1), (p0, p0 + 10));
-        (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64 })
+        (xn > 0 && narrower).then(|| Adjust { slope, x_ref: xs / xn as f64, levels: false })
     };
     // Where load does not swing, the increments above cannot see how latency moves with the
     // reading (the reading's own noise is most of them), and a ramp was left to the local
@@ -601,7 +601,7 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
     let levels = |k: usize| {
         let span = ((s.history_s / s.bin_s).round() as i64).min(LEVEL_SPAN_MAX_BINS);
         let (slope, se) = t.hist.reading_level_slope(k, span, b1)?;
-        let a = Adjust { slope, x_ref: xs / xn.max(1) as f64 };
+        let a = Adjust { slope, x_ref: xs / xn.max(1) as f64, levels: true };
         (xn > 0 && slope > TREND_GATE_Z * se && t.hist.trend(k, b1, Some(a), s.bin_s).is_none()).then_some(a)
     };
     t.adjust = std::array::from_fn(|k| swings(k).or_else(|| levels(k)));

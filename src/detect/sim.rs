@@ -378,6 +378,9 @@ pub struct PlanResult {
     pub windows_alarmed: u64,
     /// Rollouts whose canary comparison called the new version regressed (side by side only).
     pub canary_alarms: u64,
+    /// Null days whose release test took a load adjustment for TTFT: (from the increments, from
+    /// the level relation).
+    pub load_adjusted: (u64, u64),
     /// False alarms by signal (ttft, tpot, e2e, goodput): (release-armed, continuous).
     pub by_signal: [(u64, u64); 4],
     /// Pooled `regressed` rows that a marker turned into anything else (over every trial): a
@@ -396,6 +399,7 @@ impl PlanResult {
             continuous_alarms: 0,
             windows_alarmed: 0,
             canary_alarms: 0,
+            load_adjusted: (0, 0),
             by_signal: Default::default(),
             cleared_by_marker: 0,
         }
@@ -888,6 +892,8 @@ struct NullDay {
     cleared: u64,
     /// The canary comparison called the rollout regressed.
     canary: bool,
+    /// TTFT's load adjustment frozen at the release: none, the increments', the level relation's.
+    adjust: Option<bool>,
 }
 
 fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
@@ -902,10 +908,16 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
     let mut canary = CanaryWatch::new(p, release);
     let mut canary_alarm = false;
     let mut alarms = [(0u64, 0u64); 4];
+    let mut adjust = None;
     while g.t < end {
         let probe = g.next();
         let t = probe.t;
         markers.tell(&mut det, t);
+        if adjust.is_none()
+            && let Some(x) = det.targets.first().filter(|x| x.frozen_at.is_some())
+        {
+            adjust = Some(x.adjust[0].map(|a| a.levels));
+        }
         canary_alarm |= canary.as_mut().is_some_and(|c| c.observe(&probe));
         det.observe(TARGET, &names[probe.scenario % names.len()], probe.obs, t);
         if det.has_events() {
@@ -920,7 +932,7 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
             }
         }
     }
-    NullDay { alarms, cleared: markers.cleared, canary: canary_alarm }
+    NullDay { alarms, cleared: markers.cleared, canary: canary_alarm, adjust: adjust.flatten() }
 }
 
 fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -965,6 +977,7 @@ pub fn run(p: &PlanParams) -> PlanResult {
         continuous_alarms: null.iter().flat_map(|n| n.alarms).map(|n| n.1).sum(),
         windows_alarmed: null.iter().filter(|n| n.alarms.iter().any(|a| a.0 > 0)).count() as u64,
         canary_alarms: null.iter().filter(|n| n.canary).count() as u64,
+        load_adjusted: (null.iter().filter(|n| n.adjust == Some(false)).count() as u64, null.iter().filter(|n| n.adjust == Some(true)).count() as u64),
         by_signal: std::array::from_fn(|i| (null.iter().map(|n| n.alarms[i].0).sum(), null.iter().map(|n| n.alarms[i].1).sum())),
         ..PlanResult::from_detections(detections)
     }
@@ -1216,6 +1229,11 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         if p.side_by_side.is_some() {
             let _ = writeln!(o, "  rollouts the canary comparison called regressed: {} of {:.0}", r.canary_alarms, r.days);
         }
+        if p.reading.is_some() {
+            let (inc, lev) = r.load_adjusted;
+            let _ =
+                writeln!(o, "  releases whose TTFT test took the load adjustment: {inc} from the increments, {lev} from the level relation, of {:.0}", r.days);
+        }
         let by: Vec<String> = Signal::ALL.iter().zip(&r.by_signal).map(|(s, (a, c))| format!("{} {a}+{c}", s.as_str())).collect();
         let _ = writeln!(o, "  alarms by signal (release-armed+continuous): {}", by.join(", "));
     }
@@ -1319,6 +1337,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "total": alarms(r.armed_alarms + r.continuous_alarms),
             "windows_alarmed": r.windows_alarmed,
             "canary_rollouts_alarmed": r.canary_alarms,
+            "ttft_load_adjusted": {"increments": r.load_adjusted.0, "levels": r.load_adjusted.1},
             "rollout": p.rollout.is_some(),
             "by_signal": by_signal,
         })),
@@ -1566,6 +1585,7 @@ mod tests {
         assert!(v["min_detectable"]["within_60_min"].is_null());
         assert_eq!(v["params"]["load"]["tau_min"], 5.0);
         assert!(v["params"]["side_by_side"].is_null() && v["false_alarms"]["canary_rollouts_alarmed"] == 0);
+        assert_eq!(v["false_alarms"]["ttft_load_adjusted"]["levels"], 0);
     }
 
     /// Side by side: only the replicas already on the new version regress, one by one; the canary
