@@ -599,10 +599,13 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
     // marker. Fitted over the two hours before the marker only, 15% of releases inside a ramp
     // still alarmed (22% without it); over the history, 2%.
     let levels = |k: usize| {
+        if xn == 0 {
+            return None;
+        }
         let span = ((s.history_s / s.bin_s).round() as i64).min(LEVEL_SPAN_MAX_BINS);
         let (slope, se) = t.hist.reading_level_slope(k, span, b1)?;
-        let a = Adjust { slope, x_ref: xs / xn.max(1) as f64, levels: true };
-        (xn > 0 && slope > TREND_GATE_Z * se && t.hist.trend(k, b1, Some(a), s.bin_s).is_none()).then_some(a)
+        let a = Adjust { slope, x_ref: xs / xn as f64, levels: true };
+        (slope > TREND_GATE_Z * se && t.hist.trend(k, b1, Some(a), s.bin_s).is_none()).then_some(a)
     };
     t.adjust = std::array::from_fn(|k| swings(k).or_else(|| levels(k)));
     t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)).map(|b| (b.h, b.h_n)));

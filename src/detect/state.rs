@@ -39,7 +39,8 @@ pub struct Observation {
     /// `release_grace_s` ago): after a marker its latency is held out of the release tests, as
     /// the whole target's is in the grace window.
     pub replica_warming: bool,
-    /// The replica that served it (`replica_id` of its endpoint; `None`: not known). The release
+    /// The replica that served it (`replica_id` of its node where discovery read one, else of its
+    /// endpoint; `None`: not known). The release
     /// tests take out each replica's offset from the others in the baseline hour
     /// (docs/detection.md, "Replicas that differ").
     pub replica: Option<NonZeroU32>,
