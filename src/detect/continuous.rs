@@ -5,6 +5,7 @@
 use super::baseline::GoodFrozen;
 use super::history::{contrast_var, independent_design_effect};
 use super::math::normal_sf;
+use super::release::level_slope;
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange};
 
 impl Detector {
@@ -89,13 +90,19 @@ impl Detector {
             // A change the offered-load reading explains (traffic that rose and stays: a
             // morning ramp) is no regression: with a usable load slope, the change of the
             // load-adjusted residuals must pass too. A reading the regression itself moves (a
-            // queue length) would hide a creep here; the offered load does not.
-            let adjusted_p = t.hist.vario[k].load_slope().and_then(|slope| {
+            // queue length) would hide a creep here; the offered load does not. Both slopes
+            // the history gives are tried, the increments' and the level relation's (fitted
+            // only when the raw test would alarm: a fit is O(bins²)): after a ramp the
+            // increments' comes out a fraction of the level relation's (the reading's noise
+            // is most of its increments), which left most of a ramp that holds unexplained.
+            let raw_passes = normal_sf(zm) <= alpha && confirmed;
+            let levels = if raw_passes { level_slope(t, k, recent.1, s) } else { None };
+            let adjusted_p = [t.hist.vario[k].load_slope(), levels].into_iter().flatten().filter_map(|slope| {
                 let dep = t.hist.dependence(k, Some(slope))?;
                 let (za, large) = test(&dep.gamma, &|r| t.hist.block_mean_adjusted(k, r, slope), recent)?;
                 Some(if large { normal_sf(za) } else { 1.0 })
             });
-            (normal_sf(zm).max(adjusted_p.unwrap_or(0.0)), confirmed, 0.0)
+            (adjusted_p.fold(normal_sf(zm), f64::max), confirmed, 0.0)
         };
         let evidence = -(p.max(1e-300)).ln();
         let t = &mut self.targets[ti];

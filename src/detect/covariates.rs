@@ -280,13 +280,15 @@ mod tests {
     /// No load swings: latency follows the day (±20%) and a morning ramp (x2 over an hour)
     /// that began ten minutes before the marker, and the offered-load reading follows both. The
     /// history's increments cannot see the relation (the reading's noise is most of them); its
-    /// levels over the history can, and the ramp after the marker is taken out with it.
+    /// levels over the history can, and the ramp after the marker is taken out with it. With
+    /// days of history the daily shapes take the cycle out of latency and of the reading alike,
+    /// and the relation is found in what is left (the ramp).
     #[test]
     fn a_ramp_the_reading_follows_is_taken_out_by_the_level_relation() {
-        let run = |with_reading: bool| {
+        let run = |with_reading: bool, days: f64| {
             let mut rng = SmallRng::seed_from_u64(47);
             let mut d = Detector::new(quiet());
-            let t = 43_200.0;
+            let t = 43_200.0 + days * 86_400.0;
             let ramp_start = t - 600.0;
             let traffic = |now: f64| 0.18 * (std::f64::consts::TAU * now / 86_400.0).sin() + 2f64.ln() * ((now - ramp_start) / 3600.0).clamp(0.0, 1.0);
             let obs = |r: &mut SmallRng, _: usize, now: f64| {
@@ -296,14 +298,18 @@ mod tests {
             };
             let t = feed(&mut d, &mut rng, 0.0, t as usize, obs);
             d.mark_release("t", "v2", t, t);
+            let shapes = (d.targets[0].daily[0].in_use(), d.targets[0].reading_daily.in_use());
             let slope = d.targets[0].adjust[0].map(|a| a.slope);
             feed(&mut d, &mut rng, t, 3600, obs);
-            (slope, first_alarm(&mut d, Signal::Ttft, t))
+            (shapes, slope, first_alarm(&mut d, Signal::Ttft, t))
         };
-        let (slope, alarm) = run(true);
-        assert!(slope.is_some_and(|b| (0.8..1.2).contains(&b)), "the level slope of log latency on the reading: {slope:?}");
-        assert_eq!(alarm, None, "the ramp is load, taken out");
-        let (none, alarm) = run(false);
+        for days in [0.0, 3.0] {
+            let (shapes, slope, alarm) = run(true, days);
+            assert_eq!(shapes, (days > 0.0, days > 0.0), "{days} days: daily shapes of latency and reading in use");
+            assert!(slope.is_some_and(|b| (0.8..1.2).contains(&b)), "{days} days: the level slope of log latency on the reading: {slope:?}");
+            assert_eq!(alarm, None, "{days} days: the ramp is load, taken out");
+        }
+        let (_, none, alarm) = run(false, 0.0);
         assert_eq!(none, None);
         assert!(alarm.is_some(), "without the reading the ramp after the marker alarms");
     }

@@ -16,10 +16,12 @@ use super::state::{
 };
 use crate::config::DetectSettings;
 
-/// Refits target `t`'s daily shapes at `end`; where one is or was in use, the history's bin means
-/// are re-expressed with the new one (so every bin holds the residuals about one shape) and the
-/// variograms rebuilt.
+/// Refits target `t`'s daily shapes at `end`; where one is or was in use, what holds values
+/// about it is re-expressed with the new one (the history's bin means and readings, the stored
+/// readings), so everything holds the residuals about one shape, and the variograms rebuilt.
 fn refit_daily(t: &mut TargetState, end: f64, bin_s: f64) {
+    let first = t.hist.first;
+    let centre = |i: usize| (first + i as i64) as f64 * bin_s + bin_s / 2.0;
     let mut changed = false;
     for k in 0..3 {
         let old = t.daily[k].clone();
@@ -27,11 +29,25 @@ fn refit_daily(t: &mut TargetState, end: f64, bin_s: f64) {
         if !(old.in_use() || t.daily[k].in_use()) {
             continue;
         }
-        let first = t.hist.first;
         for (i, b) in t.hist.bins.iter_mut().enumerate() {
             if b.n[k] > 0 {
-                let centre = (first + i as i64) as f64 * bin_s + bin_s / 2.0;
-                b.mean[k] += (old.value(centre) - t.daily[k].value(centre)) as f32;
+                b.mean[k] += (old.value(centre(i)) - t.daily[k].value(centre(i))) as f32;
+            }
+        }
+        changed = true;
+    }
+    let old = t.reading_daily.clone();
+    t.reading_daily.refit(end);
+    if old.in_use() || t.reading_daily.in_use() {
+        let shift = |tm: f64| (old.value(tm) - t.reading_daily.value(tm)) as f32;
+        for (i, b) in t.hist.bins.iter_mut().enumerate() {
+            if b.x_n > 0 {
+                b.x += shift(centre(i));
+            }
+        }
+        for lk in t.scenarios.iter_mut().flat_map(|sc| sc.latency.iter_mut()) {
+            for (x, tm) in lk.loads.iter_mut().zip(&lk.times) {
+                *x += shift(*tm);
             }
         }
         changed = true;
@@ -223,7 +239,15 @@ impl Detector {
         let hold = t.armed_until.is_some() || t.pooled.iter().any(|r| r.state == State::Regressed);
         let post_from = t.marker.map(|m| m + s.release_grace_s);
         let adjust = t.adjust;
-        let load = obs.load.filter(|x| x.is_finite());
+        // The reading with its own daily shape out, as latency has its own out: the tests
+        // adjust for the load's departures from the usual day (docs/detection.md, "The
+        // reading's daily shape").
+        let load = obs.load.filter(|x| x.is_finite()).map(|x| {
+            if !hold {
+                t.reading_daily.add(now, x);
+            }
+            x - t.reading_daily.value(now)
+        });
         let hit = obs.cache_hit.filter(|h| h.is_finite());
         // A cold prefix cache after the release, or a replica that came up during the rollout
         // and is still warming up: the probe is warm-up, held out of the release tests.

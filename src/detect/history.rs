@@ -856,11 +856,17 @@ impl BinnedHistory {
     /// slope of the means on the readings and its standard error, from the variogram of the
     /// residuals about the fitted line (neighbouring bins' residuals are not independent). A
     /// ramp's rise is a change of level, which the history's increments see only at lags longer
-    /// than the load slope's; the level relation over the ramp sees it.
-    pub(super) fn reading_level_slope(&self, k: usize, span: i64, to: i64) -> Option<(f64, f64)> {
+    /// than the load slope's; the level relation over the ramp sees it. `season` gives a bin's
+    /// daily shapes (latency's, the reading's), added back: the usual day's cycle moves both,
+    /// and is most of what the relation is learned from where load does not swing.
+    pub(super) fn reading_level_slope(&self, k: usize, span: i64, to: i64, season: impl Fn(i64) -> (f64, f64)) -> Option<(f64, f64)> {
         let span = span.max(2);
         let pts: Vec<(i64, f64, f64)> = (to - span..to)
-            .filter_map(|i| self.get(i).filter(|b| b.usable(k) && b.x_n > 0 && b.x.is_finite()).map(|b| (i, b.x as f64, b.mean[k] as f64)))
+            .filter_map(|i| {
+                let b = self.get(i).filter(|b| b.usable(k) && b.x_n > 0 && b.x.is_finite())?;
+                let (sy, sx) = season(i);
+                Some((i, b.x as f64 + sx, b.mean[k] as f64 + sy))
+            })
             .collect();
         if (pts.len() as i64) < span / 2 {
             return None;

@@ -602,10 +602,8 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
         if xn == 0 {
             return None;
         }
-        let span = ((s.history_s / s.bin_s).round() as i64).min(LEVEL_SPAN_MAX_BINS);
-        let (slope, se) = t.hist.reading_level_slope(k, span, b1)?;
-        let a = Adjust { slope, x_ref: xs / xn as f64, levels: true };
-        (slope > TREND_GATE_Z * se && t.hist.trend(k, b1, Some(a), s.bin_s).is_none()).then_some(a)
+        let a = Adjust { slope: level_slope(t, k, b1, s)?, x_ref: xs / xn as f64, levels: true };
+        t.hist.trend(k, b1, Some(a), s.bin_s).is_none().then_some(a)
     };
     t.adjust = std::array::from_fn(|k| swings(k).or_else(|| levels(k)));
     t.cache_ref = CacheRef::from_bins((b0..b1).filter_map(|b| t.hist.get(b)).map(|b| (b.h, b.h_n)));
@@ -685,6 +683,16 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
             }
         }
     }
+}
+
+/// The level relation of signal `k`'s latency and the offered-load reading over the history
+/// before bin `to` (at most `LEVEL_SPAN_MAX_BINS`), where its slope is over `TREND_GATE_Z`
+/// standard errors.
+pub(super) fn level_slope(t: &TargetState, k: usize, to: i64, s: &DetectSettings) -> Option<f64> {
+    let span = ((s.history_s / s.bin_s).round() as i64).min(LEVEL_SPAN_MAX_BINS);
+    let centre = |b: i64| (b as f64 + 0.5) * s.bin_s;
+    let (slope, se) = t.hist.reading_level_slope(k, span, to, |b| (t.daily[k].value(centre(b)), t.reading_daily.value(centre(b))))?;
+    (slope > TREND_GATE_Z * se).then_some(slope)
 }
 
 /// The scale of the shared load's variance for one scenario's own test (its sensitivity; the

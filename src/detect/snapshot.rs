@@ -33,8 +33,8 @@ pub(super) struct SnapTarget {
     /// The release window open when the snapshot was taken (absent in files of older builds).
     #[serde(default)]
     pub(super) release: Option<SnapRelease>,
-    /// Per latency signal, the hourly sums the daily shape is fitted to (absent in files of
-    /// older builds: the shape is learned afresh).
+    /// Per latency signal and then the offered-load reading, the hourly sums the daily shapes
+    /// are fitted to (absent in files of older builds, the reading's too: learned afresh).
     #[serde(default)]
     pub(super) daily: Vec<Vec<HourSum>>,
 }
@@ -120,7 +120,7 @@ impl Detector {
                             goodput_bins: sc.goodput.bins.iter().copied().collect(),
                         })
                         .collect(),
-                    daily: t.daily.iter().map(|d| d.hours.iter().copied().collect()).collect(),
+                    daily: t.daily.iter().chain([&t.reading_daily]).map(|d| d.hours.iter().copied().collect()).collect(),
                     release: match (t.armed_until, &t.version, t.marker, t.frozen_at) {
                         (Some(_), Some(version), Some(at), Some(frozen_at)) => Some(SnapRelease { version: version.clone(), at, frozen_at }),
                         _ => None,
@@ -170,7 +170,7 @@ impl Detector {
             // The daily shapes: the hours of the last week before now, in order, fitted as at
             // the last refit before the snapshot (the bins hold the residuals about that shape).
             let now_hour = (now / HOUR_S).floor() as i64;
-            for (d, hours) in t.daily.iter_mut().zip(st.daily) {
+            for (d, hours) in t.daily.iter_mut().chain([&mut t.reading_daily]).zip(st.daily) {
                 for h in hours.into_iter().filter(|h| h.sum.is_finite() && h.hour <= now_hour && h.hour > now_hour.saturating_sub(KEEP_HOURS as i64)) {
                     if d.hours.back().is_none_or(|b| b.hour < h.hour) {
                         d.hours.push_back(h);

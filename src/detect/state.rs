@@ -371,6 +371,9 @@ pub(super) struct TargetState {
     /// Per latency signal, the daily shape learned from earlier days (taken out of every
     /// residual the tests see).
     pub(super) daily: [DailyShape; 3],
+    /// The daily shape of the offered-load reading, taken out of every reading the detector
+    /// keeps (so a reading's adjustment does not take the daily cycle out a second time).
+    pub(super) reading_daily: DailyShape,
 }
 
 /// Probes of a scenario before its residuals enter the binned history.
@@ -452,6 +455,7 @@ impl Detector {
             post_hit: (0.0, 0),
             cold_now: false,
             daily: Default::default(),
+            reading_daily: DailyShape::default(),
             hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
         }
     }
