@@ -23,8 +23,10 @@
 # under load sd 0.1 (and the same without a second version, for comparison). With three days of
 # history (the daily shape in use; half as many null days): false alarms of independent probes,
 # a cycle whose amplitude varies by sd 30% a day, load sd 0.1 at 15 min and 0.2 at 5 min, an
-# incident a day, a rollout warm-up and a ramp; TTFT x1.25 (also with the varying cycle and
-# after an incident), one scenario of three x1.4 and the creep.
+# incident a day, a rollout warm-up and a ramp (also with an offered-load reading of R² 0.95),
+# load sd 0.1 at 5 min with a reading of R² 0.98; TTFT x1.25 (also with the varying cycle, after
+# an incident, under load sd 0.1 with the reading and inside the ramp with it), one scenario of
+# three x1.4 and the creep.
 # TRIALS: null days per condition (default 1000); DETECT_TRIALS: detection trials (default 300).
 # LLMPROBE_BIN: a release binary to use (else one is built). ROWS: an extended regex; only the
 # rows whose label matches run (e.g. ROWS='^\(b\)|ramp'). PLAN_OUT: a folder that keeps each
@@ -204,10 +206,14 @@ null "(p) load sd 0.2, tau 5 min, 3 days" "${h3[@]}" --load-sd 0.2 --load-tau-mi
 null "(p) one 15-min 2x incident a day, 3 days" "${h3[@]}" --incident-s 900 --incident-factor 2
 null "(p) rollout warm-up, 3 days" "${h3[@]}" --rollout
 null "(p) release during a ramp x1.5 over 2 h, 3 days" "${h3[@]}" --ramp-factor 1.5 --ramp-min 120
+null "(p) the same ramp, reading R² 0.95, 3 days" "${h3[@]}" --ramp-factor 1.5 --ramp-min 120 --reading-r2 0.95
+null "(p) load sd 0.1, tau 5 min, reading R² 0.98, 3 days" "${h3[@]}" --load-sd 0.1 --load-tau-min 5 --reading-r2 0.98
 unset row_days
 power "TTFT x1.25, independent, 3 days" 15,60 --regression 1.25 "${h3[@]}"
 power "TTFT x1.25, the cycle varies by sd 30% a day" 15,60 --regression 1.25 "${h3[@]}" --drift-day-sd 0.3
 power "TTFT x1.25, 15-min incident earlier, 3 days" 15,60 --regression 1.25 --incident-s 900 --incident-factor 2 "${h3[@]}"
+power "TTFT x1.25, load sd 0.1, reading R² 0.98, 3 days" 15,60 --regression 1.25 --load-sd 0.1 --load-tau-min 5 --reading-r2 0.98 "${h3[@]}"
+power "TTFT x1.25 during a ramp x1.5 over 2 h, R² 0.95, 3 days" 15,60 --regression 1.25 --ramp-factor 1.5 --ramp-min 120 --reading-r2 0.95 "${h3[@]}"
 power "one scenario of 3 x1.4, 3 days" 15 --regression 1.4 --regression-scenarios 1 "${h3[@]}"
 power "creep x1.1 an hour, no marker, 3 days" 180,360 --regression 1 --creep-per-h 1.1 --no-marker --horizon-min 360 "${h3[@]}"
 

@@ -125,7 +125,7 @@ impl Detector {
                             continue;
                         }
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
-                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref(), &t.daily[k]);
+                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref(), &t.daily[k]) - t.replicas[k].of(lk.replicas.get(i).copied().flatten());
                         post.add(f, y);
                         post.recent.push_back((lk.times[i], y as f32));
                     }
