@@ -248,9 +248,14 @@ impl LatencyPost {
 
     /// The stored probes with time in [from, to).
     pub(super) fn span(&self, f: &LatencyFrozen, from: f64, to: f64) -> Part {
+        self.span_where(f, from, to, |_| true)
+    }
+
+    /// The stored probes with time in [from, to) that `keep` keeps (by their time).
+    pub(super) fn span_where(&self, f: &LatencyFrozen, from: f64, to: f64, keep: impl Fn(f64) -> bool) -> Part {
         let (mut n, mut sum, mut sq, mut above, mut above_tail) = (0.0, 0.0, 0.0, 0.0, 0.0);
         for (t, y) in &self.recent {
-            if *t >= from && *t < to {
+            if *t >= from && *t < to && keep(*t) {
                 let y = *y as f64;
                 let c = y.clamp(f.lo, f.hi);
                 n += 1.0;

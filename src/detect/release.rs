@@ -125,7 +125,8 @@ impl Detector {
                             continue;
                         }
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
-                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref(), &t.daily[k]) - t.replicas[k].of(lk.replicas.get(i).copied().flatten());
+                        let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref(), &t.daily[k])
+                            - t.replicas[k].of(lk.replicas.get(i).copied().flatten());
                         post.add(f, y);
                         post.recent.push_back((lk.times[i], y as f32));
                     }
@@ -228,13 +229,30 @@ impl Detector {
             let (deff, shared) = span_dep[FULL_SPAN];
             let deff_raw = t.dependence_raw[k].as_ref().map_or(1.0, |d| d.design_effect(base, post));
             // (part, frozen) per scenario in the test: all post probes, early half, late half.
+            // Persistence (each half must show the change on its own) asks it of the bins no
+            // incident flagged (`HistBin::excluded`) where they are most of a half: a quarter
+            // hour of 2x latency that fills part of one half and a few minutes of the other made
+            // both halves "show" it, and with three days of history half the incidents that
+            // began well after the marker raised an alarm that way. Where flagged bins are most
+            // of a half (a large step from the marker on), the half is kept whole.
+            let flagged = |time: f64| t.hist.get(self.bin_of(time)).is_some_and(|b| b.excluded[k]);
+            let mostly_clean = |from: f64, to: f64| {
+                let bins = (self.bin_of(from)..=self.bin_of(to.min(end))).filter_map(|b| t.hist.get(b).filter(|h| h.n[k] > 0));
+                let (n, out) = bins.fold((0u32, 0u32), |(n, o), h| (n + 1, o + u32::from(h.excluded[k])));
+                2 * out < n
+            };
+            let keep = |from: f64, to: f64| {
+                let clean = mostly_clean(from, to);
+                move |time: f64| !(clean && flagged(time))
+            };
+            let (keep_early, keep_late) = (keep(post_start, mid), keep(mid, end));
             let mut parts: Vec<(usize, [Part; 3], &LatencyFrozen)> = Vec::new();
             for (i, sc) in t.scenarios.iter().enumerate() {
                 let lk = &sc.latency[k];
                 let Some(f) = &lk.frozen else { continue };
                 let all = lk.post.all(f);
                 if all.n >= MIN_POST {
-                    parts.push((i, [all, lk.post.span(f, post_start, mid), lk.post.span(f, mid, f64::INFINITY)], f));
+                    parts.push((i, [all, lk.post.span_where(f, post_start, mid, keep_early), lk.post.span_where(f, mid, f64::INFINITY, keep_late)], f));
                 }
             }
             let kk = parts.len().max(1) as f64;
@@ -894,6 +912,27 @@ mod tests {
         assert!((13..=17).contains(&excluded), "the incident's bins are left out: {excluded}");
         assert!(after_incident < 1.5 * clean, "design effect {after_incident} after the incident, {clean} without");
         assert!(found_clean && found, "the release is found with and without the incident");
+    }
+
+    /// A quarter hour of 2x latency that begins 28 minutes after the marker fills most of the
+    /// window's late half and a few minutes of its early one; those minutes must not make the
+    /// early half "show" a change the rest of it does not. A 2x step from the marker on is
+    /// still found at the first look.
+    #[test]
+    fn an_incident_late_in_the_window_is_no_release_regression() {
+        let run = |seed: u64, incident: (f64, f64)| {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| probe(r, 1.0));
+            d.mark_release("t", "v2", t, t);
+            let slow = |now: f64| if (t + incident.0..t + incident.1).contains(&now) { 2.0 } else { 1.0 };
+            feed(&mut d, &mut rng, t, 3600, |r, _, now| probe(r, slow(now)));
+            first_alarm(&mut d, Signal::Ttft, t)
+        };
+        let alarms: Vec<u64> = (0..8).filter(|seed| run(*seed, (1680.0, 2580.0)).is_some()).collect();
+        assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?}");
+        let step = run(0, (0.0, f64::INFINITY));
+        assert!(step.is_some_and(|s| s <= 600.0), "a 2x step from the marker: {step:?}");
     }
 
     #[test]
