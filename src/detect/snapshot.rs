@@ -254,7 +254,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(17);
         let mut d = Detector::new(quiet());
         let replica = |i: usize| std::num::NonZeroU32::new(i as u32 + 1);
-        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, s, _| Observation { replica: replica(s), ..probe(r, 1.0) });
+        let t = feed(&mut d, &mut rng, 0.0, 7200, |r, s, now| Observation { replica: replica(s), load: Some(3.0 + (now / 600.0).sin()), ..probe(r, 1.0) });
         let bytes = d.snapshot();
         let mut e = Detector::new(quiet());
         let restored = e.restore(&bytes, t - 1.0).expect("restore");
@@ -280,6 +280,15 @@ mod tests {
         assert!(e.restore(b"{not json", t).is_err());
         // The daily shape's hours come back with the rest.
         assert!(f.targets[0].daily[0].hours.len() >= 2 && f.targets[0].daily[0].hours == d.targets[0].daily[0].hours);
+        // The reading's too (a fourth entry); a file of an older build, without it, learns it afresh.
+        assert!(f.targets[0].reading_daily.hours.len() >= 2 && f.targets[0].reading_daily.hours == d.targets[0].reading_daily.hours);
+        let mut snap: serde_json::Value = serde_json::from_slice(&again).expect("json");
+        let daily = snap.pointer_mut("/targets/0/daily").and_then(|v| v.as_array_mut()).expect("daily hours");
+        assert_eq!(daily.len(), 4);
+        daily.truncate(3);
+        let mut g = Detector::new(quiet());
+        g.restore(&serde_json::to_vec(&snap).expect("json"), t - 1.0).expect("restore an older file");
+        assert!(g.targets[0].reading_daily.hours.is_empty() && g.targets[0].daily[0].hours == d.targets[0].daily[0].hours);
         let future = String::from_utf8(bytes).unwrap().replacen("\"version\":2", "\"version\":99", 1);
         assert!(e.restore(future.as_bytes(), t).unwrap_err().contains("version 99"));
     }
