@@ -8,7 +8,7 @@
 use super::baseline::GoodBin;
 use super::covariates::adjusted;
 use super::daily::SHAPE_REFIT_S;
-use super::history::OpenBin;
+use super::history::{OpenBin, bin_centre};
 use super::release::{detrended, freeze, is_look};
 use super::state::{
     ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, Observation, REANCHOR, ScenarioState, Signal, SignalState, State, StateChange,
@@ -21,7 +21,7 @@ use crate::config::DetectSettings;
 /// readings), so everything holds the residuals about one shape, and the variograms rebuilt.
 fn refit_daily(t: &mut TargetState, end: f64, bin_s: f64) {
     let first = t.hist.first;
-    let centre = |i: usize| (first + i as i64) as f64 * bin_s + bin_s / 2.0;
+    let centre = |i: usize| bin_centre(first + i as i64, bin_s);
     let mut changed = false;
     for k in 0..3 {
         let old = t.daily[k].clone();

@@ -74,6 +74,11 @@ pub(super) fn bin_index(t: f64, bin_s: f64) -> i64 {
     if b.is_finite() { b.clamp(-9.0e15, 9.0e15) as i64 } else { 0 }
 }
 
+/// The middle of bin `bin` (bins of `bin_s`), the time a bin's mean stands for.
+pub(super) fn bin_centre(bin: i64, bin_s: f64) -> f64 {
+    (bin as f64 + 0.5) * bin_s
+}
+
 /// A bin mean further than this many robust standard deviations (1.4826 × MAD) from the median
 /// of the unflagged bins among the `INCIDENT_REFERENCE` before it is an incident (`HistBin::excluded`). Load
 /// swings of a Gaussian kind pass it about once in 3 million bins; a 2x latency incident on a

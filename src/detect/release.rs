@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use super::baseline::{BASELINE_SPANS, GoodFrozen, LatencyFrozen, LatencyPost, Part};
 use super::covariates::{Adjust, CacheRef, ReplicaOffsets};
 use super::daily::DailyShape;
-use super::history::{HistBin, MIN_VARIANCE_CUT, TREND_GATE_Z, Trend, bin_index, contrast_var, independent_design_effect};
+use super::history::{HistBin, MIN_VARIANCE_CUT, TREND_GATE_Z, Trend, bin_centre, bin_index, contrast_var, independent_design_effect};
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
 use super::sensitivity::{SENSITIVITY_SPAN_S, sensitivities};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
@@ -237,7 +237,7 @@ impl Detector {
             // of a half (a large step from the marker on), the half is kept whole.
             let flagged = |time: f64| t.hist.get(self.bin_of(time)).is_some_and(|b| b.excluded[k]);
             let mostly_clean = |from: f64, to: f64| {
-                let bins = (self.bin_of(from)..=self.bin_of(to.min(end))).filter_map(|b| t.hist.get(b).filter(|h| h.n[k] > 0));
+                let bins = (self.bin_of(from)..=self.bin_of(to)).filter_map(|b| t.hist.get(b).filter(|h| h.n[k] > 0));
                 let (n, out) = bins.fold((0u32, 0u32), |(n, o), h| (n + 1, o + u32::from(h.excluded[k])));
                 2 * out < n
             };
@@ -708,8 +708,11 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
 /// standard errors.
 pub(super) fn level_slope(t: &TargetState, k: usize, to: i64, s: &DetectSettings) -> Option<f64> {
     let span = ((s.history_s / s.bin_s).round() as i64).min(LEVEL_SPAN_MAX_BINS);
-    let centre = |b: i64| (b as f64 + 0.5) * s.bin_s;
-    let (slope, se) = t.hist.reading_level_slope(k, span, to, |b| (t.daily[k].value(centre(b)), t.reading_daily.value(centre(b))))?;
+    let season = |b: i64| {
+        let c = bin_centre(b, s.bin_s);
+        (t.daily[k].value(c), t.reading_daily.value(c))
+    };
+    let (slope, se) = t.hist.reading_level_slope(k, span, to, season)?;
     (slope > TREND_GATE_Z * se).then_some(slope)
 }
 
