@@ -299,17 +299,21 @@ mod tests {
             let t = feed(&mut d, &mut rng, 0.0, t as usize, obs);
             d.mark_release("t", "v2", t, t);
             let shapes = (d.targets[0].daily[0].in_use(), d.targets[0].reading_daily.in_use());
+            // The reading's shape is exported with every row of the target.
+            let amplitude = pooled(&d, Signal::Goodput).reading_daily_amplitude;
             let slope = d.targets[0].adjust[0].map(|a| a.slope);
             feed(&mut d, &mut rng, t, 3600, obs);
-            (shapes, slope, first_alarm(&mut d, Signal::Ttft, t))
+            (shapes, amplitude, slope, first_alarm(&mut d, Signal::Ttft, t))
         };
         for days in [0.0, 3.0] {
-            let (shapes, slope, alarm) = run(true, days);
+            let (shapes, amplitude, slope, alarm) = run(true, days);
             assert_eq!(shapes, (days > 0.0, days > 0.0), "{days} days: daily shapes of latency and reading in use");
+            let expected = if days > 0.0 { 0.12..0.25 } else { 0.0..1e-12 };
+            assert!(expected.contains(&amplitude), "{days} days: the reading's daily amplitude (0.18 drawn) {amplitude}");
             assert!(slope.is_some_and(|b| (0.8..1.2).contains(&b)), "{days} days: the level slope of log latency on the reading: {slope:?}");
             assert_eq!(alarm, None, "{days} days: the ramp is load, taken out");
         }
-        let (_, none, alarm) = run(false, 0.0);
+        let (_, _, none, alarm) = run(false, 0.0);
         assert_eq!(none, None);
         assert!(alarm.is_some(), "without the reading the ramp after the marker alarms");
     }

@@ -20,6 +20,7 @@ impl Detector {
                 (_, Some(_)) => t.dependence[k].as_ref().map_or(1.0, |d| d.swing),
                 (_, None) => t.hist.dependence(k, None).map_or(1.0, |d| d.swing),
             });
+            let first = out.len();
             for signal in Signal::ALL {
                 let k = signal.index();
                 let mut row = self.row_report(t, None, signal, &t.pooled[k], swing[k]);
@@ -31,6 +32,9 @@ impl Detector {
                     out.push(self.row_report(t, Some(sc), signal, &sc.rows[signal.index()], swing[signal.index()]));
                 }
             }
+            // The reading's shape is the target's: evaluated once for all its rows.
+            let reading = t.reading_daily.amplitude();
+            out[first..].iter_mut().for_each(|r| r.reading_daily_amplitude = reading);
         }
         out
     }
@@ -171,6 +175,7 @@ impl Detector {
                 }
             },
             daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
+            reading_daily_amplitude: 0.0,
             swing_scale,
             load_sensitivity: match (only, signal) {
                 (Some(sc), Signal::Ttft | Signal::Tpot | Signal::E2e) => sc.latency[k].frozen.as_ref().and_then(|f| f.sensitivity.relative).unwrap_or(1.0),

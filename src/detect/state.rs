@@ -181,6 +181,10 @@ pub struct SignalReport {
     /// Latency rows: half the range over a day of the target's daily shape that the tests take
     /// out (log latency; 0 while none is in use, and for goodput).
     pub daily_amplitude: f64,
+    /// The target's offered-load reading: half the range over a day of its own daily shape
+    /// (ln(1 + requests/s)) that the load adjustment takes out; the same on every row of the
+    /// target, 0 while none is in use.
+    pub reading_daily_amplitude: f64,
     /// Latency rows: how much the load's part of the variance is widened because the hours at
     /// the level latency is at now swing more than the history's average (1: not widened; the
     /// one frozen at the marker while its window is open, else the history's current one; 1
@@ -367,6 +371,9 @@ pub(super) struct TargetState {
     pub(super) post_first: Option<f64>,
     pub(super) post_hit: (f64, u64),
     pub(super) cold_now: bool,
+    /// An incident flagged in the bin before the marker has not ended yet: the window's latency
+    /// probes are held until it does (it began before the release, so it is not the release's).
+    pub(super) incident_at_marker: bool,
     pub(super) hist: BinnedHistory,
     /// Per latency signal, the daily shape learned from earlier days (taken out of every
     /// residual the tests see).
@@ -454,6 +461,7 @@ impl Detector {
             post_first: None,
             post_hit: (0.0, 0),
             cold_now: false,
+            incident_at_marker: false,
             daily: Default::default(),
             reading_daily: DailyShape::default(),
             hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),

@@ -273,6 +273,7 @@ mod tests {
             continuous_threshold: 0.0,
             load_slope: 0.0,
             daily_amplitude: 0.0,
+            reading_daily_amplitude: 0.0,
             swing_scale: 1.0,
             load_sensitivity: 1.0,
             checks: None,

@@ -131,6 +131,7 @@ impl DetectSink {
         }
         for row in rows.iter().filter(|r| r.scenario.is_none() && r.signal == Signal::Goodput) {
             self.families.set_release_pending(&row.target, row.pending);
+            self.families.set_reading_daily_amplitude(&row.target, row.reading_daily_amplitude);
         }
         let mut now_exported = HashSet::new();
         for row in &rows {
@@ -324,16 +325,14 @@ pub fn observation(outcome: &Outcome, sample: Option<&Sample>) -> Observation {
 }
 
 impl DetectSink {
-    /// Whether `replica` of `target` came up during the watch less than the release grace ago.
-    fn replica_warming(&self, target: &str, replica: &str, now: f64) -> bool {
+    /// Of `replica` of `target`: whether it came up during the watch less than the release
+    /// grace ago, and the detector's key for it (its node's, where discovery read one). One
+    /// look at the replica ages for both.
+    fn replica(&self, target: &str, replica: &str, now: f64) -> (bool, std::num::NonZeroU32) {
         let grace = self.lock().settings().release_grace_s;
-        self.ages.lock().unwrap_or_else(|e| e.into_inner()).get(target).is_some_and(|a| a.warming(replica, now, grace))
-    }
-
-    /// The detector's key for `replica` of `target`: its node's, where discovery read one.
-    fn replica_key(&self, target: &str, replica: &str) -> std::num::NonZeroU32 {
         let ages = self.ages.lock().unwrap_or_else(|e| e.into_inner());
-        replica_id(ages.get(target).map_or(replica, |a| a.offset_key(replica)))
+        let a = ages.get(target);
+        (a.is_some_and(|a| a.warming(replica, now, grace)), replica_id(a.map_or(replica, |a| a.offset_key(replica))))
     }
 }
 
@@ -365,8 +364,8 @@ impl Sink for DetectSink {
             None => (None, None),
         };
         let now = unix_now();
-        let replica_warming = outcome.replica.as_deref().is_some_and(|r| self.replica_warming(&outcome.target, r, now));
-        let replica = outcome.replica.as_deref().map(|r| self.replica_key(&outcome.target, r));
+        let found = outcome.replica.as_deref().map(|r| self.replica(&outcome.target, r, now));
+        let (replica_warming, replica) = (found.is_some_and(|f| f.0), found.map(|f| f.1));
         let obs = Observation { load, cache_hit, replica_warming, replica, ..observation(outcome, sample) };
         self.lock().observe(&outcome.target, &outcome.scenario, obs, now);
     }
@@ -392,6 +391,7 @@ mod tests {
             samples: 118,
             load_slope: 0.0,
             daily_amplitude: 0.0,
+            reading_daily_amplitude: 0.0,
             swing_scale: 1.0,
             load_sensitivity: 1.0,
             checks: None,
@@ -501,19 +501,19 @@ mod tests {
         seen("r1", "v1", 0.0);
         seen("r2", "v2", 100.0);
         let grace = config.detect.tuning.release_grace_s;
-        assert!(!sink.replica_warming("a", "r1", 10.0) && sink.replica_warming("a", "r2", 100.0 + grace - 1.0));
-        assert!(!sink.replica_warming("a", "r2", 100.0 + grace) && !sink.replica_warming("b", "r2", 150.0));
+        assert!(!sink.replica("a", "r1", 10.0).0 && sink.replica("a", "r2", 100.0 + grace - 1.0).0);
+        assert!(!sink.replica("a", "r2", 100.0 + grace).0 && !sink.replica("b", "r2", 150.0).0);
         sink.event(&crate::sink::Event::ReplicaGone { config: &config, target: "a", replica: "r2" });
-        assert!(!sink.replica_warming("a", "r2", 150.0), "a replica gone is forgotten");
+        assert!(!sink.replica("a", "r2", 150.0).0, "a replica gone is forgotten");
         sink.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r3", version: "v2", node: "", zone: "" });
         assert!(sink.ages.lock().unwrap()["a"].number("r3").is_some(), "the event is seen");
         // The release tests key a replica by its node where discovery read one: the pod that
         // replaces it on the same node keeps its offset.
-        assert_eq!(sink.replica_key("a", "r3"), replica_id("r3"));
+        assert_eq!(sink.replica("a", "r3", 0.0).1, replica_id("r3"));
         sink.event(&crate::sink::Event::ReplicaVersion { target: "a", replica: "r4", version: "v2", node: "gpu-7", zone: "" });
-        assert_eq!(sink.replica_key("a", "r4"), replica_id("gpu-7"));
+        assert_eq!(sink.replica("a", "r4", 0.0).1, replica_id("gpu-7"));
         sink.event(&crate::sink::Event::ReplicaGone { config: &config, target: "a", replica: "r4" });
-        assert_eq!(sink.replica_key("a", "r4"), replica_id("r4"), "a replica gone is forgotten with its node");
+        assert_eq!(sink.replica("a", "r4", 0.0).1, replica_id("r4"), "a replica gone is forgotten with its node");
     }
 
     #[test]

@@ -122,6 +122,10 @@ pub const DETECT_LOAD_SENSITIVITY: FamilySpec = FamilySpec {
     name: "llmprobe_detect_load_sensitivity",
     help: "How much a scenario feels its target's shared load relative to all its scenarios together, learned at the last release marker; 1 when not learned (the pooled load assumed) and for pooled rows",
 };
+pub const DETECT_READING_DAILY_AMPLITUDE: FamilySpec = FamilySpec {
+    name: "llmprobe_detect_reading_daily_amplitude",
+    help: "Half the range over a day of the daily shape of the engine's offered-load reading (ln(1 + requests/s)) the detector's load adjustment takes out, learned from earlier days; 0 while none is in use",
+};
 pub const DETECT_RELEASE_PENDING: FamilySpec = FamilySpec {
     name: "llmprobe_detect_release_pending",
     help: "1 while a release marker's test has not looked yet (its grace period and the bins before the first look); 0 otherwise",
@@ -211,7 +215,7 @@ pub const AGENT_LOOP_DURATION_SECONDS: FamilySpec = FamilySpec {
 };
 
 /// Every family this module exports, in exposition order (for docs and dashboard/alert checks).
-pub const ALL_FAMILIES: [FamilySpec; 70] = [
+pub const ALL_FAMILIES: [FamilySpec; 71] = [
     REQUESTS_TOTAL,
     PROBES_SCHEDULED_TOTAL,
     CHECK_FAILURES_TOTAL,
@@ -255,6 +259,7 @@ pub const ALL_FAMILIES: [FamilySpec; 70] = [
     DETECT_SAMPLES,
     DETECT_LOAD_SLOPE,
     DETECT_DAILY_AMPLITUDE,
+    DETECT_READING_DAILY_AMPLITUDE,
     DETECT_SWING_SCALE,
     DETECT_LOAD_SENSITIVITY,
     DETECT_RELEASE_PENDING,

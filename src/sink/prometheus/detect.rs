@@ -2,8 +2,8 @@
 
 use super::contract::{
     DETECT_BAD_FRACTION_DELTA, DETECT_DAILY_AMPLITUDE, DETECT_EVIDENCE, DETECT_LATENCY_RATIO, DETECT_LOAD_SENSITIVITY, DETECT_LOAD_SLOPE,
-    DETECT_OVER_KEY_CAP_TOTAL, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_SWING_SCALE, DETECT_THRESHOLD, RELEASE_INFO,
-    RELEASE_TIMESTAMP_SECONDS,
+    DETECT_OVER_KEY_CAP_TOTAL, DETECT_READING_DAILY_AMPLITUDE, DETECT_RELEASE_PENDING, DETECT_SAMPLES, DETECT_STATE, DETECT_SWING_SCALE, DETECT_THRESHOLD,
+    RELEASE_INFO, RELEASE_TIMESTAMP_SECONDS,
 };
 use super::labels::{TargetLabels, server_label};
 use super::registry::{FloatGauge, InfoFamily, info_family, register, touch};
@@ -97,6 +97,8 @@ pub struct DetectFamilies {
     pub load_sensitivity: Family<DetectSignalLabels, FloatGauge>,
     /// Per target: 1 while a release is being judged but the test has not looked yet.
     pub(super) release_pending: Family<TargetLabels, Gauge>,
+    /// Per target: the offered-load reading's daily shape, half its range over a day.
+    pub(super) reading_daily_amplitude: Family<TargetLabels, FloatGauge>,
     /// Probes of keys beyond `detect.max_keys`, which the detector drops.
     pub over_key_cap: Counter,
     pub(super) release_info: InfoFamily<ReleaseLabels>,
@@ -119,6 +121,7 @@ impl DetectFamilies {
             swing_scale: Family::default(),
             load_sensitivity: Family::default(),
             release_pending: Family::default(),
+            reading_daily_amplitude: Family::default(),
             over_key_cap: Counter::default(),
             release_info: info_family(),
             release_current: Default::default(),
@@ -138,6 +141,7 @@ impl DetectFamilies {
         register(r, DETECT_SWING_SCALE, self.swing_scale.clone());
         register(r, DETECT_LOAD_SENSITIVITY, self.load_sensitivity.clone());
         register(r, DETECT_RELEASE_PENDING, self.release_pending.clone());
+        register(r, DETECT_READING_DAILY_AMPLITUDE, self.reading_daily_amplitude.clone());
         register(r, DETECT_OVER_KEY_CAP_TOTAL, self.over_key_cap.clone());
         register(r, RELEASE_INFO, self.release_info.clone());
         register(r, RELEASE_TIMESTAMP_SECONDS, self.release_timestamp.clone());
@@ -159,6 +163,11 @@ impl DetectFamilies {
     /// Whether `target`'s release is waiting for the test's first look.
     pub fn set_release_pending(&self, target: &str, pending: bool) {
         self.release_pending.get_or_create(&TargetLabels { target: target.to_owned() }).set(i64::from(pending));
+    }
+
+    /// The daily shape of `target`'s offered-load reading, half its range over a day.
+    pub fn set_reading_daily_amplitude(&self, target: &str, amplitude: f64) {
+        self.reading_daily_amplitude.get_or_create(&TargetLabels { target: target.to_owned() }).set(amplitude);
     }
 
     /// One row's state: 1 for `state`, 0 for the other states, every series labelled `source`.
@@ -204,6 +213,7 @@ impl DetectFamilies {
         let mut current = self.state_source.lock().unwrap_or_else(|e| e.into_inner());
         for target in &config.targets {
             touch(&self.release_pending, &TargetLabels { target: target.name.clone() });
+            touch(&self.reading_daily_amplitude, &TargetLabels { target: target.name.clone() });
             let rows = std::iter::once("*").chain(config.scenarios.iter().map(|s| s.name.as_str()));
             for scenario in rows {
                 for signal in DETECT_SIGNALS {
@@ -271,5 +281,6 @@ impl DetectFamilies {
         }
         self.release_timestamp.remove(&TargetLabels { target: target.to_owned() });
         self.release_pending.remove(&TargetLabels { target: target.to_owned() });
+        self.reading_daily_amplitude.remove(&TargetLabels { target: target.to_owned() });
     }
 }
