@@ -13,15 +13,16 @@ use super::sensitivity::{SENSITIVITY_SPAN_S, sensitivities};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
 use crate::config::DetectSettings;
 
-/// Post-grace bins counted as looks (bins after the grace window): every 2 from 4 up to 12, every
-/// 5 up to 30, every 10 up to 120, then every 30. The tests spend their error level over the looks
+/// Post-grace bins counted as looks (bins after the grace window): every bin from 4 up to 12 (a
+/// rollout's first quarter hour is when a verdict matters most), every 5 up to 30, every 10 up to
+/// 120, then every 30. The tests spend their error level over the looks
 /// a window holds (Bonferroni), so each look is valid whatever the dependence between looks. The
 /// first look waits for 4 bins: the persistence check needs two halves of at least 2 bins, so a
 /// warm-up that outlasts the grace window by up to 2 bins is never a regression.
 pub(super) fn is_look(e: i64) -> bool {
     match e {
         ..=3 => false,
-        4..=12 => e % 2 == 0,
+        4..=12 => true,
         13..=30 => e % 5 == 0,
         31..=120 => e % 10 == 0,
         _ => e % 30 == 0,
@@ -1161,7 +1162,7 @@ mod tests {
     #[test]
     fn looks_are_spread_over_the_window() {
         let looks: Vec<i64> = (0..=57).filter(|e| is_look(*e)).collect();
-        assert_eq!(looks, [4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50]);
-        assert_eq!(looks_within(57), 11);
+        assert_eq!(looks, [4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 20, 25, 30, 40, 50]);
+        assert_eq!(looks_within(57), 15);
     }
 }
