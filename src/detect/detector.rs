@@ -8,7 +8,7 @@
 use super::baseline::GoodBin;
 use super::covariates::adjusted;
 use super::daily::SHAPE_REFIT_S;
-use super::history::{HistBin, OpenBin, bin_centre, bin_index};
+use super::history::{OpenBin, bin_centre};
 use super::release::{detrended, freeze, is_look};
 use super::state::{
     ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, Observation, REANCHOR, ScenarioState, Signal, SignalState, State, StateChange,
@@ -259,12 +259,7 @@ impl Detector {
                 t.cold_now = t.cache_ref.is_some_and(|c| c.cold(Some(h)));
             }
             let cold = now < p0 + s.cache_warmup_max_s && t.cache_ref.is_some_and(|c| c.cold(hit));
-            // An incident running since before the marker ends at the first closed bin after
-            // the marker that is not flagged; until then the latency probes wait (`arm`).
-            if t.incident_at_marker && t.marker.is_some_and(|m| bin > bin_index(m, s.bin_s)) && !t.hist.get(bin - 1).is_some_and(HistBin::incident) {
-                t.incident_at_marker = false;
-            }
-            warming = cold || obs.replica_warming || t.incident_at_marker;
+            warming = cold || obs.replica_warming;
             if cold {
                 t.warm_held += 1;
             } else if !warming && t.post_first.is_none() {

@@ -86,15 +86,6 @@ impl Detector {
         t.post_first = None;
         t.post_hit = (0.0, 0);
         t.cold_now = false;
-        // An incident that began before the release and still runs at its marker is not the
-        // release's: the window's latency probes wait until a closed bin after the marker is no
-        // longer flagged (`incident_end`: that bin; the history's end while it runs).
-        let marker_bin = bin_index(at, s.bin_s);
-        let incident_end = t.hist.get(marker_bin - 1).is_some_and(HistBin::incident).then(|| {
-            let end = t.hist.end();
-            (marker_bin..end).find(|b| !t.hist.get(*b).is_some_and(HistBin::incident)).unwrap_or(end)
-        });
-        t.incident_at_marker = incident_end.is_some_and(|e| e >= t.hist.end());
         let keep = |r: &mut SignalState| {
             if !regressed(r) {
                 *r = SignalState::default();
@@ -132,9 +123,6 @@ impl Detector {
                             if k == 0 {
                                 t.warm_held += 1;
                             }
-                            continue;
-                        }
-                        if incident_end.is_some_and(|e| bin_index(time, bin_s) <= e) {
                             continue;
                         }
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
@@ -949,28 +937,6 @@ mod tests {
         assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?}");
         let step = run(0, (0.0, f64::INFINITY));
         assert!(step.is_some_and(|s| s <= 600.0), "a 2x step from the marker: {step:?}");
-    }
-
-    /// A quarter hour of 2x latency that began 3 minutes before the marker is not the release's:
-    /// the window's latency probes wait until it ends. A 2x shift that began there and stays is
-    /// found once its bins are no longer flagged (delayed, not dropped).
-    #[test]
-    fn an_incident_running_at_the_marker_is_not_the_releases() {
-        let run = |seed: u64, stays: bool| {
-            let mut rng = SmallRng::seed_from_u64(seed);
-            let mut d = Detector::new(quiet());
-            let t = feed(&mut d, &mut rng, 0.0, 21_420, |r, _, _| probe(r, 1.0));
-            let (start, marker) = (t, t + 180.0);
-            let slow = move |now: f64| if stays || now < start + 900.0 { 2.0 } else { 1.0 };
-            let t = feed(&mut d, &mut rng, t, 180, |r, _, now| probe(r, slow(now)));
-            d.mark_release("t", "v2", marker, marker);
-            feed(&mut d, &mut rng, t, 3600, |r, _, now| probe(r, slow(now)));
-            first_alarm(&mut d, Signal::Ttft, marker)
-        };
-        let alarms: Vec<u64> = (0..8).filter(|seed| run(*seed, false).is_some()).collect();
-        assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?}");
-        let stays = run(0, true);
-        assert!(stays.is_some_and(|s| s > 600.0), "a shift from before the marker that stays, found late: {stays:?}");
     }
 
     #[test]

@@ -371,9 +371,6 @@ pub(super) struct TargetState {
     pub(super) post_first: Option<f64>,
     pub(super) post_hit: (f64, u64),
     pub(super) cold_now: bool,
-    /// An incident flagged in the bin before the marker has not ended yet: the window's latency
-    /// probes are held until it does (it began before the release, so it is not the release's).
-    pub(super) incident_at_marker: bool,
     pub(super) hist: BinnedHistory,
     /// Per latency signal, the daily shape learned from earlier days (taken out of every
     /// residual the tests see).
@@ -461,7 +458,6 @@ impl Detector {
             post_first: None,
             post_hit: (0.0, 0),
             cold_now: false,
-            incident_at_marker: false,
             daily: Default::default(),
             reading_daily: DailyShape::default(),
             hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),
