@@ -7,34 +7,50 @@ use super::math::{Z95, binomial_sf, proportion_delta, quantile_se};
 use super::release::looks_within;
 use super::state::{ChecksReport, Detector, Estimate, ScenarioState, Signal, SignalReport, SignalState, TargetState};
 
+/// What the tests take out or widen, the target's and so the same for all its rows; evaluated
+/// once per target (a shape's amplitude is 144 evaluations of it).
+struct TargetShapes {
+    /// Per signal: the busy hours' widening (the one frozen at the marker while a window is
+    /// open, else the history's current one; 1 for goodput).
+    swing: [f64; 4],
+    /// Per signal: the daily shape's amplitude (0 for goodput).
+    daily: [f64; 4],
+    /// The offered-load reading's daily shape's amplitude.
+    reading: f64,
+}
+
+impl TargetShapes {
+    fn of(t: &TargetState) -> TargetShapes {
+        TargetShapes {
+            swing: std::array::from_fn(|k| match (Signal::ALL[k], t.armed_until) {
+                (Signal::Goodput, _) => 1.0,
+                (_, Some(_)) => t.dependence[k].as_ref().map_or(1.0, |d| d.swing),
+                (_, None) => t.hist.dependence(k, None).map_or(1.0, |d| d.swing),
+            }),
+            daily: std::array::from_fn(|k| if Signal::ALL[k] == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() }),
+            reading: t.reading_daily.amplitude(),
+        }
+    }
+}
+
 impl Detector {
     /// The exported state: per target, the four pooled rows (scenario `None`) then four rows per
     /// scenario, in first-seen order.
     pub fn report(&self) -> Vec<SignalReport> {
         let mut out = Vec::new();
         for t in &self.targets {
-            // The busy hours' widening is the target's: taken once for all its rows (the one
-            // frozen at the marker while a window is open, else the history's current one).
-            let swing: [f64; 4] = std::array::from_fn(|k| match (Signal::ALL[k], t.armed_until) {
-                (Signal::Goodput, _) => 1.0,
-                (_, Some(_)) => t.dependence[k].as_ref().map_or(1.0, |d| d.swing),
-                (_, None) => t.hist.dependence(k, None).map_or(1.0, |d| d.swing),
-            });
-            let first = out.len();
+            let shapes = TargetShapes::of(t);
             for signal in Signal::ALL {
                 let k = signal.index();
-                let mut row = self.row_report(t, None, signal, &t.pooled[k], swing[k]);
+                let mut row = self.row_report(t, None, signal, &t.pooled[k], &shapes);
                 (row.continuous_evidence, row.continuous_threshold) = t.continuous[k];
                 out.push(row);
             }
             for sc in &t.scenarios {
                 for signal in Signal::ALL {
-                    out.push(self.row_report(t, Some(sc), signal, &sc.rows[signal.index()], swing[signal.index()]));
+                    out.push(self.row_report(t, Some(sc), signal, &sc.rows[signal.index()], &shapes));
                 }
             }
-            // The reading's shape is the target's: evaluated once for all its rows.
-            let reading = t.reading_daily.amplitude();
-            out[first..].iter_mut().for_each(|r| r.reading_daily_amplitude = reading);
         }
         out
     }
@@ -65,9 +81,9 @@ impl Detector {
         Some(ChecksReport { baseline_probes, baseline_failed, probes, failed, p_value, threshold, regressed })
     }
 
-    /// One row of target `t` (`only`: a scenario's, else pooled); `swing_scale` is the target's
+    /// One row of target `t` (`only`: a scenario's, else pooled); `shapes` are the target's
     /// (taken once per report).
-    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &SignalState, swing_scale: f64) -> SignalReport {
+    fn row_report(&self, t: &TargetState, only: Option<&ScenarioState>, signal: Signal, r: &SignalState, shapes: &TargetShapes) -> SignalReport {
         let s = &self.settings;
         let scs: Vec<&ScenarioState> = match only {
             Some(sc) => vec![sc],
@@ -174,9 +190,9 @@ impl Detector {
                     (None, _) => t.hist.vario[k].load_slope().unwrap_or(0.0),
                 }
             },
-            daily_amplitude: if signal == Signal::Goodput { 0.0 } else { t.daily[k].amplitude() },
-            reading_daily_amplitude: 0.0,
-            swing_scale,
+            daily_amplitude: shapes.daily[k],
+            reading_daily_amplitude: shapes.reading,
+            swing_scale: shapes.swing[k],
             load_sensitivity: match (only, signal) {
                 (Some(sc), Signal::Ttft | Signal::Tpot | Signal::E2e) => sc.latency[k].frozen.as_ref().and_then(|f| f.sensitivity.relative).unwrap_or(1.0),
                 _ => 1.0,
