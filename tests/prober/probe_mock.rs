@@ -126,8 +126,9 @@ async fn the_in_flight_cap_counts_from_the_send_time() {
     let scheduled = report.accounting.scheduled() as f64;
     let dropped = metric(&text, "llmprobe_requests_total", &["outcome=\"dropped\""]);
     assert!(scheduled >= 60.0, "scheduled {scheduled}");
-    // A loaded machine may make an answer take longer than 20 ms now and then.
-    assert!(dropped <= scheduled * 0.1, "dropped {dropped} of {scheduled}\n{text}");
+    // A loaded machine (tests running side by side) may make an answer take longer than the
+    // 20 ms between probes now and then; counting from the hand-over drops about half.
+    assert!(dropped <= scheduled * 0.25, "dropped {dropped} of {scheduled}\n{text}");
     assert_eq!(metric(&text, "llmprobe_requests_total", &[]), scheduled);
     assert_eq!(report.accounting.recorded(), report.accounting.scheduled());
 }
