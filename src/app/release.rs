@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::ServerIdentity;
 use crate::client::secret::Secret;
+use crate::detect::MarkerTime;
 use crate::sink::{Event, Sinks};
 use crate::util::clock::unix_now;
 
@@ -148,7 +149,7 @@ impl Releases {
         );
         let at = unix_now();
         let version = if now.engine_version.is_empty() { now.model.clone() } else { now.engine_version.clone() };
-        self.apply(target, &version, "discovery", at, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
+        self.apply(target, &version, "discovery", at, MarkerTime::Seen, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
     }
 
     /// A temperature-0 answer to the same prompt changed (`checks.fingerprint`): logged every
@@ -167,7 +168,7 @@ impl Releases {
             }
             marked.insert(target.to_owned(), at);
         }
-        self.apply(target, &format!("fingerprint {after}"), "behaviour", at, ["", before], ["", after]);
+        self.apply(target, &format!("fingerprint {after}"), "behaviour", at, MarkerTime::Seen, ["", before], ["", after]);
     }
 
     /// Checks a request's `Authorization` header value for posting a marker: the marker token
@@ -213,16 +214,18 @@ impl Releases {
         }
         let note: String = req.note.unwrap_or_default().chars().take(MAX_NOTE).collect();
         let now = unix_now();
-        let at = match req.at.as_deref() {
-            None => now,
-            Some(text) => crate::util::rfc3339::parse_unix(&crate::protocol::truncate_chars(text, 64)).map_err(|e| Refused::Bad(format!("at: {e}")))?,
+        let (at, time) = match req.at.as_deref() {
+            None => (now, MarkerTime::Seen),
+            Some(text) => {
+                (crate::util::rfc3339::parse_unix(&crate::protocol::truncate_chars(text, 64)).map_err(|e| Refused::Bad(format!("at: {e}")))?, MarkerTime::Stated)
+            }
         };
         if at > now + MAX_FUTURE_S {
             return Err(Refused::Bad(format!("at: {} is in the future", crate::util::rfc3339::format_unix(at, 0))));
         }
         let at = at.min(now);
         tracing::info!(target_name = %req.target, version = %version, note = %note, at = %crate::util::rfc3339::format_unix(at, 0), "release: marker posted to /api/v1/releases");
-        self.apply(&req.target, &version, "api", at, ["", ""], ["", &version]);
+        self.apply(&req.target, &version, "api", at, time, ["", ""], ["", &version]);
         Ok(())
     }
 
@@ -233,7 +236,7 @@ impl Releases {
         targets.iter().filter_map(|t| recent.get(t)).flatten().cloned().collect()
     }
 
-    fn apply(&self, target: &str, version: &str, source: &str, at: f64, before: [&str; 2], after: [&str; 2]) {
+    fn apply(&self, target: &str, version: &str, source: &str, at: f64, time: MarkerTime, before: [&str; 2], after: [&str; 2]) {
         {
             let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
             let list = recent.entry(target.to_owned()).or_default();
@@ -244,7 +247,7 @@ impl Releases {
             list.push_back(Marker { target: target.to_owned(), version: version.to_owned(), source: source.to_owned(), at, time });
         }
         let sinks = self.lock_generation().sinks.clone();
-        sinks.event(&Event::Release { target, version, source, at, before, after });
+        sinks.event(&Event::Release { target, version, source, at, time, before, after });
     }
 
     fn save_identities(&self, ids: &HashMap<String, Identity>) {

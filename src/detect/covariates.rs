@@ -154,7 +154,7 @@ impl CacheRef {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Detector, Observation, Signal, State};
+    use super::super::state::{Detector, MarkerTime, Observation, Signal, State};
     use crate::config::DetectSettings;
     use rand::rngs::SmallRng;
     use rand::{RngExt, SeedableRng};
@@ -173,7 +173,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(31);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| cached(r, 0.7, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 3600, |r, _, now| cached(r, 0.7 * ((now - t) / 900.0).min(1.0), 1.0));
         assert_eq!(first_alarm(&mut d, Signal::Ttft, t), None, "a warming cache is no regression");
         let w = pooled(&d, Signal::Ttft).warmup.expect("the hit rate was read");
@@ -181,14 +181,14 @@ mod tests {
         // Without the reading the same warm-up alarms: the hold is what keeps it quiet.
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| Observation { cache_hit: None, ..cached(r, 0.7, 1.0) });
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 3600, |r, _, now| Observation { cache_hit: None, ..cached(r, 0.7 * ((now - t) / 900.0).min(1.0), 1.0) });
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some());
         // A release that turns the cache off: held for `cache_warmup_max_s`, then tested, and
         // the row says the hit rate fell.
         let mut d = Detector::new(DetectSettings { cache_warmup_max_s: 600.0, ..quiet() });
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| cached(r, 0.7, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 3000, |r, _, _| cached(r, 0.0, 1.0));
         let at = first_alarm(&mut d, Signal::Ttft, t).expect("a cache that stays cold is a regression");
         assert!(at > 300.0 + 600.0, "not before the warm-up allowance: {at}");
@@ -204,7 +204,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(37);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             feed(&mut d, &mut rng, t, 3600, |r, _, now| {
                 let replica = r.random_range(0..4);
                 let start = t + 300.0 * replica as f64;
@@ -237,7 +237,7 @@ mod tests {
                 Observation { replica, replica_warming: warming && j == 0, ..probe(r, factor * OFFSET[j].exp()) }
             };
             let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| served(r, false, 1.0));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             feed(&mut d, &mut rng, t, 2400, |r, _, now| served(r, now < t + 1800.0, factor));
             let offsets = d.targets[0].replicas[0].clone();
             (offsets, first_alarm(&mut d, Signal::Ttft, t))
@@ -297,7 +297,7 @@ mod tests {
                 Observation { load: reading, ..probe(r, traffic(now).exp()) }
             };
             let t = feed(&mut d, &mut rng, 0.0, t as usize, obs);
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             let shapes = (d.targets[0].daily[0].in_use(), d.targets[0].reading_daily.in_use());
             // The reading's shape is exported with every row of the target.
             let amplitude = pooled(&d, Signal::Goodput).reading_daily_amplitude;
@@ -338,7 +338,7 @@ mod tests {
                 }
             };
             let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, s, t| obs(r, s, t, 1.0));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             let base = (d.bin_of(t - 3600.0), d.bin_of(t));
             let tt = &d.targets[0];
             let deff = tt.dependence[0].as_ref().expect("dependence").design_effect(base, (base.1 + 5, base.1 + 15));

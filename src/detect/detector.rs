@@ -8,10 +8,10 @@
 use super::baseline::GoodBin;
 use super::covariates::adjusted;
 use super::daily::SHAPE_REFIT_S;
-use super::history::{OpenBin, bin_centre};
+use super::history::{HistBin, OpenBin, bin_centre, bin_index};
 use super::release::{detrended, freeze, is_look};
 use super::state::{
-    ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, Observation, REANCHOR, ScenarioState, Signal, SignalState, State, StateChange,
+    ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, REANCHOR, ScenarioState, Signal, SignalState, State, StateChange,
     TargetState,
 };
 use crate::config::DetectSettings;
@@ -101,9 +101,15 @@ impl Detector {
     ///   own grace window on. Regressed rows stay regressed: only their recovery test clears
     ///   them, with an event. A marker never erases an alarm.
     ///
+    /// - A marker whose time is the release's own (`MarkerTime::Stated`) and that comes on time
+    ///   (within a bin of it), while the bin before it is flagged as an incident: the incident
+    ///   began before the release, so the window's latency probes wait until it ends. A marker
+    ///   seen late (discovery, a behaviour change) or sent late may follow a release whose own
+    ///   slowdown flagged those bins, and holding would delay its alarm by half an hour.
+    ///
     /// A marker for a target never seen is remembered (rows without a baseline stay out of the
     /// test).
-    pub fn mark_release(&mut self, target: &str, version: &str, at: f64, now: f64) -> Marked {
+    pub fn mark_release(&mut self, target: &str, version: &str, at: f64, time: MarkerTime, now: f64) -> Marked {
         // A time no clock gives would arm a window that never closes.
         if !(at.is_finite() && now.is_finite()) {
             return Marked::Ignored;
@@ -133,7 +139,8 @@ impl Detector {
         if !chained {
             freeze(t, at, &s);
         }
-        self.arm(ti, version, at, now);
+        let incident_hold = time == MarkerTime::Stated && now - at < s.bin_s;
+        self.arm(ti, version, at, incident_hold, now);
         Marked::Armed { at, chained }
     }
 
@@ -147,7 +154,7 @@ impl Detector {
             return false;
         }
         freeze(&mut self.targets[ti], frozen_at, &s);
-        self.arm(ti, version, at, now);
+        self.arm(ti, version, at, false, now);
         true
     }
 
@@ -259,7 +266,12 @@ impl Detector {
                 t.cold_now = t.cache_ref.is_some_and(|c| c.cold(Some(h)));
             }
             let cold = now < p0 + s.cache_warmup_max_s && t.cache_ref.is_some_and(|c| c.cold(hit));
-            warming = cold || obs.replica_warming;
+            // An incident running since before the marker ends at the first closed bin after
+            // the marker that is not flagged; until then the latency probes wait (`arm`).
+            if t.incident_at_marker && t.marker.is_some_and(|m| bin > bin_index(m, s.bin_s)) && !t.hist.get(bin - 1).is_some_and(HistBin::incident) {
+                t.incident_at_marker = false;
+            }
+            warming = cold || obs.replica_warming || t.incident_at_marker;
             if cold {
                 t.warm_held += 1;
             } else if !warming && t.post_first.is_none() {
@@ -430,7 +442,7 @@ mod tests {
     /// The design effect of the baseline hour against the first ten minutes after the grace
     /// window, frozen at a marker at `t`, and whether a daily shape is in use.
     fn frozen_deff(d: &mut Detector, t: f64) -> (f64, bool) {
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         let base = (d.bin_of(t - 3600.0), d.bin_of(t));
         let tt = &d.targets[0];
         let dep = tt.dependence[0].as_ref().expect("dependence");
@@ -455,7 +467,7 @@ mod tests {
         for (factor, alarm) in [(1.25, true), (1.0, false)] {
             let mut d = Detector::new(quiet());
             feed_cycle(&mut d, &mut rng, 0.0, at, 1.0);
-            d.mark_release("t", "v2", at, at);
+            d.mark_release("t", "v2", at, MarkerTime::Stated, at);
             feed_cycle(&mut d, &mut rng, at, 900.0, factor);
             assert_eq!(first_alarm(&mut d, Signal::Ttft, at).is_some(), alarm, "x{factor}");
         }
@@ -466,7 +478,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(63);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 3590, |r, _, _| probe(r, 1.0));
         let level = |d: &Detector| d.targets[0].scenarios.iter().find(|s| s.name == "a").expect("a").latency[0].level.mean;
         let before = level(&d);
@@ -482,9 +494,9 @@ mod tests {
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 600, |r, _, _| probe(r, 1.0));
         let long = "v".repeat(10 * MAX_VERSION_CHARS);
-        assert!(matches!(d.mark_release("t", &long, t, t), Marked::Armed { .. }));
+        assert!(matches!(d.mark_release("t", &long, t, MarkerTime::Stated, t), Marked::Armed { .. }));
         // The same long version again is the same release, as cut.
-        assert_eq!(d.mark_release("t", &long, t + 1.0, t + 1.0), Marked::Repeated { first_at: t });
+        assert_eq!(d.mark_release("t", &long, t + 1.0, MarkerTime::Stated, t + 1.0), Marked::Repeated { first_at: t });
         let kept = d.targets[0].version.clone().unwrap_or_default();
         assert_eq!(kept.chars().count(), MAX_VERSION_CHARS);
     }
@@ -494,16 +506,16 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(31);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        assert_eq!(d.mark_release("t", "v2", t, t), Marked::Armed { at: t, chained: false });
+        assert_eq!(d.mark_release("t", "v2", t, MarkerTime::Stated, t), Marked::Armed { at: t, chained: false });
         let t2 = feed(&mut d, &mut rng, t, 1200, |r, _, _| probe(r, 1.5));
         assert!(ttft_alarm(&d.drain_events()), "v2 is slower");
         // The same version again (a second pipeline step, or discovery after the API): nothing
         // changes, not even the window's start.
-        assert_eq!(d.mark_release("t", "v2", t2, t2), Marked::Repeated { first_at: t });
+        assert_eq!(d.mark_release("t", "v2", t2, MarkerTime::Stated, t2), Marked::Repeated { first_at: t });
         assert_eq!((pooled(&d, Signal::Ttft).state, pooled(&d, Signal::Ttft).marker_s), (State::Regressed, Some(t)));
         // Another version while v2's alarm is up: the alarm stays, and v3 is judged against the
         // baseline frozen before v2.
-        assert!(matches!(d.mark_release("t", "v3", t2, t2), Marked::Armed { chained: true, .. }));
+        assert!(matches!(d.mark_release("t", "v3", t2, MarkerTime::Stated, t2), Marked::Armed { chained: true, .. }));
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
         assert!(d.drain_events().is_empty(), "a marker raises or clears nothing by itself");
         // v3 is the fix: the recovery test clears the alarm, with an event.
@@ -518,7 +530,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 3600, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         let huge = Observation { ttft: Some(100.0), tpot: Some(10.0), e2e: Some(1000.0), good: None, ..Default::default() };
         for i in 0..500 {
             d.observe("t", SC[i % 3], huge, t + i as f64);
@@ -559,7 +571,7 @@ mod tests {
             }
             let mut e = Detector::new(DetectSettings::default());
             if e.restore(&b, t).is_ok() {
-                e.mark_release("t", "v2", t + 1.0, t + 1.0);
+                e.mark_release("t", "v2", t + 1.0, MarkerTime::Stated, t + 1.0);
                 feed(&mut e, &mut rng, t + 1.0, 30, |r, _, _| probe(r, 2.0));
                 let _ = e.report();
             }
@@ -568,7 +580,7 @@ mod tests {
         for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0e300, 1.0e300, 0.0, t + 1.0e9, t - 1.0e9] {
             d.observe("t", "a", Observation { ttft: Some(f64::NAN), tpot: Some(-1.0), e2e: Some(f64::INFINITY), good: Some(true), ..Default::default() }, now);
             d.observe("t", "a", probe(&mut rng, 1.0), now);
-            d.mark_release("t", "v2", now, now);
+            d.mark_release("t", "v2", now, MarkerTime::Stated, now);
             d.tick(now);
             let _ = d.report();
         }

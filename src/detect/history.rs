@@ -56,6 +56,11 @@ impl HistBin {
         self.good == 0 && self.bad >= 2
     }
 
+    /// An incident flagged this bin in any latency signal.
+    pub(super) fn incident(&self) -> bool {
+        self.excluded.iter().any(|x| *x)
+    }
+
     /// (good, bad) of the bin as a goodput test counts them; `errors_only`: an SLO miss (the
     /// probe answered, too slowly) counts as good, only failures as bad.
     pub(super) fn counts(&self, errors_only: bool) -> (u32, u32) {

@@ -72,8 +72,9 @@ impl TestResult {
 impl Detector {
     /// Opens target `ti`'s release window for `version` at `at` against the baselines frozen
     /// before (`freeze`): resets the rows not held as regressed, takes the probes since `at` into
-    /// the window and looks at once if the window already holds a look.
-    pub(super) fn arm(&mut self, ti: usize, version: &str, at: f64, now: f64) {
+    /// the window and looks at once if the window already holds a look. `incident_hold`: an
+    /// incident flagged in the bin before `at` is not the release's (`mark_release`).
+    pub(super) fn arm(&mut self, ti: usize, version: &str, at: f64, incident_hold: bool, now: f64) {
         let s = self.settings.clone();
         let regressed = |r: &SignalState| r.state == State::Regressed;
         let t = &mut self.targets[ti];
@@ -86,6 +87,15 @@ impl Detector {
         t.post_first = None;
         t.post_hit = (0.0, 0);
         t.cold_now = false;
+        // An incident that began before the release and still runs at its marker is not the
+        // release's: the window's latency probes wait until a closed bin after the marker is no
+        // longer flagged (`incident_end`: that bin; the history's end while it runs).
+        let marker_bin = bin_index(at, s.bin_s);
+        let incident_end = (incident_hold && t.hist.get(marker_bin - 1).is_some_and(HistBin::incident)).then(|| {
+            let end = t.hist.end();
+            (marker_bin..end).find(|b| !t.hist.get(*b).is_some_and(HistBin::incident)).unwrap_or(end)
+        });
+        t.incident_at_marker = incident_end.is_some_and(|e| e >= t.hist.end());
         let keep = |r: &mut SignalState| {
             if !regressed(r) {
                 *r = SignalState::default();
@@ -123,6 +133,9 @@ impl Detector {
                             if k == 0 {
                                 t.warm_held += 1;
                             }
+                            continue;
+                        }
+                        if incident_end.is_some_and(|e| bin_index(time, bin_s) <= e) {
                             continue;
                         }
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
@@ -744,7 +757,7 @@ fn bad_share_below(bins: &[(u32, u32)], limit: f64, z: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Marked, Observation};
+    use super::super::state::{Marked, MarkerTime, Observation};
     use super::*;
     use rand::rngs::SmallRng;
     use rand::{RngExt, SeedableRng};
@@ -758,7 +771,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             let end = feed(&mut d, &mut rng, t, 3600, |r, _, _| probe(r, 1.0));
             alarms += d.drain_events().iter().filter(|e| e.state == State::Regressed).count();
             d.tick(end);
@@ -772,7 +785,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(7);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
         let at = first_alarm(&mut d, Signal::Ttft, t).expect("2x detected within 10 min");
         assert!((540.0..=600.0).contains(&at), "detected {at} s after the marker");
@@ -793,7 +806,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(100 + seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             feed(&mut d, &mut rng, t, 3600, |r, _, now| {
                 if now - t < 120.0 && r.random_bool(0.1) {
                     return Observation { good: Some(false), ..Observation::default() };
@@ -810,7 +823,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(9);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 1200, |r, s, _| probe(r, if s == 1 { 1.6 } else { 1.0 }));
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the pooled row regressed");
         let rows = d.report();
@@ -830,7 +843,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(21);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| bimodal(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 1800, |r, _, _| bimodal(r, 1.5));
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some_and(|at| at <= 1800.0));
     }
@@ -843,7 +856,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 14_400, |r, _, now| probe(r, ramp(now)));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             feed(&mut d, &mut rng, t, 1800, |r, _, now| probe(r, ramp(now) * factor));
             let trend = pooled(&d, Signal::Ttft).trend_per_hour;
             (first_alarm(&mut d, Signal::Ttft, t), trend)
@@ -867,7 +880,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(300 + seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, now| probe(r, wander(now)));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             feed(&mut d, &mut rng, t, 900, |r, _, now| probe(r, 1.5 * wander(now)));
             found += usize::from(first_alarm(&mut d, Signal::Ttft, t).is_some());
         }
@@ -881,7 +894,7 @@ mod tests {
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
         // Released at t, 2x slower from then on; the marker comes 20 minutes later with its time.
         let told = feed(&mut d, &mut rng, t, 1200, |r, _, _| probe(r, 2.0));
-        assert_eq!(d.mark_release("t", "v2", t, told), Marked::Armed { at: t, chained: false });
+        assert_eq!(d.mark_release("t", "v2", t, MarkerTime::Stated, told), Marked::Armed { at: t, chained: false });
         assert!(ttft_alarm(&d.drain_events()), "judged at once from the probes since its time");
         let row = pooled(&d, Signal::Ttft);
         assert_eq!((row.marker_s, row.armed), (Some(t), true));
@@ -889,9 +902,9 @@ mod tests {
         // A time older than marker_max_delay_s is taken as that long ago; a future one as now.
         let mut e = Detector::new(quiet());
         let max = e.settings().marker_max_delay_s;
-        assert_eq!(e.mark_release("t", "v2", 0.0, 10_000.0), Marked::Armed { at: 10_000.0 - max, chained: false });
-        assert_eq!(e.mark_release("u", "v2", 20_000.0, 10_000.0), Marked::Armed { at: 10_000.0, chained: false });
-        assert_eq!(e.mark_release("u", "v2", f64::NAN, 10_000.0), Marked::Ignored);
+        assert_eq!(e.mark_release("t", "v2", 0.0, MarkerTime::Stated, 10_000.0), Marked::Armed { at: 10_000.0 - max, chained: false });
+        assert_eq!(e.mark_release("u", "v2", 20_000.0, MarkerTime::Stated, 10_000.0), Marked::Armed { at: 10_000.0, chained: false });
+        assert_eq!(e.mark_release("u", "v2", f64::NAN, MarkerTime::Stated, 10_000.0), Marked::Ignored);
     }
 
     #[test]
@@ -902,7 +915,7 @@ mod tests {
             let mut d = Detector::new(quiet());
             let slow = |t: f64| if incident && (14_400.0..15_300.0).contains(&t) { 3.0 } else { 1.0 };
             let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, t| probe(r, slow(t)));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             feed(&mut d, &mut rng, t, 1800, |r, _, _| probe(r, 1.3));
             let tt = &d.targets[0];
             let base = (d.bin_of(t - 3600.0), d.bin_of(t));
@@ -928,7 +941,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| probe(r, 1.0));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             let slow = |now: f64| if (t + incident.0..t + incident.1).contains(&now) { 2.0 } else { 1.0 };
             feed(&mut d, &mut rng, t, 3600, |r, _, now| probe(r, slow(now)));
             first_alarm(&mut d, Signal::Ttft, t)
@@ -937,6 +950,35 @@ mod tests {
         assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?}");
         let step = run(0, (0.0, f64::INFINITY));
         assert!(step.is_some_and(|s| s <= 600.0), "a 2x step from the marker: {step:?}");
+    }
+
+    /// A quarter hour of 2x latency that began 3 minutes before a marker of stated time, sent on
+    /// time, is not the release's: the window's latency probes wait until it ends. A 2x shift
+    /// that began there and stays is found once its bins are no longer flagged (delayed, not
+    /// dropped). A marker whose time is when it was seen (discovery, a behaviour change) may
+    /// follow its own release's slowdown, so it holds nothing: the same incident alarms, and a
+    /// shift that stays is found at the first looks.
+    #[test]
+    fn an_incident_running_at_a_marker_of_stated_time_is_not_the_releases() {
+        let run = |seed: u64, stays: bool, time: MarkerTime| {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 21_420, |r, _, _| probe(r, 1.0));
+            let (start, marker) = (t, t + 180.0);
+            let slow = move |now: f64| if stays || now < start + 900.0 { 2.0 } else { 1.0 };
+            let t = feed(&mut d, &mut rng, t, 180, |r, _, now| probe(r, slow(now)));
+            d.mark_release("t", "v2", marker, time, marker);
+            feed(&mut d, &mut rng, t, 3600, |r, _, now| probe(r, slow(now)));
+            first_alarm(&mut d, Signal::Ttft, marker)
+        };
+        let alarms: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Stated).is_some()).collect();
+        assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?}");
+        let stays = run(0, true, MarkerTime::Stated);
+        assert!(stays.is_some_and(|s| s > 600.0), "a shift from before the marker that stays, found late: {stays:?}");
+        let seen: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Seen).is_some()).collect();
+        assert!(seen.len() >= 6, "a marker of the time it was seen holds nothing: alarms with seeds {seen:?}");
+        let stays = run(0, true, MarkerTime::Seen);
+        assert!(stays.is_some_and(|s| s <= 600.0), "a shift that stays, marker of the time it was seen: {stays:?}");
     }
 
     #[test]
@@ -951,7 +993,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(34);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| tailed(r, false));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 3600, |r, _, _| tailed(r, true));
         assert!(first_alarm(&mut d, Signal::Ttft, t).is_some(), "the tail test sees it");
         let median = pooled(&d, Signal::Ttft).median_ratio.expect("median ratio");
@@ -972,7 +1014,7 @@ mod tests {
             for i in 0..(7 * 360) {
                 let t = i as f64 * 10.0;
                 if i == 6 * 360 {
-                    d.mark_release("t", "v2", marker, marker);
+                    d.mark_release("t", "v2", marker, MarkerTime::Stated, marker);
                 }
                 d.observe("t", &names[i % 10], probe(&mut rng, 1.0), t);
             }
@@ -987,7 +1029,7 @@ mod tests {
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
         assert!(!pooled(&d, Signal::Ttft).pending, "no marker, nothing pending");
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         // The grace window (300 s) and 3 of the 4 bins before the first look.
         let t2 = feed(&mut d, &mut rng, t, 480, |r, _, _| probe(r, 1.0));
         assert!(pooled(&d, Signal::Goodput).pending && pooled(&d, Signal::Ttft).pending);
@@ -1005,7 +1047,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(5);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 1200, |r, _, _| flaky(r, 0.05));
         assert!(first_alarm(&mut d, Signal::Goodput, t).is_some());
         let r = pooled(&d, Signal::Goodput);
@@ -1016,7 +1058,7 @@ mod tests {
         // A 90 s total outage ten minutes after a release: availability, not a regression.
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7 * 3600, |r, _, _| flaky(r, 0.005));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 3600, |r, _, now| if (600.0..690.0).contains(&(now - t)) { flaky(r, 1.0) } else { flaky(r, 0.005) });
         assert_eq!(first_alarm(&mut d, Signal::Goodput, t), None);
     }
@@ -1042,7 +1084,7 @@ mod tests {
             SC.iter().map(|n| rows.iter().find(|r| r.scenario.as_deref() == Some(n) && r.signal == Signal::Ttft).expect("row").load_sensitivity).collect()
         };
         assert_eq!(sensitivity(&d), vec![1.0; 3], "not learned before a marker");
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 1.0));
         let got = sensitivity(&d);
         assert!((0.3..0.7).contains(&got[0]) && (0.8..1.2).contains(&got[1]) && (1.3..1.7).contains(&got[2]), "{got:?}");
@@ -1064,7 +1106,7 @@ mod tests {
             for i in 0..((5.0 * 3600.0 / 5.0 * 3.0) as usize) {
                 let t = i as f64 * 5.0 / 3.0;
                 if i == (marker * 3.0 / 5.0) as usize {
-                    d.mark_release("t", "v2", marker, marker);
+                    d.mark_release("t", "v2", marker, MarkerTime::Stated, marker);
                 }
                 let z: f64 = StandardNormal.sample(&mut rng);
                 load = load * a.powf(1.0 / 3.0) + 0.2 * (1.0 - a.powf(2.0 / 3.0)).sqrt() * z;
@@ -1094,7 +1136,7 @@ mod tests {
             for i in 0..(8 * 1800) {
                 let t = i as f64 * 2.0;
                 if i == 7 * 1800 {
-                    d.mark_release("t", "v2", marker, marker);
+                    d.mark_release("t", "v2", marker, MarkerTime::Stated, marker);
                 }
                 let z: f64 = StandardNormal.sample(&mut rng);
                 load = load * a + 0.2 * (1.0 - a * a).sqrt() * z;
@@ -1112,7 +1154,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(11);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         let t1 = feed(&mut d, &mut rng, t, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Regressed);
         // Rolled back: the next probes look like the baseline again.

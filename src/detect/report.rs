@@ -239,7 +239,7 @@ fn delta_estimate(pre_bad: u64, pre_n: u64, post_bad: u64, post_n: u64) -> Optio
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Cause, Detector, Observation, Signal, State};
+    use super::super::state::{Cause, Detector, MarkerTime, Observation, Signal, State};
     use rand::rngs::SmallRng;
     use rand::{RngExt, SeedableRng};
 
@@ -259,7 +259,7 @@ mod tests {
             let mut rng = SmallRng::seed_from_u64(53);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| obs(r, 0.01, 0.02));
-            d.mark_release("t", "v2", t, t);
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
             let end = feed(&mut d, &mut rng, t, 1800, |r, _, _| obs(r, errors, misses));
             d.tick(end);
             let row = pooled(&d, Signal::Goodput);
@@ -275,7 +275,7 @@ mod tests {
         let mut d = Detector::new(quiet());
         let mut rng = SmallRng::seed_from_u64(54);
         let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| obs(r, 0.01, 0.02));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         feed(&mut d, &mut rng, t, 900, |r, _, _| obs(r, 0.01, 0.02));
         assert!(d.report().iter().filter(|r| r.scenario.is_some()).all(|r| r.error_delta.is_none() && r.slo_miss_delta.is_none()));
     }
@@ -293,7 +293,7 @@ mod tests {
                 21_600,
                 |r, _, _| if r.random_bool(0.005) { Observation { good: Some(false), ..Observation::default() } } else { probe(r, 1.0) },
             );
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         let checks = |d: &Detector| pooled(d, Signal::Goodput).checks.expect("a goodput baseline");
         // A version whose answers fail a check 10% of the time.
         let end = feed(&mut d, &mut rng, t, 900, |r, _, _| {
@@ -308,7 +308,7 @@ mod tests {
         // The same window without check failures: not regressed on checks.
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| probe(r, 1.0));
-        d.mark_release("t", "v2", t, t);
+        d.mark_release("t", "v2", t, MarkerTime::Stated, t);
         let end = feed(&mut d, &mut rng, t, 900, |r, _, _| probe(r, 1.0));
         d.tick(end);
         assert!(!checks(&d).regressed);

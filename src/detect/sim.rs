@@ -20,7 +20,7 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 
 use super::compare::{CompareSettings, Group, compare_with};
-use super::state::{Cause, Detector, Observation, Signal, State};
+use super::state::{Cause, Detector, MarkerTime, Observation, Signal, State};
 use crate::config::DetectSettings;
 
 const DAY_S: f64 = 86_400.0;
@@ -762,7 +762,7 @@ impl Markers {
             let regressed =
                 |d: &Detector| d.report().into_iter().filter(|r| r.scenario.is_none() && r.state == State::Regressed).map(|r| r.signal).collect::<Vec<_>>();
             let before = regressed(det);
-            det.mark_release(TARGET, "v2", at, told);
+            det.mark_release(TARGET, "v2", at, MarkerTime::Stated, told);
             let after = regressed(det);
             self.cleared += before.iter().filter(|s| !after.contains(s)).count() as u64;
         }

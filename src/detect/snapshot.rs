@@ -245,7 +245,7 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::state::{Detector, Marked, Observation, Signal, State};
+    use super::super::state::{Detector, Marked, MarkerTime, Observation, Signal, State};
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 
@@ -274,7 +274,7 @@ mod tests {
         f.restore(&again, t - 1.0).expect("restore");
         assert!(f.snapshot() == again, "snapshot of the restored detector is the same");
         // The restarted detector has the baseline: a release right away is tested.
-        e.mark_release("t", "v2", t + 10.0, t + 10.0);
+        e.mark_release("t", "v2", t + 10.0, MarkerTime::Stated, t + 10.0);
         feed(&mut e, &mut rng, t + 10.0, 600, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
         assert!(e.restore(b"{not json", t).is_err());
@@ -302,7 +302,7 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(29);
         let mut d = Detector::new(quiet());
         let t = feed(&mut d, &mut rng, 0.0, 7200, |r, _, _| probe(r, 1.0));
-        assert!(matches!(d.mark_release("t", "v2", t, t), Marked::Armed { .. }));
+        assert!(matches!(d.mark_release("t", "v2", t, MarkerTime::Stated, t), Marked::Armed { .. }));
         let t2 = feed(&mut d, &mut rng, t, 480, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&d, Signal::Ttft).state, State::Watching, "no look before the restart");
         let bytes = d.snapshot();
@@ -311,7 +311,7 @@ mod tests {
         assert_eq!(restored.releases, 1);
         let row = pooled(&e, Signal::Ttft);
         assert!(row.armed && row.version.as_deref() == Some("v2"), "{row:?}");
-        assert_eq!(e.mark_release("t", "v2", t2 + 40.0, t2 + 40.0), Marked::Repeated { first_at: t });
+        assert_eq!(e.mark_release("t", "v2", t2 + 40.0, MarkerTime::Stated, t2 + 40.0), Marked::Repeated { first_at: t });
         feed(&mut e, &mut rng, t2 + 30.0, 900, |r, _, _| probe(r, 2.0));
         assert_eq!(pooled(&e, Signal::Ttft).state, State::Regressed);
         let alarm = first_alarm(&mut e, Signal::Ttft, t).expect("an alarm event after the restart");

@@ -233,6 +233,17 @@ pub struct StateChange {
     pub at: f64,
 }
 
+/// Where a marker's time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerTime {
+    /// The release's own time, stated by whoever marked it (the API's `"at"`, `llmprobe release
+    /// mark --at`): the release did not begin before it.
+    Stated,
+    /// When the marker came or the change was seen (the API without `"at"`, discovery's read,
+    /// a behaviour change): the release may have begun minutes before it.
+    Seen,
+}
+
 /// What a release marker did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Marked {
@@ -371,6 +382,10 @@ pub(super) struct TargetState {
     pub(super) post_first: Option<f64>,
     pub(super) post_hit: (f64, u64),
     pub(super) cold_now: bool,
+    /// An incident flagged in the bin before a marker of stated time that came on time has not
+    /// ended yet: the window's latency probes are held until it does (it began before the
+    /// release, so it is not the release's).
+    pub(super) incident_at_marker: bool,
     pub(super) hist: BinnedHistory,
     /// Per latency signal, the daily shape learned from earlier days (taken out of every
     /// residual the tests see).
@@ -458,6 +473,7 @@ impl Detector {
             post_first: None,
             post_hit: (0.0, 0),
             cold_now: false,
+            incident_at_marker: false,
             daily: Default::default(),
             reading_daily: DailyShape::default(),
             hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),

@@ -14,7 +14,7 @@ use super::Sink;
 use super::prometheus::{DetectDeltaLabels, DetectFamilies, DetectRatioLabels, DetectSignalLabels};
 use super::replica_ages::ReplicaAges;
 use crate::config::Detect;
-use crate::detect::{Cause, Detector, Estimate, Marked, Observation, Signal, SignalReport, State, StateChange, persist, replica_id};
+use crate::detect::{Cause, Detector, Estimate, Marked, MarkerTime, Observation, Signal, SignalReport, State, StateChange, persist, replica_id};
 use crate::probe::measure::Sample;
 use crate::probe::outcome::{ErrorClass, Outcome};
 use crate::source::SnapshotCache;
@@ -85,10 +85,11 @@ impl DetectSink {
         *self.readings.lock().unwrap_or_else(|e| e.into_inner()) = cache;
     }
 
-    /// A release of `target` to `version` that happened at `at`: arms the release tests (a
-    /// repeated marker of the same version is the same release; see `Detector::mark_release`).
-    pub fn mark_release(&self, target: &str, version: &str, at: f64) -> Marked {
-        let marked = self.lock().mark_release(target, version, at, unix_now());
+    /// A release of `target` to `version` at `at` (`time`: the release's own time, or when it
+    /// was seen): arms the release tests (a repeated marker of the same version is the same
+    /// release; see `Detector::mark_release`).
+    pub fn mark_release(&self, target: &str, version: &str, at: f64, time: MarkerTime) -> Marked {
+        let marked = self.lock().mark_release(target, version, at, time, unix_now());
         match marked {
             Marked::Armed { at: armed_at, chained } if armed_at != at || chained => tracing::info!(
                 target_name = %target, version = %version,
@@ -340,8 +341,8 @@ impl Sink for DetectSink {
     fn event(&self, event: &super::Event) {
         let ages = || self.ages.lock().unwrap_or_else(|e| e.into_inner());
         match *event {
-            super::Event::Release { target, version, at, .. } => {
-                self.mark_release(target, version, at);
+            super::Event::Release { target, version, at, time, .. } => {
+                self.mark_release(target, version, at, time);
             }
             super::Event::ReplicaVersion { target, replica, version, node, .. } => {
                 let mut ages = ages();

@@ -1,6 +1,7 @@
 //! What happens to a target besides its probes, as every sink hears of it.
 
 use crate::config::Config;
+use crate::detect::MarkerTime;
 
 /// What happens to a target besides its probes. No `Debug`: a replica event carries the whole
 /// config, whose header values may be secrets; [`Event::describe`] is what a log line may say.
@@ -9,8 +10,9 @@ pub enum Event<'a> {
     /// Discovery read the target's model, engine and engine version (sent when they change).
     Identity { target: &'a str, model: &'a str, engine: &'a str, engine_version: &'a str },
     /// A release marker at `at` (Unix seconds) from `source` (`discovery`: the identity changed;
-    /// `api`: posted). `before` and `after` are [model, engine version], empty where unknown.
-    Release { target: &'a str, version: &'a str, source: &'a str, at: f64, before: [&'a str; 2], after: [&'a str; 2] },
+    /// `api`: posted). `time`: whether `at` is the release's own (stated with the marker) or when
+    /// it was seen. `before` and `after` are [model, engine version], empty where unknown.
+    Release { target: &'a str, version: &'a str, source: &'a str, at: f64, time: MarkerTime, before: [&'a str; 2], after: [&'a str; 2] },
     /// How many replicas discovery found and how many are probed.
     ReplicaCounts { target: &'a str, discovered: usize, probed: usize },
     /// A replica is probed from now on; `config` names the scenarios its series are made for.

@@ -103,7 +103,7 @@ impl Sink for Jsonl {
     }
 
     fn event(&self, event: &Event) {
-        if let Event::Release { target, version, source, at, before, after } = *event {
+        if let Event::Release { target, version, source, at, before, after, .. } = *event {
             self.write(&Line::Release { at_unix_s: at, target, version, source, before, after });
         }
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use llmprobe::cmd::detect::parse_replay;
 use llmprobe::detect::persist::{self, STATE_FILE};
 use llmprobe::detect::sim::{self, PlanParams};
-use llmprobe::detect::{DetectSettings, Detector, Observation, Signal, State};
+use llmprobe::detect::{DetectSettings, Detector, MarkerTime, Observation, Signal, State};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("llmprobe-detect-{tag}-{}", std::process::id()));
@@ -50,13 +50,13 @@ fn restart_between_baseline_and_release_still_detects() {
     let mut after = Detector::new(settings());
     assert_eq!(persist::load(&dir, &mut after, 2260.0, 3600.0), None);
     // The first look comes 4 bins after the 5-minute grace window.
-    after.mark_release("gpu-a", "v2", 2270.0, 2270.0);
+    after.mark_release("gpu-a", "v2", 2270.0, MarkerTime::Stated, 2270.0);
     feed(&mut after, 1200, 700, 2270.0, 2.0);
     assert_eq!(ttft_state(&after), State::Regressed);
 
     // Without the file the same release has no baseline to test against.
     let mut fresh = Detector::new(settings());
-    fresh.mark_release("gpu-a", "v2", 2270.0, 2270.0);
+    fresh.mark_release("gpu-a", "v2", 2270.0, MarkerTime::Stated, 2270.0);
     feed(&mut fresh, 1200, 700, 2270.0, 2.0);
     assert_eq!(ttft_state(&fresh), State::Watching);
 }
