@@ -216,9 +216,10 @@ impl Releases {
         let now = unix_now();
         let (at, time) = match req.at.as_deref() {
             None => (now, MarkerTime::Seen),
-            Some(text) => {
-                (crate::util::rfc3339::parse_unix(&crate::protocol::truncate_chars(text, 64)).map_err(|e| Refused::Bad(format!("at: {e}")))?, MarkerTime::Stated)
-            }
+            Some(text) => (
+                crate::util::rfc3339::parse_unix(&crate::protocol::truncate_chars(text, 64)).map_err(|e| Refused::Bad(format!("at: {e}")))?,
+                MarkerTime::Stated,
+            ),
         };
         if at > now + MAX_FUTURE_S {
             return Err(Refused::Bad(format!("at: {} is in the future", crate::util::rfc3339::format_unix(at, 0))));

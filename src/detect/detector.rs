@@ -11,8 +11,8 @@ use super::daily::SHAPE_REFIT_S;
 use super::history::{HistBin, OpenBin, bin_centre, bin_index};
 use super::release::{detrended, freeze, is_look};
 use super::state::{
-    ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, REANCHOR, ScenarioState, Signal, SignalState, State, StateChange,
-    TargetState,
+    ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, REANCHOR, ScenarioState, Signal, SignalState, State,
+    StateChange, TargetState,
 };
 use crate::config::DetectSettings;
 

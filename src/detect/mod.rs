@@ -36,4 +36,6 @@ pub mod verdict;
 pub use crate::config::DetectSettings;
 pub use covariates::{CacheWarmup, replica_id};
 pub use snapshot::Restored;
-pub use state::{Cause, ChecksReport, Detector, Estimate, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, Signal, SignalReport, State, StateChange};
+pub use state::{
+    Cause, ChecksReport, Detector, Estimate, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, Signal, SignalReport, State, StateChange,
+};

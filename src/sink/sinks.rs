@@ -70,7 +70,15 @@ mod tests {
     fn an_event_reaches_every_sink_past_one_that_panics() {
         let seen = Arc::new(Releases::default());
         let sinks = Sinks::new(vec![Arc::new(Panics), seen.clone()]);
-        sinks.event(&Event::Release { target: "t", version: "v2", source: "api", at: 1.0, time: crate::detect::MarkerTime::Stated, before: ["", ""], after: ["", "v2"] });
+        sinks.event(&Event::Release {
+            target: "t",
+            version: "v2",
+            source: "api",
+            at: 1.0,
+            time: crate::detect::MarkerTime::Stated,
+            before: ["", ""],
+            after: ["", "v2"],
+        });
         sinks.event(&Event::ReplicaCounts { target: "t", discovered: 2, probed: 1 });
         assert_eq!(seen.0.load(Ordering::Relaxed), 1);
     }
