@@ -149,7 +149,7 @@ impl Releases {
         );
         let at = unix_now();
         let version = if now.engine_version.is_empty() { now.model.clone() } else { now.engine_version.clone() };
-        self.apply(target, &version, "discovery", at, MarkerTime::Seen, [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
+        self.apply(target, &version, "discovery", (at, MarkerTime::Seen), [&before.model, &before.engine_version], [&now.model, &now.engine_version]);
     }
 
     /// A temperature-0 answer to the same prompt changed (`checks.fingerprint`): logged every
@@ -168,7 +168,7 @@ impl Releases {
             }
             marked.insert(target.to_owned(), at);
         }
-        self.apply(target, &format!("fingerprint {after}"), "behaviour", at, MarkerTime::Seen, ["", before], ["", after]);
+        self.apply(target, &format!("fingerprint {after}"), "behaviour", (at, MarkerTime::Seen), ["", before], ["", after]);
     }
 
     /// Checks a request's `Authorization` header value for posting a marker: the marker token
@@ -226,7 +226,7 @@ impl Releases {
         }
         let at = at.min(now);
         tracing::info!(target_name = %req.target, version = %version, note = %note, at = %crate::util::rfc3339::format_unix(at, 0), "release: marker posted to /api/v1/releases");
-        self.apply(&req.target, &version, "api", at, time, ["", ""], ["", &version]);
+        self.apply(&req.target, &version, "api", (at, time), ["", ""], ["", &version]);
         Ok(())
     }
 
@@ -237,7 +237,8 @@ impl Releases {
         targets.iter().filter_map(|t| recent.get(t)).flatten().cloned().collect()
     }
 
-    fn apply(&self, target: &str, version: &str, source: &str, at: f64, time: MarkerTime, before: [&str; 2], after: [&str; 2]) {
+    /// `at`: the marker's time, and whether it is the release's own (stated) or when it was seen.
+    fn apply(&self, target: &str, version: &str, source: &str, (at, time): (f64, MarkerTime), before: [&str; 2], after: [&str; 2]) {
         {
             let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
             let list = recent.entry(target.to_owned()).or_default();
