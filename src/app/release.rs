@@ -345,6 +345,37 @@ mod tests {
         assert!(matches!(none.authorize_read(Some("Bearer read-secret")), Err(Refused::Disabled(_))));
     }
 
+    /// The release times the markers carry, by source.
+    #[derive(Default)]
+    struct Times(Mutex<Vec<(String, MarkerTime)>>);
+    impl crate::sink::Sink for Times {
+        fn record(&self, _: &crate::probe::outcome::Outcome, _: Option<&crate::probe::measure::Sample>) {}
+        fn event(&self, event: &Event) {
+            if let Event::Release { source, time, .. } = *event {
+                self.0.lock().unwrap().push((source.to_owned(), time));
+            }
+        }
+    }
+
+    /// Only a marker that states the release's own time (the API's `"at"`) is `Stated`: the
+    /// API without it and discovery are taken as seen when they came.
+    #[test]
+    fn a_marker_states_the_release_time_only_with_at() {
+        let releases = with_tokens(Some("marker-secret"), None);
+        let tokens = releases.lock_generation().tokens.clone();
+        let times = std::sync::Arc::new(Times::default());
+        releases.set_generation(Sinks::new(vec![times.clone()]), vec!["t".into()], tokens, None);
+        let auth = Some("Bearer marker-secret");
+        releases.mark_from_api(auth, br#"{"target":"t","version":"v2","at":"2026-01-01T00:00:00Z"}"#).unwrap();
+        releases.mark_from_api(auth, br#"{"target":"t","version":"v3"}"#).unwrap();
+        let id = |v: &str| ServerIdentity { model: "m".into(), engine: "vllm".into(), engine_version: v.into() };
+        releases.discovered("t", &id("0.1"));
+        releases.discovered("t", &id("0.2"));
+        let got = times.0.lock().unwrap().clone();
+        let want = [("api", MarkerTime::Stated), ("api", MarkerTime::Seen), ("discovery", MarkerTime::Seen)];
+        assert_eq!(got.iter().map(|(s, t)| (s.as_str(), *t)).collect::<Vec<_>>(), want);
+    }
+
     #[test]
     fn token_comparison() {
         assert!(constant_time_eq(b"abc", b"abc"));
