@@ -968,7 +968,13 @@ mod tests {
             let slow = move |now: f64| if stays || now < start + 900.0 { 2.0 } else { 1.0 };
             let t = feed(&mut d, &mut rng, t, 180, |r, _, now| probe(r, slow(now)));
             d.mark_release("t", "v2", marker, time, marker);
-            feed(&mut d, &mut rng, t, 3600, |r, _, now| probe(r, slow(now)));
+            // 8 minutes in, the incident (a quarter hour from 3 minutes before) still runs.
+            let t = feed(&mut d, &mut rng, t, 480, |r, _, now| probe(r, slow(now)));
+            assert_eq!(pooled(&d, Signal::Ttft).incident_hold, time == MarkerTime::Stated, "seed {seed}");
+            feed(&mut d, &mut rng, t, 3120, |r, _, now| probe(r, slow(now)));
+            if !stays {
+                assert!(!pooled(&d, Signal::Ttft).incident_hold, "the incident ended (seed {seed})");
+            }
             first_alarm(&mut d, Signal::Ttft, marker)
         };
         let alarms: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Stated).is_some()).collect();

@@ -165,6 +165,7 @@ impl Detector {
             source: r.source,
             armed: t.armed_until.is_some(),
             pending: t.armed_until.is_some() && !t.looked,
+            incident_hold: signal != Signal::Goodput && t.armed_until.is_some() && t.incident_at_marker,
             version: t.version.clone(),
             detectable: if only.is_none() { t.detectable[k] } else { None },
             marker_s: t.marker,

@@ -140,6 +140,9 @@ pub struct SignalReport {
     /// A release window is open and its tests have not looked yet: the release is being judged
     /// but no verdict can have come (the grace window and the bins before the first look).
     pub pending: bool,
+    /// Latency rows: an incident that was running at a marker of stated time has not ended, and
+    /// the release's latency tests wait for it (false otherwise, and for goodput).
+    pub incident_hold: bool,
     /// The version of the last marker.
     pub version: Option<String>,
     /// Pooled rows: the smallest effect the release test's last look could have found with 80%

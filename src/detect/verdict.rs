@@ -26,6 +26,11 @@ pub struct Verdict {
     /// latency probes held out while it was colder than before (docs/detection.md, "Cold caches
     /// after a rollout"). `null` without a hit-rate reading in the baseline.
     pub cache_warmup: Option<CacheWarmup>,
+    /// An incident (latency far off its level) was running at the marker, whose time was stated,
+    /// and has not ended: the release's latency tests wait for it, since it began before the
+    /// release (docs/detection.md, "Markers: their own time, repeats, and alarms they cannot
+    /// erase").
+    pub incident_hold: bool,
     /// While the release rolls out and its replicas serve beside the old version's: the new
     /// version's probes against the old ones' at the same time and load (`null` otherwise).
     /// A regression there is the verdict's first word: it needs no baseline from before.
@@ -222,6 +227,7 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
         required,
         signals,
         cache_warmup: pooled.iter().find(|r| r.signal != Signal::Goodput).and_then(|r| r.warmup),
+        incident_hold: pooled.iter().any(|r| r.incident_hold),
         canary: None,
     })
 }
@@ -255,6 +261,7 @@ mod tests {
             source: None,
             armed: false,
             pending: false,
+            incident_hold: false,
             version: Some("v2".to_owned()),
             detectable: Some(if signal == Signal::Goodput { 0.01 } else { 1.1 }),
             marker_s: Some(1000.0),

@@ -385,6 +385,7 @@ mod tests {
             source,
             armed: true,
             pending: false,
+            incident_hold: false,
             version: None,
             detectable: None,
             marker_s: Some(1_767_225_600.0),
