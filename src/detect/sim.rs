@@ -386,6 +386,9 @@ pub struct PlanResult {
     /// Pooled `regressed` rows that a marker turned into anything else (over every trial): a
     /// marker must never erase an alarm.
     pub cleared_by_marker: u64,
+    /// Null days whose release marker came while an incident ran, so that the window's latency
+    /// tests waited for it to end (`SignalReport::incident_hold`).
+    pub incident_holds: u64,
 }
 
 impl PlanResult {
@@ -402,6 +405,7 @@ impl PlanResult {
             load_adjusted: (0, 0),
             by_signal: Default::default(),
             cleared_by_marker: 0,
+            incident_holds: 0,
         }
     }
 
@@ -740,6 +744,8 @@ struct Markers {
     /// (time told, the release's time), in order.
     due: Vec<(f64, f64)>,
     cleared: u64,
+    /// Markers that came while an incident ran (the window's latency tests wait for its end).
+    held: u64,
 }
 
 impl Markers {
@@ -752,7 +758,7 @@ impl Markers {
             }
             due.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
-        Markers { due, cleared: 0 }
+        Markers { due, cleared: 0, held: 0 }
     }
 
     /// Tells the detector the markers due by `now`.
@@ -763,6 +769,7 @@ impl Markers {
                 |d: &Detector| d.report().into_iter().filter(|r| r.scenario.is_none() && r.state == State::Regressed).map(|r| r.signal).collect::<Vec<_>>();
             let before = regressed(det);
             det.mark_release(TARGET, "v2", at, MarkerTime::Stated, told);
+            self.held += u64::from(det.report().iter().any(|r| r.scenario.is_none() && r.incident_hold));
             let after = regressed(det);
             self.cleared += before.iter().filter(|s| !after.contains(s)).count() as u64;
         }
@@ -890,6 +897,8 @@ fn detection_trial(p: &PlanParams, seed: u64) -> (Option<Detection>, u64) {
 struct NullDay {
     alarms: [(u64, u64); 4],
     cleared: u64,
+    /// Markers that came while an incident ran.
+    held: u64,
     /// The canary comparison called the rollout regressed.
     canary: bool,
     /// TTFT's load adjustment frozen at the release: none, the increments', the level relation's.
@@ -932,7 +941,7 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
             }
         }
     }
-    NullDay { alarms, cleared: markers.cleared, canary: canary_alarm, adjust: adjust.flatten() }
+    NullDay { alarms, cleared: markers.cleared, held: markers.held, canary: canary_alarm, adjust: adjust.flatten() }
 }
 
 fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -979,6 +988,7 @@ pub fn run(p: &PlanParams) -> PlanResult {
         canary_alarms: null.iter().filter(|n| n.canary).count() as u64,
         load_adjusted: (null.iter().filter(|n| n.adjust == Some(false)).count() as u64, null.iter().filter(|n| n.adjust == Some(true)).count() as u64),
         by_signal: std::array::from_fn(|i| (null.iter().map(|n| n.alarms[i].0).sum(), null.iter().map(|n| n.alarms[i].1).sum())),
+        incident_holds: null.iter().map(|n| n.held).sum(),
         ..PlanResult::from_detections(detections)
     }
 }
@@ -1229,6 +1239,9 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         if p.side_by_side.is_some() {
             let _ = writeln!(o, "  rollouts the canary comparison called regressed: {} of {:.0}", r.canary_alarms, r.days);
         }
+        if r.incident_holds > 0 {
+            let _ = writeln!(o, "  release windows whose latency tests waited for an incident running at the marker: {} of {:.0}", r.incident_holds, r.days);
+        }
         if p.reading.is_some() {
             let (inc, lev) = r.load_adjusted;
             let _ =
@@ -1337,6 +1350,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "total": alarms(r.armed_alarms + r.continuous_alarms),
             "windows_alarmed": r.windows_alarmed,
             "canary_rollouts_alarmed": r.canary_alarms,
+            "windows_incident_held": r.incident_holds,
             "ttft_load_adjusted": {"increments": r.load_adjusted.0, "levels": r.load_adjusted.1},
             "rollout": p.rollout.is_some(),
             "by_signal": by_signal,
@@ -1586,6 +1600,7 @@ mod tests {
         assert_eq!(v["params"]["load"]["tau_min"], 5.0);
         assert!(v["params"]["side_by_side"].is_null() && v["false_alarms"]["canary_rollouts_alarmed"] == 0);
         assert_eq!(v["false_alarms"]["ttft_load_adjusted"]["levels"], 0);
+        assert_eq!(v["false_alarms"]["windows_incident_held"], 0);
     }
 
     /// Side by side: only the replicas already on the new version regress, one by one; the canary
