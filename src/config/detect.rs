@@ -138,8 +138,9 @@ pub struct DetectSettings {
     pub latency_min_effect: f64,
     /// The exceedance test counts probes above this quantile of the baseline.
     pub exceedance_quantile: f64,
-    /// The tail test counts probes above this (higher) quantile of the baseline: it sees the
-    /// slowest few percent get slower while the median holds.
+    /// The tail test counts probes whose departure from their scenario's recent level is above
+    /// this (higher) quantile of the history's departures: it sees the slowest few percent get
+    /// slower while the median holds.
     pub tail_quantile: f64,
     /// How late a marker may say its release happened (its `at` before the time it arrives,
     /// seconds): the probes since `at` are tested as if the marker had come on time. An older

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::math::{quantile_se, sum_tail};
 use super::sensitivity::Sensitivity;
+use super::tail::TailFrozen;
 use crate::config::DetectSettings;
 /// Exponentially weighted mean and variance: a scenario's long-run level and spread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -138,10 +139,9 @@ pub(super) struct LatencyFrozen {
     pub(super) q: f64,
     pub(super) above: f64,
     pub(super) above_tolerance: f64,
-    /// The same for the tail test's (higher) quantile, with the count above it.
-    pub(super) q_tail: f64,
-    pub(super) above_tail: f64,
-    pub(super) tail_tolerance: f64,
+    /// The tail test's reference: the departures from the recent level over the history
+    /// (`None`: too little history).
+    pub(super) tail: Option<TailFrozen>,
     /// How much this scenario feels the shared load, learned before the marker (`sensitivity`).
     pub(super) sensitivity: Sensitivity,
     /// (count, mean of the winsorized values) of the newest part of the baseline window, one per
@@ -160,7 +160,7 @@ pub(super) const BASELINE_SPANS: [f64; 5] = [0.25, 1.0 / 3.0, 0.5, 0.75, 1.0];
 
 impl LatencyFrozen {
     /// From the baseline window's (time, log value) pairs before `at` (window `span_s` long).
-    pub(super) fn from_values(tv: &[(f64, f32)], at: f64, span_s: f64, (lo, hi): (f64, f64), s: &DetectSettings) -> Option<Self> {
+    pub(super) fn from_values(tv: &[(f64, f32)], at: f64, span_s: f64, (lo, hi): (f64, f64), tail: Option<TailFrozen>, s: &DetectSettings) -> Option<Self> {
         let spans = BASELINE_SPANS.map(|frac| {
             let from = at - frac * span_s;
             let (n, sum) = tv.iter().filter(|(t, _)| *t >= from).fold((0.0, 0.0), |(n, sum), (_, y)| (n + 1.0, sum + (*y as f64).clamp(lo, hi)));
@@ -178,9 +178,6 @@ impl LatencyFrozen {
         let above = v.iter().filter(|x| **x as f64 > q).count() as f64 / n;
         let tol = s.latency_tolerance.ln();
         let above_tolerance = v.iter().filter(|x| (**x as f64) > q - tol && (**x as f64) <= q).count() as f64 / n;
-        let (q_tail, _) = quantile_se(&v, s.tail_quantile)?;
-        let above_tail = v.iter().filter(|x| **x as f64 > q_tail).count() as f64 / n;
-        let tail_tolerance = v.iter().filter(|x| (**x as f64) > q_tail - tol && (**x as f64) <= q_tail).count() as f64 / n;
         Some(LatencyFrozen {
             m: v.len(),
             median,
@@ -194,9 +191,7 @@ impl LatencyFrozen {
             q,
             above,
             above_tolerance,
-            q_tail,
-            above_tail,
-            tail_tolerance,
+            tail,
             sensitivity: Sensitivity::default(),
             spans,
         })
@@ -210,9 +205,11 @@ pub(super) struct LatencyPost {
     pub(super) sum: f64,
     pub(super) sum_sq: f64,
     pub(super) above: u64,
+    /// Probes with a departure from the recent level, and those above the tail's reference.
+    pub(super) tail_n: u64,
     pub(super) above_tail: u64,
-    /// The newest (time, log value), at most `baseline_max_samples`.
-    pub(super) recent: VecDeque<(f64, f32)>,
+    /// The newest (time, log value, departure or NaN), at most `baseline_max_samples`.
+    pub(super) recent: VecDeque<(f64, f32, f32)>,
 }
 
 /// Post-release probes of a time span: count, mean of winsorized logs, share above the reference.
@@ -222,18 +219,32 @@ pub(super) struct Part {
     pub(super) mean: f64,
     pub(super) var: f64,
     pub(super) above: f64,
+    /// Probes with a departure, and the share of them above the tail's reference.
+    pub(super) tail_n: f64,
     pub(super) above_tail: f64,
 }
 
 impl LatencyPost {
-    /// One post-grace probe (log value) into the window's sums.
-    pub(super) fn add(&mut self, f: &LatencyFrozen, y: f64) {
+    /// One post-grace probe (log value and its departure from the recent level, NaN: none) into
+    /// the window's sums.
+    pub(super) fn add(&mut self, f: &LatencyFrozen, y: f64, r: f64) {
         let c = y.clamp(f.lo, f.hi);
         self.n += 1;
         self.sum += c;
         self.sum_sq += c * c;
         self.above += u64::from(y > f.q);
-        self.above_tail += u64::from(y > f.q_tail);
+        if let Some(tail) = f.tail.filter(|_| r.is_finite()) {
+            self.tail_n += 1;
+            self.above_tail += u64::from(r > tail.q);
+        }
+    }
+
+    /// One probe into the newest probes.
+    pub(super) fn push(&mut self, t: f64, y: f64, r: f64, max_recent: usize) {
+        self.recent.push_back((t, y as f32, r as f32));
+        while self.recent.len() > max_recent {
+            self.recent.pop_front();
+        }
     }
 
     pub(super) fn all(&self, f: &LatencyFrozen) -> Part {
@@ -243,7 +254,7 @@ impl LatencyPost {
         }
         let mean = self.sum / n;
         let var = if n >= 2.0 { ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: self.above as f64 / n, above_tail: self.above_tail as f64 / n }
+        Part { n, mean, var, above: self.above as f64 / n, tail_n: self.tail_n as f64, above_tail: self.above_tail as f64 / (self.tail_n as f64).max(1.0) }
     }
 
     /// The stored probes with time in [from, to).
@@ -253,8 +264,8 @@ impl LatencyPost {
 
     /// The stored probes with time in [from, to) that `keep` keeps (by their time).
     pub(super) fn span_where(&self, f: &LatencyFrozen, from: f64, to: f64, keep: impl Fn(f64) -> bool) -> Part {
-        let (mut n, mut sum, mut sq, mut above, mut above_tail) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        for (t, y) in &self.recent {
+        let (mut n, mut sum, mut sq, mut above, mut tail_n, mut above_tail) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for (t, y, r) in &self.recent {
             if *t >= from && *t < to && keep(*t) {
                 let y = *y as f64;
                 let c = y.clamp(f.lo, f.hi);
@@ -262,7 +273,10 @@ impl LatencyPost {
                 sum += c;
                 sq += c * c;
                 above += f64::from(u8::from(y > f.q));
-                above_tail += f64::from(u8::from(y > f.q_tail));
+                if let Some(tail) = f.tail.filter(|_| r.is_finite()) {
+                    tail_n += 1.0;
+                    above_tail += f64::from(u8::from(*r as f64 > tail.q));
+                }
             }
         }
         if n < 1.0 {
@@ -270,7 +284,7 @@ impl LatencyPost {
         }
         let mean = sum / n;
         let var = if n >= 2.0 { ((sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { f.var };
-        Part { n, mean, var, above: above / n, above_tail: above_tail / n }
+        Part { n, mean, var, above: above / n, tail_n, above_tail: above_tail / tail_n.max(1.0) }
     }
 }
 

@@ -14,6 +14,7 @@ use super::state::{
     ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, REANCHOR, ScenarioState, Signal, SignalState, State,
     StateChange, TargetState,
 };
+use super::tail::departure;
 use crate::config::DetectSettings;
 
 /// Refits target `t`'s daily shapes at `end`; where one is or was in use, what holds values
@@ -331,6 +332,12 @@ impl Detector {
                 // of the scenario; docs/detection.md, "The daily shape").
                 lk.level.last = now;
             }
+            // The departure from the recent level, before this probe joins the values; the tail
+            // test's history holds it as the daily shape holds the residuals.
+            let departure = departure(&lk.times, &lk.values, lk.times.len(), now, y).unwrap_or(f64::NAN);
+            if !hold {
+                lk.tail.add(now, departure, s.history_s);
+            }
             lk.times.push_back(now);
             lk.values.push_back(y as f32);
             lk.loads.push_back(load);
@@ -350,13 +357,10 @@ impl Detector {
                 && now >= p0
                 && t.armed_until.is_some()
             {
-                lk.post.add(f, y);
+                lk.post.add(f, y, departure);
             }
             if post_from.is_some_and(|p0| now >= p0) && (t.armed_until.is_some() || sc.rows[k].state == State::Regressed) {
-                lk.post.recent.push_back((now, y as f32));
-                if lk.post.recent.len() > s.baseline_max_samples {
-                    lk.post.recent.pop_front();
-                }
+                lk.post.push(now, y, departure, s.baseline_max_samples);
             }
         }
         if outcome_held {

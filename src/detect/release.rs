@@ -11,6 +11,7 @@ use super::history::{HistBin, MIN_VARIANCE_CUT, TREND_GATE_Z, Trend, bin_centre,
 use super::math::{binomial_sf, exceedance_cov_ratio, normal_quantile, normal_sf};
 use super::sensitivity::{SENSITIVITY_SPAN_S, sensitivities};
 use super::state::{Cause, Detector, Signal, SignalState, State, StateChange, TargetState};
+use super::tail::departure;
 use crate::config::DetectSettings;
 
 /// Post-grace bins counted as looks (bins after the grace window): every bin from 4 up to 12 (a
@@ -141,11 +142,12 @@ impl Detector {
                         t.post_first = Some(t.post_first.map_or(time, |p| p.min(time)));
                         let y = detrended(lk.value(i, t.adjust[k]), time, t.trend[k].as_ref(), &t.daily[k])
                             - t.replicas[k].of(lk.replicas.get(i).copied().flatten());
-                        post.add(f, y);
-                        post.recent.push_back((lk.times[i], y as f32));
+                        let r = departure(&lk.times, &lk.values, i, time, lk.values[i] as f64).unwrap_or(f64::NAN);
+                        post.add(f, y, r);
+                        post.push(time, y, r, usize::MAX);
                     }
                 } else if regressed(&sc.rows[k]) {
-                    post.recent = lk.post.recent.iter().copied().filter(|(time, _)| *time >= post_from).collect();
+                    post.recent = lk.post.recent.iter().copied().filter(|(time, _, _)| *time >= post_from).collect();
                 }
                 lk.post = post;
             }
@@ -336,18 +338,27 @@ impl Detector {
             // share's rise reaches the tolerance.
             let counts = |sel: &[(Part, &LatencyFrozen)], tail: bool, own: bool| -> Option<(f64, bool)> {
                 let (mut k1, mut m, mut k2, mut n, mut tol_e) = (0.0, 0.0, 0.0, 0.0, 0.0);
+                // The tail's counts are departures from the recent level over the history, whose
+                // dependence is the dispersion of the history's hourly counts (at least 1).
+                let mut dispersion: f64 = 1.0;
                 for (p, f) in sel {
-                    let (base, post, tolerance) = if tail { (f.above_tail, p.above_tail, f.tail_tolerance) } else { (f.above, p.above, f.above_tolerance) };
+                    let (base, base_m, post, post_n, tolerance) = if tail {
+                        let Some(r) = f.tail else { continue };
+                        dispersion = dispersion.max(r.dispersion);
+                        (r.above, r.m, p.above_tail, p.tail_n, r.tolerance)
+                    } else {
+                        (f.above, f.m as f64, p.above, p.n, f.above_tolerance)
+                    };
                     // One more above and one more probe: a new probe exceeds the j-th smallest
                     // of m exchangeable values with probability (m − j + 1)/(m + 1), one more
                     // than the baseline's own count above it (a p99 of 36 probes is their
                     // largest, which 1 in 37 new probes exceed, not none: with 10 scenarios at
                     // 0.01 probes/s each this raised 62 false tail alarms in 300 days).
-                    k1 += base * f.m as f64 + 1.0;
-                    m += f.m as f64 + 1.0;
-                    k2 += post * p.n;
-                    n += p.n;
-                    tol_e += p.n * tolerance;
+                    k1 += base * base_m + 1.0;
+                    m += base_m + 1.0;
+                    k2 += post * post_n;
+                    n += post_n;
+                    tol_e += post_n * tolerance;
                 }
                 if n < 1.0 || m < 1.0 {
                     return None;
@@ -357,7 +368,13 @@ impl Detector {
                 let scale = if own { own_scale(sel.iter().map(|x| x.1)) } else { 1.0 };
                 let kappa = exceedance_cov_ratio(normal_quantile(1.0 - p0), rho * scale) / (p0 * (1.0 - p0));
                 let load = if own { shared * scale / (probe_var * (1.0 / n + 1.0 / m)) } else { deff - 1.0 };
-                let d = if load.is_finite() { 1.0 + kappa * load.max(0.0) } else { deff };
+                let d = if tail {
+                    dispersion
+                } else if load.is_finite() {
+                    1.0 + kappa * load.max(0.0)
+                } else {
+                    deff
+                };
                 let p = binomial_sf(k2 / d, (k1 + k2) / d, n / (n + m));
                 Some((p, k2 / n - k1 / m >= tol_e / n))
             };
@@ -679,7 +696,14 @@ pub(super) fn freeze(t: &mut TargetState, at: f64, s: &DetectSettings) {
             let lk = &mut sc.latency[k];
             let v: Vec<(f64, f32)> = v.into_iter().map(|(tm, y, r)| (tm, (y - t.replicas[k].of(r)) as f32)).collect();
             lk.frozen = if v.len() >= s.min_latency_baseline {
-                LatencyFrozen::from_values(&v, at, s.latency_baseline_s, lk.level.bounds(s.clip_sigmas), s)
+                LatencyFrozen::from_values(
+                    &v,
+                    at,
+                    s.latency_baseline_s,
+                    lk.level.bounds(s.clip_sigmas),
+                    lk.tail.freeze(at, s.tail_quantile, s.latency_tolerance.ln(), s.min_latency_baseline),
+                    s,
+                )
             } else {
                 None
             };

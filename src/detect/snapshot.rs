@@ -9,6 +9,7 @@ use super::baseline::{Ewma, GoodBin};
 use super::daily::{HOUR_S, HourSum, KEEP_HOURS, SHAPE_REFIT_S};
 use super::history::HistBin;
 use super::state::{Detector, GoodputKey, ScenarioState, SignalState};
+use super::tail::TailHistory;
 // ---- snapshot ----
 
 use super::state::MAX_VERSION_CHARS;
@@ -68,6 +69,9 @@ pub(super) struct SnapLatency {
     pub(super) replicas: Vec<Option<u32>>,
     pub(super) level: Ewma,
     pub(super) anchor: Option<f64>,
+    /// The tail test's hourly histograms of departures (absent in files of older builds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) tail: Vec<(i64, Vec<u32>)>,
 }
 
 /// What `restore` took over.
@@ -82,7 +86,9 @@ pub struct Restored {
 impl Detector {
     /// The baselines (raw values, long-run levels, binned history) as versioned JSON. The release
     /// window open at the time is saved with them. Size is bounded by `max_keys × 3 ×
-    /// baseline_max_samples` values (about 25 bytes each; 11 more with a replica) plus the bins of `history_s` per target.
+    /// baseline_max_samples` values (about 25 bytes each; 11 more with a replica) and as many
+    /// hourly histograms of the tail test's departures as `history_s` has hours (96 counts each,
+    /// 200–500 bytes) plus the bins of `history_s` per target.
     pub fn snapshot(&self) -> Vec<u8> {
         let snap = Snapshot {
             version: SNAPSHOT_VERSION,
@@ -115,6 +121,7 @@ impl Detector {
                                     },
                                     level: l.level,
                                     anchor: l.anchor,
+                                    tail: l.tail.hours.iter().cloned().collect(),
                                 })
                                 .collect(),
                             goodput_bins: sc.goodput.bins.iter().copied().collect(),
@@ -216,6 +223,7 @@ impl Detector {
                     samples += lk.times.len();
                     lk.level = if sl.level.mean.is_finite() && sl.level.var.is_finite() && sl.level.var >= 0.0 { sl.level } else { Ewma::default() };
                     lk.anchor = sl.anchor.filter(|a| a.is_finite());
+                    lk.tail = TailHistory::restored(sl.tail, now, s.history_s);
                 }
                 let keep_from = self.bin_of(now - s.goodput_baseline_s - s.armed_window_s);
                 let cap = ((s.goodput_baseline_s + s.armed_window_s) / s.bin_s).ceil() as usize + 2;
@@ -280,6 +288,9 @@ mod tests {
         assert!(e.restore(b"{not json", t).is_err());
         // The daily shape's hours come back with the rest.
         assert!(f.targets[0].daily[0].hours.len() >= 2 && f.targets[0].daily[0].hours == d.targets[0].daily[0].hours);
+        // The tail test's hourly histograms of departures too (two hours of them).
+        let tail = &d.targets[0].scenarios[0].latency[0].tail;
+        assert!(tail.hours.len() >= 2 && f.targets[0].scenarios[0].latency[0].tail == *tail);
         // The reading's too (a fourth entry); a file of an older build, without it, learns it afresh.
         assert!(f.targets[0].reading_daily.hours.len() >= 2 && f.targets[0].reading_daily.hours == d.targets[0].reading_daily.hours);
         let mut snap: serde_json::Value = serde_json::from_slice(&again).expect("json");

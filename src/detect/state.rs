@@ -12,6 +12,7 @@ use super::baseline::{Ewma, GoodBin, GoodFrozen, LatencyFrozen, LatencyPost};
 use super::covariates::{Adjust, CacheRef, CacheWarmup, ReplicaOffsets, adjusted};
 use super::daily::DailyShape;
 use super::history::{BinnedHistory, Dependence, Trend, bin_index};
+use super::tail::TailHistory;
 use crate::config::DetectSettings;
 
 /// One probe as the detector sees it. Latencies in seconds.
@@ -289,6 +290,8 @@ pub(super) struct LatencyKey {
     pub(super) anchor: Option<f64>,
     pub(super) frozen: Option<LatencyFrozen>,
     pub(super) post: LatencyPost,
+    /// Departures from the recent level, hour by hour (the tail test's history).
+    pub(super) tail: TailHistory,
 }
 
 impl LatencyKey {
