@@ -498,6 +498,8 @@ else:
 mark = templates.get("llmprobe-release-mark")
 if not mark or [a for a in mark["spec"]["args"] if a["name"] == "llmprobe-marker-token"][0]["valueFrom"]["secretKeyRef"]["name"] != "llmprobe-release-token":
     problems.append("the release-mark AnalysisTemplate does not post with the marker token")
+elif mark["spec"]["metrics"][0]["provider"]["web"]["jsonBody"].get("at") != "now":
+    problems.append("the release-mark AnalysisTemplate does not state the release's time (at: now)")
 print(f"{len(templates)} AnalysisTemplates, config and mounts checked")
 for p in problems:
     print(p)

@@ -98,7 +98,9 @@ struct MarkRequest {
     pub version: String,
     #[serde(default)]
     pub note: Option<String>,
-    /// When the release happened (RFC 3339), for a marker sent after the fact; default: now.
+    /// When the release happened (RFC 3339), for a marker sent after the fact, or `now`: the
+    /// release happens as the marker is sent (a pipeline's step that cannot format a time).
+    /// Absent: the marker's time is its arrival, not stated by the sender.
     #[serde(default)]
     pub at: Option<String>,
 }
@@ -216,6 +218,7 @@ impl Releases {
         let now = unix_now();
         let (at, time) = match req.at.as_deref() {
             None => (now, MarkerTime::Seen),
+            Some("now") => (now, MarkerTime::Stated),
             Some(text) => (
                 crate::util::rfc3339::parse_unix(&crate::protocol::truncate_chars(text, 64)).map_err(|e| Refused::Bad(format!("at: {e}")))?,
                 MarkerTime::Stated,
@@ -357,8 +360,8 @@ mod tests {
         }
     }
 
-    /// Only a marker that states the release's own time (the API's `"at"`) is `Stated`: the
-    /// API without it and discovery are taken as seen when they came.
+    /// Only a marker that states the release's own time (the API's `"at"`, a time or `now`) is
+    /// `Stated`: the API without it and discovery are taken as seen when they came.
     #[test]
     fn a_marker_states_the_release_time_only_with_at() {
         let releases = with_tokens(Some("marker-secret"), None);
@@ -368,11 +371,13 @@ mod tests {
         let auth = Some("Bearer marker-secret");
         releases.mark_from_api(auth, br#"{"target":"t","version":"v2","at":"2026-01-01T00:00:00Z"}"#).unwrap();
         releases.mark_from_api(auth, br#"{"target":"t","version":"v3"}"#).unwrap();
+        releases.mark_from_api(auth, br#"{"target":"t","version":"v4","at":"now"}"#).unwrap();
+        assert!(matches!(releases.mark_from_api(auth, br#"{"target":"t","version":"v5","at":"later"}"#), Err(Refused::Bad(e)) if e.starts_with("at: ")));
         let id = |v: &str| ServerIdentity { model: "m".into(), engine: "vllm".into(), engine_version: v.into() };
         releases.discovered("t", &id("0.1"));
         releases.discovered("t", &id("0.2"));
         let got = times.0.lock().unwrap().clone();
-        let want = [("api", MarkerTime::Stated), ("api", MarkerTime::Seen), ("discovery", MarkerTime::Seen)];
+        let want = [("api", MarkerTime::Stated), ("api", MarkerTime::Seen), ("api", MarkerTime::Stated), ("discovery", MarkerTime::Seen)];
         assert_eq!(got.iter().map(|(s, t)| (s.as_str(), *t)).collect::<Vec<_>>(), want);
     }
 

@@ -177,8 +177,9 @@ pub struct ReleaseMarkArgs {
     /// A short note (change ticket, pipeline id).
     #[arg(long)]
     pub note: Option<String>,
-    /// When the release happened (RFC 3339, e.g. 2026-12-05T10:00:00Z), for a marker sent late;
-    /// the probes since then are judged as if it had come on time [default: now].
+    /// When the release happened (RFC 3339, e.g. 2026-12-05T10:00:00Z), for a marker sent late:
+    /// the probes since then are judged as if it had come on time; or `now`, stating that the
+    /// release happens as the marker is sent [default: the marker's arrival, not stated].
     #[arg(long, value_parser = parse_at)]
     pub at: Option<String>,
     /// File holding the bearer token (the prober's detect.release_token_file).
@@ -188,6 +189,9 @@ pub struct ReleaseMarkArgs {
 
 /// `--at` is checked here, so a typo fails before anything is sent.
 fn parse_at(text: &str) -> Result<String, String> {
+    if text == "now" {
+        return Ok(text.to_owned());
+    }
     crate::util::rfc3339::parse_unix(text).map(|_| text.to_owned())
 }
 

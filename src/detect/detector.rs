@@ -147,15 +147,16 @@ impl Detector {
 
     /// Re-opens a release window a snapshot saved: the baselines frozen at `frozen_at` again from
     /// the restored values and bins, the window of the marker at `at` with the probes since it
-    /// (as a late marker's). Windows already closed by `now` are not re-opened.
-    pub(super) fn reopen(&mut self, target: &str, version: &str, at: f64, frozen_at: f64, now: f64) -> bool {
+    /// (as a late marker's), holding an incident running at it where the marker did
+    /// (`incident_hold`). Windows already closed by `now` are not re-opened.
+    pub(super) fn reopen(&mut self, target: &str, version: &str, (at, frozen_at): (f64, f64), incident_hold: bool, now: f64) -> bool {
         let s = self.settings.clone();
         let Some(ti) = self.targets.iter().position(|t| t.name == target) else { return false };
         if !(at.is_finite() && frozen_at.is_finite() && frozen_at <= at && at <= now && at + s.armed_window_s > now) {
             return false;
         }
         freeze(&mut self.targets[ti], frozen_at, &s);
-        self.arm(ti, version, at, false, now);
+        self.arm(ti, version, at, incident_hold, now);
         true
     }
 
@@ -269,7 +270,8 @@ impl Detector {
             let cold = now < p0 + s.cache_warmup_max_s && t.cache_ref.is_some_and(|c| c.cold(hit));
             // An incident running since before the marker ends at the first closed bin after
             // the marker that is not flagged; until then the latency probes wait (`arm`).
-            if t.incident_at_marker && t.marker.is_some_and(|m| bin > bin_index(m, s.bin_s)) && !t.hist.get(bin - 1).is_some_and(HistBin::incident) {
+            // A closed bin that is not flagged ends it; none (the open bin lost at a restart) does not.
+            if t.incident_at_marker && t.marker.is_some_and(|m| bin > bin_index(m, s.bin_s)) && t.hist.get(bin - 1).is_some_and(|b| !b.incident()) {
                 t.incident_at_marker = false;
             }
             warming = cold || obs.replica_warming || t.incident_at_marker;

@@ -91,6 +91,7 @@ impl Detector {
         // An incident that began before the release and still runs at its marker is not the
         // release's: the window's latency probes wait until a closed bin after the marker is no
         // longer flagged (`incident_end`: that bin; the history's end while it runs).
+        t.marker_holds_incident = incident_hold;
         let marker_bin = bin_index(at, s.bin_s);
         let incident_end = (incident_hold && t.hist.get(marker_bin - 1).is_some_and(HistBin::incident)).then(|| {
             let end = t.hist.end();
@@ -981,10 +982,11 @@ mod tests {
     /// that began there and stays is found once its bins are no longer flagged (delayed, not
     /// dropped). A marker whose time is when it was seen (discovery, a behaviour change) may
     /// follow its own release's slowdown, so it holds nothing: the same incident alarms, and a
-    /// shift that stays is found at the first looks.
+    /// shift that stays is found at the first looks. A restart while the incident runs keeps
+    /// the hold (the snapshot's window says its marker holds).
     #[test]
     fn an_incident_running_at_a_marker_of_stated_time_is_not_the_releases() {
-        let run = |seed: u64, stays: bool, time: MarkerTime| {
+        let run = |seed: u64, stays: bool, time: MarkerTime, restart: bool| {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
             let t = feed(&mut d, &mut rng, 0.0, 21_420, |r, _, _| probe(r, 1.0));
@@ -995,19 +997,27 @@ mod tests {
             // 8 minutes in, the incident (a quarter hour from 3 minutes before) still runs.
             let t = feed(&mut d, &mut rng, t, 480, |r, _, now| probe(r, slow(now)));
             assert_eq!(pooled(&d, Signal::Ttft).incident_hold, time == MarkerTime::Stated, "seed {seed}");
+            if restart {
+                let bytes = d.snapshot();
+                d = Detector::new(quiet());
+                assert_eq!(d.restore(&bytes, t).map(|r| r.releases), Ok(1));
+                assert_eq!(pooled(&d, Signal::Ttft).incident_hold, time == MarkerTime::Stated, "after the restart (seed {seed})");
+            }
             feed(&mut d, &mut rng, t, 3120, |r, _, now| probe(r, slow(now)));
             if !stays {
                 assert!(!pooled(&d, Signal::Ttft).incident_hold, "the incident ended (seed {seed})");
             }
             first_alarm(&mut d, Signal::Ttft, marker)
         };
-        let alarms: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Stated).is_some()).collect();
-        assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?}");
-        let stays = run(0, true, MarkerTime::Stated);
+        for restart in [false, true] {
+            let alarms: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Stated, restart).is_some()).collect();
+            assert!(alarms.is_empty(), "alarms for the incident with seeds {alarms:?} (restart {restart})");
+        }
+        let stays = run(0, true, MarkerTime::Stated, false);
         assert!(stays.is_some_and(|s| s > 600.0), "a shift from before the marker that stays, found late: {stays:?}");
-        let seen: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Seen).is_some()).collect();
+        let seen: Vec<u64> = (0..8).filter(|seed| run(*seed, false, MarkerTime::Seen, false).is_some()).collect();
         assert!(seen.len() >= 6, "a marker of the time it was seen holds nothing: alarms with seeds {seen:?}");
-        let stays = run(0, true, MarkerTime::Seen);
+        let stays = run(0, true, MarkerTime::Seen, false);
         assert!(stays.is_some_and(|s| s <= 600.0), "a shift that stays, marker of the time it was seen: {stays:?}");
     }
 

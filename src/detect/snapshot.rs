@@ -47,6 +47,9 @@ pub(super) struct SnapRelease {
     pub(super) version: String,
     pub(super) at: f64,
     pub(super) frozen_at: f64,
+    /// Its marker holds an incident running at it (absent in files of older builds: no).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) incident_hold: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -129,7 +132,9 @@ impl Detector {
                         .collect(),
                     daily: t.daily.iter().chain([&t.reading_daily]).map(|d| d.hours.iter().copied().collect()).collect(),
                     release: match (t.armed_until, &t.version, t.marker, t.frozen_at) {
-                        (Some(_), Some(version), Some(at), Some(frozen_at)) => Some(SnapRelease { version: version.clone(), at, frozen_at }),
+                        (Some(_), Some(version), Some(at), Some(frozen_at)) => {
+                            Some(SnapRelease { version: version.clone(), at, frozen_at, incident_hold: t.marker_holds_incident })
+                        }
                         _ => None,
                     },
                 })
@@ -242,7 +247,7 @@ impl Detector {
         let mut reopened = 0;
         for (target, r) in releases {
             let version: String = r.version.chars().take(MAX_VERSION_CHARS).collect();
-            if self.reopen(&target, &version, r.at, r.frozen_at, now) {
+            if self.reopen(&target, &version, (r.at, r.frozen_at), r.incident_hold, now) {
                 reopened += 1;
             }
         }

@@ -392,6 +392,10 @@ pub(super) struct TargetState {
     /// ended yet: the window's latency probes are held until it does (it began before the
     /// release, so it is not the release's).
     pub(super) incident_at_marker: bool,
+    /// The open window's marker may hold an incident running at it (stated and on time,
+    /// `Detector::mark_release`): kept in the snapshot, so a window re-opened after a restart
+    /// holds as the marker did.
+    pub(super) marker_holds_incident: bool,
     pub(super) hist: BinnedHistory,
     /// Per latency signal, the daily shape learned from earlier days (taken out of every
     /// residual the tests see).
@@ -480,6 +484,7 @@ impl Detector {
             post_hit: (0.0, 0),
             cold_now: false,
             incident_at_marker: false,
+            marker_holds_incident: false,
             daily: Default::default(),
             reading_daily: DailyShape::default(),
             hist: BinnedHistory::new(k_max, cap, ((s.continuous_window_s / s.bin_s).round() as usize).min(cap)),

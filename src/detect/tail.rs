@@ -47,9 +47,9 @@ pub(super) fn departure(times: &VecDeque<f64>, values: &VecDeque<f32>, end: usiz
     if n < LEVEL_MIN_PROBES || !y.is_finite() {
         return None;
     }
-    let level = &mut level[..n];
-    level.sort_unstable_by(f32::total_cmp);
-    let median = if n % 2 == 1 { level[n / 2] as f64 } else { (level[n / 2 - 1] as f64 + level[n / 2] as f64) / 2.0 };
+    let (below, mid, _) = level[..n].select_nth_unstable_by(n / 2, f32::total_cmp);
+    let mid = *mid as f64;
+    let median = if n % 2 == 1 { mid } else { (below.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64 + mid) / 2.0 };
     Some(y - median)
 }
 
