@@ -8,7 +8,7 @@
 use super::baseline::GoodBin;
 use super::covariates::adjusted;
 use super::daily::SHAPE_REFIT_S;
-use super::history::{HistBin, OpenBin, bin_centre, bin_index};
+use super::history::{OpenBin, bin_centre, bin_index};
 use super::release::{detrended, freeze, is_look};
 use super::state::{
     ANCHOR_PROBES, Detector, GoodputKey, Ignored, MAX_VERSION_CHARS, Marked, MarkerTime, Observation, REANCHOR, ScenarioState, Signal, SignalState, State,
