@@ -70,6 +70,27 @@ impl TestResult {
     }
 }
 
+/// How many times the early half's z the late half's may reach, and by how much more (z over
+/// √2), before the change is taken to have begun after the marker.
+const LATE_ONSET_RATIO: f64 = 4.0;
+const LATE_ONSET_Z: f64 = 3.09;
+
+/// Persistence at a look: each half of the post-release probes (early, late: one-look p and
+/// whether the estimate reaches the tolerance) shows the change on its own, and the change
+/// began at the marker. A release's effect begins there and stays; one the late half shows
+/// more than `LATE_ONSET_RATIO` times as strongly as the early half (z against z), the
+/// difference beyond `LATE_ONSET_Z` √2, began later in the window: an incident that started
+/// after the marker, not the release. The halves share the baseline, which correlates their z
+/// and only narrows the difference's spread (√2 is its most). A ramp of the effect from the
+/// marker (a rolling update) puts the early half at about a third of the late or more.
+fn persists(early: Option<(f64, bool)>, late: Option<(f64, bool)>, confirm_alpha: f64) -> bool {
+    let (Some((pe, le)), Some((pl, ll))) = (early, late) else { return false };
+    let z = |p: f64| -normal_quantile(p.clamp(1e-300, 1.0));
+    let (ze, zl) = (z(pe), z(pl));
+    let late_onset = ze * LATE_ONSET_RATIO < zl && zl - ze > LATE_ONSET_Z * std::f64::consts::SQRT_2;
+    pe <= confirm_alpha && le && pl <= confirm_alpha && ll && !late_onset
+}
+
 impl Detector {
     /// Opens target `ti`'s release window for `version` at `at` against the baselines frozen
     /// before (`freeze`): resets the rows not held as regressed, takes the probes since `at` into
@@ -204,7 +225,8 @@ impl Detector {
             let verdict = |f: &GoodFrozen, bins: Vec<(i64, u32, u32)>, share: f64| {
                 let (all, early, late) = split(bins);
                 let p = f.tail(&all, deff);
-                let confirmed = !early.is_empty() && !late.is_empty() && f.tail(&early, deff) <= s.confirm_alpha && f.tail(&late, deff) <= s.confirm_alpha;
+                let half = |b: &[(u32, u32)]| (!b.is_empty()).then(|| (f.tail(b, deff), true));
+                let confirmed = persists(half(&early), half(&late), s.confirm_alpha);
                 TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed }
             };
             let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
@@ -387,7 +409,7 @@ impl Detector {
                 let exceed = |j: usize| counts(&pick(j).iter().map(|(_, p, f)| (*p, *f)).collect::<Vec<_>>(), false, own);
                 let result = |test: &dyn Fn(usize) -> Option<(f64, bool)>| {
                     let (p, large) = test(0)?;
-                    let confirmed = [1, 2].iter().all(|j| test(*j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
+                    let confirmed = persists(test(1), test(2), s.confirm_alpha);
                     Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large })
                 };
                 Some([result(&|j| mean(&pick(j), own, span))?, result(&exceed)?])
@@ -410,7 +432,7 @@ impl Detector {
             }
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
             if let Some((p, large)) = counts(&pick(0), true, false) {
-                let confirmed = [1, 2].iter().all(|j| counts(&pick(*j), true, false).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
+                let confirmed = persists(counts(&pick(1), true, false), counts(&pick(2), true, false), s.confirm_alpha);
                 pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
             }
             // Each scenario against the others at the same time (the contrast): the shared load
@@ -440,7 +462,7 @@ impl Detector {
                 scen[*i] = verdicts(&[(1.0, *p, *f)], SCENARIO_OWN_SHARE / kk, true, FULL_SPAN).map(|[m, e]| {
                     // Alone (no other scenario to compare with), the contrast passes nothing.
                     let c = contrast(*i, 0).map_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false }, |(p, large)| {
-                        let confirmed = [1, 2].iter().all(|j| contrast(*i, *j).is_some_and(|(ph, l)| ph <= s.confirm_alpha && l));
+                        let confirmed = persists(contrast(*i, 1), contrast(*i, 2), s.confirm_alpha);
                         TestResult { p, p_adj: (p * looks / (SCENARIO_CONTRAST_SHARE / kk)).min(1.0), confirmed: confirmed && large }
                     });
                     [m, e, c]
@@ -954,6 +976,40 @@ mod tests {
         assert!((13..=17).contains(&excluded), "the incident's bins are left out: {excluded}");
         assert!(after_incident < 1.5 * clean, "design effect {after_incident} after the incident, {clean} without");
         assert!(found_clean && found, "the release is found with and without the incident");
+    }
+
+    /// A change the late half shows far more strongly than the early one began after the
+    /// marker; one that holds from the marker, or ramps up from it, persists.
+    #[test]
+    fn persistence_asks_that_the_change_began_at_the_marker() {
+        let half = |z: f64| Some((normal_sf(z), true));
+        assert!(persists(half(6.0), half(6.5), 0.05), "the same change in both halves");
+        assert!(persists(half(3.0), half(9.0), 0.05), "a ramp from the marker: the early half a third of the late");
+        assert!(!persists(half(2.0), half(20.0), 0.05), "a change that began in the late half");
+        assert!(!persists(half(1.0), half(4.0), 0.05), "the early half must show it on its own");
+        assert!(!persists(Some((1e-9, false)), half(6.0), 0.05), "nor reach the tolerance");
+        assert!(!persists(None, half(6.0), 0.05));
+        assert!(persists(Some((0.0, true)), Some((0.0, true)), 0.05), "p underflowed in both halves");
+    }
+
+    /// A quarter hour of 2x latency that begins 25 or 30 minutes after the marker is in the late
+    /// half of every look that sees it; its early half is clean. Asked only to show the change,
+    /// one scenario's early half passed by chance in 4 of these 20 runs (at 1 probe/s).
+    #[test]
+    fn an_incident_that_begins_half_an_hour_after_the_marker_is_no_release_regression() {
+        let mut alarms = Vec::new();
+        for (offset, seed) in [1500.0, 1800.0].into_iter().flat_map(|o| (0..10).map(move |s| (o, s))) {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut d = Detector::new(quiet());
+            let t = feed(&mut d, &mut rng, 0.0, 21_600, |r, _, _| probe(r, 1.0));
+            d.mark_release("t", "v2", t, MarkerTime::Stated, t);
+            let slow = move |now: f64| if (t + offset..t + offset + 900.0).contains(&now) { 2.0 } else { 1.0 };
+            feed(&mut d, &mut rng, t, 3600, |r, _, now| probe(r, slow(now)));
+            if first_alarm(&mut d, Signal::Ttft, t).is_some() {
+                alarms.push((offset, seed));
+            }
+        }
+        assert!(alarms.is_empty(), "alarms (offset, seed): {alarms:?}");
     }
 
     /// A quarter hour of 2x latency that begins 28 minutes after the marker fills most of the
