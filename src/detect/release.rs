@@ -62,6 +62,8 @@ struct TestResult {
     p_adj: f64,
     /// Both halves of the post-grace probes show the effect on their own (persistence).
     confirmed: bool,
+    /// The halves did, but the change began after the marker (`persists`).
+    late_onset: bool,
 }
 
 impl TestResult {
@@ -83,12 +85,14 @@ const LATE_ONSET_Z: f64 = 3.09;
 /// after the marker, not the release. The halves share the baseline, which correlates their z
 /// and only narrows the difference's spread (√2 is its most). A ramp of the effect from the
 /// marker (a rolling update) puts the early half at about a third of the late or more.
-fn persists(early: Option<(f64, bool)>, late: Option<(f64, bool)>, confirm_alpha: f64) -> bool {
-    let (Some((pe, le)), Some((pl, ll))) = (early, late) else { return false };
+/// Returns (persists, began after the marker).
+fn persists(early: Option<(f64, bool)>, late: Option<(f64, bool)>, confirm_alpha: f64) -> (bool, bool) {
+    let (Some((pe, le)), Some((pl, ll))) = (early, late) else { return (false, false) };
     let z = |p: f64| -normal_quantile(p.clamp(1e-300, 1.0));
     let (ze, zl) = (z(pe), z(pl));
     let late_onset = ze * LATE_ONSET_RATIO < zl && zl - ze > LATE_ONSET_Z * std::f64::consts::SQRT_2;
-    pe <= confirm_alpha && le && pl <= confirm_alpha && ll && !late_onset
+    let shown = pe <= confirm_alpha && le && pl <= confirm_alpha && ll;
+    (shown && !late_onset, shown && late_onset)
 }
 
 impl Detector {
@@ -113,6 +117,8 @@ impl Detector {
         // release's: the window's latency probes wait until a closed bin after the marker is no
         // longer flagged (`incident_end`: that bin; the history's end while it runs).
         t.marker_holds_incident = incident_hold;
+        t.late_onset = [false; 4];
+        t.late_onset_looks = 0;
         let marker_bin = bin_index(at, s.bin_s);
         let incident_end = (incident_hold && t.hist.get(marker_bin - 1).is_some_and(HistBin::incident)).then(|| {
             let end = t.hist.end();
@@ -226,8 +232,8 @@ impl Detector {
                 let (all, early, late) = split(bins);
                 let p = f.tail(&all, deff);
                 let half = |b: &[(u32, u32)]| (!b.is_empty()).then(|| (f.tail(b, deff), true));
-                let confirmed = persists(half(&early), half(&late), s.confirm_alpha);
-                TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed }
+                let (confirmed, late_onset) = persists(half(&early), half(&late), s.confirm_alpha);
+                TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed, late_onset }
             };
             let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
             if let Some(f) = &t.good_frozen {
@@ -409,8 +415,8 @@ impl Detector {
                 let exceed = |j: usize| counts(&pick(j).iter().map(|(_, p, f)| (*p, *f)).collect::<Vec<_>>(), false, own);
                 let result = |test: &dyn Fn(usize) -> Option<(f64, bool)>| {
                     let (p, large) = test(0)?;
-                    let confirmed = persists(test(1), test(2), s.confirm_alpha);
-                    Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large })
+                    let (confirmed, late_onset) = persists(test(1), test(2), s.confirm_alpha);
+                    Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large, late_onset: late_onset && large })
                 };
                 Some([result(&|j| mean(&pick(j), own, span))?, result(&exceed)?])
             };
@@ -432,8 +438,8 @@ impl Detector {
             }
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
             if let Some((p, large)) = counts(&pick(0), true, false) {
-                let confirmed = persists(counts(&pick(1), true, false), counts(&pick(2), true, false), s.confirm_alpha);
-                pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large });
+                let (confirmed, late_onset) = persists(counts(&pick(1), true, false), counts(&pick(2), true, false), s.confirm_alpha);
+                pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large, late_onset: late_onset && large });
             }
             // Each scenario against the others at the same time (the contrast): the shared load
             // and the daily cycle move them all and cancel, save for how differently scenarios
@@ -461,9 +467,14 @@ impl Detector {
                 // The scenario's share: its own mean and exceedance tests and the contrast.
                 scen[*i] = verdicts(&[(1.0, *p, *f)], SCENARIO_OWN_SHARE / kk, true, FULL_SPAN).map(|[m, e]| {
                     // Alone (no other scenario to compare with), the contrast passes nothing.
-                    let c = contrast(*i, 0).map_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false }, |(p, large)| {
-                        let confirmed = persists(contrast(*i, 1), contrast(*i, 2), s.confirm_alpha);
-                        TestResult { p, p_adj: (p * looks / (SCENARIO_CONTRAST_SHARE / kk)).min(1.0), confirmed: confirmed && large }
+                    let c = contrast(*i, 0).map_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false, late_onset: false }, |(p, large)| {
+                        let (confirmed, late_onset) = persists(contrast(*i, 1), contrast(*i, 2), s.confirm_alpha);
+                        TestResult {
+                            p,
+                            p_adj: (p * looks / (SCENARIO_CONTRAST_SHARE / kk)).min(1.0),
+                            confirmed: confirmed && large,
+                            late_onset: late_onset && large,
+                        }
                     });
                     [m, e, c]
                 });
@@ -484,6 +495,10 @@ impl Detector {
         let all = pooled.iter().chain(scen.iter().flatten().flatten());
         let best = all.clone().map(evidence).fold(f64::NEG_INFINITY, f64::max);
         let any_pass = all.clone().any(|v| v.passes(alpha));
+        // A change held back at this look as one that began after the marker.
+        let late_onset = all.clone().any(|v| v.late_onset && v.p_adj <= alpha);
+        t.late_onset[k] = late_onset;
+        t.late_onset_looks += u32::from(late_onset);
         let pooled_pass = pooled.iter().any(|v| v.passes(alpha));
         {
             let r = &mut t.pooled[k];
@@ -983,13 +998,13 @@ mod tests {
     #[test]
     fn persistence_asks_that_the_change_began_at_the_marker() {
         let half = |z: f64| Some((normal_sf(z), true));
-        assert!(persists(half(6.0), half(6.5), 0.05), "the same change in both halves");
-        assert!(persists(half(3.0), half(9.0), 0.05), "a ramp from the marker: the early half a third of the late");
-        assert!(!persists(half(2.0), half(20.0), 0.05), "a change that began in the late half");
-        assert!(!persists(half(1.0), half(4.0), 0.05), "the early half must show it on its own");
-        assert!(!persists(Some((1e-9, false)), half(6.0), 0.05), "nor reach the tolerance");
-        assert!(!persists(None, half(6.0), 0.05));
-        assert!(persists(Some((0.0, true)), Some((0.0, true)), 0.05), "p underflowed in both halves");
+        assert_eq!(persists(half(6.0), half(6.5), 0.05), (true, false), "the same change in both halves");
+        assert_eq!(persists(half(3.0), half(9.0), 0.05), (true, false), "a ramp from the marker: the early half a third of the late");
+        assert_eq!(persists(half(2.0), half(20.0), 0.05), (false, true), "a change that began in the late half");
+        assert_eq!(persists(half(1.0), half(4.0), 0.05), (false, false), "the early half must show it on its own");
+        assert_eq!(persists(Some((1e-9, false)), half(6.0), 0.05), (false, false), "nor reach the tolerance");
+        assert_eq!(persists(None, half(6.0), 0.05), (false, false));
+        assert_eq!(persists(Some((0.0, true)), Some((0.0, true)), 0.05), (true, false), "p underflowed in both halves");
     }
 
     /// A quarter hour of 2x latency that begins 25 or 30 minutes after the marker is in the late
@@ -997,7 +1012,7 @@ mod tests {
     /// one scenario's early half passed by chance in 4 of these 20 runs (at 1 probe/s).
     #[test]
     fn an_incident_that_begins_half_an_hour_after_the_marker_is_no_release_regression() {
-        let mut alarms = Vec::new();
+        let (mut alarms, mut held_back) = (Vec::new(), 0);
         for (offset, seed) in [1500.0, 1800.0].into_iter().flat_map(|o| (0..10).map(move |s| (o, s))) {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut d = Detector::new(quiet());
@@ -1008,8 +1023,11 @@ mod tests {
             if first_alarm(&mut d, Signal::Ttft, t).is_some() {
                 alarms.push((offset, seed));
             }
+            held_back += u32::from(d.targets[0].late_onset_looks > 0);
         }
         assert!(alarms.is_empty(), "alarms (offset, seed): {alarms:?}");
+        // The four that alarmed before were held back, and said so (`SignalReport::late_onset`).
+        assert!(held_back >= 4, "{held_back} windows held a change back");
     }
 
     /// A quarter hour of 2x latency that begins 28 minutes after the marker fills most of the

@@ -166,6 +166,7 @@ impl Detector {
             armed: t.armed_until.is_some(),
             pending: t.armed_until.is_some() && !t.looked,
             incident_hold: signal != Signal::Goodput && t.armed_until.is_some() && t.incident_at_marker,
+            late_onset: only.is_none() && t.armed_until.is_some() && t.late_onset[k],
             version: t.version.clone(),
             detectable: if only.is_none() { t.detectable[k] } else { None },
             marker_s: t.marker,

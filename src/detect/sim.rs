@@ -389,6 +389,9 @@ pub struct PlanResult {
     /// Null days whose release marker came while an incident ran, so that the window's latency
     /// tests waited for it to end (`SignalReport::incident_hold`).
     pub incident_holds: u64,
+    /// Null days whose release window held back, at some look, a change that began after the
+    /// marker (`SignalReport::late_onset`).
+    pub late_onsets: u64,
 }
 
 impl PlanResult {
@@ -406,6 +409,7 @@ impl PlanResult {
             by_signal: Default::default(),
             cleared_by_marker: 0,
             incident_holds: 0,
+            late_onsets: 0,
         }
     }
 
@@ -899,6 +903,8 @@ struct NullDay {
     cleared: u64,
     /// Markers that came while an incident ran.
     held: u64,
+    /// The window held back a change that began after the marker.
+    late_onset: bool,
     /// The canary comparison called the rollout regressed.
     canary: bool,
     /// TTFT's load adjustment frozen at the release: none, the increments', the level relation's.
@@ -941,7 +947,8 @@ fn null_trial(p: &PlanParams, seed: u64) -> NullDay {
             }
         }
     }
-    NullDay { alarms, cleared: markers.cleared, held: markers.held, canary: canary_alarm, adjust: adjust.flatten() }
+    let late_onset = det.targets.first().is_some_and(|t| t.late_onset_looks > 0);
+    NullDay { alarms, cleared: markers.cleared, held: markers.held, late_onset, canary: canary_alarm, adjust: adjust.flatten() }
 }
 
 fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -989,6 +996,7 @@ pub fn run(p: &PlanParams) -> PlanResult {
         load_adjusted: (null.iter().filter(|n| n.adjust == Some(false)).count() as u64, null.iter().filter(|n| n.adjust == Some(true)).count() as u64),
         by_signal: std::array::from_fn(|i| (null.iter().map(|n| n.alarms[i].0).sum(), null.iter().map(|n| n.alarms[i].1).sum())),
         incident_holds: null.iter().map(|n| n.held).sum(),
+        late_onsets: null.iter().filter(|n| n.late_onset).count() as u64,
         ..PlanResult::from_detections(detections)
     }
 }
@@ -1239,6 +1247,9 @@ pub fn format(p: &PlanParams, r: &PlanResult) -> String {
         if p.side_by_side.is_some() {
             let _ = writeln!(o, "  rollouts the canary comparison called regressed: {} of {:.0}", r.canary_alarms, r.days);
         }
+        if r.late_onsets > 0 {
+            let _ = writeln!(o, "  release windows that held back a change beginning after the marker: {} of {:.0}", r.late_onsets, r.days);
+        }
         if r.incident_holds > 0 {
             let _ = writeln!(o, "  release windows whose latency tests waited for an incident running at the marker: {} of {:.0}", r.incident_holds, r.days);
         }
@@ -1351,6 +1362,7 @@ pub fn to_json(p: &PlanParams, r: &PlanResult, min: Option<&MinDetectable>) -> s
             "windows_alarmed": r.windows_alarmed,
             "canary_rollouts_alarmed": r.canary_alarms,
             "windows_incident_held": r.incident_holds,
+            "windows_late_onset": r.late_onsets,
             "ttft_load_adjusted": {"increments": r.load_adjusted.0, "levels": r.load_adjusted.1},
             "rollout": p.rollout.is_some(),
             "by_signal": by_signal,
@@ -1601,6 +1613,7 @@ mod tests {
         assert!(v["params"]["side_by_side"].is_null() && v["false_alarms"]["canary_rollouts_alarmed"] == 0);
         assert_eq!(v["false_alarms"]["ttft_load_adjusted"]["levels"], 0);
         assert_eq!(v["false_alarms"]["windows_incident_held"], 0);
+        assert!(v["false_alarms"]["windows_late_onset"].is_u64());
     }
 
     /// Side by side: only the replicas already on the new version regress, one by one; the canary

@@ -144,6 +144,10 @@ pub struct SignalReport {
     /// Latency rows: an incident that was running at a marker of stated time has not ended, and
     /// the release's latency tests wait for it (false otherwise, and for goodput).
     pub incident_hold: bool,
+    /// At the window's latest look a test of this signal found a change that began after the
+    /// marker (its late half far stronger than its early one: an incident that started later,
+    /// not the release), so it raised no alarm.
+    pub late_onset: bool,
     /// The version of the last marker.
     pub version: Option<String>,
     /// Pooled rows: the smallest effect the release test's last look could have found with 80%
@@ -392,6 +396,10 @@ pub(super) struct TargetState {
     /// ended yet: the window's latency probes are held until it does (it began before the
     /// release, so it is not the release's).
     pub(super) incident_at_marker: bool,
+    /// Per signal, whether the latest look held back a change that began after the marker
+    /// (`SignalReport::late_onset`), and how many looks of the window did.
+    pub(super) late_onset: [bool; 4],
+    pub(super) late_onset_looks: u32,
     /// The open window's marker may hold an incident running at it (stated and on time,
     /// `Detector::mark_release`): kept in the snapshot, so a window re-opened after a restart
     /// holds as the marker did.
@@ -484,6 +492,8 @@ impl Detector {
             post_hit: (0.0, 0),
             cold_now: false,
             incident_at_marker: false,
+            late_onset: [false; 4],
+            late_onset_looks: 0,
             marker_holds_incident: false,
             daily: Default::default(),
             reading_daily: DailyShape::default(),

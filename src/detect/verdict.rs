@@ -31,6 +31,10 @@ pub struct Verdict {
     /// release (docs/detection.md, "Markers: their own time, repeats, and alarms they cannot
     /// erase").
     pub incident_hold: bool,
+    /// At the latest look a test found a change that began after the marker, well into the
+    /// window (an incident that started later, not the release), and raised no alarm for it
+    /// (docs/detection.md, "The change began at the marker").
+    pub late_onset: bool,
     /// While the release rolls out and its replicas serve beside the old version's: the new
     /// version's probes against the old ones' at the same time and load (`null` otherwise).
     /// A regression there is the verdict's first word: it needs no baseline from before.
@@ -228,6 +232,7 @@ pub fn verdict(rows: &[SignalReport], target: &str, version: Option<&str>, setti
         signals,
         cache_warmup: pooled.iter().find(|r| r.signal != Signal::Goodput).and_then(|r| r.warmup),
         incident_hold: pooled.iter().any(|r| r.incident_hold),
+        late_onset: pooled.iter().any(|r| r.late_onset),
         canary: None,
     })
 }
@@ -262,6 +267,7 @@ mod tests {
             armed: false,
             pending: false,
             incident_hold: false,
+            late_onset: false,
             version: Some("v2".to_owned()),
             detectable: Some(if signal == Signal::Goodput { 0.01 } else { 1.1 }),
             marker_s: Some(1000.0),

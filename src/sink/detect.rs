@@ -386,6 +386,7 @@ mod tests {
             armed: true,
             pending: false,
             incident_hold: false,
+            late_onset: false,
             version: None,
             detectable: None,
             marker_s: Some(1_767_225_600.0),
