@@ -48,12 +48,18 @@ struct Header {
 /// `max_age_s` before `now` (same clock as the detector's). Returns a warning when a file was
 /// there but ignored (stale, corrupt, unreadable); `None` when restored or when there was none.
 pub fn load(dir: &Path, det: &mut Detector, now: f64, max_age_s: f64) -> Option<String> {
+    use std::io::Read;
     let path = state_path(dir);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
+    let max = det.snapshot_max_bytes();
+    let mut bytes = Vec::new();
+    match std::fs::File::open(&path).and_then(|f| f.take(max.saturating_add(1)).read_to_end(&mut bytes)) {
+        Ok(_) if bytes.len() as u64 > max => {
+            return Some(format!("{}: ignored, larger than a snapshot of these settings can be ({max} bytes)", path.display()));
+        }
+        Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => return Some(format!("{}: ignored, unreadable: {e}", path.display())),
-    };
+    }
     let saved_at = match serde_json::from_slice::<Header>(&bytes) {
         Ok(h) => h.saved_at,
         Err(e) => return Some(format!("{}: ignored, corrupt: {e}", path.display())),
@@ -68,5 +74,36 @@ pub fn load(dir: &Path, det: &mut Detector, now: f64, max_age_s: f64) -> Option<
             None
         }
         Err(e) => Some(format!("{}: ignored, corrupt: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+    use crate::config::DetectSettings;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    /// A detector filled to its caps writes a snapshot within the bound, which loads; a file
+    /// past the bound is not read.
+    #[test]
+    fn a_state_file_is_read_up_to_what_a_snapshot_can_be() {
+        let s = DetectSettings { continuous: false, max_keys: 3, baseline_max_samples: 600, history_s: 7200.0, ..DetectSettings::default() };
+        let mut d = Detector::new(s.clone());
+        let mut rng = SmallRng::seed_from_u64(5);
+        let t = feed(&mut d, &mut rng, 0.0, 9000, |r, _, _| probe(r, 1.0));
+        let dir = std::env::temp_dir().join(format!("llmprobe-persist-{}", std::process::id()));
+        save(&dir, &d).expect("save");
+        let len = std::fs::metadata(state_path(&dir)).expect("written").len();
+        assert!(len <= d.snapshot_max_bytes(), "{len} bytes, bound {}", d.snapshot_max_bytes());
+        let mut e = Detector::new(s.clone());
+        assert_eq!(load(&dir, &mut e, t, 3600.0), None);
+        let mut big = std::fs::read(state_path(&dir)).expect("read");
+        big.resize(d.snapshot_max_bytes() as usize + 1, b' ');
+        write(&dir, &big).expect("write");
+        let warning = load(&dir, &mut Detector::new(s), t, 3600.0).expect("refused");
+        assert!(warning.contains("larger than a snapshot"), "{warning}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,7 +9,7 @@ use super::baseline::{Ewma, GoodBin};
 use super::daily::{HOUR_S, HourSum, KEEP_HOURS, SHAPE_REFIT_S};
 use super::history::HistBin;
 use super::state::{Detector, GoodputKey, ScenarioState, SignalState};
-use super::tail::TailHistory;
+use super::tail::{BINS, TailHistory};
 // ---- snapshot ----
 
 use super::state::MAX_VERSION_CHARS;
@@ -87,6 +87,21 @@ pub struct Restored {
 }
 
 impl Detector {
+    /// The most bytes a snapshot of these settings takes, with room to spare: per key 3 latency
+    /// signals of `baseline_max_samples` values (64 bytes each at most: time, value, reading,
+    /// replica) and the tail test's hourly histograms (96 counts of up to 11 bytes), and its
+    /// goodput bins; per target (at most one per key) the history's bins (1 KiB each at most)
+    /// and the daily shapes' hours. A state file larger than this is not a snapshot of this
+    /// prober's, and is not read.
+    pub fn snapshot_max_bytes(&self) -> u64 {
+        let s = &self.settings;
+        let count = |x: f64| if x.is_finite() { x.max(0.0) as u64 + 2 } else { 0 };
+        let hours = count(s.history_s / 3600.0);
+        let per_key = 3 * (s.baseline_max_samples as u64 * 64 + hours * BINS as u64 * 11) + count((s.goodput_baseline_s + s.armed_window_s) / s.bin_s) * 64;
+        let per_target = count(s.history_s / s.bin_s) * 1024 + 4 * 168 * 128;
+        (s.max_keys as u64).saturating_mul(per_key + per_target).saturating_add(1 << 20)
+    }
+
     /// The baselines (raw values, long-run levels, binned history) as versioned JSON. The release
     /// window open at the time is saved with them. Size is bounded by `max_keys × 3 ×
     /// baseline_max_samples` values (about 25 bytes each; 11 more with a replica) and as many
