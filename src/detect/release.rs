@@ -67,6 +67,12 @@ struct TestResult {
 }
 
 impl TestResult {
+    /// A test at a look: its one-look p, adjusted for the looks and the test's share of the
+    /// error level, whether its estimate reaches the tolerance, and its halves (`persists`).
+    fn new(p: f64, (looks, share): (f64, f64), large: bool, (persist, late_onset): (bool, bool)) -> Self {
+        TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: persist && large, late_onset: late_onset && large }
+    }
+
     fn passes(&self, alpha: f64) -> bool {
         self.p_adj <= alpha && self.confirmed
     }
@@ -232,8 +238,7 @@ impl Detector {
                 let (all, early, late) = split(bins);
                 let p = f.tail(&all, deff);
                 let half = |b: &[(u32, u32)]| (!b.is_empty()).then(|| (f.tail(b, deff), true));
-                let (confirmed, late_onset) = persists(half(&early), half(&late), s.confirm_alpha);
-                TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed, late_onset }
+                TestResult::new(p, (looks, share), true, persists(half(&early), half(&late), s.confirm_alpha))
             };
             let k = t.scenarios.iter().filter(|sc| sc.goodput.frozen.is_some()).count().max(1) as f64;
             if let Some(f) = &t.good_frozen {
@@ -415,8 +420,7 @@ impl Detector {
                 let exceed = |j: usize| counts(&pick(j).iter().map(|(_, p, f)| (*p, *f)).collect::<Vec<_>>(), false, own);
                 let result = |test: &dyn Fn(usize) -> Option<(f64, bool)>| {
                     let (p, large) = test(0)?;
-                    let (confirmed, late_onset) = persists(test(1), test(2), s.confirm_alpha);
-                    Some(TestResult { p, p_adj: (p * looks / share).min(1.0), confirmed: confirmed && large, late_onset: late_onset && large })
+                    Some(TestResult::new(p, (looks, share), large, persists(test(1), test(2), s.confirm_alpha)))
                 };
                 Some([result(&|j| mean(&pick(j), own, span))?, result(&exceed)?])
             };
@@ -438,8 +442,7 @@ impl Detector {
             }
             let pick = |j: usize| all.iter().map(|(_, p, f)| (p[j], *f)).collect::<Vec<_>>();
             if let Some((p, large)) = counts(&pick(0), true, false) {
-                let (confirmed, late_onset) = persists(counts(&pick(1), true, false), counts(&pick(2), true, false), s.confirm_alpha);
-                pooled.push(TestResult { p, p_adj: (p * looks / 0.1).min(1.0), confirmed: confirmed && large, late_onset: late_onset && large });
+                pooled.push(TestResult::new(p, (looks, 0.1), large, persists(counts(&pick(1), true, false), counts(&pick(2), true, false), s.confirm_alpha)));
             }
             // Each scenario against the others at the same time (the contrast): the shared load
             // and the daily cycle move them all and cancel, save for how differently scenarios
@@ -467,14 +470,8 @@ impl Detector {
                 // The scenario's share: its own mean and exceedance tests and the contrast.
                 scen[*i] = verdicts(&[(1.0, *p, *f)], SCENARIO_OWN_SHARE / kk, true, FULL_SPAN).map(|[m, e]| {
                     // Alone (no other scenario to compare with), the contrast passes nothing.
-                    let c = contrast(*i, 0).map_or(TestResult { p: 1.0, p_adj: 1.0, confirmed: false, late_onset: false }, |(p, large)| {
-                        let (confirmed, late_onset) = persists(contrast(*i, 1), contrast(*i, 2), s.confirm_alpha);
-                        TestResult {
-                            p,
-                            p_adj: (p * looks / (SCENARIO_CONTRAST_SHARE / kk)).min(1.0),
-                            confirmed: confirmed && large,
-                            late_onset: late_onset && large,
-                        }
+                    let c = contrast(*i, 0).map_or(TestResult::new(1.0, (1.0, 1.0), false, (false, false)), |(p, large)| {
+                        TestResult::new(p, (looks, SCENARIO_CONTRAST_SHARE / kk), large, persists(contrast(*i, 1), contrast(*i, 2), s.confirm_alpha))
                     });
                     [m, e, c]
                 });

@@ -133,17 +133,15 @@ impl TailHistory {
             return None;
         }
         // The lowest edge with at most the quantile's share above it.
+        // (The last bin has none above it, so one is always found.)
         let allowed = (1.0 - quantile) * m as f64;
         let mut above = m;
-        let mut b = 0;
-        while b < BINS - 1 {
-            above -= total[b];
-            if above as f64 <= allowed {
-                break;
-            }
-            b += 1;
-        }
-        let above = total[b + 1..].iter().sum::<u64>();
+        let b = (0..BINS)
+            .find(|&b| {
+                above -= total[b];
+                above as f64 <= allowed
+            })
+            .unwrap_or(BINS - 1);
         let q = edge(b);
         // Departures in (q − tol, q]: whole bins whose upper edge lies in that range.
         let tolerance = (0..=b).filter(|i| edge(*i) > q - tol).map(|i| total[i]).sum::<u64>() as f64 / m as f64;
